@@ -1,0 +1,3 @@
+module github.com/fairrelay/fairrelay/clock
+
+go 1.26.0

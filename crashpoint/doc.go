@@ -1,0 +1,2 @@
+// Package crashpoint is being built; see the issue tracker.
+package crashpoint

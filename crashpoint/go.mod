@@ -1,0 +1,3 @@
+module github.com/fairrelay/fairrelay/crashpoint
+
+go 1.26.0

@@ -1,0 +1,2 @@
+// Package experiment is being built; see the issue tracker.
+package experiment

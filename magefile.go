@@ -1,0 +1,226 @@
+//go:build mage
+
+// The magefile only orchestrates: every piece of logic lives in a module.
+// Run the targets with `go tool mage <target>` (mage is pinned as a tool in the
+// root go.mod) or with `mage <target>` once mage is installed.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/magefile/mage/mg"
+)
+
+// Experiment groups the targets that run the experiment.
+type Experiment mg.Namespace
+
+// Test runs go vet and go test in every module of the workspace, with the race
+// detector where this machine can build it (cgo and a C compiler present;
+// FAIRRELAY_RACE=0 turns it off).
+func Test() error {
+	mods, err := modules()
+	if err != nil {
+		return err
+	}
+	testArgs := []string{"test", "-count=1"}
+	if raceAvailable() {
+		testArgs = append(testArgs, "-race")
+		fmt.Println("mage test: race detector on")
+	} else {
+		fmt.Println("mage test: race detector off (needs cgo and a C compiler, and FAIRRELAY_RACE unset or 1)")
+	}
+	testArgs = append(testArgs, "./...")
+	for _, dir := range mods {
+		if err := run(dir, "go", vetArgs(dir)...); err != nil {
+			return err
+		}
+		if !hasTests(dir) {
+			continue
+		}
+		if err := run(dir, "go", testArgs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Lint fails when gofmt would change a file or go vet reports anything.
+func Lint() error {
+	mods, err := modules()
+	if err != nil {
+		return err
+	}
+	for _, dir := range mods {
+		out, err := exec.Command("gofmt", "-l", dir).Output()
+		if err != nil {
+			return fmt.Errorf("gofmt -l %s: %w", dir, err)
+		}
+		// Nested modules are listed on their own; keep only this module's files.
+		var bad []string
+		for _, f := range strings.Fields(string(out)) {
+			if owner(f, mods) == dir {
+				bad = append(bad, f)
+			}
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("gofmt would change:\n%s", strings.Join(bad, "\n"))
+		}
+		if err := run(dir, "go", vetArgs(dir)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Bench runs the benchmark harness of the bench module and writes its table to
+// docs/performance.md. BENCH_QUICK=1 runs a short smoke version.
+func Bench() error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(root, "bench")
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return fmt.Errorf("bench: not built yet (the bench module lands with the performance issue)")
+	}
+	args := []string{"run", "./cmd/benchrun", "-out", filepath.Join(root, "docs", "performance.md")}
+	if os.Getenv("BENCH_QUICK") == "1" {
+		args = append(args, "-quick")
+	}
+	return run(dir, "go", args...)
+}
+
+// Check runs every scenario of the experiment, one line per scenario, and fails
+// on any failed check or any difference from the golden files.
+func (Experiment) Check() error {
+	return experiment("check")
+}
+
+// Output runs every scenario and writes their snapshots, verdicts and the
+// environment (Go, SQLite, OS) as JSON to file.
+func (Experiment) Output(file string) error {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return err
+	}
+	return experiment("output", abs)
+}
+
+// Update rewrites the experiment's golden files from a fresh run, for a change
+// that has been reviewed. Read the diff before committing it.
+func (Experiment) Update() error {
+	dir, err := experimentDir()
+	if err != nil {
+		return err
+	}
+	cmd := command(dir, "go", "test", "-count=1", "./...")
+	cmd.Env = append(os.Environ(), "GOLDIE_UPDATE=1")
+	return cmd.Run()
+}
+
+func experiment(args ...string) error {
+	dir, err := experimentDir()
+	if err != nil {
+		return err
+	}
+	return run(dir, "go", append([]string{"run", "./cmd/experiment"}, args...)...)
+}
+
+func experimentDir() (string, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "experiment")
+	if _, err := os.Stat(filepath.Join(dir, "cmd", "experiment")); err != nil {
+		return "", fmt.Errorf("experiment: not built yet (it lands with the experiment issue)")
+	}
+	return dir, nil
+}
+
+// modules lists the directory of every module in the workspace.
+func modules() ([]string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -m: %w", err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// owner returns the module directory that holds file: the longest prefix.
+func owner(file string, mods []string) string {
+	best := ""
+	for _, m := range mods {
+		if strings.HasPrefix(file, m+string(filepath.Separator)) && len(m) > len(best) {
+			best = m
+		}
+	}
+	return best
+}
+
+// vetArgs vets the root module with the mage tag, so the magefile is checked too.
+func vetArgs(dir string) []string {
+	if _, err := os.Stat(filepath.Join(dir, "magefile.go")); err == nil {
+		return []string{"vet", "-tags", "mage", "./..."}
+	}
+	return []string{"vet", "./..."}
+}
+
+// hasTests reports whether the module has any _test.go file outside testdata.
+func hasTests(dir string) bool {
+	found := false
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || found {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && p != dir {
+			if d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+				return filepath.SkipDir // another module
+			}
+		}
+		if strings.HasSuffix(p, "_test.go") {
+			found = true
+		}
+		return nil
+	})
+	return found
+}
+
+func raceAvailable() bool {
+	if os.Getenv("FAIRRELAY_RACE") == "0" {
+		return false
+	}
+	out, err := exec.Command("go", "env", "CGO_ENABLED", "CC").Output()
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 2 || f[0] != "1" {
+		return false
+	}
+	_, err = exec.LookPath(f[1])
+	return err == nil
+}
+
+func command(dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+	fmt.Printf("[%s] %s %s\n", filepath.Base(dir), name, strings.Join(args, " "))
+	return cmd
+}
+
+func run(dir, name string, args ...string) error {
+	if err := command(dir, name, args...).Run(); err != nil {
+		return mg.Fatalf(1, "%s %s in %s: %v", name, strings.Join(args, " "), dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,2 @@
+// Package queuestore is being built; see the issue tracker.
+package queuestore

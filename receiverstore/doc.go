@@ -1,0 +1,2 @@
+// Package receiverstore is being built; see the issue tracker.
+package receiverstore
