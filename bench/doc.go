@@ -1,0 +1,14 @@
+// Package bench measures fairrelay's stores side by side with the storage
+// ceiling (raw one-row durable commits) and with maragu.dev/goqite, on the same
+// machine, the same pragmas and in the same run.
+//
+// Every figure it reports is a rate measured in repeated, interleaved rounds:
+// each round runs every case for the same wall-clock slice, one case after the
+// other, so that the noise of a shared machine falls on all of them alike.
+// Ratios are taken within a round and summarized as a median and a range over
+// the rounds. Nothing here asserts a speed: the tests check that the harness
+// counts correctly, and cmd/benchrun writes the report.
+//
+// This module is the only one that depends on goqite, so no core module
+// carries what it is compared with.
+package bench
