@@ -1,2 +1,40 @@
-// Package receiverstore is being built; see the issue tracker.
+// Package receiverstore is fairrelay's idempotent receiver (SPEC §3): it turns
+// at-least-once delivery into an exactly-once effect.
+//
+// A [Message] carries an event's ID, its flow, its sequence number in that
+// flow and a body {"delta": N}. The receiver's effect is to add N to the
+// flow's running total. [Store.Receive] answers with an [Outcome]:
+//
+//   - [Accepted] means the effect is applied, not merely stored: the receipt,
+//     total += delta and the flow's next expected number += 1 were committed
+//     together in one SQLite transaction. There is no state in which a
+//     receipt exists without its delta in the total, or the other way round.
+//     A crash before that commit leaves neither; after it, both.
+//   - [Duplicate]: the byte-identical message was accepted before; nothing
+//     changes. This is what makes redelivery harmless.
+//   - [Conflict]: the ID was used for another flow, seq or body, or the
+//     (flow, seq) slot is taken by another ID. Conflicts are kept, not
+//     resolved: each distinct one is recorded once ([Store.Conflicts]) and
+//     never moves a total.
+//   - [Gap]: the message is ahead of the flow's next expected number. Nothing
+//     is skipped; the sender must deliver the missing ones first.
+//   - [UnsupportedDelta]: the delta is above this receiver's capability
+//     ([WithMaxDelta]). Nothing changes; once the store is reopened with a
+//     higher cap, the byte-identical message is accepted.
+//
+// A body that is not exactly {"delta": N} with an integer N in 1..1000 is
+// [ErrInvalidBody], checked before anything else; a bad ID, flow or sequence
+// number is [ErrInvalid]. Neither changes anything. [Store.ReceiveBatch]
+// receives many messages in one transaction with the outcomes that
+// successive Receive calls would give.
+//
+// The database is one SQLite file in WAL mode with synchronous=FULL, a busy
+// timeout and IMMEDIATE write transactions, so several processes may receive
+// into it at once. Its schema is embedded and versioned with PRAGMA
+// user_version; records are never deleted. [Store.Snapshot] reads every
+// table in one read transaction, in a stable order, for golden files.
+//
+// [WithHook] lets a test harness stop the process inside the accept
+// transaction ([HookAcceptBeforeCommit]); the package does not import the
+// crash injector.
 package receiverstore

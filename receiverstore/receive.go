@@ -1,0 +1,268 @@
+package receiverstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxNameLen is the longest Message.ID or Message.Flow, in bytes.
+const MaxNameLen = 200
+
+// Message is one delivery of an event to the receiver.
+type Message struct {
+	ID, Flow string
+	Seq      int64
+	Body     []byte
+}
+
+// Outcome is what Receive did with a valid message.
+type Outcome string
+
+// The outcomes of Receive, in the order of SPEC §3.
+const (
+	// Accepted: the effect is applied. The receipt, total += delta and
+	// next-expected += 1 were committed in one transaction.
+	Accepted Outcome = "accepted"
+	// Duplicate: this exact message (ID, Flow, Seq, Body) was accepted
+	// before. Nothing changes.
+	Duplicate Outcome = "duplicate"
+	// Conflict: the message clashes with a receipt or with the flow's order.
+	// It is recorded once for an operator (see [Store.Conflicts]); totals do
+	// not change.
+	Conflict Outcome = "conflict"
+	// Gap: Seq is above the flow's next expected number. Nothing changes;
+	// nothing is skipped.
+	Gap Outcome = "gap"
+	// UnsupportedDelta: delta is above the store's MaxDelta. Nothing changes;
+	// the same message is accepted once the store is opened with a cap that
+	// allows it.
+	UnsupportedDelta Outcome = "unsupported_delta"
+)
+
+// Conflict rules recorded in [ConflictRecord.Rule].
+const (
+	RuleIDReused  = "id_reused"  // SPEC §3 rule 1: the ID has a receipt with another flow, seq or body
+	RuleSeqTaken  = "seq_taken"  // rule 2: (flow, seq) has a receipt under another ID
+	RuleSeqBehind = "seq_behind" // rule 4: seq is below next-expected and has no receipt
+)
+
+// validate checks m and returns its delta. A bad body wraps
+// [ErrInvalidBody] and is checked first; a bad ID, Flow or Seq wraps
+// [ErrInvalid].
+func validate(m Message) (int64, error) {
+	delta, err := parseDelta(m.Body)
+	if err != nil {
+		return 0, err
+	}
+	if err := validName("ID", m.ID); err != nil {
+		return 0, err
+	}
+	if err := validName("Flow", m.Flow); err != nil {
+		return 0, err
+	}
+	if m.Seq < 1 {
+		return 0, fmt.Errorf("%w: Seq %d is below 1", ErrInvalid, m.Seq)
+	}
+	return delta, nil
+}
+
+// validName accepts 1..MaxNameLen bytes of valid UTF-8 made only of
+// printable characters (letters, marks, numbers, punctuation, symbols and
+// the ASCII space; see unicode.IsPrint).
+func validName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalid, what, len(s), MaxNameLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("%w: %s holds the unprintable character %U", ErrInvalid, what, r)
+		}
+	}
+	return nil
+}
+
+// Receive applies m at most once and reports what it did.
+//
+// The body must be {"delta": N} with an integer N in 1..1000, else
+// [ErrInvalidBody]; ID and Flow must be 1..200 bytes of printable UTF-8 and
+// Seq at least 1, else [ErrInvalid]. Both errors change nothing. A valid
+// message is then checked, in one IMMEDIATE transaction, in the order of
+// SPEC §3: a receipt with this ID ([Duplicate] or [Conflict]); a receipt for
+// (Flow, Seq) under another ID ([Conflict]); Seq above next-expected
+// ([Gap]); Seq below it ([Conflict]); delta above MaxDelta
+// ([UnsupportedDelta]); otherwise [Accepted]. SQL errors are returned
+// wrapped and the transaction is rolled back.
+func (s *Store) Receive(ctx context.Context, m Message) (Outcome, error) {
+	delta, err := validate(m)
+	if err != nil {
+		return "", fmt.Errorf("receive: %w", err)
+	}
+	var out Outcome
+	err = withTx(ctx, s.db, nil, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.receiveTx(ctx, tx, m, delta)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("receive: %w", err)
+	}
+	return out, nil
+}
+
+// BatchResult is one message's result in [Store.ReceiveBatch]: an Outcome,
+// or Err for a message that failed validation (wrapping [ErrInvalidBody] or
+// [ErrInvalid]).
+type BatchResult struct {
+	Outcome Outcome
+	Err     error
+}
+
+// ReceiveBatch receives ms in one IMMEDIATE transaction. Each message gets
+// the result that len(ms) successive Receive calls, in slice order, would
+// give: later messages see the effects of earlier ones in the same batch. A
+// message that fails validation gets its own Err and changes nothing; the
+// others go on. The returned error is for the batch as a whole (an SQL
+// error): then the transaction is rolled back, nothing changes, and the
+// results are nil. The hook, when set, is called after each accepted
+// message's writes, all inside the one transaction.
+func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, error) {
+	res := make([]BatchResult, len(ms))
+	deltas := make([]int64, len(ms))
+	valid := 0
+	for i, m := range ms {
+		d, err := validate(m)
+		if err != nil {
+			res[i].Err = fmt.Errorf("receive batch item %d: %w", i, err)
+			continue
+		}
+		deltas[i] = d
+		valid++
+	}
+	if valid == 0 {
+		return res, nil
+	}
+	err := withTx(ctx, s.db, nil, func(tx *sql.Tx) error {
+		for i, m := range ms {
+			if res[i].Err != nil {
+				continue
+			}
+			out, err := s.receiveTx(ctx, tx, m, deltas[i])
+			if err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
+			}
+			res[i].Outcome = out
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receive batch: %w", err)
+	}
+	return res, nil
+}
+
+const (
+	qReceiptByID   = `SELECT flow, seq, body FROM receipts WHERE id = ?`
+	qReceiptBySeq  = `SELECT id FROM receipts WHERE flow = ? AND seq = ?`
+	qNextExpected  = `SELECT next_expected FROM flows WHERE flow = ?`
+	qInsertReceipt = `INSERT INTO receipts (id, flow, seq, body, delta) VALUES (?, ?, ?, ?, ?)`
+	qInsertFlow    = `INSERT INTO flows (flow, next_expected, total) VALUES (?, 2, ?)`
+	qAdvanceFlow   = `UPDATE flows SET total = total + ?, next_expected = next_expected + 1
+		WHERE flow = ? AND next_expected = ?`
+	qInsertConflict = `INSERT INTO conflicts
+		(id, flow, seq, body, rule, with_id, with_flow, with_seq, next_expected)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id, flow, seq, body) DO NOTHING`
+)
+
+// receiveTx runs the SPEC §3 checks for a validated message inside tx.
+func (s *Store) receiveTx(ctx context.Context, tx *sql.Tx, m Message, delta int64) (Outcome, error) {
+	// Rule 1: a receipt with this ID.
+	var rFlow string
+	var rSeq int64
+	var rBody []byte
+	err := tx.QueryRowContext(ctx, qReceiptByID, m.ID).Scan(&rFlow, &rSeq, &rBody)
+	switch {
+	case err == nil:
+		if rFlow == m.Flow && rSeq == m.Seq && bytes.Equal(rBody, m.Body) {
+			return Duplicate, nil
+		}
+		return Conflict, recordConflict(ctx, tx, m, RuleIDReused, m.ID, rFlow, rSeq, 0)
+	case !errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("read receipt by id: %w", err)
+	}
+
+	// Rule 2: a receipt for (flow, seq) under another ID.
+	var otherID string
+	err = tx.QueryRowContext(ctx, qReceiptBySeq, m.Flow, m.Seq).Scan(&otherID)
+	switch {
+	case err == nil:
+		return Conflict, recordConflict(ctx, tx, m, RuleSeqTaken, otherID, m.Flow, m.Seq, 0)
+	case !errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("read receipt by seq: %w", err)
+	}
+
+	next, known := int64(1), true
+	err = tx.QueryRowContext(ctx, qNextExpected, m.Flow).Scan(&next)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		next, known = 1, false
+	case err != nil:
+		return "", fmt.Errorf("read flow: %w", err)
+	}
+
+	// Rule 3: a gap; rule 4: behind, with no receipt.
+	if m.Seq > next {
+		return Gap, nil
+	}
+	if m.Seq < next {
+		return Conflict, recordConflict(ctx, tx, m, RuleSeqBehind, "", "", 0, next)
+	}
+
+	// Rule 5: beyond this receiver's capability.
+	if delta > s.maxDelta {
+		return UnsupportedDelta, nil
+	}
+
+	// Rule 6: accept. Receipt first, then the effect, then the hook.
+	if _, err := tx.ExecContext(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+		return "", fmt.Errorf("insert receipt: %w", err)
+	}
+	if known {
+		r, err := tx.ExecContext(ctx, qAdvanceFlow, delta, m.Flow, next)
+		if err != nil {
+			return "", fmt.Errorf("update total: %w", err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return "", fmt.Errorf("update total: %w", err)
+		}
+		if n != 1 {
+			return "", fmt.Errorf("update total: %d rows changed, want 1", n)
+		}
+	} else if _, err := tx.ExecContext(ctx, qInsertFlow, m.Flow, delta); err != nil {
+		return "", fmt.Errorf("insert flow total: %w", err)
+	}
+	if s.hook != nil {
+		s.hook(HookAcceptBeforeCommit)
+	}
+	return Accepted, nil
+}
+
+// recordConflict keeps one row per distinct conflicting message.
+func recordConflict(ctx context.Context, tx *sql.Tx, m Message, rule, withID, withFlow string, withSeq, next int64) error {
+	if _, err := tx.ExecContext(ctx, qInsertConflict,
+		m.ID, m.Flow, m.Seq, m.Body, rule, withID, withFlow, withSeq, next); err != nil {
+		return fmt.Errorf("record conflict: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package receiverstore
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SchemaVersion is the PRAGMA user_version this package writes and reads.
+// Open refuses a file with a higher version.
+const SchemaVersion = 1
+
+// DefaultMaxDelta is the largest delta the receiver applies unless
+// [WithMaxDelta] says otherwise. It is also the highest cap allowed.
+const DefaultMaxDelta = 1000
+
+//go:embed schema.sql
+var schemaSQL string
+
+var (
+	// ErrInvalidBody reports a body that is not {"delta": N} with an
+	// integer N in 1..1000. Nothing changes.
+	ErrInvalidBody = errors.New("receiverstore: invalid body")
+	// ErrInvalid reports a message whose ID, Flow or Seq is out of bounds,
+	// or a flow name that cannot exist. Nothing changes.
+	ErrInvalid = errors.New("receiverstore: invalid message")
+	// ErrInvalidOption reports an Open option out of its range.
+	ErrInvalidOption = errors.New("receiverstore: invalid option")
+	// ErrSchemaVersion reports a file written by a newer schema than this
+	// package knows. Open refuses it and changes nothing.
+	ErrSchemaVersion = errors.New("receiverstore: unsupported schema version")
+)
+
+// HookPoint names a point inside a store operation where the hook is called.
+type HookPoint string
+
+// HookAcceptBeforeCommit is called inside the accept transaction, after the
+// receipt insert and the total update, before commit.
+const HookAcceptBeforeCommit HookPoint = "receiver.accept.before_commit"
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	maxDelta int
+	hook     func(HookPoint)
+}
+
+// WithMaxDelta sets the receiver's capability: the largest delta it applies.
+// A valid message with a larger delta gets [UnsupportedDelta]. n must be in
+// 1..1000; Open returns [ErrInvalidOption] otherwise. The default is 1000.
+func WithMaxDelta(n int) Option {
+	return func(o *options) { o.maxDelta = n }
+}
+
+// WithHook makes the store call fn at each HookPoint. No cost when unset.
+// fn runs while the store holds a write transaction: it must not use the
+// store. It may end the process (os.Exit): that is how crashes are injected.
+func WithHook(fn func(HookPoint)) Option {
+	return func(o *options) { o.hook = fn }
+}
+
+// Store is the receiver's SQLite database. It is safe for concurrent use,
+// and several Store values, in one process or many, may share one file.
+type Store struct {
+	db       *sql.DB
+	maxDelta int64
+	hook     func(HookPoint)
+}
+
+// dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
+// foreign keys on and every read-write transaction started IMMEDIATE.
+func dsn(path string) string {
+	return "file:" + path +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
+		"&_pragma=foreign_keys(ON)&_txlock=immediate"
+}
+
+// Open opens or creates the receiver database at path and applies the
+// embedded schema in one transaction. An existing file is never cleared. The
+// default MaxDelta is 1000 and no hook is set. Open returns
+// [ErrInvalidOption] for an option out of range and [ErrSchemaVersion] for a
+// file written by a newer version of this package.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{maxDelta: DefaultMaxDelta}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxDelta < 1 || o.maxDelta > DefaultMaxDelta {
+		return nil, fmt.Errorf("%w: WithMaxDelta(%d) is outside 1..%d", ErrInvalidOption, o.maxDelta, DefaultMaxDelta)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := migrate(context.Background(), db); err != nil {
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
+	}
+	return &Store{db: db, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
+}
+
+// migrate applies the schema unless the file already carries it.
+func migrate(ctx context.Context, db *sql.DB) error {
+	return withTx(ctx, db, nil, func(tx *sql.Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return fmt.Errorf("read user_version: %w", err)
+		}
+		switch {
+		case v > SchemaVersion:
+			return fmt.Errorf("%w: file has version %d, this package knows up to %d", ErrSchemaVersion, v, SchemaVersion)
+		case v == SchemaVersion:
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+			return fmt.Errorf("apply schema: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+			return fmt.Errorf("set user_version: %w", err)
+		}
+		return nil
+	})
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return s.db.Close()
+}
+
+// withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
+// read-only one (a deferred BEGIN). It commits when fn returns nil and rolls
+// back otherwise.
+func withTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+			}
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
