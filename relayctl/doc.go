@@ -1,0 +1,21 @@
+// Relayctl is the operator's command line for a fairrelay queue and receiver.
+//
+// It shows a live queue.db and receiver.db as tables for people and as JSON for
+// scripts, tells why a flow is stuck, and redrives a quarantined event with an
+// audited reason. Install it with
+//
+//	go install github.com/fairrelay/fairrelay/relayctl@latest
+//
+// Usage:
+//
+//	relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]
+//
+// The commands are status, flows, events, quarantined, redrive, audit, enqueue,
+// receiver totals, receiver conflicts and snapshot; `relayctl help` lists them
+// and README.md describes each one. Every write takes --now TICK and otherwise
+// acts at the queue's current clock mark. Exit status: 0 on success, 1 when the
+// store refused the operation or could not be read, 2 on a usage error.
+//
+// Only enqueue may create a database: every other command refuses a path that
+// does not exist instead of opening an empty one.
+package main

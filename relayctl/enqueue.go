@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+const (
+	defaultChunk = 500
+	maxChunk     = 10000
+	maxLineBytes = 16 << 20 // one JSONL line; the store has its own, smaller, body limit
+)
+
+func cmdEnqueue(e *env, args []string) (err error) {
+	f := newFlags(e, "enqueue",
+		"enqueue --id ID --flow FLOW --body BODY [--now TICK]\n"+
+			"       relayctl enqueue --file EVENTS.jsonl [--chunk N] [--now TICK]",
+		"Enqueue adds one event, or every event of a JSONL file (\"-\" reads standard\n"+
+			"input), at the end of its flow. A file is written in chunks, one transaction\n"+
+			"per chunk; a chunk the store refuses is not written at all, and the chunks\n"+
+			"before it stay. Enqueueing the same event again is a harmless duplicate, so a\n"+
+			"file can be enqueued again after a fix. Each line is one JSON object:\n"+
+			"  {\"id\": \"e1\", \"flow\": \"tenant-a\", \"body\": {\"delta\": 5}}\n"+
+			"A body that is a JSON string is enqueued as the string's text; any other JSON\n"+
+			"value as its bytes exactly as written. Enqueue creates the queue when the\n"+
+			"file does not exist yet. A progress bar is drawn on a terminal only.").
+		withQueue().withNow()
+	id := f.String("id", "", "event `ID` (unique forever)")
+	flow := f.String("flow", "", "the event's `FLOW`")
+	bodyText := f.String("body", "", "the event's `BODY`, e.g. '{\"delta\":5}'")
+	file := f.String("file", "", "enqueue every event of this JSONL `FILE` (\"-\": standard input)")
+	chunk := f.Int("chunk", defaultChunk, fmt.Sprintf("events per transaction with --file (1..%d)", maxChunk))
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	bulk := f.isSet("file")
+	if bulk {
+		for _, name := range []string{"id", "flow", "body"} {
+			if f.isSet(name) {
+				return usagef("--%s goes with a single event, not with --file", name)
+			}
+		}
+		if *file == "" {
+			return usagef("--file is empty")
+		}
+		if *chunk < 1 || *chunk > maxChunk {
+			return usagef("--chunk %d: want 1..%d", *chunk, maxChunk)
+		}
+	} else {
+		for _, name := range []string{"id", "flow", "body"} {
+			if !f.isSet(name) {
+				return usagef("--%s is required (or --file for many events)", name)
+			}
+		}
+		if f.isSet("chunk") {
+			return usagef("--chunk goes with --file")
+		}
+	}
+	var in io.Reader
+	size := int64(-1)
+	if bulk {
+		// Open the input before the queue, so that a wrong file name does not
+		// leave a new empty queue behind.
+		if *file == "-" {
+			in = e.stdin
+		} else {
+			fh, err := os.Open(*file)
+			if err != nil {
+				return fmt.Errorf("events file: %w", err)
+			}
+			defer fh.Close()
+			if fi, err := fh.Stat(); err == nil && fi.Mode().IsRegular() {
+				size = fi.Size()
+			}
+			in = fh
+		}
+	}
+	q, err := e.openQueue(true)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	now, err := currentTick(e.ctx, q, f.now)
+	if err != nil {
+		return err
+	}
+	if bulk {
+		return enqueueFile(e, q, *file, in, size, *chunk, now)
+	}
+	ev := newEvent{ID: *id, Flow: *flow, Body: []byte(*bodyText)}
+	res, err := q.Enqueue(e.ctx, ev, now)
+	if err != nil {
+		return explainEnqueue(e, q, now, err)
+	}
+	if res.Duplicate {
+		fmt.Fprintf(e.stdout, "duplicate %s: already enqueued as flow %s, seq %d; nothing changed\n", ev.ID, ev.Flow, res.Seq)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at tick %d\n", ev.ID, ev.Flow, res.Seq, now)
+	return nil
+}
+
+// explainEnqueue turns a refused enqueue into plain words.
+func explainEnqueue(e *env, q queueStore, now clock.Tick, err error) error {
+	switch kindOf(err) {
+	case kindConflict:
+		return fmt.Errorf("an event with this ID already exists with another flow or body; nothing changed (an ID names one event forever): %w", err)
+	case kindInvalid:
+		return fmt.Errorf("refused, nothing changed: %w", err)
+	case kindTimeRegression:
+		return timeRegression(e, q, now)
+	}
+	return fmt.Errorf("enqueue: %w", err)
+}
+
+// enqueueFile streams JSONL events from in into the queue, chunk events per
+// transaction.
+func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, chunk int, now clock.Tick) error {
+	if name == "-" {
+		name = "stdin"
+	}
+	cr := &countingReader{r: in}
+	sc := bufio.NewScanner(cr)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	bar := newProgress(e.stderr, e.isTerminal(e.stderr), size)
+	defer bar.done()
+
+	var (
+		batch              []newEvent
+		firstLine, line    int
+		total, added, dups int
+		chunks             int
+	)
+	earlier := func() string {
+		return fmt.Sprintf("%d events from %d earlier chunks are in the queue; enqueueing the file again is safe (duplicates change nothing)", total, chunks)
+	}
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := q.EnqueueBatch(e.ctx, batch, now)
+		if err != nil {
+			return fmt.Errorf("%s lines %d-%d: chunk refused, none of it was written: %w; %s",
+				name, firstLine, line, explainEnqueue(e, q, now, err), earlier())
+		}
+		for _, r := range res {
+			if r.Duplicate {
+				dups++
+			} else {
+				added++
+			}
+		}
+		total += len(batch)
+		chunks++
+		batch = batch[:0]
+		bar.update(cr.n, total)
+		return nil
+	}
+	for sc.Scan() {
+		line++
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		ev, err := parseEventLine(text)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %v; nothing from this chunk was written; %s", name, line, err, earlier())
+		}
+		if len(batch) == 0 {
+			firstLine = line
+		}
+		batch = append(batch, ev)
+		if len(batch) == chunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("a line is longer than %d bytes", maxLineBytes)
+		}
+		return fmt.Errorf("%s: after line %d: %v; %s", name, line, err, earlier())
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	bar.done()
+	fmt.Fprintf(e.stdout, "enqueued %d events from %s in %d chunks at tick %d: %d new, %d duplicates\n",
+		total, name, chunks, now, added, dups)
+	return nil
+}
+
+// eventLine is one line of an events file.
+type eventLine struct {
+	ID   *string         `json:"id"`
+	Flow *string         `json:"flow"`
+	Body json.RawMessage `json:"body"`
+}
+
+// parseEventLine reads one JSONL line: an object with id, flow and body.
+func parseEventLine(text []byte) (newEvent, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	var l eventLine
+	if err := dec.Decode(&l); err != nil {
+		return newEvent{}, fmt.Errorf("not an event object: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return newEvent{}, errors.New("more than one JSON value on the line")
+	}
+	switch {
+	case l.ID == nil:
+		return newEvent{}, errors.New(`missing "id"`)
+	case l.Flow == nil:
+		return newEvent{}, errors.New(`missing "flow"`)
+	case len(l.Body) == 0 || string(l.Body) == "null":
+		return newEvent{}, errors.New(`missing "body"`)
+	}
+	ev := newEvent{ID: *l.ID, Flow: *l.Flow, Body: []byte(l.Body)}
+	if l.Body[0] == '"' {
+		var s string
+		if err := json.Unmarshal(l.Body, &s); err != nil {
+			return newEvent{}, fmt.Errorf("body: %v", err)
+		}
+		ev.Body = []byte(s)
+	}
+	return ev, nil
+}
+
+// countingReader counts the bytes read through it (for the progress bar).
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

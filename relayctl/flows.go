@@ -1,0 +1,221 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// flowOrders are the --sort keys of `flows`, each with its comparison; ties
+// always go to the smaller flow ID.
+var flowOrders = map[string]func(a, b flowRow) int{
+	"flow":    func(a, b flowRow) int { return 0 },
+	"served":  func(a, b flowRow) int { return cmp.Compare(a.Served, b.Served) },   // next in line first
+	"backlog": func(a, b flowRow) int { return cmp.Compare(b.Backlog, a.Backlog) }, // biggest first
+	"ready":   func(a, b flowRow) int { return cmp.Compare(a.ReadyTick, b.ReadyTick) },
+}
+
+// blockedWhy says why a flow's head holds back the rest of its flow at tick
+// mark (SPEC §2.2), or "" when it does not.
+func blockedWhy(r flowRow, mark int64) string {
+	switch r.HeadState {
+	case "quarantined":
+		return "quarantined"
+	case "inflight":
+		if mark < r.ReadyTick {
+			return "inflight"
+		}
+	case "pending":
+		if mark < r.ReadyTick {
+			return "backoff"
+		}
+	}
+	return ""
+}
+
+func cmdFlows(e *env, args []string) (err error) {
+	f := newFlags(e, "flows", "flows [--blocked] [--sort flow|served|backlog|ready] [--top N] [--json]",
+		"Flows prints one row per flow: how often it was served, its head (lowest event\n"+
+			"not acked), the head's state, the tick at which the head can next be claimed,\n"+
+			"and the backlog (events not acked). BLOCKED says why a head holds its flow back\n"+
+			"at the clock mark: quarantined, inflight (a live lease) or backoff.").
+		withQueue().withJSON()
+	blocked := f.Bool("blocked", false, "only flows whose head blocks the flow (quarantined, inflight, backoff)")
+	sortBy := f.String("sort", "flow", "order: flow (ID), served (least served first), backlog (largest first), ready (earliest first)")
+	top := f.Int("top", 0, "show only the first `N` rows (0: all)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	order, ok := flowOrders[*sortBy]
+	if !ok {
+		return usagef("--sort %q: want flow, served, backlog or ready", *sortBy)
+	}
+	if *top < 0 {
+		return usagef("--top %d: want 0 or more", *top)
+	}
+	q, err := e.openQueue(false)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	st, err := q.Stats(e.ctx)
+	if err != nil {
+		return fmt.Errorf("read the clock mark: %w", err)
+	}
+	rows, err := q.Flows(e.ctx)
+	if err != nil {
+		return fmt.Errorf("read flows: %w", err)
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		r.Blocked = blockedWhy(r, st.ClockMark)
+		if *blocked && r.Blocked == "" {
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortStableFunc(out, func(a, b flowRow) int {
+		return cmp.Or(order(a, b), cmp.Compare(a.Flow, b.Flow))
+	})
+	if *top > 0 && len(out) > *top {
+		out = out[:*top]
+	}
+	if f.json {
+		return writeJSON(e.stdout, nonNil(out))
+	}
+	if len(out) == 0 {
+		if *blocked {
+			fmt.Fprintln(e.stdout, "no blocked flows")
+		} else {
+			fmt.Fprintln(e.stdout, "no flows")
+		}
+		return nil
+	}
+	t := newTable(e.stdout, "FLOW", "SERVED", "HEAD", "STATE", "READY", "BACKLOG", "BLOCKED")
+	for _, r := range out {
+		head, state, ready := "-", "-", "-"
+		if r.HeadSeq != 0 {
+			head, state = itoa(r.HeadSeq), r.HeadState
+			if r.HeadState != "quarantined" {
+				ready = itoa(r.ReadyTick)
+			}
+		}
+		t.row(r.Flow, itoa(r.Served), head, state, ready, itoa(r.Backlog), r.Blocked)
+	}
+	return t.flush()
+}
+
+func cmdEvents(e *env, args []string) (err error) {
+	f := newFlags(e, "events", "events --flow F [--state STATE] [--json]",
+		"Events prints a flow's events in sequence order with state, generation,\n"+
+			"attempts in the current round, lifetime attempts and the last failure reason.").
+		withQueue().withJSON()
+	flow := f.String("flow", "", "the `FLOW` to list (required)")
+	state := f.String("state", "", "only events in `STATE` (pending, inflight, acked, quarantined)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if !f.isSet("flow") {
+		return usagef("--flow is required")
+	}
+	if *state != "" && !slices.Contains(eventStates, *state) {
+		return usagef("--state %q: want pending, inflight, acked or quarantined", *state)
+	}
+	q, err := e.openQueue(false)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	evs, err := q.FlowEvents(e.ctx, *flow)
+	if err != nil && kindOf(err) != kindNotFound {
+		return fmt.Errorf("read events of flow %q: %w", *flow, err)
+	}
+	if len(evs) == 0 {
+		return fmt.Errorf("flow %q not found (run 'relayctl flows' for the list)", *flow)
+	}
+	if *state != "" {
+		evs = slices.DeleteFunc(evs, func(ev eventRow) bool { return ev.State != *state })
+	}
+	if f.json {
+		return writeJSON(e.stdout, nonNil(evs))
+	}
+	if len(evs) == 0 {
+		fmt.Fprintf(e.stdout, "no %s events in flow %s\n", *state, *flow)
+		return nil
+	}
+	t := newTable(e.stdout, "SEQ", "ID", "STATE", "GEN", "ATTEMPTS", "LIFETIME", "AVAILABLE", "LEASE", "REASON", "BODY")
+	for _, ev := range evs {
+		lease := "-"
+		if ev.State == "inflight" {
+			lease = itoa(ev.LeaseUntil)
+		}
+		avail := "-"
+		if ev.State == "pending" {
+			avail = itoa(ev.AvailableAt)
+		}
+		t.row(itoa(ev.Seq), ev.ID, ev.State, itoa(ev.Generation), itoa(int64(ev.Attempts)),
+			itoa(int64(ev.LifetimeAttempts)), avail, lease, ev.Reason, short(string(ev.Body), 40))
+	}
+	return t.flush()
+}
+
+func cmdQuarantined(e *env, args []string) (err error) {
+	f := newFlags(e, "quarantined", "quarantined [--flow F] [--json]",
+		"Quarantined prints every quarantined event: its flow, sequence number,\n"+
+			"generation, lifetime attempts and the reason of its last failure. Each one\n"+
+			"blocks the rest of its flow until it is redriven.").
+		withQueue().withJSON()
+	flow := f.String("flow", "", "only the quarantined events of `FLOW`")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	q, err := e.openQueue(false)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	evs, err := q.Quarantined(e.ctx)
+	if err != nil {
+		return fmt.Errorf("read quarantined events: %w", err)
+	}
+	if f.isSet("flow") {
+		evs = slices.DeleteFunc(evs, func(ev eventRow) bool { return ev.Flow != *flow })
+	}
+	if f.json {
+		return writeJSON(e.stdout, nonNil(evs))
+	}
+	if len(evs) == 0 {
+		fmt.Fprintln(e.stdout, "no quarantined events")
+		return nil
+	}
+	t := newTable(e.stdout, "ID", "FLOW", "SEQ", "GEN", "LIFETIME", "REASON")
+	for _, ev := range evs {
+		t.row(ev.ID, ev.Flow, itoa(ev.Seq), itoa(ev.Generation), itoa(int64(ev.LifetimeAttempts)), ev.Reason)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stderr, "redrive one after fixing its cause: relayctl redrive ID --reason \"what was fixed\"")
+	return nil
+}
+
+// nonNil turns a nil slice into an empty one, so that --json prints [] and
+// never null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// receiverDB adapts *receiverstore.Store to receiverStore.
+type receiverDB struct {
+	s *receiverstore.Store
+}
+
+func openReceiverStore(path string) (receiverStore, error) {
+	s, err := receiverstore.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return receiverDB{s}, nil
+}
+
+func (r receiverDB) Close() error { return r.s.Close() }
+
+// Totals reads the flows table through the snapshot (the library has no
+// per-table reader for all flows).
+func (r receiverDB) Totals(ctx context.Context) ([]totalRow, error) {
+	snap, err := r.s.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]totalRow, 0, len(snap.Flows))
+	for _, f := range snap.Flows {
+		out = append(out, totalRow{Flow: f.Flow, Total: f.Total, NextSeq: f.NextExpected})
+	}
+	return out, nil
+}
+
+func (r receiverDB) Total(ctx context.Context, flow string) (int64, error) {
+	return r.s.Total(ctx, flow)
+}
+
+func (r receiverDB) Conflicts(ctx context.Context) ([]conflictRow, error) {
+	cs, err := r.s.Conflicts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]conflictRow, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, conflictRow{
+			ID: c.ID, Flow: c.Flow, Seq: c.Seq, Body: body(c.Body), Rule: c.Rule,
+			WithID: c.WithID, WithFlow: c.WithFlow, WithSeq: c.WithSeq, NextExpected: c.NextExpected,
+		})
+	}
+	return out, nil
+}
+
+func (r receiverDB) Snapshot(ctx context.Context) (any, error) {
+	return r.s.Snapshot(ctx)
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+func cmdRedrive(e *env, args []string) (err error) {
+	f := newFlags(e, "redrive",
+		"redrive EVENT_ID --reason TEXT [--generation N] [--now TICK]\n"+
+			"       relayctl redrive --all-in-flow FLOW --reason TEXT [--now TICK]",
+		"Redrive puts a quarantined event back at the head of its flow for a new round\n"+
+			"of attempts, and writes the reason into the audit in the same transaction.\n"+
+			"Without --generation it uses the generation it has just read, so an event that\n"+
+			"changes in between is refused, never redriven twice. --all-in-flow redrives the\n"+
+			"flow's quarantined head.").
+		withQueue().withNow()
+	reason := f.String("reason", "", "why the event may go again, e.g. what was fixed (required; kept in the audit)")
+	gen := f.Int64("generation", 0, "redrive only if the event is still at generation `N`")
+	allInFlow := f.String("all-in-flow", "", "redrive the quarantined head of `FLOW` instead of one event ID")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	byFlow := f.isSet("all-in-flow")
+	switch {
+	case len(pos) > 1:
+		return usagef("one EVENT_ID at a time, got %d arguments", len(pos))
+	case byFlow && len(pos) == 1:
+		return usagef("give either EVENT_ID or --all-in-flow, not both")
+	case !byFlow && len(pos) == 0:
+		return usagef("missing EVENT_ID (or --all-in-flow FLOW)")
+	case byFlow && f.isSet("generation"):
+		return usagef("--generation goes with EVENT_ID, not with --all-in-flow")
+	case !f.isSet("reason"):
+		return usagef("--reason is required: say why the event may go again (it is kept in the audit)")
+	}
+	q, err := e.openQueue(false)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	now, err := currentTick(e.ctx, q, f.now)
+	if err != nil {
+		return err
+	}
+	if !byFlow {
+		return redriveOne(e, q, pos[0], *gen, f.isSet("generation"), *reason, now)
+	}
+	evs, err := q.FlowEvents(e.ctx, *allInFlow)
+	if err != nil && kindOf(err) != kindNotFound {
+		return fmt.Errorf("read events of flow %q: %w", *allInFlow, err)
+	}
+	if len(evs) == 0 {
+		return fmt.Errorf("flow %q not found (run 'relayctl flows' for the list)", *allInFlow)
+	}
+	stuck := slices.DeleteFunc(slices.Clone(evs), func(ev eventRow) bool { return ev.State != "quarantined" })
+	if len(stuck) == 0 {
+		return fmt.Errorf("flow %q has no quarantined event", *allInFlow)
+	}
+	for _, ev := range stuck {
+		if err := redriveOne(e, q, ev.ID, 0, false, *reason, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redriveOne redrives event id at generation gen (or, when genSet is false,
+// at the generation it reads first) and prints what changed.
+func redriveOne(e *env, q queueStore, id string, gen int64, genSet bool, reason string, now clock.Tick) error {
+	before, err := q.Event(e.ctx, id)
+	if err != nil {
+		if kindOf(err) == kindNotFound {
+			return fmt.Errorf("event %q not found", id)
+		}
+		return fmt.Errorf("read event %q: %w", id, err)
+	}
+	if !genSet {
+		gen = before.Generation
+	}
+	if err := q.Redrive(e.ctx, id, gen, reason, now); err != nil {
+		return explainRedrive(e, q, before, gen, now, err)
+	}
+	after, err := q.Event(e.ctx, id)
+	if err != nil {
+		return fmt.Errorf("redrive of %q done, but reading it back failed: %w", id, err)
+	}
+	fmt.Fprintf(e.stdout, "redrove %s (flow %s, seq %d): generation %d -> %d, %s at tick %d; reason kept in the audit\n",
+		after.ID, after.Flow, after.Seq, before.Generation, after.Generation, after.State, now)
+	return nil
+}
+
+// explainRedrive turns a refused redrive into plain words, reading the event
+// again to say what it is now.
+func explainRedrive(e *env, q queueStore, before eventRow, gen int64, now clock.Tick, err error) error {
+	cur, rerr := q.Event(e.ctx, before.ID)
+	if rerr != nil {
+		cur = before
+	}
+	switch kindOf(err) {
+	case kindNotQuarantined:
+		return fmt.Errorf("event %s is not quarantined (state %s): only a quarantined event can be redriven", cur.ID, cur.State)
+	case kindStaleGeneration:
+		return fmt.Errorf("event %s is at generation %d, not %d: it changed since it was read; nothing was redriven (check it with 'relayctl events --flow %s')",
+			cur.ID, cur.Generation, gen, cur.Flow)
+	case kindEmptyReason:
+		return errors.New("the reason is empty: say why the event may go again (it is kept in the audit); nothing was redriven")
+	case kindTimeRegression:
+		return timeRegression(e, q, now)
+	case kindNotFound:
+		return fmt.Errorf("event %q not found", before.ID)
+	}
+	return fmt.Errorf("redrive %s: %w", before.ID, err)
+}
+
+// timeRegression explains ErrTimeRegression with the queue's current mark.
+func timeRegression(e *env, q queueStore, now clock.Tick) error {
+	if st, err := q.Stats(e.ctx); err == nil {
+		return fmt.Errorf("tick %d is below the queue's clock mark %d: logical time never goes back; nothing changed (leave out --now to act at the mark)", now, st.ClockMark)
+	}
+	return fmt.Errorf("tick %d is below the queue's clock mark: logical time never goes back; nothing changed", now)
+}
+
+func cmdAudit(e *env, args []string) (err error) {
+	f := newFlags(e, "audit", "audit [--event ID] [--json]",
+		"Audit prints every redrive in the order it happened: the tick, the event, the\n"+
+			"generation the redrive gave it, and the operator's reason.").
+		withQueue().withJSON()
+	event := f.String("event", "", "only the redrives of event `ID`")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	q, err := e.openQueue(false)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	rows, err := q.Audit(e.ctx)
+	if err != nil {
+		return fmt.Errorf("read the audit: %w", err)
+	}
+	if f.isSet("event") {
+		rows = slices.DeleteFunc(rows, func(r auditRow) bool { return r.EventID != *event })
+	}
+	if f.json {
+		return writeJSON(e.stdout, nonNil(rows))
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(e.stdout, "no redrives")
+		return nil
+	}
+	t := newTable(e.stdout, "TICK", "EVENT", "GENERATION", "REASON")
+	for _, r := range rows {
+		t.row(itoa(r.Tick), r.EventID, itoa(r.Generation), r.Reason)
+	}
+	return t.flush()
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// The rows below are relayctl's output format: what --json prints and what
+// the tables show. Field names are snake_case and stable.
+
+// statsRow is the queue half of `status`.
+type statsRow struct {
+	ClockMark     int64            `json:"clock_mark"`
+	GlobalTicket  int64            `json:"global_ticket"`
+	Flows         int64            `json:"flows"`
+	EventsByState map[string]int64 `json:"events_by_state"`
+	Quarantined   int64            `json:"quarantined"`
+}
+
+// flowRow is one line of `flows`.
+type flowRow struct {
+	Flow      string `json:"flow"`
+	Served    int64  `json:"served"`
+	HeadSeq   int64  `json:"head_seq"`   // 0 when every event is acked
+	HeadState string `json:"head_state"` // "" when every event is acked
+	ReadyTick int64  `json:"ready_tick"` // when the head can next be claimed
+	Backlog   int64  `json:"backlog"`    // events not yet acked, head included
+	// Blocked says why the head holds the flow back at the clock mark
+	// (SPEC §2.2): "quarantined", "inflight" (a live lease) or "backoff"
+	// (pending, not yet available); "" when it does not.
+	Blocked string `json:"blocked"`
+}
+
+// eventRow is one event as `events`, `quarantined` and `redrive` show it.
+type eventRow struct {
+	ID               string `json:"id"`
+	Flow             string `json:"flow"`
+	Seq              int64  `json:"seq"`
+	State            string `json:"state"`
+	Generation       int64  `json:"generation"`
+	Attempts         int    `json:"attempts"`
+	LifetimeAttempts int    `json:"lifetime_attempts"`
+	AvailableAt      int64  `json:"available_at"`
+	LeaseUntil       int64  `json:"lease_until"`
+	Reason           string `json:"reason"`
+	Body             body   `json:"body"`
+}
+
+// body prints an event body as a JSON string when it is UTF-8 text and as
+// {"base64": "..."} otherwise, so that no byte is lost.
+type body []byte
+
+// MarshalJSON implements json.Marshaler.
+func (b body) MarshalJSON() ([]byte, error) {
+	if utf8.Valid(b) {
+		return json.Marshal(string(b))
+	}
+	return json.Marshal(struct {
+		Base64 []byte `json:"base64"`
+	}{b})
+}
+
+// UnmarshalJSON implements json.Unmarshaler (the tests read --json back).
+func (b *body) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err == nil {
+		*b = body(s)
+		return nil
+	}
+	var v struct {
+		Base64 []byte `json:"base64"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*b = v.Base64
+	return nil
+}
+
+// auditRow is one redrive in the audit.
+type auditRow struct {
+	EventID    string `json:"event_id"`
+	Generation int64  `json:"generation"` // the generation the redrive gave the event
+	Reason     string `json:"reason"`
+	Tick       int64  `json:"tick"`
+}
+
+// newEvent is one event to enqueue.
+type newEvent struct {
+	ID, Flow string
+	Body     []byte
+}
+
+// enqueuedRow is the result of enqueueing one event.
+type enqueuedRow struct {
+	ID        string `json:"id"`
+	Flow      string `json:"flow"`
+	Seq       int64  `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// totalRow is one flow of `receiver totals`.
+type totalRow struct {
+	Flow    string `json:"flow"`
+	Total   int64  `json:"total"`
+	NextSeq int64  `json:"next_seq"` // the next sequence number the receiver expects
+}
+
+// conflictRow is one recorded conflict of `receiver conflicts`: the message
+// and the rule it broke (id_reused and seq_taken name the receipt it clashed
+// with; seq_behind the next sequence number the flow expected).
+type conflictRow struct {
+	ID           string `json:"id"`
+	Flow         string `json:"flow"`
+	Seq          int64  `json:"seq"`
+	Body         body   `json:"body"`
+	Rule         string `json:"rule"`
+	WithID       string `json:"with_id,omitempty"`
+	WithFlow     string `json:"with_flow,omitempty"`
+	WithSeq      int64  `json:"with_seq,omitempty"`
+	NextExpected int64  `json:"next_expected,omitempty"`
+}

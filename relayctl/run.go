@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0 // the command did what it was asked
+	exitFail  = 1 // the store refused the operation, or a database could not be read
+	exitUsage = 2 // the command line itself is wrong
+)
+
+// env is what every command works with: the streams, the database paths and
+// the way to open them.
+type env struct {
+	ctx          context.Context
+	stdin        io.Reader
+	stdout       io.Writer
+	stderr       io.Writer
+	queuePath    string
+	receiverPath string
+	// isTerminal reports whether w is a terminal (the progress bar of a bulk
+	// enqueue is drawn only there).
+	isTerminal func(w io.Writer) bool
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(e *env, args []string) error
+}
+
+// commands lists the subcommands in the order the help shows them.
+var commands = []command{
+	{"status", "clock mark, ticket, flows, events by state, quarantined, receiver totals", cmdStatus},
+	{"flows", "one row per flow: served, head, ready tick, backlog (--blocked, --sort, --top)", cmdFlows},
+	{"events", "a flow's events with state, generation, attempts and reason (--flow F)", cmdEvents},
+	{"quarantined", "every quarantined event and the reason it was quarantined", cmdQuarantined},
+	{"redrive", "put a quarantined event back in its flow, with an audited --reason", cmdRedrive},
+	{"audit", "the redrive audit: who was redriven, at which tick, and why", cmdAudit},
+	{"enqueue", "add one event (--id --flow --body) or a JSONL file of them (--file)", cmdEnqueue},
+	{"receiver", "receiver totals | receiver conflicts", cmdReceiver},
+	{"snapshot", "both stores' full snapshots as JSON", cmdSnapshot},
+}
+
+// run is relayctl's whole life: it parses args, runs one command and returns
+// the exit status. main calls it with the process's streams; tests call it
+// with buffers.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{
+		ctx:        context.Background(),
+		stdin:      stdin,
+		stdout:     stdout,
+		stderr:     stderr,
+		isTerminal: isTerminal,
+	}
+	return e.main(args)
+}
+
+func (e *env) main(args []string) int {
+	top := flag.NewFlagSet("relayctl", flag.ContinueOnError)
+	top.SetOutput(e.stderr)
+	top.StringVar(&e.queuePath, "queue", "queue.db", "queue database `PATH`")
+	top.StringVar(&e.receiverPath, "receiver", "receiver.db", "receiver database `PATH`")
+	top.Usage = func() { e.topUsage(e.stderr, top) }
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	rest := top.Args()
+	if len(rest) == 0 {
+		e.topUsage(e.stderr, top)
+		return exitUsage
+	}
+	name := rest[0]
+	if name == "help" {
+		e.topUsage(e.stdout, top)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == name {
+			label := name
+			if name == "receiver" && len(rest) > 1 && (rest[1] == "totals" || rest[1] == "conflicts") {
+				label += " " + rest[1] // messages name the whole command
+			}
+			return e.finish(label, c.run(e, rest[1:]))
+		}
+	}
+	fmt.Fprintf(e.stderr, "relayctl: unknown command %q\n", name)
+	fmt.Fprintf(e.stderr, "Run 'relayctl help' for the list of commands.\n")
+	return exitUsage
+}
+
+// finish prints err, if any, and turns it into an exit status.
+func (e *env) finish(name string, err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errFlagParse):
+		// The flag package has already printed the problem and the usage.
+		return exitUsage
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, ue.msg)
+		fmt.Fprintf(e.stderr, "Run 'relayctl %s -h' for usage.\n", name)
+		return exitUsage
+	default:
+		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, err)
+		return exitFail
+	}
+}
+
+func (e *env) topUsage(w io.Writer, top *flag.FlagSet) {
+	var b strings.Builder
+	b.WriteString("usage: relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]\n\n")
+	b.WriteString("relayctl shows and repairs a fairrelay queue (queue.db) and receiver (receiver.db).\n\n")
+	b.WriteString("Commands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-12s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nGlobal flags (also accepted after the command):\n")
+	b.WriteString("  --queue PATH      queue database (default queue.db)\n")
+	b.WriteString("  --receiver PATH   receiver database (default receiver.db)\n")
+	b.WriteString("\nRun 'relayctl COMMAND -h' for a command's flags.\n")
+	b.WriteString("Exit status: 0 ok, 1 refused by the store or unreadable database, 2 usage error.\n")
+	io.WriteString(w, b.String())
+}
+
+// usageError is a wrong command line: exit status 2.
+type usageError struct{ msg string }
+
+func (u *usageError) Error() string { return u.msg }
+
+func usagef(format string, a ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, a...)}
+}
+
+// errFlagParse marks a flag error the flag package has already reported.
+var errFlagParse = errors.New("bad flags")
+
+// isTerminal reports whether w is an *os.File attached to a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && fileIsTerminal(f)
+}

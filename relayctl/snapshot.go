@@ -1,0 +1,42 @@
+package main
+
+// snapshotReport is what `snapshot` prints.
+type snapshotReport struct {
+	Queue    any `json:"queue"`
+	Receiver any `json:"receiver,omitempty"`
+}
+
+func cmdSnapshot(e *env, args []string) (err error) {
+	f := newFlags(e, "snapshot", "snapshot [--receiver PATH]",
+		"Snapshot prints both stores' snapshots as one JSON object: every table of\n"+
+			"queue.db read in one transaction, then every table of receiver.db in another.\n"+
+			"The two are not a consistent cut across the files.").
+		withQueue().withReceiver(true)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	q, err := e.openQueue(false)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	var rep snapshotReport
+	if rep.Queue, err = q.Snapshot(e.ctx); err != nil {
+		return err
+	}
+	if e.receiverPath != "" {
+		var r receiverStore
+		if r, err = e.openReceiver(); err != nil {
+			return err
+		}
+		defer closeWith(r, &err)
+		if rep.Receiver, err = r.Snapshot(e.ctx); err != nil {
+			return err
+		}
+	}
+	return writeJSON(e.stdout, rep)
+}
