@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -172,5 +173,35 @@ func TestOpen_ConcurrentOpensOfANewFile(t *testing.T) {
 	}
 	if accepted != 1 {
 		t.Fatalf("accepted %d times, want 1", accepted)
+	}
+}
+
+// The file Open uses is exactly path, even when path holds characters that
+// mean something in an SQLite URI ('#' and '?' once made every fuzz seed
+// share one file named up to the '#').
+func TestOpen_PathWithURICharacters(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"a#b", "a?b", "a%23b", "a b", "é"} {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "receiver.db")
+		s := reopen(t, path)
+		mustReceive(t, s, msg("e1", "f", 1, 5), Accepted)
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("dir %q: Stat(path) error = %v; the store wrote elsewhere", name, err)
+		}
+		var file string
+		if err := s.db.QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
+			t.Fatal(err)
+		}
+		if file != path {
+			t.Errorf("dir %q: database file = %q, want %q", name, file, path)
+		}
+		var mode string
+		if err := s.db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+			t.Errorf("dir %q: journal_mode = %q, %v; want wal", name, mode, err)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net/url"
+	"path/filepath"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -74,10 +76,22 @@ type Store struct {
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
 // foreign keys on and every read-write transaction started IMMEDIATE.
-func dsn(path string) string {
-	return "file:" + path +
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
-		"&_pragma=foreign_keys(ON)&_txlock=immediate"
+//
+// The path goes into an SQLite URI, where '#', '?' and '%' have meanings of
+// their own (t.TempDir names fuzz seeds "FuzzX/seed#0"): it is made absolute
+// and percent-encoded, or SQLite would open a file other than path.
+func dsn(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	u := url.URL{
+		Scheme: "file",
+		Path:   filepath.ToSlash(abs),
+		RawQuery: "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
+			"&_pragma=foreign_keys(ON)&_txlock=immediate",
+	}
+	return u.String(), nil
 }
 
 // Open opens or creates the receiver database at path and applies the
@@ -93,7 +107,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if o.maxDelta < 1 || o.maxDelta > DefaultMaxDelta {
 		return nil, fmt.Errorf("%w: WithMaxDelta(%d) is outside 1..%d", ErrInvalidOption, o.maxDelta, DefaultMaxDelta)
 	}
-	db, err := sql.Open("sqlite", dsn(path))
+	name, err := dsn(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
