@@ -10,9 +10,25 @@ import (
 // always go to the smaller flow ID.
 var flowOrders = map[string]func(a, b flowRow) int{
 	"flow":    func(a, b flowRow) int { return 0 },
-	"served":  func(a, b flowRow) int { return cmp.Compare(a.Served, b.Served) },   // next in line first
-	"backlog": func(a, b flowRow) int { return cmp.Compare(b.Backlog, a.Backlog) }, // biggest first
-	"ready":   func(a, b flowRow) int { return cmp.Compare(a.ReadyTick, b.ReadyTick) },
+	"served":  func(a, b flowRow) int { return cmp.Compare(a.Served, b.Served) },        // next in line first
+	"backlog": func(a, b flowRow) int { return cmp.Compare(b.Backlog, a.Backlog) },      // biggest first
+	"ready":   func(a, b flowRow) int { return compareReady(a.ReadyTick, b.ReadyTick) }, // earliest first, none last
+}
+
+// eventStates are the states an event can be in.
+var eventStates = []string{"pending", "inflight", "acked", "quarantined"}
+
+// compareReady orders ready ticks, with "none" (nil) after every tick.
+func compareReady(a, b *int64) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return 1
+	case b == nil:
+		return -1
+	}
+	return cmp.Compare(*a, *b)
 }
 
 // blockedWhy says why a flow's head holds back the rest of its flow at tick
@@ -22,11 +38,11 @@ func blockedWhy(r flowRow, mark int64) string {
 	case "quarantined":
 		return "quarantined"
 	case "inflight":
-		if mark < r.ReadyTick {
+		if r.ReadyTick != nil && mark < *r.ReadyTick {
 			return "inflight"
 		}
 	case "pending":
-		if mark < r.ReadyTick {
+		if r.ReadyTick != nil && mark < *r.ReadyTick {
 			return "backoff"
 		}
 	}
@@ -100,9 +116,9 @@ func cmdFlows(e *env, args []string) (err error) {
 		head, state, ready := "-", "-", "-"
 		if r.HeadSeq != 0 {
 			head, state = itoa(r.HeadSeq), r.HeadState
-			if r.HeadState != "quarantined" {
-				ready = itoa(r.ReadyTick)
-			}
+		}
+		if r.ReadyTick != nil {
+			ready = itoa(*r.ReadyTick)
 		}
 		t.row(r.Flow, itoa(r.Served), head, state, ready, itoa(r.Backlog), r.Blocked)
 	}
@@ -191,7 +207,7 @@ func cmdQuarantined(e *env, args []string) (err error) {
 		return fmt.Errorf("read quarantined events: %w", err)
 	}
 	if f.isSet("flow") {
-		evs = slices.DeleteFunc(evs, func(ev eventRow) bool { return ev.Flow != *flow })
+		evs = slices.DeleteFunc(evs, func(ev quarantinedRow) bool { return ev.Flow != *flow })
 	}
 	if f.json {
 		return writeJSON(e.stdout, nonNil(evs))

@@ -72,3 +72,99 @@ func (q queueDB) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tic
 	}
 	return out, nil
 }
+
+func (q queueDB) Stats(ctx context.Context) (statsRow, error) {
+	st, err := q.s.Stats(ctx)
+	if err != nil {
+		return statsRow{}, err
+	}
+	return statsRow{
+		ClockMark:    int64(st.ClockMark),
+		GlobalTicket: st.Ticket,
+		Flows:        st.Flows,
+		EventsByState: eventCounts{
+			Pending:     st.Events.Pending,
+			Inflight:    st.Events.Inflight,
+			Acked:       st.Events.Acked,
+			Quarantined: st.Events.Quarantined,
+		},
+		Quarantined: st.Quarantined,
+	}, nil
+}
+
+func (q queueDB) Flows(ctx context.Context) ([]flowRow, error) {
+	fs, err := q.s.Flows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]flowRow, 0, len(fs))
+	for _, f := range fs {
+		r := flowRow{Flow: f.Flow, Served: f.Served, HeadSeq: f.HeadSeq, HeadState: f.HeadState, Backlog: f.Backlog}
+		if f.ReadyAt != nil {
+			t := int64(*f.ReadyAt)
+			r.ReadyTick = &t
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func eventFrom(e queuestore.EventState) eventRow {
+	return eventRow{
+		ID: e.ID, Flow: e.Flow, Seq: e.Seq, State: e.State,
+		Generation: e.Generation, Attempts: e.Attempts, LifetimeAttempts: e.LifetimeAttempts,
+		AvailableAt: int64(e.AvailableAt), LeaseUntil: int64(e.LeaseUntil),
+		Reason: e.Reason, Body: body(e.Body),
+	}
+}
+
+func (q queueDB) Event(ctx context.Context, id string) (eventRow, error) {
+	e, err := q.s.Event(ctx, id)
+	if err != nil {
+		return eventRow{}, err
+	}
+	return eventFrom(e), nil
+}
+
+func (q queueDB) FlowEvents(ctx context.Context, flow string) ([]eventRow, error) {
+	es, err := q.s.FlowEvents(ctx, flow)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]eventRow, 0, len(es))
+	for _, e := range es {
+		out = append(out, eventFrom(e))
+	}
+	return out, nil
+}
+
+func (q queueDB) Quarantined(ctx context.Context) ([]quarantinedRow, error) {
+	qs, err := q.s.Quarantined(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]quarantinedRow, 0, len(qs))
+	for _, e := range qs {
+		out = append(out, quarantinedRow{
+			ID: e.EventID, Flow: e.Flow, Seq: e.Seq, Generation: e.Generation,
+			LifetimeAttempts: e.LifetimeAttempts, Reason: e.Reason,
+		})
+	}
+	return out, nil
+}
+
+func (q queueDB) Audit(ctx context.Context) ([]auditRow, error) {
+	as, err := q.s.Audit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]auditRow, 0, len(as))
+	for _, a := range as {
+		out = append(out, auditRow{EventID: a.EventID, Generation: a.Generation, Reason: a.Reason, Tick: int64(a.At)})
+	}
+	return out, nil
+}
+
+func (q queueDB) Snapshot(ctx context.Context) (any, error) {
+	return q.s.Snapshot(ctx)
+}

@@ -10,11 +10,19 @@ import (
 
 // statsRow is the queue half of `status`.
 type statsRow struct {
-	ClockMark     int64            `json:"clock_mark"`
-	GlobalTicket  int64            `json:"global_ticket"`
-	Flows         int64            `json:"flows"`
-	EventsByState map[string]int64 `json:"events_by_state"`
-	Quarantined   int64            `json:"quarantined"`
+	ClockMark     int64       `json:"clock_mark"`
+	GlobalTicket  int64       `json:"global_ticket"`
+	Flows         int64       `json:"flows"`
+	EventsByState eventCounts `json:"events_by_state"`
+	Quarantined   int64       `json:"quarantined"`
+}
+
+// eventCounts counts events by state.
+type eventCounts struct {
+	Pending     int64 `json:"pending"`
+	Inflight    int64 `json:"inflight"`
+	Acked       int64 `json:"acked"`
+	Quarantined int64 `json:"quarantined"`
 }
 
 // flowRow is one line of `flows`.
@@ -23,8 +31,11 @@ type flowRow struct {
 	Served    int64  `json:"served"`
 	HeadSeq   int64  `json:"head_seq"`   // 0 when every event is acked
 	HeadState string `json:"head_state"` // "" when every event is acked
-	ReadyTick int64  `json:"ready_tick"` // when the head can next be claimed
-	Backlog   int64  `json:"backlog"`    // events not yet acked, head included
+	// ReadyTick is the tick from which the head can be claimed: its
+	// available_at when pending, its lease end when in flight; null when the
+	// head is quarantined or there is no head.
+	ReadyTick *int64 `json:"ready_tick"`
+	Backlog   int64  `json:"backlog"` // events not yet acked, head included
 	// Blocked says why the head holds the flow back at the clock mark
 	// (SPEC §2.2): "quarantined", "inflight" (a live lease) or "backoff"
 	// (pending, not yet available); "" when it does not.
@@ -75,6 +86,17 @@ func (b *body) UnmarshalJSON(data []byte) error {
 	}
 	*b = v.Base64
 	return nil
+}
+
+// quarantinedRow is one line of `quarantined`: what to redrive (ID and
+// generation) and why the event stopped.
+type quarantinedRow struct {
+	ID               string `json:"id"`
+	Flow             string `json:"flow"`
+	Seq              int64  `json:"seq"`
+	Generation       int64  `json:"generation"`
+	LifetimeAttempts int    `json:"lifetime_attempts"`
+	Reason           string `json:"reason"`
 }
 
 // auditRow is one redrive in the audit.

@@ -26,6 +26,10 @@ type env struct {
 	stderr       io.Writer
 	queuePath    string
 	receiverPath string
+	// openQueueAt and openReceiverAt open a database that exists (or, for
+	// the queue, may be created); tests wrap them.
+	openQueueAt    func(path string) (queueStore, error)
+	openReceiverAt func(path string) (receiverStore, error)
 	// isTerminal reports whether w is a terminal (the progress bar of a bulk
 	// enqueue is drawn only there).
 	isTerminal func(w io.Writer) bool
@@ -61,6 +65,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stdout:     stdout,
 		stderr:     stderr,
 		isTerminal: isTerminal,
+
+		openQueueAt:    openQueueStore,
+		openReceiverAt: openReceiverStore,
 	}
 	return e.main(args)
 }

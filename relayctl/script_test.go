@@ -65,13 +65,15 @@ func cmdRC(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // frDrive drives one event into quarantine through the library, the way a
-// relay whose sends keep failing would (SPEC §2.3, §2.4):
+// relay whose sends of that event keep failing would (SPEC §2.3, §2.4):
 //
 //	fr-drive QUEUE EVENT_ID FROM_TICK [REASON]
 //
-// It claims at FROM_TICK and settles a failure at the same tick, three times,
-// each claim at the tick the backoff allows (FROM, FROM+2, FROM+6). Every claim
-// must hand out EVENT_ID: the script makes its flow the next in line.
+// From FROM_TICK it claims; a claim of EVENT_ID is settled as a failure with
+// REASON (default "unavailable") at the same tick, any other claim as a
+// success. When nothing is dispatchable it moves to the tick at which
+// EVENT_ID becomes available again (FROM, FROM+2, FROM+6: the backoff of
+// SPEC §2.4). It stops when EVENT_ID is quarantined.
 func frDrive(args []string) int {
 	if len(args) < 3 || len(args) > 4 {
 		fmt.Fprintln(os.Stderr, "usage: fr-drive QUEUE EVENT_ID FROM_TICK [REASON]")
@@ -95,33 +97,46 @@ func frDrive(args []string) int {
 	}
 	defer q.Close()
 	now := clock.Tick(from)
-	for {
+	for range 1000 {
 		c, ok, err := q.Claim(ctx, now)
-		if err != nil || !ok {
-			fmt.Fprintf(os.Stderr, "fr-drive: claim at tick %d: ok=%v err=%v\n", now, ok, err)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fr-drive: claim at tick %d: %v\n", now, err)
 			return 1
 		}
-		if c.EventID != id {
-			fmt.Fprintf(os.Stderr, "fr-drive: tick %d claimed %s, not %s\n", now, c.EventID, id)
-			return 1
+		if !ok {
+			ev, err := q.Event(ctx, id)
+			if err != nil || ev.State != "pending" || ev.AvailableAt <= now {
+				fmt.Fprintf(os.Stderr, "fr-drive: tick %d: nothing to claim, %s is %+v (err %v)\n", now, id, ev, err)
+				return 1
+			}
+			now = ev.AvailableAt
+			continue
 		}
-		out, err := q.Settle(ctx, c.EventID, c.Generation, queuestore.Result{Reason: reason}, now)
+		r := queuestore.Result{OK: c.EventID != id}
+		if !r.OK {
+			r.Reason = reason
+		}
+		out, err := q.Settle(ctx, c.EventID, c.Generation, r, now)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "fr-drive: settle at tick %d: %v\n", now, err)
 			return 1
 		}
-		fmt.Printf("tick %d: claimed %s (generation %d, attempt %d), failed %s: %s\n",
-			now, id, c.Generation, c.Attempts, reason, out)
-		switch out {
-		case queuestore.Quarantined:
+		if r.OK {
+			fmt.Printf("tick %d: %s delivered: %s\n", now, c.EventID, out)
+			continue
+		}
+		fmt.Printf("tick %d: %s failed (%s), attempt %d of generation %d: %s\n",
+			now, id, reason, c.Attempts, c.Generation, out)
+		if out == queuestore.Quarantined {
 			return 0
-		case queuestore.RetryScheduled:
-			now += queuestore.Backoff(c.Attempts)
-		default:
+		}
+		if out != queuestore.RetryScheduled {
 			fmt.Fprintf(os.Stderr, "fr-drive: unexpected outcome %s\n", out)
 			return 1
 		}
 	}
+	fmt.Fprintln(os.Stderr, "fr-drive: gave up after 1000 claims")
+	return 1
 }
 
 // frClaim claims once and, when asked, settles:

@@ -19,7 +19,7 @@ type queueStore interface {
 	Flows(ctx context.Context) ([]flowRow, error)
 	FlowEvents(ctx context.Context, flow string) ([]eventRow, error)
 	Event(ctx context.Context, id string) (eventRow, error)
-	Quarantined(ctx context.Context) ([]eventRow, error)
+	Quarantined(ctx context.Context) ([]quarantinedRow, error)
 	Audit(ctx context.Context) ([]auditRow, error)
 	Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error
 	Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error)
@@ -80,7 +80,7 @@ func (e *env) openQueue(create bool) (queueStore, error) {
 	} else if e.queuePath == "" {
 		return nil, usagef("--queue is empty")
 	}
-	q, err := openQueueStore(e.queuePath)
+	q, err := e.openQueueAt(e.queuePath)
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s: %w", e.queuePath, err)
 	}
@@ -92,7 +92,7 @@ func (e *env) openReceiver() (receiverStore, error) {
 	if err := mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
 		return nil, err
 	}
-	r, err := openReceiverStore(e.receiverPath)
+	r, err := e.openReceiverAt(e.receiverPath)
 	if err != nil {
 		return nil, fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
 	}
