@@ -86,9 +86,12 @@ func (p *parser) lit(s string) bool {
 // integer reads a JSON integer token. Values beyond 9999 in magnitude are
 // clamped to ±10000: they are out of range either way, and clamping avoids
 // overflow on long digit strings.
+// On failure p.i is left at the start of the token.
 func (p *parser) integer() (int64, bool) {
+	start := p.i
 	neg := p.lit("-")
 	if p.i >= len(p.b) || p.b[p.i] < '0' || p.b[p.i] > '9' {
+		p.i = start
 		return 0, false
 	}
 	var n int64
@@ -105,6 +108,7 @@ func (p *parser) integer() (int64, bool) {
 	}
 	// A fraction or exponent makes the token a non-integer number.
 	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E' || (p.b[p.i] >= '0' && p.b[p.i] <= '9')) {
+		p.i = start
 		return 0, false
 	}
 	if neg {

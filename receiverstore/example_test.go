@@ -1,0 +1,91 @@
+package receiverstore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// A message delivered twice is applied once; a message ahead of its flow is
+// a gap and changes nothing; a reused ID with another body is a conflict.
+func Example() {
+	dir, err := os.MkdirTemp("", "receiverstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	s, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	for _, m := range []receiverstore.Message{
+		{ID: "ev-1", Flow: "agent-7", Seq: 1, Body: []byte(`{"delta": 5}`)},
+		{ID: "ev-1", Flow: "agent-7", Seq: 1, Body: []byte(`{"delta": 5}`)}, // redelivered
+		{ID: "ev-3", Flow: "agent-7", Seq: 3, Body: []byte(`{"delta": 2}`)}, // ahead
+		{ID: "ev-2", Flow: "agent-7", Seq: 2, Body: []byte(`{"delta": 4}`)},
+		{ID: "ev-2", Flow: "agent-7", Seq: 2, Body: []byte(`{"delta": 9}`)}, // ID reused
+	} {
+		out, err := s.Receive(ctx, m)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(m.ID, out)
+	}
+	total, err := s.Total(ctx, "agent-7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("total", total)
+
+	_, err = s.Receive(ctx, receiverstore.Message{ID: "ev-9", Flow: "agent-7", Seq: 3, Body: []byte(`{"delta": 1.5}`)})
+	fmt.Println(err)
+	// Output:
+	// ev-1 accepted
+	// ev-1 duplicate
+	// ev-3 gap
+	// ev-2 accepted
+	// ev-2 conflict
+	// total 9
+	// receive: receiverstore: invalid body: want an integer token at byte 10
+}
+
+// ExampleWithMaxDelta: a delta above the receiver's capability changes
+// nothing until the store is reopened with a higher cap; then the
+// byte-identical message is accepted.
+func ExampleWithMaxDelta() {
+	dir, err := os.MkdirTemp("", "receiverstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "receiver.db")
+	ctx := context.Background()
+	m := receiverstore.Message{ID: "ev-1", Flow: "f", Seq: 1, Body: []byte(`{"delta": 50}`)}
+
+	s, err := receiverstore.Open(path, receiverstore.WithMaxDelta(10))
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := s.Receive(ctx, m)
+	fmt.Println(out, err)
+	s.Close()
+
+	s, err = receiverstore.Open(path, receiverstore.WithMaxDelta(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	out, err = s.Receive(ctx, m)
+	fmt.Println(out, err)
+	// Output:
+	// unsupported_delta <nil>
+	// accepted <nil>
+}
