@@ -101,6 +101,9 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	ev := newEvent{ID: *id, Flow: *flow, Body: []byte(*bodyText)}
 	res, err := q.Enqueue(e.ctx, ev, now)
 	if err != nil {
+		if kindOf(err) == kindConflict {
+			return conflictWith(e, q, ev, err)
+		}
 		return explainEnqueue(e, q, now, err)
 	}
 	if res.Duplicate {
@@ -115,13 +118,27 @@ func cmdEnqueue(e *env, args []string) (err error) {
 func explainEnqueue(e *env, q queueStore, now clock.Tick, err error) error {
 	switch kindOf(err) {
 	case kindConflict:
-		return fmt.Errorf("an event with this ID already exists with another flow or body; nothing changed (an ID names one event forever): %w", err)
+		return fmt.Errorf("an event ID is already used with another flow or body; nothing changed (an ID names one event forever): %w", err)
 	case kindInvalid:
 		return fmt.Errorf("refused, nothing changed: %w", err)
 	case kindTimeRegression:
 		return timeRegression(e, q, now)
 	}
 	return fmt.Errorf("enqueue: %w", err)
+}
+
+// conflictWith explains ErrConflict for ev with the event already stored.
+func conflictWith(e *env, q queueStore, ev newEvent, err error) error {
+	old, rerr := q.Event(e.ctx, ev.ID)
+	if rerr != nil {
+		return explainEnqueue(e, q, 0, err)
+	}
+	what := "body"
+	if old.Flow != ev.Flow {
+		what = "flow"
+	}
+	return fmt.Errorf("event %s already exists with another %s (flow %s, seq %d); nothing changed (an event ID names one event forever)",
+		ev.ID, what, old.Flow, old.Seq)
 }
 
 // enqueueFile streams JSONL events from in into the queue, chunk events per
@@ -138,12 +155,17 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 
 	var (
 		batch              []newEvent
-		firstLine, line    int
+		lines              []int // the line of each event in batch
+		line               int
 		total, added, dups int
 		chunks             int
 	)
 	earlier := func() string {
-		return fmt.Sprintf("%d events from %d earlier chunks are in the queue; enqueueing the file again is safe (duplicates change nothing)", total, chunks)
+		if chunks == 0 {
+			return "nothing from the file was enqueued"
+		}
+		return fmt.Sprintf("%s from %s before it are in the queue; enqueueing the file again is safe (duplicates change nothing)",
+			plural(total, "event"), plural(chunks, "chunk"))
 	}
 	flush := func() error {
 		if len(batch) == 0 {
@@ -151,8 +173,17 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 		}
 		res, err := q.EnqueueBatch(e.ctx, batch, now)
 		if err != nil {
+			why := explainEnqueue(e, q, now, err)
+			switch kindOf(err) {
+			case kindInvalid:
+				why = err // the store names the event
+			case kindConflict:
+				if i, cerr := batchConflict(e, q, batch, err); cerr != nil {
+					why = fmt.Errorf("line %d: %w", lines[i], cerr)
+				}
+			}
 			return fmt.Errorf("%s lines %d-%d: chunk refused, none of it was written: %w; %s",
-				name, firstLine, line, explainEnqueue(e, q, now, err), earlier())
+				name, lines[0], lines[len(lines)-1], why, earlier())
 		}
 		for _, r := range res {
 			if r.Duplicate {
@@ -163,7 +194,7 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 		}
 		total += len(batch)
 		chunks++
-		batch = batch[:0]
+		batch, lines = batch[:0], lines[:0]
 		bar.update(cr.n, total)
 		return nil
 	}
@@ -177,10 +208,7 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 		if err != nil {
 			return fmt.Errorf("%s:%d: %v; nothing from this chunk was written; %s", name, line, err, earlier())
 		}
-		if len(batch) == 0 {
-			firstLine = line
-		}
-		batch = append(batch, ev)
+		batch, lines = append(batch, ev), append(lines, line)
 		if len(batch) == chunk {
 			if err := flush(); err != nil {
 				return err
@@ -197,9 +225,30 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 		return err
 	}
 	bar.done()
-	fmt.Fprintf(e.stdout, "enqueued %d events from %s in %d chunks at tick %d: %d new, %d duplicates\n",
-		total, name, chunks, now, added, dups)
+	fmt.Fprintf(e.stdout, "enqueued %s from %s in %s at tick %d: %d new, %s\n",
+		plural(total, "event"), name, plural(chunks, "chunk"), now, added, plural(dups, "duplicate"))
 	return nil
+}
+
+// batchConflict finds the first event of a batch refused with ErrConflict
+// whose ID is taken by another flow or body, in the queue or earlier in the
+// batch, and explains it; it returns a nil error when it finds none.
+func batchConflict(e *env, q queueStore, batch []newEvent, err error) (int, error) {
+	seen := make(map[string]newEvent, len(batch))
+	for i, ev := range batch {
+		if prev, ok := seen[ev.ID]; ok {
+			if prev.Flow != ev.Flow || !bytes.Equal(prev.Body, ev.Body) {
+				return i, fmt.Errorf("event %s appears earlier in the chunk with another flow or body", ev.ID)
+			}
+			continue
+		}
+		seen[ev.ID] = ev
+		old, rerr := q.Event(e.ctx, ev.ID)
+		if rerr == nil && (old.Flow != ev.Flow || !bytes.Equal(old.Body, ev.Body)) {
+			return i, conflictWith(e, q, ev, err)
+		}
+	}
+	return 0, nil
 }
 
 // eventLine is one line of an events file.
@@ -249,4 +298,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// plural says "1 event" or "2 events".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
