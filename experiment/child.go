@@ -1,0 +1,226 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/crashpoint"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// ChildEnv is the environment variable that turns a process started by a
+// scenario into a worker: its value is the JSON [Job]. Both the experiment
+// command and the experiment's test binary call [RunChildIfRequested] first
+// thing, so a scenario re-executes whichever binary it runs in.
+const ChildEnv = "FAIRRELAY_EXPERIMENT_CHILD"
+
+// Exit codes of a child process besides [crashpoint.ExitCode].
+const (
+	ChildOK     = 0 // the job ran to its end
+	ChildFailed = 1 // a store returned an error; it is on stderr
+	ChildBadJob = 2 // the job or the crash point could not be read
+)
+
+// The programs a child can run.
+const (
+	ProgEnqueue = "enqueue" // enqueue Events at Now
+	ProgRelay   = "relay"   // Steps relay steps at Now (0: until nothing is dispatchable)
+	ProgRedrive = "redrive" // redrive EventID at Generation with Reason at Now
+)
+
+// Job is what a child process does, in its scenario's folder.
+type Job struct {
+	Program    string             `json:"program"`
+	Dir        string             `json:"dir"`
+	Now        clock.Tick         `json:"now"`
+	Events     []queuestore.Event `json:"events,omitempty"`
+	Steps      int                `json:"steps,omitempty"`
+	MaxDelta   int                `json:"max_delta,omitempty"`
+	EventID    string             `json:"event_id,omitempty"`
+	Generation int64              `json:"generation,omitempty"`
+	Reason     string             `json:"reason,omitempty"`
+}
+
+// RunChildIfRequested runs the [Job] in [ChildEnv] and exits the process when
+// the variable is set; otherwise it returns at once. The crash point, if any,
+// is read from [crashpoint.EnvVar]: an unknown name ends the child with
+// [ChildBadJob] before it touches a file.
+func RunChildIfRequested() {
+	spec, ok := os.LookupEnv(ChildEnv)
+	if !ok {
+		return
+	}
+	os.Exit(runChild(spec))
+}
+
+func runChild(spec string) int {
+	var job Job
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		fmt.Fprintf(os.Stderr, "child: bad job: %v\n", err)
+		return ChildBadJob
+	}
+	trap, err := crashpoint.FromEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "child: %v\n", err)
+		return ChildBadJob
+	}
+	if err := job.run(context.Background(), trap); err != nil {
+		fmt.Fprintf(os.Stderr, "child %s: %v\n", job.Program, err)
+		if errors.Is(err, errBadJob) {
+			return ChildBadJob
+		}
+		return ChildFailed
+	}
+	return ChildOK
+}
+
+var errBadJob = errors.New("unknown program")
+
+// queueHook maps the queue's hook points onto the crash points.
+func queueHook(trap crashpoint.Trap) queuestore.Option {
+	return queuestore.WithHook(func(p queuestore.HookPoint) {
+		switch p {
+		case queuestore.HookEnqueueSeqTaken:
+			trap.Hit(crashpoint.EnqueueSeqTaken)
+		case queuestore.HookClaimCommitted:
+			trap.Hit(crashpoint.ClaimCommitted)
+		case queuestore.HookSettleBeforeCommit:
+			trap.Hit(crashpoint.SettleBeforeCommit)
+		case queuestore.HookRedriveBeforeAudit:
+			trap.Hit(crashpoint.RedriveBeforeAudit)
+		}
+	})
+}
+
+// receiverHook maps the receiver's hook point onto its crash point.
+func receiverHook(trap crashpoint.Trap) receiverstore.Option {
+	return receiverstore.WithHook(func(p receiverstore.HookPoint) {
+		if p == receiverstore.HookAcceptBeforeCommit {
+			trap.Hit(crashpoint.ReceiveBeforeCommit)
+		}
+	})
+}
+
+// run carries the job out with both stores' hooks wired to trap.
+func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
+	lab := &Lab{Dir: j.Dir}
+	defer func() { err = errors.Join(err, lab.closeAll()) }()
+	q, err := lab.Queue(queueHook(trap))
+	if err != nil {
+		return err
+	}
+	switch j.Program {
+	case ProgEnqueue:
+		for _, e := range j.Events {
+			if _, err := q.Enqueue(ctx, e, j.Now); err != nil {
+				return err
+			}
+		}
+		return nil
+	case ProgRedrive:
+		return q.Redrive(ctx, j.EventID, j.Generation, j.Reason, j.Now)
+	case ProgRelay:
+		opts := []receiverstore.Option{receiverHook(trap)}
+		if j.MaxDelta > 0 {
+			opts = append(opts, receiverstore.WithMaxDelta(j.MaxDelta))
+		}
+		r, err := lab.Receiver(opts...)
+		if err != nil {
+			return err
+		}
+		relay := &Relay{Queue: q, Receiver: r, Trap: trap}
+		if j.Steps == 0 {
+			_, err := relay.Drain(ctx, j.Now)
+			return err
+		}
+		for range j.Steps {
+			if _, _, err := relay.Step(ctx, j.Now); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w %q", errBadJob, j.Program)
+}
+
+// Exit is how a child process ended.
+type Exit struct {
+	Code   int
+	Stderr string
+}
+
+// Child runs job in a child process of this very binary (see
+// [RunChildIfRequested]), armed at point unless point is "", and waits for
+// it. The scenario's stores should be closed first when the child must see
+// a quiet file. The child is killed when ctx ends (the watchdog).
+func (l *Lab) Child(ctx context.Context, job Job, point crashpoint.Point) (Exit, error) {
+	cmd, stderr, err := l.command(ctx, job, point)
+	if err != nil {
+		return Exit{}, err
+	}
+	return wait(cmd, cmd.Run(), stderr)
+}
+
+// command prepares a child process without starting it.
+func (l *Lab) command(ctx context.Context, job Job, point crashpoint.Point) (*exec.Cmd, *bytes.Buffer, error) {
+	job.Dir = l.Dir
+	spec, err := json.Marshal(job)
+	if err != nil {
+		return nil, nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("child: %w", err)
+	}
+	env := make([]string, 0, len(os.Environ())+2)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, ChildEnv+"=") && !strings.HasPrefix(kv, crashpoint.EnvVar+"=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, ChildEnv+"="+string(spec))
+	if point != "" {
+		kv, err := crashpoint.Env(point)
+		if err != nil {
+			return nil, nil, err
+		}
+		env = append(env, kv)
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = env
+	cmd.Dir = l.Dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 2 * time.Second
+	return cmd, &stderr, nil
+}
+
+// wait turns the result of running cmd into an Exit.
+func wait(cmd *exec.Cmd, err error, stderr *bytes.Buffer) (Exit, error) {
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return Exit{Code: 0, Stderr: stderr.String()}, nil
+	case errors.As(err, &exit) && exit.Exited():
+		return Exit{Code: exit.ExitCode(), Stderr: stderr.String()}, nil
+	default:
+		return Exit{Code: -1, Stderr: stderr.String()}, fmt.Errorf("child %v: %w (stderr %q)", cmd.Args, err, stderr.String())
+	}
+}
+
+// ExpectExit records a check that a child ended with the wanted code.
+func (l *Lab) ExpectExit(name string, got Exit, want int) bool {
+	if got.Code == want {
+		return l.Check(name, true, "exit status %d", got.Code)
+	}
+	return l.Check(name, false, "exit status %d, want %d (stderr %q)", got.Code, want, got.Stderr)
+}

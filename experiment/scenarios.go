@@ -1,0 +1,15 @@
+package experiment
+
+// Scenarios returns every scenario, in the order of issue 5's list. Each has
+// a golden file testdata/<Name>.golden.json.
+func Scenarios() []Scenario {
+	var all []Scenario
+	all = append(all, fairScenarios()[:3]...) // rotation, lexicographic, crowding
+	all = append(all, queueScenarios()...)
+	all = append(all, receiverScenarios()...)
+	all = append(all, atomicScenarios()...)
+	all = append(all, crashScenarios()...)
+	all = append(all, concurrentScenarios()...)
+	all = append(all, fairScenarios()[3:]...) // starvation bound
+	return all
+}

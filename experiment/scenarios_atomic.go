@@ -1,0 +1,198 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// atomicScenarios make the second write of an operation fail with a trigger
+// and find the first one undone (SPEC §2.7).
+func atomicScenarios() []Scenario {
+	return []Scenario{
+		{
+			Name:   "atomic-enqueue",
+			Clause: "§2.7, §2.1 (enqueue is atomic)",
+			Shows:  "a trigger makes the event insert fail after the flow's seq number was taken: the enqueue fails and the seq counter, flow and clock mark are unchanged; without the trigger the event gets the same seq",
+			Run:    atomicEnqueue,
+		},
+		{
+			Name:   "atomic-receive",
+			Clause: "§2.7, §3.6 (accept is atomic)",
+			Shows:  "a trigger makes the total update fail after the receipt insert: the receive fails and leaves no receipt and no total; without the trigger the message is accepted",
+			Run:    atomicReceive,
+		},
+		{
+			Name:   "atomic-redrive",
+			Clause: "§2.7, §2.5 (redrive and its audit row are atomic)",
+			Shows:  "a trigger makes the audit insert fail after the event update: the redrive fails and the event is still quarantined with its generation; without the trigger the redrive and its audit row land together",
+			Run:    atomicRedrive,
+		},
+	}
+}
+
+// failWith installs a trigger that aborts the given write on a table of
+// file, and returns a function that drops it again.
+func (l *Lab) failWith(ctx context.Context, file, name, event string) (func() error, string, error) {
+	db, err := l.SQL(file)
+	if err != nil {
+		return nil, "", err
+	}
+	msg := "experiment: " + name + " fails"
+	ddl := fmt.Sprintf(`CREATE TRIGGER %s BEFORE %s BEGIN SELECT RAISE(ABORT, '%s'); END`, name, event, msg)
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		return nil, "", fmt.Errorf("install trigger: %w", err)
+	}
+	l.Trace("trigger %s installed in %s: BEFORE %s -> RAISE(ABORT)", name, file, event)
+	drop := func() error {
+		if _, err := db.ExecContext(ctx, "DROP TRIGGER "+name); err != nil {
+			return fmt.Errorf("drop trigger: %w", err)
+		}
+		l.Trace("trigger %s dropped", name)
+		return nil
+	}
+	return drop, msg, nil
+}
+
+// expectTriggered checks that err is the trigger's abort.
+func (l *Lab) expectTriggered(name string, err error, msg string) {
+	if err != nil && strings.Contains(err.Error(), msg) {
+		l.Check(name, true, "failed with the trigger's abort")
+		return
+	}
+	l.Check(name, false, "error %v, want the trigger's abort %q", err, msg)
+}
+
+func atomicEnqueue(ctx context.Context, lab *Lab) error {
+	q, err := lab.Queue()
+	if err != nil {
+		return err
+	}
+	if _, err := lab.enqueue(ctx, q, Ev("a-1", "a", 1), 1); err != nil {
+		return err
+	}
+	drop, msg, err := lab.failWith(ctx, QueueFile, "fail_event_insert", "INSERT ON events")
+	if err != nil {
+		return err
+	}
+	before, err := queueJSON(ctx, q)
+	if err != nil {
+		return err
+	}
+	_, err = lab.enqueue(ctx, q, Ev("a-2", "a", 2), 2)
+	lab.expectTriggered("enqueue fails on the event insert", err, msg)
+	_, err = q.EnqueueBatch(ctx, []queuestore.Event{Ev("b-1", "b", 3)}, 2)
+	lab.expectTriggered("batch enqueue fails on the event insert", err, msg)
+	after, err := queueJSON(ctx, q)
+	if err != nil {
+		return err
+	}
+	lab.Check("seq counter, flows, events and clock mark unchanged", bytes.Equal(before, after), "queue snapshot byte-identical: %v", bytes.Equal(before, after))
+	if err := drop(); err != nil {
+		return err
+	}
+	_, err = q.Enqueue(ctx, Ev("a-0", "a", 1), 1)
+	lab.Check("the mark is still 1: an enqueue at t=1 is admitted", err == nil, "error: %v", err)
+	lab.Trace("t=1 enqueue a-0 (flow a) -> %v", err)
+	got, err := lab.enqueue(ctx, q, Ev("a-2", "a", 2), 2)
+	if err != nil {
+		return err
+	}
+	lab.Equal("a-2 then gets seq 3: no number was lost to the failed enqueue", got.Seq, int64(3))
+	return nil
+}
+
+func atomicReceive(ctx context.Context, lab *Lab) error {
+	r, err := lab.Receiver()
+	if err != nil {
+		return err
+	}
+	if _, err := lab.receive(ctx, r, receiverstore.Message{ID: "r-1", Flow: "r", Seq: 1, Body: Body(5)}); err != nil {
+		return err
+	}
+	drop, msg, err := lab.failWith(ctx, ReceiverFile, "fail_total_update", "UPDATE ON flows")
+	if err != nil {
+		return err
+	}
+	before, err := receiverJSON(ctx, r)
+	if err != nil {
+		return err
+	}
+	m := receiverstore.Message{ID: "r-2", Flow: "r", Seq: 2, Body: Body(7)}
+	_, err = lab.receive(ctx, r, m)
+	lab.expectTriggered("receive fails on the total update", err, msg)
+	after, err := receiverJSON(ctx, r)
+	if err != nil {
+		return err
+	}
+	lab.Check("the receipt insert is undone: receipts, totals, conflicts unchanged", bytes.Equal(before, after), "receiver snapshot byte-identical: %v", bytes.Equal(before, after))
+	if err := drop(); err != nil {
+		return err
+	}
+	out, err := lab.receive(ctx, r, m)
+	if err != nil {
+		return err
+	}
+	lab.Equal("the same message is then accepted (not a duplicate)", out, receiverstore.Accepted)
+	return lab.expectTotal(ctx, r, "r", 12)
+}
+
+func atomicRedrive(ctx context.Context, lab *Lab) error {
+	q, err := lab.Queue()
+	if err != nil {
+		return err
+	}
+	r, err := lab.Receiver(receiverstore.WithMaxDelta(100))
+	if err != nil {
+		return err
+	}
+	lab.Trace("receiver opened with MaxDelta 100")
+	relay := &Relay{Queue: q, Receiver: r}
+	if _, err := lab.enqueue(ctx, q, Ev("a-1", "a", 250), 0); err != nil {
+		return err
+	}
+	for _, now := range []clock.Tick{0, 2, 6} {
+		if _, _, err := lab.step(ctx, relay, now); err != nil {
+			return err
+		}
+	}
+	drop, msg, err := lab.failWith(ctx, QueueFile, "fail_audit_insert", "INSERT ON audit")
+	if err != nil {
+		return err
+	}
+	before, err := queueJSON(ctx, q)
+	if err != nil {
+		return err
+	}
+	const reason = "receiver max_delta to be raised"
+	lab.expectTriggered("redrive fails on the audit insert", q.Redrive(ctx, "a-1", 3, reason, 10), msg)
+	after, err := queueJSON(ctx, q)
+	if err != nil {
+		return err
+	}
+	lab.Check("the event update is undone: event, audit and clock mark unchanged", bytes.Equal(before, after), "queue snapshot byte-identical: %v", bytes.Equal(before, after))
+	if err := lab.expectEvent(ctx, q, "a-1 still quarantined in generation 3", "a-1", "quarantined gen 3 attempts 3 lifetime 3 reason unsupported_delta"); err != nil {
+		return err
+	}
+	if err := drop(); err != nil {
+		return err
+	}
+	if err := q.Redrive(ctx, "a-1", 3, reason, 10); err != nil {
+		return err
+	}
+	lab.Trace("t=10 redrive a-1 gen 3 (%q) -> ok", reason)
+	if err := lab.expectEvent(ctx, q, "the redrive then lands", "a-1", "pending gen 4 attempts 0 lifetime 3 available 10"); err != nil {
+		return err
+	}
+	audit, err := q.Audit(ctx)
+	if err != nil {
+		return err
+	}
+	lab.Equal("exactly one audit row", len(audit), 1)
+	return nil
+}
