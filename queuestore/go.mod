@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/fairness v0.0.0
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -17,7 +18,6 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )
 
 replace github.com/fairrelay/fairrelay/clock => ../clock

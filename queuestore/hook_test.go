@@ -1,0 +1,69 @@
+package queuestore
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// Issue 3 §5: the hooks run at their named points, inside or after the
+// transaction as documented, and only when the operation did what the point
+// names.
+func TestHooks_CalledAtTheirPoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	observer, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open(observer) error = %v", err)
+	}
+	defer observer.Close()
+
+	var calls []HookPoint
+	// visible reports what a second Store sees of the event at the hook:
+	// inside a transaction the change is not committed yet.
+	var seen []string
+	var watch string
+	s, err := Open(path, WithHook(func(p HookPoint) {
+		calls = append(calls, p)
+		e, err := observer.Event(ctx, watch)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			seen = append(seen, "absent")
+		case err != nil:
+			seen = append(seen, err.Error())
+		default:
+			seen = append(seen, e.State)
+		}
+	}))
+	if err != nil {
+		t.Fatalf("Open() error = %v", err)
+	}
+	defer s.Close()
+
+	watch = "a1"
+	enqueue(t, s, "a1", "a", "x", 0) // seq taken; the event is not visible yet
+	enqueue(t, s, "a1", "a", "x", 0) // duplicate: no seq taken, no hook
+	c := mustClaim(t, s, 0)          // committed: visible as inflight
+	claim(t, s, 0)                   // nothing claimed: no hook
+	settle(t, s, "a1", c.Generation+1, success, 0)
+	settle(t, s, "a1", c.Generation, failure("unavailable"), 0) // before commit: still inflight
+	c = mustClaim(t, s, 2)
+	settle(t, s, "a1", c.Generation, failure("unavailable"), 2)
+	c = mustClaim(t, s, 6)
+	settle(t, s, "a1", c.Generation, failure("unavailable"), 6) // quarantined, before commit
+	if err := s.Redrive(ctx, "a1", c.Generation, "r", 7); err != nil {
+		t.Fatalf("Redrive() error = %v", err)
+	}
+	want := []HookPoint{HookEnqueueSeqTaken, HookClaimCommitted, HookSettleBeforeCommit,
+		HookClaimCommitted, HookSettleBeforeCommit, HookClaimCommitted, HookSettleBeforeCommit, HookRedriveBeforeAudit}
+	if !reflect.DeepEqual(calls, want) {
+		t.Fatalf("hook calls = %v, want %v", calls, want)
+	}
+	wantSeen := []string{"absent", "inflight", "inflight", "inflight", "inflight", "inflight", "inflight", "quarantined"}
+	if !reflect.DeepEqual(seen, wantSeen) {
+		t.Fatalf("state seen by another store at each hook = %v, want %v", seen, wantSeen)
+	}
+}

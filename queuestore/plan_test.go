@@ -1,0 +1,97 @@
+package queuestore
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// Issue 3 §4: every statement of the claim path (and of the settle and
+// enqueue paths that keep the flow heads) is driven by an index: no SCAN of
+// events or flows, and no temporary B-tree for the MinServed order. The
+// plans are read from a store loaded with many flows, so the planner has
+// statistics-free but realistic tables.
+func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	var es []Event
+	for i := 0; i < 500; i++ {
+		es = append(es, Event{ID: "e" + itoa(i), Flow: "f" + itoa(i%50), Body: []byte("x")})
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatalf("EnqueueBatch() error = %v", err)
+	}
+	if _, err := s.db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatalf("ANALYZE error = %v", err)
+	}
+	queries := map[string]struct {
+		q    string
+		args []any
+		want string // an index the plan must name
+	}{
+		"admit":        {qAdmit, []any{1}, ""},
+		"promote":      {qPromote, []any{1}, "flows_waiting"},
+		"pick":         {qPick, nil, "flows_ready"},
+		"head":         {qHead, []any{"f1", 1}, "sqlite_autoindex_events_2"},
+		"quarantine":   {qQuarantineExpired, []any{"e1"}, "sqlite_autoindex_events_1"},
+		"block flow":   {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
+		"claim event":  {qClaimEvent, []any{"e1", 6, 1}, "sqlite_autoindex_events_1"},
+		"serve flow":   {qServeFlow, []any{"f1", 6}, "sqlite_autoindex_flows_1"},
+		"set ticket":   {qSetTicket, []any{1}, ""},
+		"settle read":  {qSettleRead, []any{"e1"}, "sqlite_autoindex_events_1"},
+		"ack":          {qAck, []any{"e1"}, "sqlite_autoindex_events_1"},
+		"last seq":     {qFlowLastSeq, []any{"f1"}, "sqlite_autoindex_flows_1"},
+		"next avail":   {qNextAvail, []any{"f1", 2}, "sqlite_autoindex_events_2"},
+		"set head":     {qSetHead, []any{"f1", 2, 0, 1}, "sqlite_autoindex_flows_1"},
+		"retry":        {qRetry, []any{"e1", 3, "r"}, "sqlite_autoindex_events_1"},
+		"wait flow":    {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
+		"find event":   {qFindEvent, []any{"e1"}, "sqlite_autoindex_events_1"},
+		"take seq":     {qTakeSeq, []any{"f1", 1}, ""},
+		"redrive":      {qRedrive, []any{"e1", 1}, "sqlite_autoindex_events_1"},
+		"ready now":    {qSetReadyNow, []any{"f1", 1}, "sqlite_autoindex_flows_1"},
+		"insert audit": {qInsertAudit, []any{"e1", 1, "r", 1}, ""},
+	}
+	for name, tc := range queries {
+		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
+		if err != nil {
+			t.Fatalf("%s: EXPLAIN QUERY PLAN error = %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatalf("%s: scan plan: %v", name, err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		t.Logf("%s:\n%s", name, text)
+		for _, line := range plan {
+			if strings.HasPrefix(line, "SCAN events") || strings.HasPrefix(line, "SCAN flows") ||
+				strings.HasPrefix(line, "SCAN e") || strings.HasPrefix(line, "SCAN f") {
+				t.Errorf("%s: plan scans a table: %q\nfull plan:\n%s", name, line, text)
+			}
+			if strings.Contains(line, "TEMP B-TREE") {
+				t.Errorf("%s: plan sorts in a temporary B-tree: %q", name, line)
+			}
+		}
+		if tc.want != "" && !strings.Contains(text, tc.want) {
+			t.Errorf("%s: plan does not use index %s:\n%s", name, tc.want, text)
+		}
+	}
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{digits[i%10]}, b...)
+	}
+	return string(b)
+}

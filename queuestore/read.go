@@ -1,0 +1,278 @@
+package queuestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+// EventState reads one event as it is now.
+type EventState struct {
+	ID, Flow         string
+	Seq              int64
+	Body             []byte
+	State            string // "pending", "inflight", "acked", "quarantined"
+	Generation       int64
+	Attempts         int
+	LifetimeAttempts int
+	AvailableAt      clock.Tick
+	LeaseUntil       clock.Tick // 0 when not in flight
+	Reason           string
+}
+
+const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
+
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanEventState(r scanner) (EventState, error) {
+	var e EventState
+	var avail, lease int64
+	err := r.Scan(&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, &avail, &lease, &e.Reason)
+	e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
+	return e, err
+}
+
+// Event returns the event with the given ID as it is now, or ErrNotFound.
+func (s *Store) Event(ctx context.Context, id string) (EventState, error) {
+	e, err := scanEventState(s.db.QueryRowContext(ctx, `SELECT `+qEventCols+` FROM events WHERE id = ?1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return EventState{}, fmt.Errorf("event %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return EventState{}, fmt.Errorf("event %q: %w", id, err)
+	}
+	return e, nil
+}
+
+// FlowEvents returns every event of flow, acked ones included, in sequence
+// order; ErrNotFound for a flow that has never had an event.
+func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, error) {
+	var out []EventState
+	err := s.withReadTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM flows WHERE flow = ?1`, flow).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+qEventCols+` FROM events WHERE flow = ?1 ORDER BY seq`, flow)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanEventState(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flow events %q: %w", flow, err)
+	}
+	return out, nil
+}
+
+// QuarantinedEvent is a quarantined event as an operator sees it: what to
+// redrive (ID and generation) and why it stopped.
+type QuarantinedEvent struct {
+	EventID          string `json:"event_id"`
+	Flow             string `json:"flow"`
+	Seq              int64  `json:"seq"`
+	Generation       int64  `json:"generation"`
+	LifetimeAttempts int    `json:"lifetime_attempts"`
+	Reason           string `json:"reason"`
+}
+
+// Quarantined returns every quarantined event, ordered by flow and sequence
+// number.
+func (s *Store) Quarantined(ctx context.Context) ([]QuarantinedEvent, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, flow, seq, generation, lifetime_attempts, reason
+FROM events WHERE state = 'quarantined' ORDER BY flow, seq`)
+	if err != nil {
+		return nil, fmt.Errorf("quarantined: %w", err)
+	}
+	defer rows.Close()
+	var out []QuarantinedEvent
+	for rows.Next() {
+		var q QuarantinedEvent
+		if err := rows.Scan(&q.EventID, &q.Flow, &q.Seq, &q.Generation, &q.LifetimeAttempts, &q.Reason); err != nil {
+			return nil, fmt.Errorf("quarantined: %w", err)
+		}
+		out = append(out, q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("quarantined: %w", err)
+	}
+	return out, nil
+}
+
+// AuditEntry is one redrive: the event, its new generation, the operator's
+// reason and the tick. ID orders the entries as they were written.
+type AuditEntry struct {
+	ID         int64      `json:"id"`
+	EventID    string     `json:"event_id"`
+	Generation int64      `json:"generation"`
+	Reason     string     `json:"reason"`
+	At         clock.Tick `json:"at"`
+}
+
+// Audit returns every redrive audit row in the order they were written.
+func (s *Store) Audit(ctx context.Context) ([]AuditEntry, error) {
+	out, err := readAudit(ctx, s.db)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return out, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func readAudit(ctx context.Context, q querier) ([]AuditEntry, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, event_id, generation, reason, at FROM audit ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []AuditEntry{}
+	for rows.Next() {
+		var a AuditEntry
+		var at int64
+		if err := rows.Scan(&a.ID, &a.EventID, &a.Generation, &a.Reason, &at); err != nil {
+			return nil, err
+		}
+		a.At = clock.Tick(at)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// FlowState is one flow as an operator sees it.
+type FlowState struct {
+	Flow   string `json:"flow"`
+	Served int64  `json:"served"`
+	// LastSeq is the highest sequence number handed out in the flow.
+	LastSeq int64 `json:"last_seq"`
+	// HeadSeq is the flow's lowest event that is not acked; 0 when every
+	// event is acked.
+	HeadSeq int64 `json:"head_seq"`
+	// HeadState is the head's state; "" when there is no head.
+	HeadState string `json:"head_state"`
+	// ReadyAt is the tick from which the head is dispatchable (its
+	// available_at when pending, its lease end when in flight); nil when the
+	// head is quarantined or there is no head.
+	ReadyAt *clock.Tick `json:"ready_at"`
+	// Backlog counts the flow's events that are not acked.
+	Backlog int64 `json:"backlog"`
+}
+
+// Flows returns every flow, ordered by flow ID.
+func (s *Store) Flows(ctx context.Context) ([]FlowState, error) {
+	// Events after the head are never claimed, so they are all pending and
+	// the backlog is last_seq - head_seq + 1.
+	rows, err := s.db.QueryContext(ctx, `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
+    coalesce(e.state, ''), f.ready_at,
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END
+FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq
+ORDER BY f.flow`)
+	if err != nil {
+		return nil, fmt.Errorf("flows: %w", err)
+	}
+	defer rows.Close()
+	var out []FlowState
+	for rows.Next() {
+		var f FlowState
+		var readyAt sql.NullInt64
+		if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog); err != nil {
+			return nil, fmt.Errorf("flows: %w", err)
+		}
+		if readyAt.Valid {
+			t := clock.Tick(readyAt.Int64)
+			f.ReadyAt = &t
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("flows: %w", err)
+	}
+	return out, nil
+}
+
+// EventCounts counts events by state.
+type EventCounts struct {
+	Pending     int64 `json:"pending"`
+	Inflight    int64 `json:"inflight"`
+	Acked       int64 `json:"acked"`
+	Quarantined int64 `json:"quarantined"`
+}
+
+// Stats is a summary of the whole store, read in one transaction.
+type Stats struct {
+	SchemaVersion int         `json:"schema_version"`
+	ClockMark     clock.Tick  `json:"clock_mark"` // the highest tick recorded
+	Ticket        int64       `json:"ticket"`     // the last claim ticket handed out; 0 before the first
+	Flows         int64       `json:"flows"`
+	Events        EventCounts `json:"events"`
+	Quarantined   int64       `json:"quarantined"` // the same as Events.Quarantined
+	AuditRows     int64       `json:"audit_rows"`
+}
+
+// Stats returns a summary of the store.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := s.withReadTx(ctx, func(tx *sql.Tx) error {
+		var mark int64
+		if err := tx.QueryRowContext(ctx, `SELECT clock_mark, ticket FROM meta WHERE id = 1`).Scan(&mark, &st.Ticket); err != nil {
+			return err
+		}
+		st.ClockMark = clock.Tick(mark)
+		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&st.SchemaVersion); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM flows`).Scan(&st.Flows); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM audit`).Scan(&st.AuditRows); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT state, count(*) FROM events GROUP BY state`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var state string
+			var n int64
+			if err := rows.Scan(&state, &n); err != nil {
+				return err
+			}
+			switch state {
+			case statePending:
+				st.Events.Pending = n
+			case stateInflight:
+				st.Events.Inflight = n
+			case stateAcked:
+				st.Events.Acked = n
+			case stateQuarantined:
+				st.Events.Quarantined = n
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	st.Quarantined = st.Events.Quarantined
+	return st, nil
+}

@@ -1,0 +1,241 @@
+package queuestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+// Event states, as stored and as EventState.State reports them.
+const (
+	statePending     = "pending"
+	stateInflight    = "inflight"
+	stateAcked       = "acked"
+	stateQuarantined = "quarantined"
+)
+
+// Result is what the sender reports for a claim: success, or failure with a
+// non-empty reason (for example "unsupported_delta", "unavailable",
+// "conflict", "gap"). Reason is ignored when OK.
+type Result struct {
+	OK     bool
+	Reason string // required when !OK
+}
+
+// Outcome is what a settle did.
+type Outcome string
+
+// The outcomes of Settle (SPEC §2.4).
+const (
+	Acked          Outcome = "acked"           // success: the flow's next event becomes its head
+	RetryScheduled Outcome = "retry_scheduled" // failure with attempts left: pending again after Backoff
+	Quarantined    Outcome = "quarantined"     // failure on the round's last attempt
+	Stale          Outcome = "stale"           // wrong generation, or the event is not in flight: nothing changed
+	Expired        Outcome = "expired"         // the lease had run out (now >= lease_until): nothing changed
+)
+
+// SettleItem is one claim to settle in a SettleBatch.
+type SettleItem struct {
+	EventID    string
+	Generation int64
+	Result     Result
+}
+
+// SettleResult is the result of one SettleItem: its Outcome, or Err when the
+// item itself was bad (ErrInvalid, ErrNotFound); such an item changed nothing.
+type SettleResult struct {
+	Outcome Outcome
+	Err     error
+}
+
+const (
+	qSettleRead = `SELECT flow, seq, state, generation, attempts, lease_until FROM events WHERE id = ?1`
+
+	qAck = `UPDATE events SET state = 'acked', lease_until = 0 WHERE id = ?1`
+
+	qRetry = `UPDATE events SET state = 'pending', lease_until = 0, available_at = ?2, reason = ?3 WHERE id = ?1`
+
+	qQuarantine = `UPDATE events SET state = 'quarantined', lease_until = 0, reason = ?2 WHERE id = ?1`
+
+	qFlowLastSeq = `SELECT last_seq FROM flows WHERE flow = ?1`
+
+	qNextAvail = `SELECT available_at FROM events WHERE flow = ?1 AND seq = ?2`
+
+	// qSetHead moves the flow's head; ready is set at once when the head is
+	// already dispatchable at now (now is the clock mark in this
+	// transaction, so the flag stays true for every later tick).
+	qSetHead = `UPDATE flows SET head_seq = ?2, ready_at = ?3, ready = coalesce(?3 <= ?4, 0) WHERE flow = ?1`
+
+	qWaitFlow = `UPDATE flows SET ready_at = ?2, ready = 0 WHERE flow = ?1`
+)
+
+// Settle records the result of the claim of eventID with the given
+// generation. It checks, in this order: a generation that is not the
+// event's is Stale; an event not in flight is Stale; now >= lease_until is
+// Expired (even if nobody took the event over); then success is Acked,
+// failure with attempts left is RetryScheduled (pending again at
+// now + Backoff(attempts), reason kept), and failure on the last attempt is
+// Quarantined (reason kept). Stale and Expired change nothing but the clock
+// mark.
+//
+// Errors: ErrInvalid for a bad ID, a negative generation, or a failure
+// without a valid reason (an empty one is also ErrEmptyReason); ErrNotFound
+// for an unknown event; ErrTimeRegression.
+func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r Result, now clock.Tick) (Outcome, error) {
+	it := SettleItem{EventID: eventID, Generation: generation, Result: r}
+	if err := it.validate(); err != nil {
+		return "", fmt.Errorf("settle: %w", err)
+	}
+	var o Outcome
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := admit(ctx, tx, now); err != nil {
+			return err
+		}
+		var err error
+		if o, err = settleOne(ctx, tx, it, now); err != nil {
+			return err
+		}
+		if o.wrote() {
+			s.call(HookSettleBeforeCommit)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("settle %q: %w", eventID, err)
+	}
+	return o, nil
+}
+
+// SettleBatch settles several claims in one transaction. Each item gets its
+// own result, exactly as Settle would give it if the items were settled one
+// after the other at the same now (an event named twice sees the first
+// item's effect). A bad item (ErrInvalid, ErrNotFound) gets its own Err and
+// does not fail the others.
+//
+// All or nothing: ErrTimeRegression, a canceled context or an SQL error
+// refuses the whole batch, and then nothing changes. An empty batch only
+// checks and records now.
+func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.Tick) ([]SettleResult, error) {
+	out := make([]SettleResult, len(items))
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := admit(ctx, tx, now); err != nil {
+			return err
+		}
+		wrote := false
+		for i, it := range items {
+			out[i] = SettleResult{}
+			if err := it.validate(); err != nil {
+				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
+				continue
+			}
+			o, err := settleOne(ctx, tx, it, now)
+			if errors.Is(err, ErrNotFound) {
+				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("item %d (%q): %w", i, it.EventID, err)
+			}
+			out[i].Outcome = o
+			wrote = wrote || o.wrote()
+		}
+		if wrote {
+			s.call(HookSettleBeforeCommit)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("settle batch: %w", err)
+	}
+	return out, nil
+}
+
+// wrote reports whether the outcome changed the event.
+func (o Outcome) wrote() bool {
+	return o == Acked || o == RetryScheduled || o == Quarantined
+}
+
+func (it SettleItem) validate() error {
+	if err := checkID(it.EventID); err != nil {
+		return err
+	}
+	if err := checkGeneration(it.Generation); err != nil {
+		return err
+	}
+	if !it.Result.OK {
+		return checkReason(it.Result.Reason)
+	}
+	return nil
+}
+
+// settleOne does the work of one settle inside tx (after admit).
+func settleOne(ctx context.Context, tx *sql.Tx, it SettleItem, now clock.Tick) (Outcome, error) {
+	var (
+		flow       string
+		seq, gen   int64
+		state      string
+		attempts   int
+		leaseUntil int64
+	)
+	err := tx.QueryRowContext(ctx, qSettleRead, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%w: event %q", ErrNotFound, it.EventID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read event: %w", err)
+	}
+	switch {
+	case it.Generation != gen, state != stateInflight:
+		return Stale, nil
+	case now >= clock.Tick(leaseUntil):
+		return Expired, nil
+	case it.Result.OK:
+		if _, err := tx.ExecContext(ctx, qAck, it.EventID); err != nil {
+			return "", fmt.Errorf("ack: %w", err)
+		}
+		if err := advanceHead(ctx, tx, flow, seq, now); err != nil {
+			return "", err
+		}
+		return Acked, nil
+	case attempts < MaxAttempts:
+		at := now + Backoff(attempts)
+		if _, err := tx.ExecContext(ctx, qRetry, it.EventID, int64(at), it.Result.Reason); err != nil {
+			return "", fmt.Errorf("schedule retry: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, qWaitFlow, flow, int64(at)); err != nil {
+			return "", fmt.Errorf("update flow %q: %w", flow, err)
+		}
+		return RetryScheduled, nil
+	default:
+		if _, err := tx.ExecContext(ctx, qQuarantine, it.EventID, it.Result.Reason); err != nil {
+			return "", fmt.Errorf("quarantine: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
+			return "", fmt.Errorf("block flow %q: %w", flow, err)
+		}
+		return Quarantined, nil
+	}
+}
+
+// advanceHead makes the event after seq the flow's head, or leaves the flow
+// without a head when seq was its last event.
+func advanceHead(ctx context.Context, tx *sql.Tx, flow string, seq int64, now clock.Tick) error {
+	var last int64
+	if err := tx.QueryRowContext(ctx, qFlowLastSeq, flow).Scan(&last); err != nil {
+		return fmt.Errorf("read flow %q: %w", flow, err)
+	}
+	var head, readyAt sql.NullInt64
+	if seq < last {
+		head = sql.NullInt64{Int64: seq + 1, Valid: true}
+		if err := tx.QueryRowContext(ctx, qNextAvail, flow, seq+1).Scan(&readyAt); err != nil {
+			return fmt.Errorf("read next event of flow %q: %w", flow, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, qSetHead, flow, head, readyAt, int64(now)); err != nil {
+		return fmt.Errorf("move head of flow %q: %w", flow, err)
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package queuestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// SPEC §2.7: WAL, synchronous=FULL, a busy timeout, foreign keys, on every
+// connection of the pool.
+func TestStorage_2_7_Pragmas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatalf("Conn() error = %v", err)
+	}
+	defer conn.Close()
+	for pragma, want := range map[string]string{
+		"journal_mode": "wal",
+		"synchronous":  "2", // FULL
+		"busy_timeout": "10000",
+		"foreign_keys": "1",
+	} {
+		var got string
+		if err := conn.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil {
+			t.Fatalf("PRAGMA %s error = %v", pragma, err)
+		}
+		if got != want {
+			t.Errorf("PRAGMA %s = %q, want %q", pragma, got, want)
+		}
+	}
+}
+
+// SPEC §2.7: write transactions start IMMEDIATE: a second store cannot begin
+// a write while the first holds one open (it waits, then gets SQLITE_BUSY
+// at begin, never at a lock upgrade).
+func TestStorage_2_7_WritesBeginImmediate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatalf("BeginTx() error = %v", err)
+	}
+	defer tx.Rollback()
+	// Under BEGIN DEFERRED no lock would be held yet; under IMMEDIATE the
+	// write lock is, so a second BEGIN IMMEDIATE (busy_timeout 0) fails.
+	other, err := sql.Open("sqlite", "file:"+dbPath(t, s)+"?_pragma=busy_timeout(0)&_txlock=immediate")
+	if err != nil {
+		t.Fatalf("sql.Open() error = %v", err)
+	}
+	defer other.Close()
+	if _, err := other.ExecContext(ctx, "BEGIN IMMEDIATE"); err == nil {
+		t.Fatalf("second BEGIN IMMEDIATE succeeded while the store's transaction was open: it was not IMMEDIATE")
+	} else if !strings.Contains(err.Error(), "locked") && !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("second BEGIN IMMEDIATE error = %v, want SQLITE_BUSY", err)
+	}
+}
+
+func dbPath(t testing.TB, s *Store) string {
+	t.Helper()
+	var seq int
+	var name, file string
+	if err := s.db.QueryRow("PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+		t.Fatalf("PRAGMA database_list error = %v", err)
+	}
+	return file
+}
+
+// SPEC §2.7: opening an existing file never clears it: every record and the
+// clock mark survive a close and reopen.
+func TestStorage_2_7_ReopenKeepsEverything(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open() error = %v", err)
+	}
+	enqueue(t, s, "q1", "q", "x", 0)
+	q, now := quarantineHead(t, s, 0)
+	if err := s.Redrive(ctx, "q1", q.Generation, "r", now); err != nil {
+		t.Fatalf("Redrive() error = %v", err)
+	}
+	enqueue(t, s, "a1", "a", "x", now)
+	mustClaim(t, s, now+7)
+	before := snap(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() error = %v", err)
+	}
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatalf("reopen error = %v", err)
+	}
+	defer s2.Close()
+	after := snap(t, s2)
+	if !reflect.DeepEqual(before, after) {
+		t.Fatalf("reopen changed the store:\nbefore %s\nafter  %s", jsonOf(before), jsonOf(after))
+	}
+	_, _, err = s2.Claim(ctx, now+6)
+	wantErr(t, "Claim below the mark after reopen", err, ErrTimeRegression)
+}
+
+// SPEC §2.7 with issue 3: the schema carries its version in user_version; a
+// newer version, or a foreign file, is refused with a clear error.
+func TestStorage_2_7_SchemaVersion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "queue.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open() error = %v", err)
+	}
+	var v int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
+		t.Fatalf("user_version = %d, %v; want %d", v, err, SchemaVersion)
+	}
+	if _, err := s.db.Exec("PRAGMA user_version = 2"); err != nil {
+		t.Fatalf("set user_version error = %v", err)
+	}
+	s.Close()
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "version 2") {
+		t.Fatalf("Open(newer file) error = %v, want ErrSchemaVersion naming version 2", err)
+	} else {
+		wantErr(t, "Open(newer file)", err, ErrSchemaVersion)
+	}
+
+	foreign := filepath.Join(dir, "other.db")
+	db, err := sql.Open("sqlite", "file:"+foreign)
+	if err != nil {
+		t.Fatalf("sql.Open() error = %v", err)
+	}
+	if _, err := db.Exec("CREATE TABLE t (x)"); err != nil {
+		t.Fatalf("create error = %v", err)
+	}
+	db.Close()
+	_, err = Open(foreign)
+	wantErr(t, "Open(foreign file)", err, ErrSchemaVersion)
+
+	_, err = Open(filepath.Join(dir, "a?b.db"))
+	wantErr(t, "Open(path with ?)", err, ErrInvalid)
+}
+
+// SPEC §2.7: enqueue is atomic: when its second write (the event insert)
+// fails, the first (the flow's sequence counter and head) is undone, and so
+// is the clock mark.
+func TestStorage_2_7_EnqueueIsAtomic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	enqueue(t, s, "a1", "a", "x", 1)
+	c := mustClaim(t, s, 1)
+	settle(t, s, "a1", c.Generation, success, 1) // flow a now has no head
+	if _, err := s.db.Exec(`CREATE TRIGGER fail_event_insert BEFORE INSERT ON events
+BEGIN SELECT RAISE(ABORT, 'injected: event insert fails'); END`); err != nil {
+		t.Fatalf("create trigger: %v", err)
+	}
+	for _, e := range []Event{{ID: "a2", Flow: "a", Body: []byte("x")}, {ID: "b1", Flow: "b", Body: []byte("x")}} {
+		before := snap(t, s)
+		_, err := s.Enqueue(ctx, e, 5)
+		if err == nil || !strings.Contains(err.Error(), "injected: event insert fails") {
+			t.Fatalf("Enqueue(%s) error = %v, want the trigger's error", e.ID, err)
+		}
+		assertUnchanged(t, "failed enqueue of "+e.ID, before, snap(t, s))
+		_, err = s.EnqueueBatch(ctx, []Event{{ID: "c1", Flow: "c", Body: []byte("x")}, e}, 5)
+		if err == nil {
+			t.Fatalf("EnqueueBatch error = nil, want the trigger's error")
+		}
+		assertUnchanged(t, "failed enqueue batch", before, snap(t, s))
+	}
+}
+
+// SPEC §2.7: redrive and its audit row are atomic: when the audit insert
+// fails, the event update is undone (generation, attempts, state, reason),
+// and so is the clock mark.
+func TestStorage_2_7_RedriveIsAtomic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	enqueue(t, s, "q1", "q", "x", 0)
+	q, now := quarantineHead(t, s, 0)
+	if _, err := s.db.Exec(`CREATE TRIGGER fail_audit BEFORE INSERT ON audit
+BEGIN SELECT RAISE(ABORT, 'injected: audit insert fails'); END`); err != nil {
+		t.Fatalf("create trigger: %v", err)
+	}
+	before := snap(t, s)
+	err := s.Redrive(ctx, "q1", q.Generation, "operator", now+3)
+	if err == nil || !strings.Contains(err.Error(), "injected: audit insert fails") {
+		t.Fatalf("Redrive() error = %v, want the trigger's error", err)
+	}
+	assertUnchanged(t, "failed redrive", before, snap(t, s))
+	if e := event(t, s, "q1"); e.State != stateQuarantined || e.Generation != q.Generation {
+		t.Fatalf("q1 = %s, want still quarantined at generation %d", jsonOf(e), q.Generation)
+	}
+}
+
+// SPEC §2.3 with §2.7: a claim is one transaction: when its last write fails
+// the ticket, the event and the flow are all as they were.
+func TestStorage_2_7_ClaimIsAtomic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	enqueue(t, s, "a1", "a", "x", 0)
+	if _, err := s.db.Exec(`CREATE TRIGGER fail_serve BEFORE UPDATE OF served ON flows
+BEGIN SELECT RAISE(ABORT, 'injected: serve fails'); END`); err != nil {
+		t.Fatalf("create trigger: %v", err)
+	}
+	before := snap(t, s)
+	if _, _, err := s.Claim(ctx, 3); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("Claim() error = %v, want the trigger's error", err)
+	}
+	assertUnchanged(t, "failed claim", before, snap(t, s))
+}
+
+// SPEC §2.7: Snapshot reads every table in one read transaction, in a stable
+// order, and encodes to JSON that decodes back to the same snapshot
+// (non-UTF-8 bodies included).
+func TestSnapshot_2_7_StableAndJSONFriendly(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	enqueue(t, s, "z1", "z", "{\"delta\": 1}", 0)
+	enqueue(t, s, "b2", "b", "\xff\x00raw", 0)
+	enqueue(t, s, "b1", "a", "é", 0)
+	enqueue(t, s, "a9", "b", "second", 1)
+	sn := snap(t, s)
+	var order []string
+	for _, e := range sn.Events {
+		order = append(order, e.ID)
+	}
+	if got, want := strings.Join(order, ","), "b1,b2,a9,z1"; got != want {
+		t.Fatalf("event order = %s, want %s (by flow, then seq)", got, want)
+	}
+	b, err := json.Marshal(sn)
+	if err != nil {
+		t.Fatalf("Marshal error = %v", err)
+	}
+	for _, want := range []string{`"body":"{\"delta\": 1}"`, `"body":{"base64":"/wByYXc="}`, `"body":"é"`} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("snapshot JSON lacks %s:\n%s", want, b)
+		}
+	}
+	var back Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("Unmarshal error = %v", err)
+	}
+	if !reflect.DeepEqual(back, sn) {
+		t.Fatalf("JSON round trip changed the snapshot:\n%s\n%s", jsonOf(sn), jsonOf(back))
+	}
+	if again := snap(t, s); !reflect.DeepEqual(again, sn) {
+		t.Fatalf("second Snapshot differs from the first")
+	}
+}

@@ -1,0 +1,231 @@
+package queuestore
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fairrelay/fairrelay/clock"
+
+	_ "modernc.org/sqlite" // the "sqlite" driver
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+// SchemaVersion is the schema version this build writes and reads, kept in
+// PRAGMA user_version. Open refuses a file with any other non-zero version.
+const SchemaVersion = 1
+
+// The contract's constants (SPEC §2.3, §2.4).
+const (
+	// Lease is how long a claim holds its event: lease_until = now + Lease.
+	Lease clock.Tick = 5
+	// MaxAttempts is the number of claims in one round of an event.
+	MaxAttempts = 3
+	// BackoffBase is the backoff after the first failure.
+	BackoffBase clock.Tick = 2
+	// BackoffCap is the largest backoff.
+	BackoffCap clock.Tick = 8
+	// BusyTimeoutMillis is the SQLite busy timeout every connection uses.
+	BusyTimeoutMillis = 10000
+)
+
+// Backoff returns the wait after the k-th failed attempt of a round:
+// min(BackoffBase * 2^(k-1), BackoffCap); 2, 4, 8, 8, … It panics for k < 1,
+// a programmer error.
+func Backoff(k int) clock.Tick {
+	if k < 1 {
+		panic(fmt.Sprintf("queuestore: Backoff(%d): k must be at least 1", k))
+	}
+	d := BackoffBase
+	for i := 1; i < k && d < BackoffCap; i++ {
+		d *= 2
+	}
+	return min(d, BackoffCap)
+}
+
+// HookPoint names a point inside a store operation where the hook is called.
+type HookPoint string
+
+// The hook points. The crash injector arms them in a child process.
+const (
+	HookEnqueueSeqTaken    HookPoint = "queue.enqueue.seq_taken"    // inside the enqueue tx, after the flow's seq number is taken, before commit
+	HookClaimCommitted     HookPoint = "queue.claim.committed"      // after a claim's tx commits, before Claim returns (only when a claim was made)
+	HookSettleBeforeCommit HookPoint = "queue.settle.before_commit" // inside the settle tx, after its writes, before commit (only for acked/retry/quarantined)
+	HookRedriveBeforeAudit HookPoint = "queue.redrive.before_audit" // inside the redrive tx, after the event update, before the audit insert
+)
+
+// An Option changes how Open sets up a Store.
+type Option func(*options)
+
+type options struct {
+	hook func(HookPoint)
+}
+
+// WithHook makes the store call fn at each HookPoint. No cost when unset.
+// fn runs on the calling goroutine, inside the transaction for the points
+// that say so; it may call os.Exit (that is how crashes are injected). The
+// batch operations call it where they pass the same point: EnqueueBatch once
+// per event, ClaimBatch once after its commit, SettleBatch once before its
+// commit.
+func WithHook(fn func(HookPoint)) Option {
+	return func(o *options) { o.hook = fn }
+}
+
+// Store is a durable fair queue in one SQLite file. It is safe for
+// concurrent use, and several Store values, in one process or several, may
+// share a file.
+type Store struct {
+	db   *sql.DB
+	hook func(HookPoint)
+}
+
+// dsn builds the connection string: WAL, synchronous=FULL, foreign keys, a
+// busy timeout, and BEGIN IMMEDIATE for every read-write transaction.
+func dsn(path string) string {
+	return "file:" + path +
+		fmt.Sprintf("?_pragma=busy_timeout(%d)", BusyTimeoutMillis) +
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+}
+
+// Open opens the queue store at path, creating the file and its schema when
+// they do not exist. An existing store is opened as it is: nothing is
+// cleared. A file with a newer (or unknown) schema version is refused with
+// ErrSchemaVersion. The path must not contain '?' or '#'.
+//
+// Defaults: WAL journal, synchronous=FULL, foreign keys on, a busy timeout of
+// BusyTimeoutMillis, write transactions BEGIN IMMEDIATE, no hook.
+func Open(path string, opts ...Option) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open %q: %w: path must be non-empty and free of '?' and '#'", path, ErrInvalid)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	s := &Store{db: db, hook: o.hook}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the store's connections.
+func (s *Store) Close() error {
+	return s.db.Close()
+}
+
+// migrate checks the journal mode and applies the schema to a new file, in
+// one IMMEDIATE transaction so that two processes opening a new file at once
+// do not both apply it.
+func (s *Store) migrate(ctx context.Context) error {
+	var mode string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode is %q, want wal", mode)
+	}
+	return s.withTx(ctx, func(tx *sql.Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		switch {
+		case v == SchemaVersion:
+			return nil
+		case v != 0:
+			return fmt.Errorf("%w: file has version %d, this build knows %d", ErrSchemaVersion, v, SchemaVersion)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		if n != 0 {
+			return fmt.Errorf("%w: file has tables but no schema version: not a queue store", ErrSchemaVersion)
+		}
+		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+			return fmt.Errorf("apply schema: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+			return fmt.Errorf("set schema version: %w", err)
+		}
+		return nil
+	})
+}
+
+// withTx runs fn in one read-write (BEGIN IMMEDIATE) transaction and commits
+// it when fn returns nil; any error rolls everything back.
+func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// withReadTx runs fn in one read transaction: every read inside sees the
+// same state of the file.
+func (s *Store) withReadTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("end read: %w", err)
+	}
+	return nil
+}
+
+// call runs the hook at p, when one is set.
+func (s *Store) call(p HookPoint) {
+	if s.hook != nil {
+		s.hook(p)
+	}
+}
+
+const qAdmit = `UPDATE meta SET clock_mark = ?1 WHERE id = 1 AND clock_mark <= ?1 RETURNING ticket`
+
+// admit is the first statement of every write transaction: it records now as
+// the clock mark, or refuses it with ErrTimeRegression when now is below the
+// mark. An error later in the transaction rolls the mark back with the rest.
+// It returns the last ticket handed out.
+func admit(ctx context.Context, tx *sql.Tx, now clock.Tick) (int64, error) {
+	var ticket int64
+	err := tx.QueryRowContext(ctx, qAdmit, int64(now)).Scan(&ticket)
+	if err == nil {
+		return ticket, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("record clock mark: %w", err)
+	}
+	var mark int64
+	if err := tx.QueryRowContext(ctx, `SELECT clock_mark FROM meta WHERE id = 1`).Scan(&mark); err != nil {
+		return 0, fmt.Errorf("read clock mark: %w", err)
+	}
+	_, cerr := clock.Mark(mark).Admit(now)
+	if cerr == nil { // cannot happen: the UPDATE would have matched
+		return 0, fmt.Errorf("%w: clock mark %d refused tick %d", ErrCorrupt, mark, now)
+	}
+	return 0, fmt.Errorf("%w: %w", ErrTimeRegression, cerr)
+}
