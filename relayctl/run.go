@@ -59,17 +59,20 @@ var commands = []command{
 // the exit status. main calls it with the process's streams; tests call it
 // with buffers.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{
-		ctx:        context.Background(),
-		stdin:      stdin,
-		stdout:     stdout,
-		stderr:     stderr,
-		isTerminal: isTerminal,
+	return newEnv(stdin, stdout, stderr).main(args)
+}
 
+// newEnv is the environment of a real run; tests change its fields.
+func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
+	return &env{
+		ctx:            context.Background(),
+		stdin:          stdin,
+		stdout:         stdout,
+		stderr:         stderr,
+		isTerminal:     isTerminal,
 		openQueueAt:    openQueueStore,
 		openReceiverAt: openReceiverStore,
 	}
-	return e.main(args)
 }
 
 func (e *env) main(args []string) int {
