@@ -14,16 +14,23 @@ import (
 // path: WAL, synchronous=FULL, a 10-second busy timeout, foreign keys on and
 // write transactions started IMMEDIATE. The ceiling and goqite are measured on
 // exactly these pragmas.
-func DSN(path string) string {
-	return "file:" + path +
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
-		"&_pragma=foreign_keys(ON)&_txlock=immediate"
+func DSN(path string) string { return dsn(path, 10000) }
+
+func dsn(path string, busyMs int) string {
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"+
+		"&_pragma=foreign_keys(ON)&_txlock=immediate", path, busyMs)
 }
 
 // OpenDB opens the SQLite file at path with [DSN] and checks that the pragmas
 // took effect.
-func OpenDB(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", DSN(path))
+func OpenDB(path string) (*sql.DB, error) { return openDB(path, 10000) }
+
+// OpenDBNoWait is [OpenDB] with busy_timeout 0: a BEGIN IMMEDIATE that finds
+// another writer fails at once with SQLITE_BUSY.
+func OpenDBNoWait(path string) (*sql.DB, error) { return openDB(path, 0) }
+
+func openDB(path string, busyMs int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, busyMs))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// A Claimant is one process's view of a shared backlog: Claim takes the next
+// item (ok is false when nothing is left), Settle finishes it. Each is one
+// write transaction.
+type Claimant interface {
+	Claim(ctx context.Context) (item any, ok bool, err error)
+	Settle(ctx context.Context, item any) error
+}
+
+// ProcStats is what one claimant process reports after a drain.
+type ProcStats struct {
+	Proc      int           `json:"proc"`
+	Events    int           `json:"events"`     // claimed and settled
+	Writes    int           `json:"writes"`     // write calls that returned
+	Busy      int           `json:"busy"`       // write calls that returned SQLITE_BUSY
+	OtherErrs int           `json:"other_errs"` // any other error
+	FirstErr  string        `json:"first_err,omitempty"`
+	MaxWrite  time.Duration `json:"max_write_ns"` // longest single write call, waiting included
+	Elapsed   time.Duration `json:"elapsed_ns"`
+	Empty     bool          `json:"empty"` // stopped because the backlog was empty
+}
+
+// Drain runs c until d has passed or the backlog is empty, timing every write
+// call. An SQLITE_BUSY or other error is counted and the loop goes on (a relay
+// would retry on its next turn); a settle that failed is retried once per turn
+// until it succeeds, so no claimed item is lost from the count.
+func Drain(ctx context.Context, c Claimant, proc int, d time.Duration) ProcStats {
+	st := ProcStats{Proc: proc}
+	start := time.Now()
+	timed := func(f func() error) error {
+		t0 := time.Now()
+		err := f()
+		if w := time.Since(t0); w > st.MaxWrite {
+			st.MaxWrite = w
+		}
+		st.Writes++
+		switch {
+		case err == nil:
+		case IsBusy(err):
+			st.Busy++
+		default:
+			st.OtherErrs++
+			if st.FirstErr == "" {
+				st.FirstErr = err.Error()
+			}
+		}
+		return err
+	}
+	var pending any
+	for time.Since(start) < d && ctx.Err() == nil {
+		if pending != nil {
+			if timed(func() error { return c.Settle(ctx, pending) }) == nil {
+				st.Events++
+				pending = nil
+			}
+			continue
+		}
+		var item any
+		var ok bool
+		err := timed(func() error {
+			var err error
+			item, ok, err = c.Claim(ctx)
+			return err
+		})
+		if err != nil {
+			if st.OtherErrs > 100 {
+				break
+			}
+			continue
+		}
+		if !ok {
+			st.Empty = true
+			break
+		}
+		pending = item
+	}
+	st.Elapsed = time.Since(start)
+	return st
+}
+
+// ChildEnv names the environment variables a drain child reads.
+const (
+	EnvProc  = "FAIRRELAY_BENCH_PROC"
+	EnvStart = "FAIRRELAY_BENCH_START" // unix nanoseconds to start at
+	EnvFor   = "FAIRRELAY_BENCH_FOR"   // a time.Duration
+)
+
+// ChildDrain is the child side of [SpawnDrain]: it reads its number, start time
+// and duration from the environment, waits for the common start, drains with c
+// and prints its ProcStats as one JSON line on stdout.
+func ChildDrain(ctx context.Context, c Claimant) error {
+	proc, err := strconv.Atoi(os.Getenv(EnvProc))
+	if err != nil {
+		return fmt.Errorf("child: %s: %w", EnvProc, err)
+	}
+	startNs, err := strconv.ParseInt(os.Getenv(EnvStart), 10, 64)
+	if err != nil {
+		return fmt.Errorf("child: %s: %w", EnvStart, err)
+	}
+	d, err := time.ParseDuration(os.Getenv(EnvFor))
+	if err != nil {
+		return fmt.Errorf("child: %s: %w", EnvFor, err)
+	}
+	time.Sleep(time.Until(time.Unix(0, startNs)))
+	st := Drain(ctx, c, proc, d)
+	return json.NewEncoder(os.Stdout).Encode(st)
+}
+
+// SpawnDrain starts procs OS processes running cmd (each a fresh copy, args
+// included) that call [ChildDrain], lets them start together and drain for d,
+// and returns each one's stats, in process order.
+func SpawnDrain(ctx context.Context, name string, args []string, procs int, d time.Duration) ([]ProcStats, error) {
+	start := time.Now().Add(300 * time.Millisecond) // time for every child to be up
+	out := make([]ProcStats, procs)
+	errs := make([]error, procs)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, name, args...)
+			cmd.Env = append(os.Environ(),
+				EnvProc+"="+strconv.Itoa(i),
+				EnvStart+"="+strconv.FormatInt(start.UnixNano(), 10),
+				EnvFor+"="+d.String())
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				errs[i] = fmt.Errorf("child %d: %w: %s", i, err, stderr.Bytes())
+				return
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &out[i]); err != nil {
+				errs[i] = fmt.Errorf("child %d: output %q: %w", i, stdout.Bytes(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// DrainSummary sums up one drain.
+type DrainSummary struct {
+	Procs      int
+	Events     int
+	Rate       float64       // events/s over the longest child's elapsed time
+	MinShare   float64       // smallest events share ÷ fair share (1 = exactly fair)
+	MaxShare   float64       // largest events share ÷ fair share
+	MaxWrite   time.Duration // longest single write call in any process
+	Busy       int
+	OtherErrs  int
+	FirstError string
+}
+
+// Summarize sums up the stats of the processes of one drain.
+func SummarizeDrain(ps []ProcStats) DrainSummary {
+	s := DrainSummary{Procs: len(ps), MinShare: 1e9}
+	var longest time.Duration
+	for _, p := range ps {
+		s.Events += p.Events
+		s.Busy += p.Busy
+		s.OtherErrs += p.OtherErrs
+		if s.FirstError == "" {
+			s.FirstError = p.FirstErr
+		}
+		s.MaxWrite = max(s.MaxWrite, p.MaxWrite)
+		longest = max(longest, p.Elapsed)
+	}
+	if longest > 0 {
+		s.Rate = float64(s.Events) / longest.Seconds()
+	}
+	for _, p := range ps {
+		share := 0.0
+		if s.Events > 0 {
+			share = float64(p.Events) / float64(s.Events) * float64(len(ps))
+		}
+		s.MinShare = min(s.MinShare, share)
+		s.MaxShare = max(s.MaxShare, share)
+	}
+	if len(ps) == 0 {
+		s.MinShare = 0
+	}
+	return s
+}
+
+// A DrainSpec is one multi-process drain to measure: Prepare makes a fresh,
+// loaded database under dir and returns the arguments that make a child
+// process (the same executable) drain it.
+type DrainSpec struct {
+	Name    string
+	Prepare func(ctx context.Context, dir string) (args []string, err error)
+}
+
+// DrainRound is one round of a drain spec: one process alone, then procs
+// processes together, each on a fresh copy of the backlog.
+type DrainRound struct {
+	One, Many DrainSummary
+}
+
+// MeasureDrains runs every spec for rounds rounds, interleaved in a rotating
+// order like [Measure]: in each round one process alone drains a fresh
+// backlog for d, then procs processes drain another fresh backlog for d.
+func MeasureDrains(ctx context.Context, dir, exe string, specs []DrainSpec, procs, rounds int, d time.Duration, progress func(round int, name string, r DrainRound)) (map[string][]DrainRound, error) {
+	out := map[string][]DrainRound{}
+	for r := range rounds {
+		for j := range specs {
+			sp := specs[(r+j)%len(specs)]
+			var dr DrainRound
+			for k, n := range []int{1, procs} {
+				sub := fmt.Sprintf("%s/%s-r%d-%d", dir, sp.Name, r, k)
+				if err := os.MkdirAll(sub, 0o755); err != nil {
+					return nil, err
+				}
+				args, err := sp.Prepare(ctx, sub)
+				if err != nil {
+					return nil, fmt.Errorf("%s: prepare: %w", sp.Name, err)
+				}
+				ps, err := SpawnDrain(ctx, exe, args, n, d)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %d processes: %w", sp.Name, n, err)
+				}
+				if n == 1 {
+					dr.One = SummarizeDrain(ps)
+				} else {
+					dr.Many = SummarizeDrain(ps)
+				}
+				os.RemoveAll(sub)
+			}
+			out[sp.Name] = append(out[sp.Name], dr)
+			if progress != nil {
+				progress(r+1, sp.Name, dr)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrWriterWait reports that a write waited longer than the writer lock's
+// bound for its turn.
+var ErrWriterWait = errors.New("bench: waited too long for the writer lock")
+
+// WriterLock makes the write transactions of every process that opens the same
+// database take turns: within a process through a one-slot semaphore, across
+// processes through flock(2) LOCK_EX on a sidecar file next to the database.
+// A waiter blocks in the kernel and is woken the moment the holder lets go, so
+// a write waits for the transactions ahead of it, not for a sleep to end as
+// SQLite's busy handler does. The wait is bounded by max and by ctx.
+//
+// The kernel drops a flock when the process that holds it exits, so a crashed
+// writer never blocks the others.
+type WriterLock struct {
+	sem chan struct{}
+	f   *os.File
+	fd  int
+	max time.Duration
+	bg  sync.WaitGroup // abandoned turns still waiting for the kernel
+
+	// Slice, when positive, lets a process keep the file's turn across
+	// consecutive writes for up to Slice, as long as the next write comes
+	// within Idle of the last one: fewer hand-overs between processes, each
+	// of which costs a wake-up, at the price of waits up to (procs-1)×Slice.
+	Slice, Idle time.Duration
+
+	mu      sync.Mutex  // guards the fields below
+	kept    bool        // the flock is held between writes
+	since   time.Time   // when the flock was taken
+	idleEnd *time.Timer // lets go of a kept flock after Idle
+}
+
+// OpenWriterLock opens (creating it if needed) the sidecar lock file path.
+func OpenWriterLock(path string, max time.Duration) (*WriterLock, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("writer lock: %w", err)
+	}
+	return &WriterLock{sem: make(chan struct{}, 1), f: f, fd: int(f.Fd()), max: max}, nil
+}
+
+// Close lets go of a kept turn and closes the sidecar file, after any
+// abandoned wait has been granted and handed back.
+func (l *WriterLock) Close() error {
+	l.bg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idleEnd != nil {
+		l.idleEnd.Stop()
+	}
+	if l.kept {
+		l.kept = false
+		flock(l.fd, syscall.LOCK_UN)
+	}
+	return l.f.Close()
+}
+
+// Lock waits for this process's and then this file's writer turn.
+func (l *WriterLock) Lock(ctx context.Context) error {
+	t := time.NewTimer(l.max)
+	defer t.Stop()
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("%w (%s, in this process)", ErrWriterWait, l.max)
+	}
+	l.mu.Lock()
+	if l.kept {
+		l.kept = false
+		if l.idleEnd != nil {
+			l.idleEnd.Stop()
+		}
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	fd := l.fd
+	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		l.took()
+		return nil
+	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
+		<-l.sem
+		return fmt.Errorf("writer lock: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- flock(fd, syscall.LOCK_EX) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			<-l.sem
+			return fmt.Errorf("writer lock: %w", err)
+		}
+		l.took()
+		return nil
+	case <-ctx.Done():
+		l.bg.Add(1)
+		go l.abandon(done)
+		return ctx.Err()
+	case <-t.C:
+		l.bg.Add(1)
+		go l.abandon(done)
+		return fmt.Errorf("%w (%s)", ErrWriterWait, l.max)
+	}
+}
+
+// abandon lets go of a turn nobody waits for any more, once the kernel grants it.
+func (l *WriterLock) abandon(done <-chan error) {
+	defer l.bg.Done()
+	if err := <-done; err == nil {
+		flock(l.fd, syscall.LOCK_UN)
+	}
+	<-l.sem
+}
+
+func (l *WriterLock) took() {
+	l.mu.Lock()
+	l.since = time.Now()
+	l.mu.Unlock()
+}
+
+// Unlock ends the turn.
+func (l *WriterLock) Unlock() error {
+	if l.Slice > 0 {
+		l.mu.Lock()
+		if time.Since(l.since) < l.Slice {
+			l.kept = true
+			if l.idleEnd == nil {
+				l.idleEnd = time.AfterFunc(l.Idle, l.letGo)
+			} else {
+				l.idleEnd.Reset(l.Idle)
+			}
+			l.mu.Unlock()
+			<-l.sem
+			return nil
+		}
+		l.mu.Unlock()
+	}
+	err := flock(l.fd, syscall.LOCK_UN)
+	<-l.sem
+	if err != nil {
+		return fmt.Errorf("writer unlock: %w", err)
+	}
+	return nil
+}
+
+func flock(fd, how int) error {
+	for {
+		err := syscall.Flock(fd, how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// letGo releases a kept flock once no write came within Idle.
+func (l *WriterLock) letGo() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kept {
+		l.kept = false
+		flock(l.fd, syscall.LOCK_UN)
+	}
+}
