@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,6 +49,10 @@ type Job struct {
 	EventID    string             `json:"event_id,omitempty"`
 	Generation int64              `json:"generation,omitempty"`
 	Reason     string             `json:"reason,omitempty"`
+	// Barrier, when true, makes a relay child wait at the start line (see
+	// [Lab.startLine]) after opening its stores, so that claimants started
+	// together also claim together.
+	Barrier bool `json:"barrier,omitempty"`
 }
 
 // RunChildIfRequested runs the [Job] in [ChildEnv] and exits the process when
@@ -138,6 +143,11 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 			return err
 		}
 		relay := &Relay{Queue: q, Receiver: r, Trap: trap}
+		if j.Barrier {
+			if err := waitAtStartLine(ctx, j.Dir); err != nil {
+				return err
+			}
+		}
 		if j.Steps == 0 {
 			_, err := relay.Drain(ctx, j.Now)
 			return err
@@ -223,4 +233,61 @@ func (l *Lab) ExpectExit(name string, got Exit, want int) bool {
 		return l.Check(name, true, "exit status %d", got.Code)
 	}
 	return l.Check(name, false, "exit status %d, want %d (stderr %q)", got.Code, want, got.Stderr)
+}
+
+// The start line: every claimant child announces itself with a file in
+// <dir>/start/ once its stores are open, and waits for <dir>/start/go,
+// which the parent creates when all of them are there. It synchronises the
+// start only; nothing in a result depends on it.
+const (
+	startDir  = "start"
+	startGo   = "go"
+	startPoll = time.Millisecond
+	startWait = 20 * time.Second
+)
+
+func waitAtStartLine(ctx context.Context, dir string) error {
+	start := filepath.Join(dir, startDir)
+	if err := os.WriteFile(filepath.Join(start, fmt.Sprintf("ready-%d", os.Getpid())), nil, 0o644); err != nil {
+		return fmt.Errorf("start line: %w", err)
+	}
+	deadline := time.Now().Add(startWait)
+	for {
+		if _, err := os.Stat(filepath.Join(start, startGo)); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("start line: no go after %s", startWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(startPoll):
+		}
+	}
+}
+
+// startLine prepares the start line for n children and returns a function
+// that waits until all n are ready and then lets them go.
+func (l *Lab) startLine(n int) (func(ctx context.Context) error, error) {
+	start := filepath.Join(l.Dir, startDir)
+	if err := os.MkdirAll(start, 0o755); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		for {
+			ready, err := filepath.Glob(filepath.Join(start, "ready-*"))
+			if err != nil {
+				return err
+			}
+			if len(ready) >= n {
+				return os.WriteFile(filepath.Join(start, startGo), nil, 0o644)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(startPoll):
+			}
+		}
+	}, nil
 }

@@ -57,11 +57,16 @@ func eightClaimants(ctx context.Context, lab *Lab) error {
 		return err
 	}
 
+	release, err := lab.startLine(claimants)
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return release(gctx) })
 	exits := make([]int, claimants)
 	for i := range claimants {
 		g.Go(func() error {
-			exit, err := lab.Child(gctx, Job{Program: ProgRelay, Now: 1}, "")
+			exit, err := lab.Child(gctx, Job{Program: ProgRelay, Now: 1, Barrier: true}, "")
 			exits[i] = exit.Code
 			if err == nil && exit.Code != ChildOK {
 				err = fmt.Errorf("claimant %d: exit status %d: %s", i, exit.Code, exit.Stderr)
@@ -70,7 +75,7 @@ func eightClaimants(ctx context.Context, lab *Lab) error {
 		})
 	}
 	err = g.Wait()
-	lab.Trace("%d claimant processes started together, each relaying at t=1 until nothing is dispatchable; all exited", claimants)
+	lab.Trace("%d claimant processes started together, opened both files, met at a start line, then relayed at t=1 until nothing was dispatchable; all exited", claimants)
 	lab.Equal("every claimant exits 0", exits, slices.Repeat([]int{0}, claimants))
 	if err != nil {
 		lab.Check("claimants ran without error", false, "%v", err)

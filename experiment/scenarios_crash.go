@@ -128,7 +128,7 @@ func crashBeforeTakeover(ctx context.Context, lab *Lab, point crashpoint.Point, 
 	if err != nil {
 		return err
 	}
-	lab.Equal("after the crash the receiver's total is", got, receivedTotal)
+	lab.Equal("receiver total right after the crash", got, receivedTotal)
 	if err := lab.expectNothing(ctx, relay, 4, "the dead worker's lease holds until t=5"); err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func crashBeforeTakeover(ctx context.Context, lab *Lab, point crashpoint.Point, 
 		return err
 	}
 	lab.Check("take-over at t=5: generation 2, attempt 2", ok && st.Claim.Generation == 2 && st.Claim.Attempts == 2, "%s", st)
-	lab.Equal("the redelivery is", st.Received, redelivery)
+	lab.Equal("the take-over's redelivery outcome", st.Received, redelivery)
 	return lab.converged(ctx, relay, "a-1", "acked gen 2 attempts 2 lifetime 2", "a", 8)
 }
 

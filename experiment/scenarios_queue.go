@@ -539,7 +539,7 @@ func enqueueDuplicateConflict(ctx context.Context, lab *Lab) error {
 		lab.expectErr(bad.name+" is invalid", err, queuestore.ErrInvalid)
 	}
 	_, err = q.EnqueueBatch(ctx, []queuestore.Event{Ev("e-3", "a", 11), Ev("e-1", "a", 9)}, 3)
-	lab.Trace("t=3 enqueue batch [e-3, e-1 with another body] -> error: %v", err)
+	lab.Trace("t=3 enqueue batch [e-3, e-1 with another body] -> %s", errText(err))
 	lab.expectErr("a batch with one conflict is refused", err, queuestore.ErrConflict)
 	after, err := queueJSON(ctx, q)
 	if err != nil {

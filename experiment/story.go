@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queuestore"
@@ -27,7 +28,7 @@ func Ev(id, flow string, delta int) queuestore.Event {
 func (l *Lab) enqueue(ctx context.Context, q *queuestore.Store, e queuestore.Event, now clock.Tick) (queuestore.Enqueued, error) {
 	got, err := q.Enqueue(ctx, e, now)
 	if err != nil {
-		l.Trace("t=%d enqueue %s (flow %s, body %s) -> error: %v", now, e.ID, e.Flow, e.Body, err)
+		l.Trace("t=%d enqueue %s (flow %s, body %s) -> %s", now, e.ID, e.Flow, e.Body, errText(err))
 		return got, err
 	}
 	dup := ""
@@ -67,7 +68,7 @@ func (l *Lab) claim(ctx context.Context, q *queuestore.Store, now clock.Tick) (q
 	c, ok, err := q.Claim(ctx, now)
 	switch {
 	case err != nil:
-		l.Trace("t=%d claim -> error: %v", now, err)
+		l.Trace("t=%d claim -> %s", now, errText(err))
 	case !ok:
 		l.Trace("t=%d claim: nothing dispatchable", now)
 	default:
@@ -103,7 +104,7 @@ func (l *Lab) settle(ctx context.Context, q *queuestore.Store, id string, gen in
 		what = "failure " + res.Reason
 	}
 	if err != nil {
-		l.Trace("t=%d settle %s gen %d %s -> error: %v", now, id, gen, what, err)
+		l.Trace("t=%d settle %s gen %d %s -> %s", now, id, gen, what, errText(err))
 		return out, err
 	}
 	l.Trace("t=%d settle %s gen %d %s -> %s", now, id, gen, what, out)
@@ -114,7 +115,7 @@ func (l *Lab) settle(ctx context.Context, q *queuestore.Store, id string, gen in
 func (l *Lab) receive(ctx context.Context, r *receiverstore.Store, m receiverstore.Message) (receiverstore.Outcome, error) {
 	out, err := r.Receive(ctx, m)
 	if err != nil {
-		l.Trace("receive %s (flow %s, seq %d, body %s) -> error: %v", m.ID, m.Flow, m.Seq, m.Body, err)
+		l.Trace("receive %s (flow %s, seq %d, body %s) -> %s", m.ID, m.Flow, m.Seq, m.Body, errText(err))
 		return out, err
 	}
 	l.Trace("receive %s (flow %s, seq %d, body %s) -> %s", m.ID, m.Flow, m.Seq, m.Body, out)
@@ -146,6 +147,33 @@ func (l *Lab) expectEvent(ctx context.Context, q *queuestore.Store, name, id, wa
 	}
 	l.Equal(name, Describe(e), want)
 	return nil
+}
+
+// sentinels are the stores' typed errors, in the order errText tries them.
+var sentinels = []error{
+	queuestore.ErrTimeRegression, queuestore.ErrConflict, queuestore.ErrNotFound,
+	queuestore.ErrEmptyReason, queuestore.ErrNotQuarantined, queuestore.ErrStaleGeneration,
+	queuestore.ErrInvalid, receiverstore.ErrInvalidBody, receiverstore.ErrInvalid,
+}
+
+// errText names an error for a trace line by its sentinel ("refused:
+// queuestore: time went backwards") or by the experiment's trigger, so that
+// golden files do not depend on the stores' wording of the context or on
+// SQLite's error codes. Any other error is shown as it is.
+func errText(err error) string {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return "refused: " + s.Error()
+		}
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, triggerPrefix); i >= 0 {
+		rest := msg[i:]
+		if j := strings.Index(rest, " fails"); j >= 0 {
+			return "aborted by " + rest[:j+len(" fails")]
+		}
+	}
+	return "error: " + err.Error()
 }
 
 // expectErr checks that err wraps target.
