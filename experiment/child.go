@@ -117,6 +117,11 @@ func receiverHook(trap crashpoint.Trap) receiverstore.Option {
 
 // run carries the job out with both stores' hooks wired to trap.
 func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
+	switch j.Program {
+	case ProgEnqueue, ProgRedrive, ProgRelay:
+	default:
+		return fmt.Errorf("%w %q", errBadJob, j.Program)
+	}
 	lab := &Lab{Dir: j.Dir}
 	defer func() { err = errors.Join(err, lab.closeAll()) }()
 	q, err := lab.Queue(queueHook(trap))
