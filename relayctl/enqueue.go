@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -75,9 +76,13 @@ func cmdEnqueue(e *env, args []string) (err error) {
 		if *file == "-" {
 			in = e.stdin
 		} else {
-			fh, err := os.Open(*file)
+			fh, err := os.Open(e.abs(*file))
 			if err != nil {
-				return fmt.Errorf("events file: %w", err)
+				var pe *fs.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err // the path is said once, as given
+				}
+				return fmt.Errorf("events file %s: %w", *file, err)
 			}
 			defer fh.Close()
 			if fi, err := fh.Stat(); err == nil && fi.Mode().IsRegular() {

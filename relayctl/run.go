@@ -26,6 +26,9 @@ type env struct {
 	stderr       io.Writer
 	queuePath    string
 	receiverPath string
+	// dir, when set, is the folder relative paths are resolved against
+	// (in-process test runs); empty means the process's working folder.
+	dir string
 	// openQueueAt and openReceiverAt open a database that exists (or, for
 	// the queue, may be created); tests wrap them.
 	openQueueAt    func(path string) (queueStore, error)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/fairrelay/fairrelay/clock"
 )
@@ -53,12 +54,13 @@ const (
 )
 
 // mustExist refuses a database path that does not exist or is not a file, so
-// that a typo never turns into a fresh empty database.
-func mustExist(path, what, flagName string) error {
+// that a typo never turns into a fresh empty database. Messages show path as
+// the user gave it.
+func (e *env) mustExist(path, what, flagName string) error {
 	if path == "" {
 		return usagef("--%s is empty", flagName)
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Stat(e.abs(path))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%s database %s does not exist (give its path with --%s PATH)", what, path, flagName)
@@ -70,17 +72,26 @@ func mustExist(path, what, flagName string) error {
 	return nil
 }
 
+// abs resolves a relative path against e.dir, the working folder of an
+// in-process run (tests); a real run has none and uses the process's own.
+func (e *env) abs(path string) string {
+	if e.dir == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(e.dir, path)
+}
+
 // openQueue opens the queue at e.queuePath, which must exist unless create
 // is true (only enqueue creates a queue).
 func (e *env) openQueue(create bool) (queueStore, error) {
 	if !create {
-		if err := mustExist(e.queuePath, "queue", "queue"); err != nil {
+		if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
 			return nil, err
 		}
 	} else if e.queuePath == "" {
 		return nil, usagef("--queue is empty")
 	}
-	q, err := e.openQueueAt(e.queuePath)
+	q, err := e.openQueueAt(e.abs(e.queuePath))
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s: %w", e.queuePath, err)
 	}
@@ -89,10 +100,10 @@ func (e *env) openQueue(create bool) (queueStore, error) {
 
 // openReceiver opens the receiver at e.receiverPath, which must exist.
 func (e *env) openReceiver() (receiverStore, error) {
-	if err := mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
+	if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
 		return nil, err
 	}
-	r, err := e.openReceiverAt(e.receiverPath)
+	r, err := e.openReceiverAt(e.abs(e.receiverPath))
 	if err != nil {
 		return nil, fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
 	}
