@@ -346,3 +346,18 @@ func TestLabChildRefusesUnknownPoint(t *testing.T) {
 		t.Fatalf("Child() armed at an unknown point: error = %v, want ErrUnknownPoint", err)
 	}
 }
+
+// TestDocsListEveryScenario keeps docs/experiment.md in step with the code:
+// every scenario is described there under its name.
+func TestDocsListEveryScenario(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "experiment.md"))
+	if err != nil {
+		t.Fatalf("read docs/experiment.md: %v", err)
+	}
+	for _, s := range Scenarios() {
+		if !strings.Contains(string(doc), "**`"+s.Name+"`**") {
+			t.Errorf("docs/experiment.md does not describe scenario %s", s.Name)
+		}
+	}
+}
