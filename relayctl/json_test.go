@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,36 +45,20 @@ func decodeStrict(t *testing.T, out string, v any) {
 	}
 }
 
-// quarantine drives event id into quarantine through the library: three
-// claims, each settled as a failure at the tick its backoff allows (SPEC
-// §2.4: backoff 2 then 4, quarantine on the third failure). It returns the
-// tick of the last settle. Only id's flow may be dispatchable.
+// quarantine drives event id into quarantine through the library (see
+// driveToQuarantine) and returns the tick of the last settle.
 func quarantine(t *testing.T, path, id string, from clock.Tick, reason string) clock.Tick {
 	t.Helper()
-	ctx := context.Background()
 	q, err := queuestore.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	now := from
-	for attempt := 1; ; attempt++ {
-		c, ok, err := q.Claim(ctx, now)
-		if err != nil || !ok || c.EventID != id {
-			t.Fatalf("Claim(%d) = %+v, %v, %v; want event %s", now, c, ok, err, id)
-		}
-		out, err := q.Settle(ctx, id, c.Generation, queuestore.Result{Reason: reason}, now)
-		if err != nil {
-			t.Fatalf("Settle(%s) at %d: %v", id, now, err)
-		}
-		if out == queuestore.Quarantined {
-			return now
-		}
-		if out != queuestore.RetryScheduled || attempt == 3 {
-			t.Fatalf("Settle(%s) attempt %d = %s", id, attempt, out)
-		}
-		now += queuestore.Backoff(attempt)
+	last, err := driveToQuarantine(context.Background(), q, id, from, reason, io.Discard)
+	if err != nil {
+		t.Fatalf("drive %s into quarantine: %v", id, err)
 	}
+	return last
 }
 
 // TestJSONParsesBack runs every listing command with --json and reads the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -85,22 +86,15 @@ func cmdRC(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// frDrive drives one event into quarantine through the library, the way a
-// relay whose sends of that event keep failing would (SPEC §2.3, §2.4):
+// frDrive drives one event into quarantine through the library (see
+// driveToQuarantine):
 //
 //	fr-drive QUEUE EVENT_ID FROM_TICK [REASON]
-//
-// From FROM_TICK it claims; a claim of EVENT_ID is settled as a failure with
-// REASON (default "unavailable") at the same tick, any other claim as a
-// success. When nothing is dispatchable it moves to the tick at which
-// EVENT_ID becomes available again (FROM, FROM+2, FROM+6: the backoff of
-// SPEC §2.4). It stops when EVENT_ID is quarantined.
 func frDrive(args []string) int {
 	if len(args) < 3 || len(args) > 4 {
 		fmt.Fprintln(os.Stderr, "usage: fr-drive QUEUE EVENT_ID FROM_TICK [REASON]")
 		return 2
 	}
-	path, id := args[0], args[1]
 	from, err := strconv.ParseInt(args[2], 10, 64)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-drive: FROM_TICK:", err)
@@ -110,25 +104,36 @@ func frDrive(args []string) int {
 	if len(args) == 4 {
 		reason = args[3]
 	}
-	ctx := context.Background()
-	q, err := queuestore.Open(path)
+	q, err := queuestore.Open(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-drive:", err)
 		return 1
 	}
 	defer q.Close()
-	now := clock.Tick(from)
+	if _, err := driveToQuarantine(context.Background(), q, args[1], clock.Tick(from), reason, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "fr-drive:", err)
+		return 1
+	}
+	return 0
+}
+
+// driveToQuarantine plays a relay whose sends of event id keep failing
+// (SPEC §2.3, §2.4). From tick from it claims; a claim of id is settled as a
+// failure with reason at the same tick, any other claim as a success. When
+// nothing is dispatchable it moves to the tick at which id is available again
+// (from, from+2, from+6: the backoff of SPEC §2.4). It stops when id is
+// quarantined and returns that tick; each step is logged to w.
+func driveToQuarantine(ctx context.Context, q *queuestore.Store, id string, from clock.Tick, reason string, w io.Writer) (clock.Tick, error) {
+	now := from
 	for range 1000 {
 		c, ok, err := q.Claim(ctx, now)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "fr-drive: claim at tick %d: %v\n", now, err)
-			return 1
+			return now, fmt.Errorf("claim at tick %d: %w", now, err)
 		}
 		if !ok {
 			ev, err := q.Event(ctx, id)
 			if err != nil || ev.State != "pending" || ev.AvailableAt <= now {
-				fmt.Fprintf(os.Stderr, "fr-drive: tick %d: nothing to claim, %s is %+v (err %v)\n", now, id, ev, err)
-				return 1
+				return now, fmt.Errorf("tick %d: nothing to claim, %s is %+v (err %v)", now, id, ev, err)
 			}
 			now = ev.AvailableAt
 			continue
@@ -139,25 +144,22 @@ func frDrive(args []string) int {
 		}
 		out, err := q.Settle(ctx, c.EventID, c.Generation, r, now)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "fr-drive: settle at tick %d: %v\n", now, err)
-			return 1
+			return now, fmt.Errorf("settle at tick %d: %w", now, err)
 		}
 		if r.OK {
-			fmt.Printf("tick %d: %s delivered: %s\n", now, c.EventID, out)
+			fmt.Fprintf(w, "tick %d: %s delivered: %s\n", now, c.EventID, out)
 			continue
 		}
-		fmt.Printf("tick %d: %s failed (%s), attempt %d of generation %d: %s\n",
+		fmt.Fprintf(w, "tick %d: %s failed (%s), attempt %d of generation %d: %s\n",
 			now, id, reason, c.Attempts, c.Generation, out)
 		if out == queuestore.Quarantined {
-			return 0
+			return now, nil
 		}
 		if out != queuestore.RetryScheduled {
-			fmt.Fprintf(os.Stderr, "fr-drive: unexpected outcome %s\n", out)
-			return 1
+			return now, fmt.Errorf("unexpected outcome %s", out)
 		}
 	}
-	fmt.Fprintln(os.Stderr, "fr-drive: gave up after 1000 claims")
-	return 1
+	return now, errors.New("gave up after 1000 claims")
 }
 
 // frClaim claims once and, when asked, settles:
