@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path/filepath"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver for integrity checks and triggers
@@ -66,10 +67,19 @@ func (l *Lab) SQL(file string) (*sql.DB, error) {
 	return db, nil
 }
 
-// dsn is the connection string of SPEC §2.7, as the stores use it.
+// dsn is the connection string of SPEC §2.7, as the stores use it, with the
+// path percent-encoded so that a '#' or '?' in a folder name cannot cut it.
 func dsn(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	u := url.URL{
+		Scheme: "file",
+		Path:   filepath.ToSlash(path),
+		RawQuery: "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
+			"&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate",
+	}
+	return u.String()
 }
 
 // integrity runs PRAGMA integrity_check on one of the scenario's files.
