@@ -1,5 +1,7 @@
 package main
 
+import "fmt"
+
 // snapshotReport is what `snapshot` prints.
 type snapshotReport struct {
 	Queue    any `json:"queue"`
@@ -26,7 +28,7 @@ func cmdSnapshot(e *env, args []string) (err error) {
 	defer closeWith(q, &err)
 	var rep snapshotReport
 	if rep.Queue, err = q.Snapshot(e.ctx); err != nil {
-		return err
+		return fmt.Errorf("read the queue snapshot: %w", err)
 	}
 	if e.receiverPath != "" {
 		var r receiverStore
@@ -35,7 +37,7 @@ func cmdSnapshot(e *env, args []string) (err error) {
 		}
 		defer closeWith(r, &err)
 		if rep.Receiver, err = r.Snapshot(e.ctx); err != nil {
-			return err
+			return fmt.Errorf("read the receiver snapshot: %w", err)
 		}
 	}
 	return writeJSON(e.stdout, rep)
