@@ -1,15 +1,16 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -94,61 +95,99 @@ func Drain(ctx context.Context, c Claimant, proc int, d time.Duration) ProcStats
 
 // ChildEnv names the environment variables a drain child reads.
 const (
-	EnvProc  = "FAIRRELAY_BENCH_PROC"
-	EnvStart = "FAIRRELAY_BENCH_START" // unix nanoseconds to start at
-	EnvFor   = "FAIRRELAY_BENCH_FOR"   // a time.Duration
+	EnvProc = "FAIRRELAY_BENCH_PROC"
+	EnvFor  = "FAIRRELAY_BENCH_FOR" // a time.Duration
 )
 
-// ChildDrain is the child side of [SpawnDrain]: it reads its number, start time
-// and duration from the environment, waits for the common start, drains with c
-// and prints its ProcStats as one JSON line on stdout.
+// ChildDrain is the child side of [SpawnDrain]: it reads its number and the
+// drain's duration from the environment, says "ready" on stdout, waits for
+// the parent to close its stdin (the common start), drains with c and prints
+// its ProcStats as one JSON line on stdout. Open the stores before calling it,
+// so that start-up costs no process its share.
 func ChildDrain(ctx context.Context, c Claimant) error {
 	proc, err := strconv.Atoi(os.Getenv(EnvProc))
 	if err != nil {
 		return fmt.Errorf("child: %s: %w", EnvProc, err)
 	}
-	startNs, err := strconv.ParseInt(os.Getenv(EnvStart), 10, 64)
-	if err != nil {
-		return fmt.Errorf("child: %s: %w", EnvStart, err)
-	}
 	d, err := time.ParseDuration(os.Getenv(EnvFor))
 	if err != nil {
 		return fmt.Errorf("child: %s: %w", EnvFor, err)
 	}
-	time.Sleep(time.Until(time.Unix(0, startNs)))
+	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
+		return fmt.Errorf("child: waiting for the start: %w", err)
+	}
 	st := Drain(ctx, c, proc, d)
 	return json.NewEncoder(os.Stdout).Encode(st)
 }
 
-// SpawnDrain starts procs OS processes running cmd (each a fresh copy, args
-// included) that call [ChildDrain], lets them start together and drain for d,
-// and returns each one's stats, in process order.
+// SpawnDrain starts procs OS processes running name with args (each a fresh
+// process) that call [ChildDrain], waits until every one is ready, starts them
+// together, and returns each one's stats, in process order.
 func SpawnDrain(ctx context.Context, name string, args []string, procs int, d time.Duration) ([]ProcStats, error) {
-	start := time.Now().Add(300 * time.Millisecond) // time for every child to be up
-	out := make([]ProcStats, procs)
-	errs := make([]error, procs)
-	var wg sync.WaitGroup
-	for i := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.CommandContext(ctx, name, args...)
-			cmd.Env = append(os.Environ(),
-				EnvProc+"="+strconv.Itoa(i),
-				EnvStart+"="+strconv.FormatInt(start.UnixNano(), 10),
-				EnvFor+"="+d.String())
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				errs[i] = fmt.Errorf("child %d: %w: %s", i, err, stderr.Bytes())
-				return
-			}
-			if err := json.Unmarshal(stdout.Bytes(), &out[i]); err != nil {
-				errs[i] = fmt.Errorf("child %d: output %q: %w", i, stdout.Bytes(), err)
-			}
-		}()
+	type child struct {
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		stdout *bufio.Reader
+		stderr bytes.Buffer
 	}
-	wg.Wait()
+	cs := make([]*child, procs)
+	kill := func() {
+		for _, c := range cs {
+			if c != nil && c.cmd.Process != nil {
+				c.cmd.Process.Kill()
+				c.cmd.Wait()
+			}
+		}
+	}
+	for i := range procs {
+		c := &child{cmd: exec.CommandContext(ctx, name, args...)}
+		c.cmd.Env = append(os.Environ(), EnvProc+"="+strconv.Itoa(i), EnvFor+"="+d.String())
+		c.cmd.Stderr = &c.stderr
+		var err error
+		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+			kill()
+			return nil, err
+		}
+		out, err := c.cmd.StdoutPipe()
+		if err != nil {
+			kill()
+			return nil, err
+		}
+		c.stdout = bufio.NewReader(out)
+		if err := c.cmd.Start(); err != nil {
+			kill()
+			return nil, fmt.Errorf("child %d: %w", i, err)
+		}
+		cs[i] = c
+	}
+	for i, c := range cs {
+		if line, err := c.stdout.ReadString('\n'); err != nil || line != "ready\n" {
+			kill()
+			return nil, fmt.Errorf("child %d: not ready: %q, %v: %s", i, line, err, c.stderr.Bytes())
+		}
+	}
+	for _, c := range cs {
+		c.stdin.Close() // go
+	}
+	out := make([]ProcStats, procs)
+	var errs []error
+	for i, c := range cs {
+		rest, rerr := io.ReadAll(c.stdout)
+		if err := c.cmd.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("child %d: %w: %s", i, err, c.stderr.Bytes()))
+			continue
+		}
+		if rerr != nil {
+			errs = append(errs, fmt.Errorf("child %d: %w", i, rerr))
+			continue
+		}
+		if err := json.Unmarshal(rest, &out[i]); err != nil {
+			errs = append(errs, fmt.Errorf("child %d: output %q: %w", i, rest, err))
+		}
+	}
 	return out, errors.Join(errs...)
 }
 

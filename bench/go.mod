@@ -3,6 +3,9 @@ module github.com/fairrelay/fairrelay/bench
 go 1.26.0
 
 require (
+	github.com/fairrelay/fairrelay/clock v0.0.0
+	github.com/fairrelay/fairrelay/queuestore v0.0.0
+	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	maragu.dev/goqite v0.4.0
 	modernc.org/sqlite v1.62.0
 )

@@ -42,9 +42,6 @@ const (
 	TurnShortSteps Turn = "short_steps"
 	// TurnWriterLock takes a [WriterLock] before BEGIN IMMEDIATE.
 	TurnWriterLock Turn = "writer_lock"
-	// TurnWriterSlice is TurnWriterLock keeping the turn for up to 5 ms of
-	// consecutive writes.
-	TurnWriterSlice Turn = "writer_slice"
 )
 
 // RawClaimant is one process's claimant on the prototype's table.
@@ -122,7 +119,7 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 	switch turn {
 	case TurnShortSteps:
 		c.DB, err = OpenDBNoWait(path)
-	case TurnBusyTimeout, TurnWriterLock, TurnWriterSlice:
+	case TurnBusyTimeout, TurnWriterLock:
 		c.DB, err = OpenDB(path)
 	default:
 		return fmt.Errorf("unknown turn %q", turn)
@@ -131,14 +128,11 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 		return err
 	}
 	defer c.DB.Close()
-	if turn == TurnWriterLock || turn == TurnWriterSlice {
+	if turn == TurnWriterLock {
 		if c.Lock, err = OpenWriterLock(path+"-writer.lock", 10*time.Second); err != nil {
 			return err
 		}
 		defer c.Lock.Close()
-		if turn == TurnWriterSlice {
-			c.Lock.Slice, c.Lock.Idle = 5*time.Millisecond, 200*time.Microsecond
-		}
 	}
 	return ChildDrain(ctx, c)
 }

@@ -62,5 +62,8 @@ func AtMost(got, want float64) string {
 	if got <= want {
 		return "yes"
 	}
+	if want == 0 {
+		return fmt.Sprintf("NO (%g)", got)
+	}
 	return fmt.Sprintf("NO (%.2f× of the limit)", got/want)
 }

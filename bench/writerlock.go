@@ -31,17 +31,6 @@ type WriterLock struct {
 	fd  int
 	max time.Duration
 	bg  sync.WaitGroup // abandoned turns still waiting for the kernel
-
-	// Slice, when positive, lets a process keep the file's turn across
-	// consecutive writes for up to Slice, as long as the next write comes
-	// within Idle of the last one: fewer hand-overs between processes, each
-	// of which costs a wake-up, at the price of waits up to (procs-1)×Slice.
-	Slice, Idle time.Duration
-
-	mu      sync.Mutex  // guards the fields below
-	kept    bool        // the flock is held between writes
-	since   time.Time   // when the flock was taken
-	idleEnd *time.Timer // lets go of a kept flock after Idle
 }
 
 // OpenWriterLock opens (creating it if needed) the sidecar lock file path.
@@ -53,19 +42,10 @@ func OpenWriterLock(path string, max time.Duration) (*WriterLock, error) {
 	return &WriterLock{sem: make(chan struct{}, 1), f: f, fd: int(f.Fd()), max: max}, nil
 }
 
-// Close lets go of a kept turn and closes the sidecar file, after any
-// abandoned wait has been granted and handed back.
+// Close closes the sidecar file, after any abandoned wait has been granted
+// and handed back.
 func (l *WriterLock) Close() error {
 	l.bg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.idleEnd != nil {
-		l.idleEnd.Stop()
-	}
-	if l.kept {
-		l.kept = false
-		flock(l.fd, syscall.LOCK_UN)
-	}
 	return l.f.Close()
 }
 
@@ -80,19 +60,8 @@ func (l *WriterLock) Lock(ctx context.Context) error {
 	case <-t.C:
 		return fmt.Errorf("%w (%s, in this process)", ErrWriterWait, l.max)
 	}
-	l.mu.Lock()
-	if l.kept {
-		l.kept = false
-		if l.idleEnd != nil {
-			l.idleEnd.Stop()
-		}
-		l.mu.Unlock()
-		return nil
-	}
-	l.mu.Unlock()
 	fd := l.fd
 	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		l.took()
 		return nil
 	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
 		<-l.sem
@@ -106,7 +75,6 @@ func (l *WriterLock) Lock(ctx context.Context) error {
 			<-l.sem
 			return fmt.Errorf("writer lock: %w", err)
 		}
-		l.took()
 		return nil
 	case <-ctx.Done():
 		l.bg.Add(1)
@@ -128,29 +96,8 @@ func (l *WriterLock) abandon(done <-chan error) {
 	<-l.sem
 }
 
-func (l *WriterLock) took() {
-	l.mu.Lock()
-	l.since = time.Now()
-	l.mu.Unlock()
-}
-
 // Unlock ends the turn.
 func (l *WriterLock) Unlock() error {
-	if l.Slice > 0 {
-		l.mu.Lock()
-		if time.Since(l.since) < l.Slice {
-			l.kept = true
-			if l.idleEnd == nil {
-				l.idleEnd = time.AfterFunc(l.Idle, l.letGo)
-			} else {
-				l.idleEnd.Reset(l.Idle)
-			}
-			l.mu.Unlock()
-			<-l.sem
-			return nil
-		}
-		l.mu.Unlock()
-	}
 	err := flock(l.fd, syscall.LOCK_UN)
 	<-l.sem
 	if err != nil {
@@ -165,15 +112,5 @@ func flock(fd, how int) error {
 		if !errors.Is(err, syscall.EINTR) {
 			return err
 		}
-	}
-}
-
-// letGo releases a kept flock once no write came within Idle.
-func (l *WriterLock) letGo() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.kept {
-		l.kept = false
-		flock(l.fd, syscall.LOCK_UN)
 	}
 }

@@ -1,8 +1,10 @@
 // Command benchrun measures fairrelay side by side with the storage ceiling and
 // goqite and writes one markdown table, with a short header saying how it was
-// measured, to stdout and to the -out file.
+// measured, to stdout and to the -out file. Progress goes to stderr.
 //
 //	go run ./cmd/benchrun -out ../docs/performance.md [-quick]
+//
+// It re-runs itself as the claimant processes of the multi-process drains.
 package main
 
 import (
@@ -23,21 +25,44 @@ func main() {
 	out := flag.String("out", "", "file to write the report to (stdout only when empty)")
 	quick := flag.Bool("quick", false, "a short smoke run: fewer rounds, shorter slices, smaller backlogs")
 	keep := flag.Bool("keep", false, "keep the temporary directory with the databases")
+	child := flag.String("child", "", "internal: run as a drain child of this kind (queue, raw)")
+	db := flag.String("db", "", "internal: the drain child's database")
+	turn := flag.String("turn", "", "internal: the raw drain child's turn mode")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchrun: ")
+	ctx := context.Background()
+
+	if *child != "" {
+		var err error
+		switch *child {
+		case "queue":
+			err = bench.QueueChild(ctx, *db)
+		case "raw":
+			var proc int
+			fmt.Sscan(os.Getenv(bench.EnvProc), &proc)
+			err = bench.RawChild(ctx, *db, bench.Turn(*turn), proc)
+		default:
+			err = fmt.Errorf("unknown child kind %q", *child)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 
 	cfg := full
 	if *quick {
 		cfg = quickCfg
 	}
-	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "fairrelay-bench-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	if !*keep {
 		defer os.RemoveAll(dir)
+	} else {
+		log.Printf("databases in %s", dir)
 	}
 	report, err := run(ctx, dir, cfg)
 	if err != nil {
@@ -52,14 +77,35 @@ func main() {
 	}
 }
 
+// config sizes one run.
 type config struct {
-	name string
-	plan bench.Plan
+	name      string
+	plan      bench.Plan
+	flows     []int // claim+settle backlogs: number of flows
+	minEvents int   // events loaded at least, per claim+settle backlog
+	batches   []int
+	procs     int
+	drainFor  time.Duration
+	drainRnds int
+	drainFlow int // flows × perFlow in the drain backlog
+	drainPer  int
 }
 
 var (
-	full     = config{name: "full", plan: bench.Plan{Rounds: 5, Slice: 2 * time.Second, Warmup: 300 * time.Millisecond}}
-	quickCfg = config{name: "quick", plan: bench.Plan{Rounds: 2, Slice: 300 * time.Millisecond, Warmup: 50 * time.Millisecond}}
+	full = config{
+		name:  "full",
+		plan:  bench.Plan{Rounds: 5, Slice: 1500 * time.Millisecond, Warmup: 200 * time.Millisecond},
+		flows: []int{10, 1000, 100000}, minEvents: 30000,
+		batches: []int{1, 16, 64},
+		procs:   8, drainFor: 5 * time.Second, drainRnds: 3, drainFlow: 1000, drainPer: 40,
+	}
+	quickCfg = config{
+		name:  "quick",
+		plan:  bench.Plan{Rounds: 2, Slice: 250 * time.Millisecond, Warmup: 50 * time.Millisecond},
+		flows: []int{10, 1000, 10000}, minEvents: 4000,
+		batches: []int{1, 16, 64},
+		procs:   8, drainFor: time.Second, drainRnds: 1, drainFlow: 1000, drainPer: 5,
+	}
 )
 
 func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
@@ -68,33 +114,131 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cases := []bench.Case{bench.Ceiling(), bench.Goqite()}
-	rates, err := bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, func(round int, name string, rate float64) {
-		log.Printf("round %d %-12s %10.0f/s", round, name, rate)
-	})
+	progress := func(round int, name string, rate float64) {
+		log.Printf("round %d %-18s %10.0f/s", round, name, rate)
+	}
+
+	// Single-process cases, interleaved.
+	cases := []bench.Case{bench.Ceiling(), bench.Goqite(), bench.RelayCycle()}
+	for _, n := range cfg.flows {
+		cases = append(cases, bench.ClaimSettle(n, (cfg.minEvents+n-1)/n))
+	}
+	for _, b := range cfg.batches {
+		cases = append(cases, bench.BatchedRelayCycle(b))
+	}
+	log.Printf("setting up %d cases (loading backlogs)", len(cases))
+	rates, err := bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, progress)
 	if err != nil {
 		return nil, err
 	}
-	ceil := rates["ceiling"]
-	rows := []bench.Row{
-		{What: "storage ceiling: one-row `BEGIN IMMEDIATE; INSERT; COMMIT`", Value: bench.Summarize(ceil), Unit: "commits/s"},
-		{What: "goqite v0.4.0 send → receive → delete", Value: bench.Summarize(rates["goqite"]), Unit: "events/s"},
-		{What: "goqite cycle ÷ (ceiling/4)", Value: bench.Summarize(bench.Ratio(rates["goqite"], ceil, 4)), Verb: "%.2f", Unit: "ratio"},
+
+	// Multi-process drains, interleaved.
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := filepath.Join(dir, "drain-template.db")
+	if err := bench.MakeQueueTemplate(ctx, tmpl, cfg.drainFlow, cfg.drainPer); err != nil {
+		return nil, err
+	}
+	rawBacklog := cfg.drainFlow * cfg.drainPer * 2
+	specs := []bench.DrainSpec{
+		bench.QueueDrain("queuestore", tmpl, "-child", "queue"),
+		bench.RawDrain(bench.TurnBusyTimeout, rawBacklog, "-child", "raw"),
+		bench.RawDrain(bench.TurnWriterLock, rawBacklog, "-child", "raw"),
+	}
+	drains, err := bench.MeasureDrains(ctx, filepath.Join(dir, "drains"), exe, specs, cfg.procs, cfg.drainRnds, cfg.drainFor,
+		func(round int, name string, r bench.DrainRound) {
+			log.Printf("round %d drain %-24s 1 proc %5.0f/s, %d procs %5.0f/s, share %.2f–%.2f, longest write %s, busy %d, errors %d",
+				round, name, r.One.Rate, r.Many.Procs, r.Many.Rate, r.Many.MinShare, r.Many.MaxShare,
+				r.Many.MaxWrite.Round(time.Millisecond), r.Many.Busy, r.Many.OtherErrs)
+		})
+	if err != nil {
+		return nil, err
 	}
 
+	rows := tableRows(cfg, rates, drains)
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Performance\n\n")
-	fmt.Fprintf(&b, "Generated by `mage bench` (bench/cmd/benchrun, %s mode) on %s UTC, in %s.\n\n",
+	fmt.Fprintf(&b, "Generated by `mage bench` (bench/cmd/benchrun, %s mode) on %s UTC; the run took %s.\n\n",
 		cfg.name, start.UTC().Format("2006-01-02 15:04"), time.Since(start).Round(time.Second))
-	fmt.Fprintf(&b, "- Machine: %s.\n", bench.Machine())
-	fmt.Fprintf(&b, "- Go %s, SQLite %s (modernc.org/sqlite v1.62.0), real files in %s.\n", runtime.Version(), version, os.TempDir())
-	fmt.Fprintf(&b, "- Pragmas for every case: WAL, synchronous=FULL, busy_timeout 10000 ms, foreign_keys ON, write transactions BEGIN IMMEDIATE.\n")
-	fmt.Fprintf(&b, "- How: every case is set up first (backlogs loaded untimed), warmed up for %s, then run for %s per round, %d rounds, cases interleaved in a rotating order within each round. A rate is items done ÷ wall time of the slice. Ratios are taken within a round (same noise), then summarized: median (min–max) over the %d rounds.\n\n",
-		cfg.plan.Warmup, cfg.plan.Slice, cfg.plan.Rounds, cfg.plan.Rounds)
+	fmt.Fprintf(&b, "- Machine: %s; shared and noisy, so read ranges, not single numbers.\n", bench.Machine())
+	fmt.Fprintf(&b, "- Go %s, SQLite %s (modernc.org/sqlite v1.62.0, pure Go), real files under %s.\n", runtime.Version(), version, os.TempDir())
+	fmt.Fprintf(&b, "- Every case uses the stores' pragmas: WAL, synchronous=FULL, busy_timeout 10000 ms, foreign_keys ON, write transactions BEGIN IMMEDIATE.\n")
+	fmt.Fprintf(&b, "- Single-process cases: each is set up first (backlogs loaded untimed with EnqueueBatch), warmed up for %s, then run for %s per round, %d rounds, the cases interleaved in an order rotated every round. A rate is items done ÷ wall time of the slice. A ratio is taken within one round, so both sides share that round's noise; the table gives median (min–max) over the rounds, and `met` judges the median.\n",
+		cfg.plan.Warmup, cfg.plan.Slice, cfg.plan.Rounds)
+	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone and with the writer lock (see below).\n\n",
+		cfg.drainRnds, cfg.procs, cfg.drainFlow, cfg.drainPer, cfg.drainFor)
 	if err := bench.WriteTable(&b, rows); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+func tableRows(cfg config, rates bench.Rates, drains map[string][]bench.DrainRound) []bench.Row {
+	ceil := rates["ceiling"]
+	goq := rates["goqite"]
+	rows := []bench.Row{
+		{What: "storage ceiling: one-row `BEGIN IMMEDIATE; INSERT; COMMIT`", Value: bench.Summarize(ceil), Unit: "commits/s"},
+		{What: "goqite v0.4.0 send → receive → delete", Value: bench.Summarize(goq), Unit: "events/s"},
+		{What: "goqite cycle ÷ (ceiling/4)", Value: bench.Summarize(bench.Ratio(goq, ceil, 4)), Verb: "%.2f", Unit: "ratio"},
+	}
+	lo, hi := cfg.flows[0], cfg.flows[len(cfg.flows)-1]
+	for _, n := range cfg.flows {
+		rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle at %d flows", n), Value: bench.Summarize(rates[fmt.Sprintf("claim+settle/%d", n)]), Unit: "events/s"})
+	}
+	cost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("claim+settle/%d", lo)], rates[fmt.Sprintf("claim+settle/%d", hi)], 1))
+	rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle cost at %d flows ÷ at %d flows", hi, lo), Value: cost, Verb: "%.2f", Unit: "ratio",
+		Target: "≤ 1.5", Met: bench.AtMost(cost.Median, 1.5)})
+
+	relay := rates["relay/1-by-1"]
+	rows = append(rows, bench.Row{What: "single-event relay cycle (enqueue → claim → receive → settle)", Value: bench.Summarize(relay), Unit: "events/s"})
+	r := bench.Summarize(bench.Ratio(relay, ceil, 4))
+	rows = append(rows, bench.Row{What: "single-event relay cycle ÷ (ceiling/4)", Value: r, Verb: "%.2f", Unit: "ratio", Target: "≥ 0.8", Met: bench.AtLeast(r.Median, 0.8)})
+	for _, size := range cfg.batches {
+		name := fmt.Sprintf("relay/batch-%d", size)
+		rows = append(rows, bench.Row{What: fmt.Sprintf("batched relay cycle at %d (EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch)", size), Value: bench.Summarize(rates[name]), Unit: "events/s"})
+		g := bench.Summarize(bench.Ratio(rates[name], goq, 1))
+		row := bench.Row{What: fmt.Sprintf("batched relay cycle at %d ÷ goqite cycle", size), Value: g, Verb: "%.2f", Unit: "ratio"}
+		if size == 64 {
+			row.Target, row.Met = "≥ 10", bench.AtLeast(g.Median, 10)
+		}
+		rows = append(rows, row)
+	}
+
+	for _, name := range []string{"queuestore", "raw-busy_timeout", "raw-writer_lock"} {
+		rounds := drains[name]
+		var one, many, ratio, minShare, maxShare, longest, longestAlone, busy, errs []float64
+		for _, d := range rounds {
+			one = append(one, d.One.Rate)
+			many = append(many, d.Many.Rate)
+			if d.One.Rate > 0 {
+				ratio = append(ratio, d.Many.Rate/d.One.Rate)
+			}
+			minShare = append(minShare, d.Many.MinShare)
+			maxShare = append(maxShare, d.Many.MaxShare)
+			longest = append(longest, float64(d.Many.MaxWrite)/1e6)
+			longestAlone = append(longestAlone, float64(d.One.MaxWrite)/1e6)
+			busy = append(busy, float64(d.Many.Busy+d.One.Busy))
+			errs = append(errs, float64(d.Many.OtherErrs+d.One.OtherErrs))
+		}
+		label := fmt.Sprintf("%d claimant processes, %s", cfg.procs, name)
+		rs, ms, bs := bench.Summarize(ratio), bench.Summarize(minShare), bench.Summarize(busy)
+		rows = append(rows,
+			bench.Row{What: label + ": one process alone", Value: bench.Summarize(one), Unit: "events/s"},
+			bench.Row{What: label + ": all together", Value: bench.Summarize(many), Unit: "events/s"},
+			bench.Row{What: label + ": total ÷ one process", Value: rs, Verb: "%.2f", Unit: "ratio", Target: "≥ 0.8", Met: bench.AtLeast(rs.Median, 0.8)},
+			bench.Row{What: label + ": smallest share ÷ fair share", Value: ms, Verb: "%.2f", Unit: "ratio", Target: "≥ 0.5", Met: bench.AtLeast(ms.Min, 0.5)},
+			bench.Row{What: label + ": largest share ÷ fair share", Value: bench.Summarize(maxShare), Verb: "%.2f", Unit: "ratio"},
+			bench.Row{What: label + ": longest write (wait included)", Value: bench.Summarize(longest), Unit: "ms", Target: "reported"},
+			bench.Row{What: label + ": longest write, one process alone", Value: bench.Summarize(longestAlone), Unit: "ms"},
+			bench.Row{What: label + ": SQLITE_BUSY errors per round", Value: bs, Unit: "count", Target: "0", Met: bench.AtMost(bs.Max, 0)},
+		)
+		if e := bench.Summarize(errs); e.Max > 0 {
+			rows = append(rows, bench.Row{What: label + ": other errors per round", Value: e, Unit: "count", Target: "0", Met: "NO"})
+		}
+	}
+	return rows
 }
 
 func sqliteVersion(ctx context.Context, dir string) (string, error) {

@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// now is the one tick every store case uses: leases (now + 5) never run out
+// and the clock mark never refuses it, so no wait is ever simulated.
+const now clock.Tick = 1
+
+var body = []byte(`{"delta": 1}`)
+
+// LoadBacklog enqueues perFlow events in each of flows flows ("f000000" …),
+// round by round (one event of every flow, then the next), with EnqueueBatch
+// in transactions of up to 1,000 events. IDs are prefix + a counter.
+func LoadBacklog(ctx context.Context, q *queuestore.Store, prefix string, flows, perFlow int) error {
+	const chunk = 1000
+	batch := make([]queuestore.Event, 0, chunk)
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := q.EnqueueBatch(ctx, batch, now)
+		if err != nil {
+			return fmt.Errorf("load backlog: %w", err)
+		}
+		for i, r := range res {
+			if r.Duplicate {
+				return fmt.Errorf("load backlog: %s is a duplicate", batch[i].ID)
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for range perFlow {
+		for f := range flows {
+			n++
+			batch = append(batch, queuestore.Event{ID: fmt.Sprintf("%s%d", prefix, n), Flow: flowName(f), Body: body})
+			if len(batch) == chunk {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+func flowName(i int) string { return fmt.Sprintf("f%06d", i) }
+
+// ClaimSettle is one Claim and one successful Settle per Step, on a backlog of
+// flows flows loaded with [LoadBacklog], perFlow events each.
+func ClaimSettle(flows, perFlow int) Case {
+	return Case{
+		Name: fmt.Sprintf("claim+settle/%d", flows),
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+			if err != nil {
+				return nil, err
+			}
+			if err := LoadBacklog(ctx, q, "e", flows, perFlow); err != nil {
+				q.Close()
+				return nil, err
+			}
+			return &claimSettle{q: q}, nil
+		},
+	}
+}
+
+type claimSettle struct{ q *queuestore.Store }
+
+// ErrBacklogEmpty reports a backlog drained before the measurement ended: the
+// case was set up too small for the machine.
+var ErrBacklogEmpty = errors.New("bench: backlog drained during the measurement; load a larger one")
+
+func (c *claimSettle) Step(ctx context.Context) (int, error) {
+	cl, ok, err := c.q.Claim(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, ErrBacklogEmpty
+	}
+	out, err := c.q.Settle(ctx, cl.EventID, cl.Generation, queuestore.Result{OK: true}, now)
+	if err != nil {
+		return 0, err
+	}
+	if out != queuestore.Acked {
+		return 0, fmt.Errorf("settle %s: outcome %s, want acked", cl.EventID, out)
+	}
+	return 1, nil
+}
+
+func (c *claimSettle) Close() error { return c.q.Close() }
+
+// relay is a queue and a receiver in one directory.
+type relay struct {
+	q     *queuestore.Store
+	r     *receiverstore.Store
+	n     int // events enqueued so far
+	flows int
+}
+
+func openRelay(dir string, flows int) (*relay, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		return nil, err
+	}
+	r, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
+	return &relay{q: q, r: r, flows: flows}, nil
+}
+
+func (rl *relay) Close() error { return errors.Join(rl.q.Close(), rl.r.Close()) }
+
+// RelayCycle is the single-event relay cycle: Enqueue → Claim → Receive →
+// Settle, four durable commits per event, one event per Step, spread over 16
+// flows.
+func RelayCycle() Case {
+	return Case{
+		Name: "relay/1-by-1",
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			rl, err := openRelay(dir, 16)
+			if err != nil {
+				return nil, err
+			}
+			return &single{rl}, nil
+		},
+	}
+}
+
+type single struct{ *relay }
+
+func (s *single) Step(ctx context.Context) (int, error) {
+	s.n++
+	e := queuestore.Event{ID: fmt.Sprintf("e%d", s.n), Flow: flowName(s.n % s.flows), Body: body}
+	if _, err := s.q.Enqueue(ctx, e, now); err != nil {
+		return 0, err
+	}
+	c, ok, err := s.q.Claim(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || c.EventID != e.ID {
+		return 0, fmt.Errorf("claim after enqueueing %s: got %q, %v", e.ID, c.EventID, ok)
+	}
+	out, err := s.r.Receive(ctx, receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
+	if err != nil {
+		return 0, err
+	}
+	if out != receiverstore.Accepted {
+		return 0, fmt.Errorf("receive %s: %s, want accepted", c.EventID, out)
+	}
+	so, err := s.q.Settle(ctx, c.EventID, c.Generation, queuestore.Result{OK: true}, now)
+	if err != nil {
+		return 0, err
+	}
+	if so != queuestore.Acked {
+		return 0, fmt.Errorf("settle %s: %s, want acked", c.EventID, so)
+	}
+	return 1, nil
+}
+
+// BatchedRelayCycle is the batched relay cycle: EnqueueBatch → ClaimBatch →
+// ReceiveBatch → SettleBatch, four durable commits per batch of size events,
+// one event in each of size flows, size events per Step.
+func BatchedRelayCycle(size int) Case {
+	return Case{
+		Name: fmt.Sprintf("relay/batch-%d", size),
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			rl, err := openRelay(dir, size)
+			if err != nil {
+				return nil, err
+			}
+			return &batched{relay: rl, size: size,
+				es: make([]queuestore.Event, size), ms: make([]receiverstore.Message, size),
+				items: make([]queuestore.SettleItem, size)}, nil
+		},
+	}
+}
+
+type batched struct {
+	*relay
+	size  int
+	es    []queuestore.Event
+	ms    []receiverstore.Message
+	items []queuestore.SettleItem
+}
+
+func (b *batched) Step(ctx context.Context) (int, error) {
+	for i := range b.es {
+		b.n++
+		b.es[i] = queuestore.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
+	}
+	if _, err := b.q.EnqueueBatch(ctx, b.es, now); err != nil {
+		return 0, err
+	}
+	cs, err := b.q.ClaimBatch(ctx, now, b.size)
+	if err != nil {
+		return 0, err
+	}
+	if len(cs) != b.size {
+		return 0, fmt.Errorf("claim batch: %d claims, want %d", len(cs), b.size)
+	}
+	for i, c := range cs {
+		b.ms[i] = receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
+	}
+	rs, err := b.r.ReceiveBatch(ctx, b.ms)
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range rs {
+		if r.Err != nil || r.Outcome != receiverstore.Accepted {
+			return 0, fmt.Errorf("receive batch item %d: %s, %v, want accepted", i, r.Outcome, r.Err)
+		}
+		b.items[i] = queuestore.SettleItem{EventID: cs[i].EventID, Generation: cs[i].Generation, Result: queuestore.Result{OK: true}}
+	}
+	ss, err := b.q.SettleBatch(ctx, b.items, now)
+	if err != nil {
+		return 0, err
+	}
+	for i, s := range ss {
+		if s.Err != nil || s.Outcome != queuestore.Acked {
+			return 0, fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
+		}
+	}
+	return b.size, nil
+}
