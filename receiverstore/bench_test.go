@@ -2,7 +2,9 @@ package receiverstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"path/filepath"
 	"testing"
 )
 
@@ -19,6 +21,37 @@ func BenchmarkReceive(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(seq)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkRawCommit is the storage ceiling beside BenchmarkReceive: one
+// one-row INSERT per IMMEDIATE transaction on a file opened with the same
+// DSN, so Receive's cost can be read as a ratio to it.
+func BenchmarkRawCommit(b *testing.B) {
+	name, err := dsn(filepath.Join(b.TempDir(), "raw.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB NOT NULL) STRICT`); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	n := 0
+	for b.Loop() {
+		n++
+		err := withTx(ctx, db, nil, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO t (v) VALUES (?)`, body(1))
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "commits/s")
 }
 
 // BenchmarkReceiveDuplicate measures the redelivery of an accepted message.

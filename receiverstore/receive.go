@@ -110,7 +110,7 @@ func (s *Store) Receive(ctx context.Context, m Message) (Outcome, error) {
 	var out Outcome
 	err = withTx(ctx, s.db, nil, func(tx *sql.Tx) error {
 		var err error
-		out, err = s.receiveTx(ctx, tx, m, delta)
+		out, err = s.receiveTx(ctx, s.stmts.bind(ctx, tx), m, delta)
 		return err
 	})
 	if err != nil {
@@ -152,11 +152,12 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, 
 		return res, nil
 	}
 	err := withTx(ctx, s.db, nil, func(tx *sql.Tx) error {
+		st := s.stmts.bind(ctx, tx)
 		for i, m := range ms {
 			if res[i].Err != nil {
 				continue
 			}
-			out, err := s.receiveTx(ctx, tx, m, deltas[i])
+			out, err := s.receiveTx(ctx, st, m, deltas[i])
 			if err != nil {
 				return fmt.Errorf("item %d: %w", i, err)
 			}
@@ -184,35 +185,83 @@ const (
 		ON CONFLICT (id, flow, seq, body) DO NOTHING`
 )
 
-// receiveTx runs the SPEC §3 checks for a validated message inside tx.
-func (s *Store) receiveTx(ctx context.Context, tx *sql.Tx, m Message, delta int64) (Outcome, error) {
+// stmts are the statements of the accept path, prepared once per Store.
+// bind gives a transaction's view of them: database/sql reuses the statement
+// already prepared on the transaction's connection, so SQLite parses each
+// query once per connection instead of once per call.
+type stmts struct {
+	receiptByID, receiptBySeq, nextExpected *sql.Stmt
+	insertReceipt, insertFlow, advanceFlow  *sql.Stmt
+	insertConflict                          *sql.Stmt
+}
+
+func (st *stmts) all() []**sql.Stmt {
+	return []**sql.Stmt{&st.receiptByID, &st.receiptBySeq, &st.nextExpected,
+		&st.insertReceipt, &st.insertFlow, &st.advanceFlow, &st.insertConflict}
+}
+
+func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
+	st := &stmts{}
+	queries := []string{qReceiptByID, qReceiptBySeq, qNextExpected,
+		qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict}
+	for i, p := range st.all() {
+		var err error
+		if *p, err = db.PrepareContext(ctx, queries[i]); err != nil {
+			return nil, errors.Join(fmt.Errorf("prepare %q: %w", queries[i], err), st.close())
+		}
+	}
+	return st, nil
+}
+
+func (st *stmts) close() error {
+	var errs []error
+	for _, p := range st.all() {
+		if *p != nil {
+			errs = append(errs, (*p).Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (st *stmts) bind(ctx context.Context, tx *sql.Tx) *stmts {
+	b := &stmts{}
+	dst := b.all()
+	for i, p := range st.all() {
+		*dst[i] = tx.StmtContext(ctx, *p)
+	}
+	return b
+}
+
+// receiveTx runs the SPEC §3 checks for a validated message inside the
+// transaction that st is bound to.
+func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64) (Outcome, error) {
 	// Rule 1: a receipt with this ID.
 	var rFlow string
 	var rSeq int64
 	var rBody []byte
-	err := tx.QueryRowContext(ctx, qReceiptByID, m.ID).Scan(&rFlow, &rSeq, &rBody)
+	err := st.receiptByID.QueryRowContext(ctx, m.ID).Scan(&rFlow, &rSeq, &rBody)
 	switch {
 	case err == nil:
 		if rFlow == m.Flow && rSeq == m.Seq && bytes.Equal(rBody, m.Body) {
 			return Duplicate, nil
 		}
-		return Conflict, recordConflict(ctx, tx, m, RuleIDReused, m.ID, rFlow, rSeq, 0)
+		return Conflict, recordConflict(ctx, st, m, RuleIDReused, m.ID, rFlow, rSeq, 0)
 	case !errors.Is(err, sql.ErrNoRows):
 		return "", fmt.Errorf("read receipt by id: %w", err)
 	}
 
 	// Rule 2: a receipt for (flow, seq) under another ID.
 	var otherID string
-	err = tx.QueryRowContext(ctx, qReceiptBySeq, m.Flow, m.Seq).Scan(&otherID)
+	err = st.receiptBySeq.QueryRowContext(ctx, m.Flow, m.Seq).Scan(&otherID)
 	switch {
 	case err == nil:
-		return Conflict, recordConflict(ctx, tx, m, RuleSeqTaken, otherID, m.Flow, m.Seq, 0)
+		return Conflict, recordConflict(ctx, st, m, RuleSeqTaken, otherID, m.Flow, m.Seq, 0)
 	case !errors.Is(err, sql.ErrNoRows):
 		return "", fmt.Errorf("read receipt by seq: %w", err)
 	}
 
 	next, known := int64(1), true
-	err = tx.QueryRowContext(ctx, qNextExpected, m.Flow).Scan(&next)
+	err = st.nextExpected.QueryRowContext(ctx, m.Flow).Scan(&next)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		next, known = 1, false
@@ -225,7 +274,7 @@ func (s *Store) receiveTx(ctx context.Context, tx *sql.Tx, m Message, delta int6
 		return Gap, nil
 	}
 	if m.Seq < next {
-		return Conflict, recordConflict(ctx, tx, m, RuleSeqBehind, "", "", 0, next)
+		return Conflict, recordConflict(ctx, st, m, RuleSeqBehind, "", "", 0, next)
 	}
 
 	// Rule 5: beyond this receiver's capability.
@@ -234,11 +283,11 @@ func (s *Store) receiveTx(ctx context.Context, tx *sql.Tx, m Message, delta int6
 	}
 
 	// Rule 6: accept. Receipt first, then the effect, then the hook.
-	if _, err := tx.ExecContext(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	if _, err := st.insertReceipt.ExecContext(ctx, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
 	}
 	if known {
-		r, err := tx.ExecContext(ctx, qAdvanceFlow, delta, m.Flow, next)
+		r, err := st.advanceFlow.ExecContext(ctx, delta, m.Flow, next)
 		if err != nil {
 			return "", fmt.Errorf("update total: %w", err)
 		}
@@ -249,7 +298,7 @@ func (s *Store) receiveTx(ctx context.Context, tx *sql.Tx, m Message, delta int6
 		if n != 1 {
 			return "", fmt.Errorf("update total: %d rows changed, want 1", n)
 		}
-	} else if _, err := tx.ExecContext(ctx, qInsertFlow, m.Flow, delta); err != nil {
+	} else if _, err := st.insertFlow.ExecContext(ctx, m.Flow, delta); err != nil {
 		return "", fmt.Errorf("insert flow total: %w", err)
 	}
 	if s.hook != nil {
@@ -259,8 +308,8 @@ func (s *Store) receiveTx(ctx context.Context, tx *sql.Tx, m Message, delta int6
 }
 
 // recordConflict keeps one row per distinct conflicting message.
-func recordConflict(ctx context.Context, tx *sql.Tx, m Message, rule, withID, withFlow string, withSeq, next int64) error {
-	if _, err := tx.ExecContext(ctx, qInsertConflict,
+func recordConflict(ctx context.Context, st *stmts, m Message, rule, withID, withFlow string, withSeq, next int64) error {
+	if _, err := st.insertConflict.ExecContext(ctx,
 		m.ID, m.Flow, m.Seq, m.Body, rule, withID, withFlow, withSeq, next); err != nil {
 		return fmt.Errorf("record conflict: %w", err)
 	}

@@ -70,6 +70,7 @@ func WithHook(fn func(HookPoint)) Option {
 // and several Store values, in one process or many, may share one file.
 type Store struct {
 	db       *sql.DB
+	stmts    *stmts
 	maxDelta int64
 	hook     func(HookPoint)
 }
@@ -118,7 +119,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := migrate(context.Background(), db); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
 	}
-	return &Store{db: db, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
+	st, err := prepareStmts(context.Background(), db)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
+	}
+	return &Store{db: db, stmts: st, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
 }
 
 // migrate applies the schema unless the file already carries it.
@@ -146,7 +151,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	return s.db.Close()
+	return errors.Join(s.stmts.close(), s.db.Close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
