@@ -36,6 +36,11 @@ const (
 	ProgEnqueue = "enqueue" // enqueue Events at Now
 	ProgRelay   = "relay"   // Steps relay steps at Now (0: until nothing is dispatchable)
 	ProgRedrive = "redrive" // redrive EventID at Generation with Reason at Now
+	// ProgClaimant relays at Now until no event is pending or in flight: when
+	// nothing is dispatchable because other claimants hold the heads, it
+	// waits a moment and claims again, so that it stays in the race to the
+	// end.
+	ProgClaimant = "claimant"
 )
 
 // Job is what a child process does, in its scenario's folder.
@@ -118,7 +123,7 @@ func receiverHook(trap crashpoint.Trap) receiverstore.Option {
 // run carries the job out with both stores' hooks wired to trap.
 func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 	switch j.Program {
-	case ProgEnqueue, ProgRedrive, ProgRelay:
+	case ProgEnqueue, ProgRedrive, ProgRelay, ProgClaimant:
 	default:
 		return fmt.Errorf("%w %q", errBadJob, j.Program)
 	}
@@ -138,7 +143,7 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 		return nil
 	case ProgRedrive:
 		return q.Redrive(ctx, j.EventID, j.Generation, j.Reason, j.Now)
-	case ProgRelay:
+	case ProgRelay, ProgClaimant:
 		opts := []receiverstore.Option{receiverHook(trap)}
 		if j.MaxDelta > 0 {
 			opts = append(opts, receiverstore.WithMaxDelta(j.MaxDelta))
@@ -152,6 +157,9 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 			if err := waitAtStartLine(ctx, j.Dir); err != nil {
 				return err
 			}
+		}
+		if j.Program == ProgClaimant {
+			return claimUntilDone(ctx, relay, j.Now)
 		}
 		if j.Steps == 0 {
 			_, err := relay.Drain(ctx, j.Now)
@@ -239,6 +247,41 @@ func (l *Lab) ExpectExit(name string, got Exit, want int) bool {
 	}
 	return l.Check(name, false, "exit status %d, want %d (stderr %q)", got.Code, want, got.Stderr)
 }
+
+// claimUntilDone relays at now until every event is acked or quarantined.
+// It gives up after startWait without any progress.
+func claimUntilDone(ctx context.Context, r *Relay, now clock.Tick) error {
+	idleSince := time.Now()
+	for {
+		_, ok, err := r.Step(ctx, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			idleSince = time.Now()
+			continue
+		}
+		st, err := r.Queue.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Events.Pending+st.Events.Inflight == 0 {
+			return nil
+		}
+		if time.Since(idleSince) > startWait {
+			return fmt.Errorf("claimant: no progress for %s with %d pending and %d in flight", startWait, st.Events.Pending, st.Events.Inflight)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(claimPoll):
+		}
+	}
+}
+
+// claimPoll is how long a claimant waits before claiming again when other
+// claimants hold every dispatchable head.
+const claimPoll = 2 * time.Millisecond
 
 // The start line: every claimant child announces itself with a file in
 // <dir>/start/ once its stores are open, and waits for <dir>/start/go,

@@ -15,8 +15,8 @@ import (
 // on two cores, large enough that the claimants really contend.
 const (
 	claimants     = 8
-	claimFlows    = 6
-	eventsPerFlow = 8
+	claimFlows    = 8
+	eventsPerFlow = 6
 	// TicketMarker replaces each event's ticket in the eight-claimant
 	// snapshot: which claimant got which ticket is decided by a race.
 	TicketMarker = "<race>"
@@ -27,7 +27,7 @@ func concurrentScenarios() []Scenario {
 	return []Scenario{{
 		Name:      "eight-claimants",
 		Clause:    "§2.3, §2.7, §1 (eight processes claim at once: no double claim, no lost update, exactly-once effect)",
-		Shows:     "eight claimant processes started together drain 6 flows x 8 events from the same queue.db into the same receiver.db at one tick: every event is claimed once and acked, tickets are exactly 1..48, each flow in order, every total right",
+		Shows:     "eight claimant processes started together drain 8 flows x 6 events from the same queue.db into the same receiver.db at one tick: every event is claimed once and acked, tickets are exactly 1..48, each flow in order, every total right",
 		Processes: claimants,
 		Run:       eightClaimants,
 	}}
@@ -66,7 +66,7 @@ func eightClaimants(ctx context.Context, lab *Lab) error {
 	exits := make([]int, claimants)
 	for i := range claimants {
 		g.Go(func() error {
-			exit, err := lab.Child(gctx, Job{Program: ProgRelay, Now: 1, Barrier: true}, "")
+			exit, err := lab.Child(gctx, Job{Program: ProgClaimant, Now: 1, Barrier: true}, "")
 			exits[i] = exit.Code
 			if err == nil && exit.Code != ChildOK {
 				err = fmt.Errorf("claimant %d: exit status %d: %s", i, exit.Code, exit.Stderr)
@@ -75,7 +75,7 @@ func eightClaimants(ctx context.Context, lab *Lab) error {
 		})
 	}
 	err = g.Wait()
-	lab.Trace("%d claimant processes started together, opened both files, met at a start line, then relayed at t=1 until nothing was dispatchable; all exited", claimants)
+	lab.Trace("%d claimant processes started together, opened both files, met at a start line, then relayed at t=1 until no event was pending or in flight; all exited", claimants)
 	lab.Equal("every claimant exits 0", exits, slices.Repeat([]int{0}, claimants))
 	if err != nil {
 		lab.Check("claimants ran without error", false, "%v", err)
