@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -77,6 +78,18 @@ func (l *Lab) crash(ctx context.Context, job Job, point crashpoint.Point) error 
 	}
 	l.Trace("child %s armed at %s -> exit status %d", job.Program, point, exit.Code)
 	l.ExpectExit("child process exits 73 at "+string(point), exit, crashpoint.ExitCode)
+	return nil
+}
+
+// unchangedBy checks that the crashed transaction left no trace: the queue's
+// snapshot is byte-identical to the one taken before the child ran (records,
+// seq counters, clock mark).
+func (l *Lab) unchangedBy(ctx context.Context, q *queuestore.Store, before []byte) error {
+	after, err := queueJSON(ctx, q)
+	if err != nil {
+		return err
+	}
+	l.Check("the crashed transaction left queue.db as it was", bytes.Equal(before, after), "queue snapshot byte-identical: %v", bytes.Equal(before, after))
 	return nil
 }
 
@@ -165,6 +178,10 @@ func crashEnqueue(ctx context.Context, lab *Lab) error {
 	if _, err := lab.enqueue(ctx, q, Ev("a-1", "a", 1), 0); err != nil {
 		return err
 	}
+	before, err := queueJSON(ctx, q)
+	if err != nil {
+		return err
+	}
 	if err := lab.crash(ctx, Job{Program: ProgEnqueue, Now: 1, Events: []queuestore.Event{Ev("a-2", "a", 2)}}, crashpoint.EnqueueSeqTaken); err != nil {
 		return err
 	}
@@ -173,6 +190,9 @@ func crashEnqueue(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	lab.Trace("stores reopened after the crash")
+	if err := lab.unchangedBy(ctx, relay.Queue, before); err != nil {
+		return err
+	}
 	_, err = relay.Queue.Event(ctx, "a-2")
 	lab.expectErr("the crashed enqueue left no event", err, queuestore.ErrNotFound)
 	got, err := lab.enqueue(ctx, relay.Queue, Ev("a-2", "a", 2), 1)
@@ -210,6 +230,10 @@ func crashRedrive(ctx context.Context, lab *Lab) error {
 			return err
 		}
 	}
+	before, err := queueJSON(ctx, q)
+	if err != nil {
+		return err
+	}
 	const reason = "receiver max_delta raised to 1000 after review"
 	if err := lab.crash(ctx, Job{Program: ProgRedrive, Now: 10, EventID: "a-1", Generation: 3, Reason: reason}, crashpoint.RedriveBeforeAudit); err != nil {
 		return err
@@ -218,6 +242,9 @@ func crashRedrive(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	lab.Trace("stores reopened after the crash; receiver with MaxDelta 1000")
+	if err := lab.unchangedBy(ctx, relay.Queue, before); err != nil {
+		return err
+	}
 	if err := lab.expectEvent(ctx, relay.Queue, "after the crash a-1 is still quarantined in generation 3", "a-1", "quarantined gen 3 attempts 3 lifetime 3 reason unsupported_delta"); err != nil {
 		return err
 	}
