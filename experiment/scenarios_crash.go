@@ -137,6 +137,9 @@ func crashBeforeTakeover(ctx context.Context, lab *Lab, point crashpoint.Point, 
 	if err := lab.expectEvent(ctx, relay.Queue, "after the crash a-1 is in flight, generation 1", "a-1", "inflight gen 1 attempts 1 lifetime 1 lease 5"); err != nil {
 		return err
 	}
+	if err := lab.expectServed(ctx, relay.Queue, "the crashed claim spent one serve of flow a", "a", 1); err != nil {
+		return err
+	}
 	got, err := relay.Receiver.Total(ctx, "a")
 	if err != nil {
 		return err

@@ -207,3 +207,19 @@ func (l *Lab) expectNothing(ctx context.Context, r *Relay, now clock.Tick, name 
 	l.Check(name, true, "nothing dispatchable at t=%d", now)
 	return nil
 }
+
+// expectServed checks a flow's served count in the queue.
+func (l *Lab) expectServed(ctx context.Context, q *queuestore.Store, name, flow string, want int64) error {
+	flows, err := q.Flows(ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range flows {
+		if f.Flow == flow {
+			l.Equal(name, f.Served, want)
+			return nil
+		}
+	}
+	l.Check(name, false, "no flow %q", flow)
+	return nil
+}
