@@ -83,7 +83,7 @@ func (e *env) main(args []string) int {
 	top.SetOutput(e.stderr)
 	top.StringVar(&e.queuePath, "queue", "queue.db", "queue database `PATH`")
 	top.StringVar(&e.receiverPath, "receiver", "receiver.db", "receiver database `PATH`")
-	top.Usage = func() { e.topUsage(e.stderr, top) }
+	top.Usage = func() { e.topUsage(e.stderr) }
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -92,12 +92,12 @@ func (e *env) main(args []string) int {
 	}
 	rest := top.Args()
 	if len(rest) == 0 {
-		e.topUsage(e.stderr, top)
+		e.topUsage(e.stderr)
 		return exitUsage
 	}
 	name := rest[0]
 	if name == "help" {
-		e.topUsage(e.stdout, top)
+		e.topUsage(e.stdout)
 		return exitOK
 	}
 	for _, c := range commands {
@@ -135,7 +135,7 @@ func (e *env) finish(name string, err error) int {
 	}
 }
 
-func (e *env) topUsage(w io.Writer, top *flag.FlagSet) {
+func (e *env) topUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("usage: relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]\n\n")
 	b.WriteString("relayctl shows and repairs a fairrelay queue (queue.db) and receiver (receiver.db).\n\n")

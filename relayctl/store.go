@@ -11,7 +11,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// queueStore is what relayctl needs from queue.db. queue.go implements it on
+// queueStore is what relayctl needs from queue.db. queuestore.go implements it on
 // top of queuestore.Store; the rows are relayctl's own (json tags included)
 // so that the output format is fixed here, not by the library's field names.
 type queueStore interface {
@@ -28,7 +28,7 @@ type queueStore interface {
 	Snapshot(ctx context.Context) (any, error)
 }
 
-// receiverStore is what relayctl needs from receiver.db; receiver.go
+// receiverStore is what relayctl needs from receiver.db; receiverstore.go
 // implements it on top of receiverstore.Store.
 type receiverStore interface {
 	Close() error
