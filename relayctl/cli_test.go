@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/clock"
 )
 
 // TestParseInterspersed: flags may come before, between and after positional
@@ -147,4 +150,51 @@ func TestIsTerminal(t *testing.T) {
 	if isTerminal(&bytes.Buffer{}) {
 		t.Fatal("isTerminal(buffer) = true, want false")
 	}
+}
+
+// TestEnqueueInterrupted: a cancelled context (Ctrl-C) stops a bulk enqueue
+// before its next line; what was committed stays and the message says so.
+func TestEnqueueInterrupted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb bytes.Buffer
+	e := newEnv(strings.NewReader(""), &out, &errb)
+	e.ctx = ctx
+	// The queue cancels the run once it has committed the first chunk.
+	e.openQueueAt = func(path string) (queueStore, error) {
+		q, err := openQueueStore(path)
+		return cancelAfterBatch{queueStore: q, cancel: cancel}, err
+	}
+	var in strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&in, `{"id": "e%d", "flow": "f", "body": 1}`+"\n", i)
+	}
+	e.stdin = strings.NewReader(in.String())
+	code := e.main([]string{"--queue", filepath.Join(dir, "queue.db"), "enqueue", "--file", "-", "--chunk", "2"})
+	if code != exitFail {
+		t.Fatalf("interrupted enqueue exit status = %d, want %d", code, exitFail)
+	}
+	if want := "relayctl enqueue: stdin: stopped before line 3 (context canceled); 2 events from 1 chunk before it are in the queue"; !strings.Contains(errb.String(), want) {
+		t.Fatalf("stderr = %q, want %q", errb.String(), want)
+	}
+	var evs []eventRow
+	decodeStrict(t, mustRun(t, dir, "events", "--flow", "f", "--json"), &evs)
+	if len(evs) != 2 {
+		t.Fatalf("events after the interrupt = %d, want the 2 of the first chunk", len(evs))
+	}
+}
+
+// cancelAfterBatch cancels a context after each EnqueueBatch that succeeds.
+type cancelAfterBatch struct {
+	queueStore
+	cancel context.CancelFunc
+}
+
+func (c cancelAfterBatch) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error) {
+	r, err := c.queueStore.EnqueueBatch(ctx, evs, now)
+	if err == nil {
+		c.cancel()
+	}
+	return r, err
 }

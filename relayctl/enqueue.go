@@ -204,6 +204,9 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 		return nil
 	}
 	for sc.Scan() {
+		if err := e.ctx.Err(); err != nil {
+			return fmt.Errorf("%s: stopped before line %d (%v); %s", name, line+1, err, earlier())
+		}
 		line++
 		text := bytes.TrimSpace(sc.Bytes())
 		if len(text) == 0 {

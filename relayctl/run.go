@@ -62,7 +62,15 @@ var commands = []command{
 // the exit status. main calls it with the process's streams; tests call it
 // with buffers.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return newEnv(stdin, stdout, stderr).main(args)
+	return runContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// runContext is run with a context whose cancellation (Ctrl-C) stops the
+// command.
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := newEnv(stdin, stdout, stderr)
+	e.ctx = ctx
+	return e.main(args)
 }
 
 // newEnv is the environment of a real run; tests change its fields.
