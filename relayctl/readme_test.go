@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,24 +20,27 @@ type readmeStep struct {
 	output   string // "" when no output block follows
 }
 
-// readmeSteps reads the section from README.md.
-func readmeSteps(t *testing.T) []readmeStep {
+// readmeSteps reads the "Operating a queue" section of the README at path;
+// ok is false when the file or the section does not exist.
+func readmeSteps(t *testing.T, path string) (steps []readmeStep, ok bool) {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
 	start := strings.Index(text, "\n## Operating a queue\n")
 	if start < 0 {
-		t.Fatal(`README.md has no "## Operating a queue" section`)
+		return nil, false
 	}
 	text = text[start+1:]
 	if end := strings.Index(text, "\n## "); end >= 0 {
 		text = text[:end]
 	}
 	var (
-		steps []readmeStep
 		fence string // "" outside a block, else its info string
 		body  []string
 	)
@@ -62,7 +67,7 @@ func readmeSteps(t *testing.T) []readmeStep {
 			body = append(body, line)
 		}
 	}
-	return steps
+	return steps, true
 }
 
 // shellWords splits a command line the way sh does for the simple lines of
@@ -103,15 +108,35 @@ func shellWords(t *testing.T, line string) []string {
 	return words
 }
 
-// TestReadmeOperatingSection runs the commands of README.md's "Operating a
-// queue" section, in order, against a queue where evt-1007 has been
+// TestReadmeOperatingSection runs the commands of the "Operating a queue"
+// section of relayctl/README.md, and of the repository's README.md when it
+// has that section too, in order, against a queue where evt-1007 has been
 // quarantined the way the relay would (SPEC §2.4: three failures with
-// unsupported_delta), and checks that each prints exactly the output shown
-// after it, and that the section really unblocks the flow (issue 7: "a
-// newcomer ... finds why a flow is stuck and redrives it, copy-pasting the
-// commands").
+// unsupported_delta). Each command must print exactly the output shown after
+// it, and the section must really unblock the flow (issue 7: "a newcomer ...
+// finds why a flow is stuck and redrives it, copy-pasting the commands").
 func TestReadmeOperatingSection(t *testing.T) {
 	t.Parallel()
+	steps, ok := readmeSteps(t, "README.md")
+	if !ok {
+		t.Fatal(`relayctl/README.md has no "## Operating a queue" section`)
+	}
+	t.Run("relayctl/README.md", func(t *testing.T) {
+		t.Parallel()
+		checkReadmeSteps(t, steps)
+	})
+	// The root README, when the section is copied there (not in a module
+	// zip, where ../README.md does not exist).
+	if root, ok := readmeSteps(t, filepath.Join("..", "README.md")); ok {
+		t.Run("README.md", func(t *testing.T) {
+			t.Parallel()
+			checkReadmeSteps(t, root)
+		})
+	}
+}
+
+// checkReadmeSteps prepares the example queue and receiver, and runs steps.
+func checkReadmeSteps(t *testing.T, steps []readmeStep) {
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events.jsonl")
 	lines := `{"id": "evt-1001", "flow": "tenant-7", "body": {"delta": 5}}
@@ -142,7 +167,6 @@ func TestReadmeOperatingSection(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	steps := readmeSteps(t)
 	if len(steps) < 5 {
 		t.Fatalf("README section has %d command blocks, want at least 5", len(steps))
 	}

@@ -32,7 +32,7 @@ func cmdSnapshot(e *env, args []string) (err error) {
 	}
 	if e.receiverPath != "" {
 		var r receiverStore
-		if r, err = e.openReceiver(); err != nil {
+		if r, err = e.openReceiver(true); err != nil {
 			return err
 		}
 		defer closeWith(r, &err)

@@ -39,7 +39,7 @@ func cmdStatus(e *env, args []string) (err error) {
 	}
 	if e.receiverPath != "" {
 		var r receiverStore
-		if r, err = e.openReceiver(); err != nil {
+		if r, err = e.openReceiver(true); err != nil {
 			return err
 		}
 		defer closeWith(r, &err)

@@ -99,8 +99,12 @@ func (e *env) openQueue(create bool) (queueStore, error) {
 }
 
 // openReceiver opens the receiver at e.receiverPath, which must exist.
-func (e *env) openReceiver() (receiverStore, error) {
+// optional says the command can do without it (an empty --receiver).
+func (e *env) openReceiver(optional bool) (receiverStore, error) {
 	if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
+		if optional && !errors.As(err, new(*usageError)) {
+			err = fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
+		}
 		return nil, err
 	}
 	r, err := e.openReceiverAt(e.abs(e.receiverPath))
