@@ -69,7 +69,7 @@ func TestJSONParsesBack(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	qpath := filepath.Join(dir, "queue.db")
-	mustRun(t, dir, "enqueue", "--id", "b1", "--flow", "beta", "--body", `{"delta":5000}`, "--now", "1")
+	mustRun(t, dir, "enqueue", "--id", "b1", "--flow", "beta", "--body", `{"delta":500}`, "--now", "1")
 	mustRun(t, dir, "enqueue", "--id", "b2", "--flow", "beta", "--body", `{"delta":1}`)
 	last := quarantine(t, qpath, "b1", 1, "unsupported_delta")
 	if last != 7 {
@@ -141,7 +141,7 @@ func TestJSONParsesBack(t *testing.T) {
 			t.Fatalf("events --json has %d rows, want 2", len(got))
 		}
 		want := eventRow{ID: "b1", Flow: "beta", Seq: 1, State: "pending", Generation: 4, Attempts: 0,
-			LifetimeAttempts: 3, AvailableAt: 7, Reason: "", Body: body(`{"delta":5000}`)}
+			LifetimeAttempts: 3, AvailableAt: 7, Reason: "", Body: body(`{"delta":500}`)}
 		if g := got[0]; g.ID != want.ID || g.State != want.State || g.Generation != want.Generation ||
 			g.Attempts != want.Attempts || g.LifetimeAttempts != want.LifetimeAttempts ||
 			g.AvailableAt != want.AvailableAt || g.Reason != want.Reason || !bytes.Equal(g.Body, want.Body) {

@@ -140,7 +140,7 @@ func checkReadmeSteps(t *testing.T, steps []readmeStep) {
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events.jsonl")
 	lines := `{"id": "evt-1001", "flow": "tenant-7", "body": {"delta": 5}}
-{"id": "evt-1007", "flow": "tenant-42", "body": {"delta": 5000}}
+{"id": "evt-1007", "flow": "tenant-42", "body": {"delta": 500}}
 {"id": "evt-1008", "flow": "tenant-42", "body": {"delta": 2}}
 {"id": "evt-1002", "flow": "tenant-7", "body": {"delta": 3}}
 `
