@@ -93,6 +93,17 @@ const (
 		FROM conflicts ORDER BY flow, seq, id, body`
 )
 
+// Flows lists every flow that has accepted a message, with its running total
+// and next expected sequence number, ordered by flow. A flow that has
+// accepted nothing has no row (its total is 0 and it expects seq 1).
+func (s *Store) Flows(ctx context.Context) ([]FlowState, error) {
+	fs, err := readFlows(ctx, s.db)
+	if err != nil {
+		return nil, fmt.Errorf("flows: %w", err)
+	}
+	return fs, nil
+}
+
 // Conflicts lists every recorded conflict, ordered by flow, seq, ID and body.
 func (s *Store) Conflicts(ctx context.Context) ([]ConflictRecord, error) {
 	cs, err := readConflicts(ctx, s.db)

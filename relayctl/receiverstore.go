@@ -21,15 +21,14 @@ func openReceiverStore(path string) (receiverStore, error) {
 
 func (r receiverDB) Close() error { return r.s.Close() }
 
-// Totals reads the flows table through the snapshot (the library has no
-// per-table reader for all flows).
+// Totals lists every flow's total without reading the receipts.
 func (r receiverDB) Totals(ctx context.Context) ([]totalRow, error) {
-	snap, err := r.s.Snapshot(ctx)
+	flows, err := r.s.Flows(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]totalRow, 0, len(snap.Flows))
-	for _, f := range snap.Flows {
+	out := make([]totalRow, 0, len(flows))
+	for _, f := range flows {
 		out = append(out, totalRow{Flow: f.Flow, Total: f.Total, NextSeq: f.NextExpected})
 	}
 	return out, nil
