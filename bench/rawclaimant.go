@@ -42,6 +42,8 @@ const (
 	TurnShortSteps Turn = "short_steps"
 	// TurnWriterLock takes a [WriterLock] before BEGIN IMMEDIATE.
 	TurnWriterLock Turn = "writer_lock"
+	// TurnWriterQueue is TurnWriterLock with a gate: no barging.
+	TurnWriterQueue Turn = "writer_queue"
 )
 
 // RawClaimant is one process's claimant on the prototype's table.
@@ -119,7 +121,7 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 	switch turn {
 	case TurnShortSteps:
 		c.DB, err = OpenDBNoWait(path)
-	case TurnBusyTimeout, TurnWriterLock:
+	case TurnBusyTimeout, TurnWriterLock, TurnWriterQueue:
 		c.DB, err = OpenDB(path)
 	default:
 		return fmt.Errorf("unknown turn %q", turn)
@@ -128,10 +130,16 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 		return err
 	}
 	defer c.DB.Close()
-	if turn == TurnWriterLock {
-		if c.Lock, err = OpenWriterLock(path+"-writer.lock", 10*time.Second); err != nil {
-			return err
-		}
+	switch turn {
+	case TurnWriterLock:
+		c.Lock, err = OpenWriterLock(path+"-writer.lock", 10*time.Second)
+	case TurnWriterQueue:
+		c.Lock, err = OpenQueuedWriterLock(path+"-writer.lock", 10*time.Second)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Lock != nil {
 		defer c.Lock.Close()
 	}
 	return ChildDrain(ctx, c)

@@ -30,7 +30,13 @@ type WriterLock struct {
 	f   *os.File
 	fd  int
 	max time.Duration
-	bg  sync.WaitGroup // abandoned turns still waiting for the kernel
+	// gate, when set, is a second lock file taken around the wait for f:
+	// whoever holds the gate is the next writer, and a writer that just let
+	// go of f queues for the gate behind the others instead of barging back
+	// into f before the woken waiter has run.
+	gate   *os.File
+	gateFd int
+	bg     sync.WaitGroup // abandoned turns still waiting for the kernel
 }
 
 // OpenWriterLock opens (creating it if needed) the sidecar lock file path.
@@ -42,11 +48,46 @@ func OpenWriterLock(path string, max time.Duration) (*WriterLock, error) {
 	return &WriterLock{sem: make(chan struct{}, 1), f: f, fd: int(f.Fd()), max: max}, nil
 }
 
+// OpenQueuedWriterLock is [OpenWriterLock] with a gate file, path+"-gate":
+// turns are handed over without barging (see WriterLock.gate).
+func OpenQueuedWriterLock(path string, max time.Duration) (*WriterLock, error) {
+	l, err := OpenWriterLock(path, max)
+	if err != nil {
+		return nil, err
+	}
+	g, err := os.OpenFile(path+"-gate", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("writer lock gate: %w", err)
+	}
+	l.gate, l.gateFd = g, int(g.Fd())
+	return l, nil
+}
+
 // Close closes the sidecar file, after any abandoned wait has been granted
 // and handed back.
 func (l *WriterLock) Close() error {
 	l.bg.Wait()
+	if l.gate != nil {
+		l.gate.Close()
+	}
 	return l.f.Close()
+}
+
+// acquire blocks until this open file holds the writer lock.
+func (l *WriterLock) acquire() error {
+	if l.gate == nil {
+		return flock(l.fd, syscall.LOCK_EX)
+	}
+	if err := flock(l.gateFd, syscall.LOCK_EX); err != nil {
+		return err
+	}
+	err := flock(l.fd, syscall.LOCK_EX)
+	if uerr := flock(l.gateFd, syscall.LOCK_UN); err == nil && uerr != nil {
+		flock(l.fd, syscall.LOCK_UN)
+		return uerr
+	}
+	return err
 }
 
 // Lock waits for this process's and then this file's writer turn.
@@ -60,15 +101,16 @@ func (l *WriterLock) Lock(ctx context.Context) error {
 	case <-t.C:
 		return fmt.Errorf("%w (%s, in this process)", ErrWriterWait, l.max)
 	}
-	fd := l.fd
-	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		return nil
-	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
-		<-l.sem
-		return fmt.Errorf("writer lock: %w", err)
+	if l.gate == nil {
+		if err := syscall.Flock(l.fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			return nil
+		} else if !errors.Is(err, syscall.EWOULDBLOCK) {
+			<-l.sem
+			return fmt.Errorf("writer lock: %w", err)
+		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- flock(fd, syscall.LOCK_EX) }()
+	go func() { done <- l.acquire() }()
 	select {
 	case err := <-done:
 		if err != nil {

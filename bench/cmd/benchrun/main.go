@@ -146,6 +146,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		bench.QueueDrain("queuestore", tmpl, "-child", "queue"),
 		bench.RawDrain(bench.TurnBusyTimeout, rawBacklog, "-child", "raw"),
 		bench.RawDrain(bench.TurnWriterLock, rawBacklog, "-child", "raw"),
+		bench.RawDrain(bench.TurnWriterQueue, rawBacklog, "-child", "raw"),
 	}
 	drains, err := bench.MeasureDrains(ctx, filepath.Join(dir, "drains"), exe, specs, cfg.procs, cfg.drainRnds, cfg.drainFor,
 		func(round int, name string, r bench.DrainRound) {
@@ -206,7 +207,7 @@ func tableRows(cfg config, rates bench.Rates, drains map[string][]bench.DrainRou
 		rows = append(rows, row)
 	}
 
-	for _, name := range []string{"queuestore", "raw-busy_timeout", "raw-writer_lock"} {
+	for _, name := range []string{"queuestore", "raw-busy_timeout", "raw-writer_lock", "raw-writer_queue"} {
 		rounds := drains[name]
 		var one, many, ratio, minShare, maxShare, longest, longestAlone, busy, errs []float64
 		for _, d := range rounds {
