@@ -96,7 +96,7 @@ func (s *Store) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]Claim,
 
 func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, error) {
 	var out []Claim
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *txn) error {
 		out = out[:0]
 		ticket, err := admit(ctx, tx, now)
 		if err != nil {
@@ -134,7 +134,7 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 
 // claimOne picks and claims one head, quarantining used-up take-overs on the
 // way. The flows table is already promoted for now.
-func claimOne(ctx context.Context, tx *sql.Tx, now clock.Tick, ticket int64) (Claim, bool, error) {
+func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim, bool, error) {
 	for {
 		var (
 			flow    string

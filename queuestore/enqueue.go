@@ -57,7 +57,7 @@ func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued,
 		return Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var out Enqueued
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *txn) error {
 		if _, err := admit(ctx, tx, now); err != nil {
 			return err
 		}
@@ -83,7 +83,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 		}
 	}
 	out := make([]Enqueued, len(es))
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *txn) error {
 		if _, err := admit(ctx, tx, now); err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 
 // enqueueOne does the work of one enqueue inside tx. The sequence number is
 // taken first (the first write), then the event is inserted (the second).
-func (s *Store) enqueueOne(ctx context.Context, tx *sql.Tx, e Event, now clock.Tick) (Enqueued, error) {
+func (s *Store) enqueueOne(ctx context.Context, tx *txn, e Event, now clock.Tick) (Enqueued, error) {
 	var (
 		flow string
 		seq  int64

@@ -53,7 +53,7 @@ func (s *Store) Event(ctx context.Context, id string) (EventState, error) {
 // order; ErrNotFound for a flow that has never had an event.
 func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, error) {
 	var out []EventState
-	err := s.withReadTx(ctx, func(tx *sql.Tx) error {
+	err := s.withReadTx(ctx, func(tx *txn) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM flows WHERE flow = ?1`, flow).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -140,7 +140,7 @@ type querier interface {
 }
 
 func readAudit(ctx context.Context, q querier) ([]AuditEntry, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, event_id, generation, reason, at FROM audit ORDER BY id`)
+	rows, err := q.QueryContext(ctx, qSnapAudit)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ type Stats struct {
 // Stats returns a summary of the store.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	err := s.withReadTx(ctx, func(tx *sql.Tx) error {
+	err := s.withReadTx(ctx, func(tx *txn) error {
 		var mark int64
 		if err := tx.QueryRowContext(ctx, `SELECT clock_mark, ticket FROM meta WHERE id = 1`).Scan(&mark, &st.Ticket); err != nil {
 			return err

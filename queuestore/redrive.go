@@ -41,7 +41,7 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 	if err := checkGeneration(generation); err != nil {
 		return fmt.Errorf("redrive: %w", err)
 	}
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *txn) error {
 		if _, err := admit(ctx, tx, now); err != nil {
 			return err
 		}

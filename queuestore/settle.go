@@ -90,7 +90,7 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 		return "", fmt.Errorf("settle: %w", err)
 	}
 	var o Outcome
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *txn) error {
 		if _, err := admit(ctx, tx, now); err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 // checks and records now.
 func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.Tick) ([]SettleResult, error) {
 	out := make([]SettleResult, len(items))
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *txn) error {
 		if _, err := admit(ctx, tx, now); err != nil {
 			return err
 		}
@@ -172,7 +172,7 @@ func (it SettleItem) validate() error {
 }
 
 // settleOne does the work of one settle inside tx (after admit).
-func settleOne(ctx context.Context, tx *sql.Tx, it SettleItem, now clock.Tick) (Outcome, error) {
+func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Outcome, error) {
 	var (
 		flow       string
 		seq, gen   int64
@@ -222,7 +222,7 @@ func settleOne(ctx context.Context, tx *sql.Tx, it SettleItem, now clock.Tick) (
 
 // advanceHead makes the event after seq the flow's head, or leaves the flow
 // without a head when seq was its last event.
-func advanceHead(ctx context.Context, tx *sql.Tx, flow string, seq int64, now clock.Tick) error {
+func advanceHead(ctx context.Context, tx *txn, flow string, seq int64, now clock.Tick) error {
 	var last int64
 	if err := tx.QueryRowContext(ctx, qFlowLastSeq, flow).Scan(&last); err != nil {
 		return fmt.Errorf("read flow %q: %w", flow, err)

@@ -91,16 +91,26 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// The snapshot's queries (prepared at Open).
+const (
+	qSnapMeta    = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
+	qSnapVersion = `PRAGMA user_version`
+	qSnapFlows   = `SELECT flow, last_seq, served, head_seq, ready_at, ready FROM flows ORDER BY flow`
+	qSnapEvents  = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
+    available_at, lease_until, ticket, reason, enqueued_at FROM events ORDER BY flow, seq`
+	qSnapAudit = `SELECT id, event_id, generation, reason, at FROM audit ORDER BY id`
+)
+
 // Snapshot reads every table in one read transaction.
 func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 	snap := Snapshot{Flows: []SnapshotFlow{}, Events: []SnapshotEvent{}}
-	err := s.withReadTx(ctx, func(tx *sql.Tx) error {
+	err := s.withReadTx(ctx, func(tx *txn) error {
 		var mark int64
-		if err := tx.QueryRowContext(ctx, `SELECT clock_mark, ticket FROM meta WHERE id = 1`).Scan(&mark, &snap.Ticket); err != nil {
+		if err := tx.QueryRowContext(ctx, qSnapMeta).Scan(&mark, &snap.Ticket); err != nil {
 			return fmt.Errorf("meta: %w", err)
 		}
 		snap.ClockMark = clock.Tick(mark)
-		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&snap.SchemaVersion); err != nil {
+		if err := tx.QueryRowContext(ctx, qSnapVersion).Scan(&snap.SchemaVersion); err != nil {
 			return fmt.Errorf("schema version: %w", err)
 		}
 		if err := snapshotFlows(ctx, tx, &snap); err != nil {
@@ -122,8 +132,8 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 	return snap, nil
 }
 
-func snapshotFlows(ctx context.Context, tx *sql.Tx, snap *Snapshot) error {
-	rows, err := tx.QueryContext(ctx, `SELECT flow, last_seq, served, head_seq, ready_at, ready FROM flows ORDER BY flow`)
+func snapshotFlows(ctx context.Context, tx *txn, snap *Snapshot) error {
+	rows, err := tx.QueryContext(ctx, qSnapFlows)
 	if err != nil {
 		return err
 	}
@@ -146,9 +156,8 @@ func snapshotFlows(ctx context.Context, tx *sql.Tx, snap *Snapshot) error {
 	return rows.Err()
 }
 
-func snapshotEvents(ctx context.Context, tx *sql.Tx, snap *Snapshot) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
-    available_at, lease_until, ticket, reason, enqueued_at FROM events ORDER BY flow, seq`)
+func snapshotEvents(ctx context.Context, tx *txn, snap *Snapshot) error {
+	rows, err := tx.QueryContext(ctx, qSnapEvents)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -143,8 +144,35 @@ func TestStorage_2_7_SchemaVersion(t *testing.T) {
 	_, err = Open(foreign)
 	wantErr(t, "Open(foreign file)", err, ErrSchemaVersion)
 
-	_, err = Open(filepath.Join(dir, "a?b.db"))
-	wantErr(t, "Open(path with ?)", err, ErrInvalid)
+	_, err = Open("")
+	wantErr(t, "Open(empty path)", err, ErrInvalid)
+}
+
+// SPEC §2.7: a path with characters special in SQLite URIs opens that very
+// file, and reopening it finds the records.
+func TestStorage_2_7_PathsWithURICharacters(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, name := range []string{"a?b.db", "c#d.db", "e%20f.db", "g h.db"} {
+		path := filepath.Join(dir, name)
+		s, err := Open(path)
+		if err != nil {
+			t.Fatalf("Open(%q) error = %v", name, err)
+		}
+		enqueue(t, s, "e1", "f", name, 0)
+		s.Close()
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("Open(%q) did not create that file: %v", name, err)
+		}
+		s, err = Open(path)
+		if err != nil {
+			t.Fatalf("reopen %q error = %v", name, err)
+		}
+		if e := event(t, s, "e1"); string(e.Body) != name {
+			t.Fatalf("reopened %q: body %q, want %q", name, e.Body, name)
+		}
+		s.Close()
+	}
 }
 
 // SPEC §2.7: enqueue is atomic: when its second write (the event insert)

@@ -80,13 +80,61 @@ func WithHook(fn func(HookPoint)) Option {
 // concurrent use, and several Store values, in one process or several, may
 // share a file.
 type Store struct {
-	db   *sql.DB
-	hook func(HookPoint)
+	db    *sql.DB
+	hook  func(HookPoint)
+	stmts map[string]*sql.Stmt // the write paths' statements, prepared once
+}
+
+// preparedQueries are prepared at Open and reused by every transaction on
+// every connection (database/sql keeps one prepared copy per connection),
+// so a write does not parse its SQL again.
+var preparedQueries = []string{
+	qAdmit, qSetTicket,
+	qFindEvent, qTakeSeq, qInsertEvent,
+	qPromote, qPick, qHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
+	qSettleRead, qAck, qRetry, qQuarantine, qFlowLastSeq, qNextAvail, qSetHead, qWaitFlow,
+	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
+	qSnapMeta, qSnapVersion, qSnapFlows, qSnapEvents, qSnapAudit,
+}
+
+// txn is one read-write transaction. Its QueryRowContext and ExecContext
+// use the store's prepared statement for a known query, and plain SQL for
+// any other.
+type txn struct {
+	*sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+// QueryRowContext runs q inside the transaction.
+func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st, ok := t.stmts[q]; ok {
+		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return t.Tx.QueryRowContext(ctx, q, args...)
+}
+
+// QueryContext runs q inside the transaction.
+func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st, ok := t.stmts[q]; ok {
+		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.Tx.QueryContext(ctx, q, args...)
+}
+
+// ExecContext runs q inside the transaction.
+func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st, ok := t.stmts[q]; ok {
+		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return t.Tx.ExecContext(ctx, q, args...)
 }
 
 // dsn builds the connection string: WAL, synchronous=FULL, foreign keys, a
 // busy timeout, and BEGIN IMMEDIATE for every read-write transaction.
 func dsn(path string) string {
+	// The path is a URI path: escape what SQLite would read as the start of
+	// the query or fragment, and the escape character itself.
+	path = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	return "file:" + path +
 		fmt.Sprintf("?_pragma=busy_timeout(%d)", BusyTimeoutMillis) +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
@@ -95,13 +143,14 @@ func dsn(path string) string {
 // Open opens the queue store at path, creating the file and its schema when
 // they do not exist. An existing store is opened as it is: nothing is
 // cleared. A file with a newer (or unknown) schema version is refused with
-// ErrSchemaVersion. The path must not contain '?' or '#'.
+// ErrSchemaVersion. The path is a plain file path (any '?', '#' or '%' in
+// it is escaped for SQLite's URI form).
 //
 // Defaults: WAL journal, synchronous=FULL, foreign keys on, a busy timeout of
 // BusyTimeoutMillis, write transactions BEGIN IMMEDIATE, no hook.
 func Open(path string, opts ...Option) (*Store, error) {
-	if path == "" || strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open %q: %w: path must be non-empty and free of '?' and '#'", path, ErrInvalid)
+	if path == "" {
+		return nil, fmt.Errorf("open: %w: empty path", ErrInvalid)
 	}
 	var o options
 	for _, opt := range opts {
@@ -116,12 +165,30 @@ func Open(path string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
+	s.stmts = make(map[string]*sql.Stmt, len(preparedQueries))
+	for _, q := range preparedQueries {
+		st, err := db.Prepare(q)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open %q: prepare %q: %w", path, q, err)
+		}
+		s.stmts[q] = st
+	}
 	return s, nil
 }
 
-// Close closes the store's connections.
+// Close closes the store's statements and connections.
 func (s *Store) Close() error {
-	return s.db.Close()
+	var first error
+	for _, st := range s.stmts {
+		if err := st.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := s.db.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
 }
 
 // migrate checks the journal mode and applies the schema to a new file, in
@@ -135,7 +202,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if mode != "wal" {
 		return fmt.Errorf("journal mode is %q, want wal", mode)
 	}
-	return s.withTx(ctx, func(tx *sql.Tx) error {
+	return s.withTx(ctx, func(tx *txn) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
@@ -165,13 +232,13 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // withTx runs fn in one read-write (BEGIN IMMEDIATE) transaction and commits
 // it when fn returns nil; any error rolls everything back.
-func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) withTx(ctx context.Context, fn func(tx *txn) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	if err := fn(&txn{Tx: tx, stmts: s.stmts}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -182,13 +249,13 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // withReadTx runs fn in one read transaction: every read inside sees the
 // same state of the file.
-func (s *Store) withReadTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) withReadTx(ctx context.Context, fn func(tx *txn) error) error {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	if err := fn(&txn{Tx: tx, stmts: s.stmts}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -210,7 +277,7 @@ const qAdmit = `UPDATE meta SET clock_mark = ?1 WHERE id = 1 AND clock_mark <= ?
 // the clock mark, or refuses it with ErrTimeRegression when now is below the
 // mark. An error later in the transaction rolls the mark back with the rest.
 // It returns the last ticket handed out.
-func admit(ctx context.Context, tx *sql.Tx, now clock.Tick) (int64, error) {
+func admit(ctx context.Context, tx *txn, now clock.Tick) (int64, error) {
 	var ticket int64
 	err := tx.QueryRowContext(ctx, qAdmit, int64(now)).Scan(&ticket)
 	if err == nil {
