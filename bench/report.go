@@ -16,6 +16,7 @@ type Row struct {
 	Unit   string
 	Target string // "" when the row is context, not a target
 	Met    string // "yes", "NO (…)", or "" for context rows
+	Why    string // why a missed target was missed, for the notes under the table
 }
 
 // WriteTable writes rows as one markdown table.
@@ -30,6 +31,28 @@ func WriteTable(w io.Writer, rows []Row) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n",
 			r.What, r.Value.Format(verb), r.Unit, r.Target, r.Met)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteMisses writes, for every row whose target was missed, what was missed
+// and why, as a markdown list. It writes nothing when every target was met.
+func WriteMisses(w io.Writer, rows []Row) error {
+	var b strings.Builder
+	for _, r := range rows {
+		if !strings.HasPrefix(r.Met, "NO") {
+			continue
+		}
+		verb := r.Verb
+		if verb == "" {
+			verb = "%.0f"
+		}
+		fmt.Fprintf(&b, "- **%s**: %s %s, target %s, %s. %s\n", r.What, r.Value.Format(verb), r.Unit, r.Target, r.Met, r.Why)
+	}
+	if b.Len() == 0 {
+		_, err := io.WriteString(w, "Every target was met in this run.\n")
+		return err
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
