@@ -13,13 +13,13 @@ import (
 // settle must quote, the round's attempts so far, the global ticket of this
 // claim and the end of its lease.
 type Claim struct {
-	EventID, Flow string
-	Seq           int64
-	Body          []byte
-	Generation    int64
-	Attempts      int // attempts used in this round, this claim included
-	Ticket        int64
-	LeaseUntil    clock.Tick
+	EventID, Flow string     // the event and its flow
+	Seq           int64      // the event's sequence number in its flow
+	Body          []byte     // the event's body, byte-exact
+	Generation    int64      // the generation Settle must quote
+	Attempts      int        // attempts used in this round, this claim included
+	Ticket        int64      // the global ticket of this claim (the first claim gets 1)
+	LeaseUntil    clock.Tick // now + Lease; a settle at or after it is Expired
 }
 
 // The claim path. Every statement is driven by an index (see plan_test.go):

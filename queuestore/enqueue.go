@@ -13,15 +13,15 @@ import (
 // Event is what a producer enqueues: an ID unique in the store, the flow it
 // belongs to, and an opaque body.
 type Event struct {
-	ID, Flow string
-	Body     []byte
+	ID, Flow string // 1..MaxNameLen bytes of printable UTF-8 each
+	Body     []byte // 1..MaxBodyLen bytes
 }
 
 // Enqueued is the result of an enqueue: the event's sequence number in its
 // flow, and whether the event was already stored (a byte-identical retry).
 type Enqueued struct {
-	Seq       int64
-	Duplicate bool
+	Seq       int64 // the event's sequence number in its flow
+	Duplicate bool  // the event was already stored: nothing was added
 }
 
 const (

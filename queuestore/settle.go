@@ -21,7 +21,7 @@ const (
 // non-empty reason (for example "unsupported_delta", "unavailable",
 // "conflict", "gap"). Reason is ignored when OK.
 type Result struct {
-	OK     bool
+	OK     bool   // the receiver applied (or already had) the event
 	Reason string // required when !OK
 }
 
@@ -39,16 +39,16 @@ const (
 
 // SettleItem is one claim to settle in a SettleBatch.
 type SettleItem struct {
-	EventID    string
-	Generation int64
-	Result     Result
+	EventID    string // the claimed event
+	Generation int64  // the claim's generation
+	Result     Result // what the sender reports
 }
 
 // SettleResult is the result of one SettleItem: its Outcome, or Err when the
 // item itself was bad (ErrInvalid, ErrNotFound); such an item changed nothing.
 type SettleResult struct {
-	Outcome Outcome
-	Err     error
+	Outcome Outcome // "" when Err is set
+	Err     error   // the item's own error; nil for a settled item
 }
 
 const (
