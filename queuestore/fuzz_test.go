@@ -37,7 +37,7 @@ func FuzzEnqueue(f *testing.F) {
 	f.Add("zero\u200bwidth", "f", []byte("x"))
 	f.Fuzz(func(t *testing.T, id, flow string, body []byte) {
 		ctx := context.Background()
-		s, _ := openTest(t)
+		s := openMem(t)
 		enqueue(t, s, "seed", "seed-flow", "seed-body", 1)
 		before := snap(t, s)
 		got, err := s.Enqueue(ctx, Event{ID: id, Flow: flow, Body: body}, 2)
@@ -107,8 +107,8 @@ func FuzzOperations(f *testing.F) {
 			data = data[:400]
 		}
 		ctx := context.Background()
-		s, _ := openTest(t)
-		twin, _ := openTest(t)
+		s := openMem(t)
+		twin := openMem(t)
 		c := &byteChooser{data: data}
 		r := &runner{s: s, twin: twin, m: newModel(), c: c}
 		for i := 0; !c.empty() && i < 60; i++ {

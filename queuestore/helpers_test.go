@@ -28,6 +28,23 @@ func openTest(t testing.TB, opts ...Option) (*Store, string) {
 	return s, path
 }
 
+// openMem is openTest on a memory file system when there is one (see
+// memTempDir): for the fuzz targets, which open a store per input.
+func openMem(t testing.TB) *Store {
+	t.Helper()
+	path := filepath.Join(memTempDir(t), "queue.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open(%q) error = %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() error = %v", err)
+		}
+	})
+	return s
+}
+
 func snap(t testing.TB, s *Store) Snapshot {
 	t.Helper()
 	sn, err := s.Snapshot(context.Background())
