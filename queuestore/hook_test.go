@@ -67,3 +67,38 @@ func TestHooks_CalledAtTheirPoints(t *testing.T) {
 		t.Fatalf("state seen by another store at each hook = %v, want %v", seen, wantSeen)
 	}
 }
+
+// Issue 3 §5 with issue 6 §2: the batch forms pass the same points:
+// EnqueueBatch once per new event, ClaimBatch once after its commit (and not
+// when it claimed nothing).
+func TestHooks_BatchOperations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var calls []HookPoint
+	s, _ := openTest(t, WithHook(func(p HookPoint) { calls = append(calls, p) }))
+	_, err := s.EnqueueBatch(ctx, []Event{
+		{ID: "a1", Flow: "a", Body: []byte("x")},
+		{ID: "b1", Flow: "b", Body: []byte("x")},
+		{ID: "a1", Flow: "a", Body: []byte("x")}, // duplicate: no sequence number taken
+	}, 0)
+	if err != nil {
+		t.Fatalf("EnqueueBatch() error = %v", err)
+	}
+	if want := []HookPoint{HookEnqueueSeqTaken, HookEnqueueSeqTaken}; !reflect.DeepEqual(calls, want) {
+		t.Fatalf("EnqueueBatch hook calls = %v, want %v", calls, want)
+	}
+	calls = nil
+	if cs, err := s.ClaimBatch(ctx, 0, 5); err != nil || len(cs) != 2 {
+		t.Fatalf("ClaimBatch() = %d claims, %v; want 2", len(cs), err)
+	}
+	if want := []HookPoint{HookClaimCommitted}; !reflect.DeepEqual(calls, want) {
+		t.Fatalf("ClaimBatch hook calls = %v, want %v", calls, want)
+	}
+	calls = nil
+	if cs, err := s.ClaimBatch(ctx, 0, 5); err != nil || len(cs) != 0 {
+		t.Fatalf("ClaimBatch() = %d claims, %v; want 0", len(cs), err)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("ClaimBatch with nothing to claim: hook calls = %v, want none", calls)
+	}
+}
