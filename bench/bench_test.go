@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/queuestore"
 )
 
 // The Go benchmarks run the same workloads as cmd/benchrun, one per
@@ -48,6 +50,41 @@ func BenchmarkClaimSettle(b *testing.B) {
 	for _, flows := range []int{10, 1000, 100000} {
 		b.Run(fmt.Sprintf("flows=%d", flows), func(b *testing.B) {
 			benchCase(b, ClaimSettle(flows, (20000+flows-1)/flows))
+		})
+	}
+}
+
+// BenchmarkHandover prices what a hand-over between processes costs besides
+// the wake-up: claim+settle on one store, against the same work alternating
+// between two stores (two connection pools) on one file, where each store
+// finds that the other has written the WAL since its last transaction and
+// reads its pages again.
+func BenchmarkHandover(b *testing.B) {
+	for _, stores := range []int{1, 2} {
+		b.Run(fmt.Sprintf("stores=%d", stores), func(b *testing.B) {
+			ctx := context.Background()
+			dir := b.TempDir()
+			tmpl := dir + "/queue.db"
+			if err := MakeQueueTemplate(ctx, tmpl, 1000, 20); err != nil {
+				b.Fatal(err)
+			}
+			var ws []Workload
+			for range stores {
+				q, err := queuestore.Open(tmpl)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer q.Close()
+				ws = append(ws, &claimSettle{q: q})
+			}
+			i := 0
+			for b.Loop() {
+				if _, err := ws[i%stores].Step(ctx); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
 }
