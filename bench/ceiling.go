@@ -35,6 +35,7 @@ func setupCeiling(ctx context.Context, dir string) (Workload, error) {
 	return &ceiling{db: db, row: []byte(`{"delta": 1}`)}, nil
 }
 
+// Step commits one row.
 func (c *ceiling) Step(ctx context.Context) (int, error) {
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -50,4 +51,5 @@ func (c *ceiling) Step(ctx context.Context) (int, error) {
 	return 1, nil
 }
 
+// Close closes the database.
 func (c *ceiling) Close() error { return c.db.Close() }

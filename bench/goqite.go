@@ -45,6 +45,7 @@ func setupGoqite(ctx context.Context, dir string) (Workload, error) {
 	return &goqiteCycle{db: db, q: q, body: []byte(`{"delta": 1}`)}, nil
 }
 
+// Step sends, receives and deletes one message.
 func (g *goqiteCycle) Step(ctx context.Context) (int, error) {
 	if err := g.q.Send(ctx, goqite.Message{Body: g.body}); err != nil {
 		return 0, fmt.Errorf("goqite send: %w", err)
@@ -62,4 +63,5 @@ func (g *goqiteCycle) Step(ctx context.Context) (int, error) {
 	return 1, nil
 }
 
+// Close closes the database.
 func (g *goqiteCycle) Close() error { return g.db.Close() }

@@ -86,6 +86,7 @@ type claimSettle struct{ q *queuestore.Store }
 // case was set up too small for the machine.
 var ErrBacklogEmpty = errors.New("bench: backlog drained during the measurement; load a larger one")
 
+// Step claims one head and acks it.
 func (c *claimSettle) Step(ctx context.Context) (int, error) {
 	cl, ok, err := c.q.Claim(ctx, now)
 	if err != nil {
@@ -104,6 +105,7 @@ func (c *claimSettle) Step(ctx context.Context) (int, error) {
 	return 1, nil
 }
 
+// Close closes the queue.
 func (c *claimSettle) Close() error { return c.q.Close() }
 
 // relay is a queue and a receiver in one directory.
@@ -130,6 +132,7 @@ func openRelay(dir string, flows int) (*relay, error) {
 	return &relay{q: q, r: r, flows: flows}, nil
 }
 
+// Close closes both stores.
 func (rl *relay) Close() error { return errors.Join(rl.q.Close(), rl.r.Close()) }
 
 // RelayCycle is the single-event relay cycle: Enqueue → Claim → Receive →
@@ -151,6 +154,7 @@ func RelayCycle() Case {
 
 type single struct{ *relay }
 
+// Step relays one event, one operation at a time.
 func (s *single) Step(ctx context.Context) (int, error) {
 	s.n++
 	e := queuestore.Event{ID: fmt.Sprintf("e%d", s.n), Flow: flowName(s.n % s.flows), Body: body}
@@ -208,6 +212,7 @@ type batched struct {
 	items []queuestore.SettleItem
 }
 
+// Step relays one batch of size events.
 func (b *batched) Step(ctx context.Context) (int, error) {
 	for i := range b.es {
 		b.n++
