@@ -74,13 +74,16 @@ func (l *WriterLock) Close() error {
 	return l.f.Close()
 }
 
-// acquire blocks until this open file holds the writer lock.
-func (l *WriterLock) acquire() error {
+// acquire blocks until this open file holds the writer lock: with a gate,
+// it queues at the gate (unless gateHeld), takes the turn, and opens the gate.
+func (l *WriterLock) acquire(gateHeld bool) error {
 	if l.gate == nil {
 		return flock(l.fd, syscall.LOCK_EX)
 	}
-	if err := flock(l.gateFd, syscall.LOCK_EX); err != nil {
-		return err
+	if !gateHeld {
+		if err := flock(l.gateFd, syscall.LOCK_EX); err != nil {
+			return err
+		}
 	}
 	err := flock(l.fd, syscall.LOCK_EX)
 	if uerr := flock(l.gateFd, syscall.LOCK_UN); err == nil && uerr != nil {
@@ -90,27 +93,37 @@ func (l *WriterLock) acquire() error {
 	return err
 }
 
-// Lock waits for this process's and then this file's writer turn.
+// Lock waits for this process's and then this file's writer turn. When
+// nobody waits, it takes the turn without a timer or a goroutine.
 func (l *WriterLock) Lock(ctx context.Context) error {
-	t := time.NewTimer(l.max)
-	defer t.Stop()
+	var t *time.Timer
 	select {
 	case l.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return fmt.Errorf("%w (%s, in this process)", ErrWriterWait, l.max)
-	}
-	if l.gate == nil {
-		if err := syscall.Flock(l.fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-			return nil
-		} else if !errors.Is(err, syscall.EWOULDBLOCK) {
-			<-l.sem
-			return fmt.Errorf("writer lock: %w", err)
+	default:
+		t = time.NewTimer(l.max)
+		defer t.Stop()
+		select {
+		case l.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return fmt.Errorf("%w (%s, in this process)", ErrWriterWait, l.max)
 		}
 	}
+	got, gateHeld, err := l.try()
+	if err != nil {
+		<-l.sem
+		return fmt.Errorf("writer lock: %w", err)
+	}
+	if got {
+		return nil
+	}
+	if t == nil {
+		t = time.NewTimer(l.max)
+		defer t.Stop()
+	}
 	done := make(chan error, 1)
-	go func() { done <- l.acquire() }()
+	go func() { done <- l.acquire(gateHeld) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -126,6 +139,38 @@ func (l *WriterLock) Lock(ctx context.Context) error {
 		l.bg.Add(1)
 		go l.abandon(done)
 		return fmt.Errorf("%w (%s)", ErrWriterWait, l.max)
+	}
+}
+
+// try takes the turn if it is free and nobody queues for it, without
+// blocking. gateHeld reports that the gate was taken but the turn was not:
+// this writer is next, and acquire must not take the gate again.
+func (l *WriterLock) try() (got, gateHeld bool, err error) {
+	if l.gate != nil {
+		if err := syscall.Flock(l.gateFd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return false, false, nil
+			}
+			return false, false, err
+		}
+	}
+	err = syscall.Flock(l.fd, syscall.LOCK_EX|syscall.LOCK_NB)
+	switch {
+	case err == nil:
+		if l.gate != nil {
+			if err := flock(l.gateFd, syscall.LOCK_UN); err != nil {
+				flock(l.fd, syscall.LOCK_UN)
+				return false, false, err
+			}
+		}
+		return true, false, nil
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return false, l.gate != nil, nil
+	default:
+		if l.gate != nil {
+			flock(l.gateFd, syscall.LOCK_UN)
+		}
+		return false, false, err
 	}
 }
 

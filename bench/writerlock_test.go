@@ -173,3 +173,24 @@ func TestHelperLockAndExit(t *testing.T) {
 	}
 	os.Exit(7) // still holding
 }
+
+// BenchmarkWriterLockUncontended is the cost a write pays for its turn when
+// nobody else writes.
+func BenchmarkWriterLockUncontended(b *testing.B) {
+	for _, o := range openers {
+		b.Run(o.name, func(b *testing.B) {
+			l, err := o.open(filepath.Join(b.TempDir(), "w.lock"), time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			ctx := context.Background()
+			for b.Loop() {
+				if err := l.Lock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				l.Unlock()
+			}
+		})
+	}
+}
