@@ -78,11 +78,14 @@ func WithHook(fn func(HookPoint)) Option {
 
 // Store is a durable fair queue in one SQLite file. It is safe for
 // concurrent use, and several Store values, in one process or several, may
-// share a file.
+// share a file. Their writes take turns in arrival order through two lock
+// files next to the database, PATH-writer and PATH-writer-gate (see
+// writerlock.go).
 type Store struct {
-	db    *sql.DB
-	hook  func(HookPoint)
-	stmts map[string]*sql.Stmt // the write paths' statements, prepared once
+	db     *sql.DB
+	writer *writerLock // turns among the file's writers (writerlock.go)
+	hook   func(HookPoint)
+	stmts  map[string]*sql.Stmt // the write paths' statements, prepared once
 }
 
 // preparedQueries are prepared at Open and reused by every transaction on
@@ -156,13 +159,19 @@ func Open(path string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := sql.Open("sqlite", dsn(path))
+	wl, err := openWriterLock(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	s := &Store{db: db, hook: o.hook}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		wl.close()
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	s := &Store{db: db, writer: wl, hook: o.hook}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
+		wl.close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	s.stmts = make(map[string]*sql.Stmt, len(preparedQueries))
@@ -177,7 +186,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the store's statements and connections.
+// Close closes the store's statements, connections and writer lock files.
 func (s *Store) Close() error {
 	var first error
 	for _, st := range s.stmts {
@@ -186,6 +195,9 @@ func (s *Store) Close() error {
 		}
 	}
 	if err := s.db.Close(); err != nil && first == nil {
+		first = err
+	}
+	if err := s.writer.close(); err != nil && first == nil {
 		first = err
 	}
 	return first
@@ -232,7 +244,15 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // withTx runs fn in one read-write (BEGIN IMMEDIATE) transaction and commits
 // it when fn returns nil; any error rolls everything back.
+//
+// The transaction runs in this process's turn among the file's writers
+// (writerlock.go): the turn is taken before BEGIN and given back after
+// COMMIT or ROLLBACK.
 func (s *Store) withTx(ctx context.Context, fn func(tx *txn) error) error {
+	if err := s.writer.lock(ctx); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer s.writer.unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

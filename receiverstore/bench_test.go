@@ -27,10 +27,16 @@ func BenchmarkReceive(b *testing.B) {
 // one-row INSERT per IMMEDIATE transaction on a file opened with the same
 // DSN, so Receive's cost can be read as a ratio to it.
 func BenchmarkRawCommit(b *testing.B) {
-	name, err := dsn(filepath.Join(b.TempDir(), "raw.db"))
+	path := filepath.Join(b.TempDir(), "raw.db")
+	name, err := dsn(path)
 	if err != nil {
 		b.Fatal(err)
 	}
+	wl, err := openWriterLock(path) // the same turn-taking as the store's writes
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wl.close()
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +49,7 @@ func BenchmarkRawCommit(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		n++
-		err := withTx(ctx, db, nil, func(tx *sql.Tx) error {
+		err := withTx(ctx, db, wl, nil, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO t (v) VALUES (?)`, body(1))
 			return err
 		})

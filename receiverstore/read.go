@@ -116,7 +116,7 @@ func (s *Store) Conflicts(ctx context.Context) ([]ConflictRecord, error) {
 // Snapshot reads every table in one read transaction. Slices are never nil.
 func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 	var snap Snapshot
-	err := withTx(ctx, s.db, &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
+	err := withTx(ctx, s.db, s.writer, &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&snap.SchemaVersion); err != nil {
 			return fmt.Errorf("user_version: %w", err)
 		}

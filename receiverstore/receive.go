@@ -108,7 +108,7 @@ func (s *Store) Receive(ctx context.Context, m Message) (Outcome, error) {
 		return "", fmt.Errorf("receive: %w", err)
 	}
 	var out Outcome
-	err = withTx(ctx, s.db, nil, func(tx *sql.Tx) error {
+	err = withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
 		var err error
 		out, err = s.receiveTx(ctx, s.stmts.bind(ctx, tx), m, delta)
 		return err
@@ -151,7 +151,7 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, 
 	if valid == 0 {
 		return res, nil
 	}
-	err := withTx(ctx, s.db, nil, func(tx *sql.Tx) error {
+	err := withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
 		st := s.stmts.bind(ctx, tx)
 		for i, m := range ms {
 			if res[i].Err != nil {

@@ -68,8 +68,11 @@ func WithHook(fn func(HookPoint)) Option {
 
 // Store is the receiver's SQLite database. It is safe for concurrent use,
 // and several Store values, in one process or many, may share one file.
+// Their writes take turns in arrival order through two lock files next to
+// the database, PATH-writer and PATH-writer-gate (see writerlock.go).
 type Store struct {
 	db       *sql.DB
+	writer   *writerLock // turns among the file's writers (writerlock.go)
 	stmts    *stmts
 	maxDelta int64
 	hook     func(HookPoint)
@@ -112,23 +115,27 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db, err := sql.Open("sqlite", name)
+	wl, err := openWriterLock(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := migrate(context.Background(), db); err != nil {
-		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), wl.close())
+	}
+	if err := migrate(context.Background(), db, wl); err != nil {
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
 	}
 	st, err := prepareStmts(context.Background(), db)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
 	}
-	return &Store{db: db, stmts: st, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
+	return &Store{db: db, writer: wl, stmts: st, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
 }
 
 // migrate applies the schema unless the file already carries it.
-func migrate(ctx context.Context, db *sql.DB) error {
-	return withTx(ctx, db, nil, func(tx *sql.Tx) error {
+func migrate(ctx context.Context, db *sql.DB, wl *writerLock) error {
+	return withTx(ctx, db, wl, nil, func(tx *sql.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return fmt.Errorf("read user_version: %w", err)
@@ -149,15 +156,25 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	})
 }
 
-// Close closes the database.
+// Close closes the database and the writer lock files.
 func (s *Store) Close() error {
-	return errors.Join(s.stmts.close(), s.db.Close())
+	return errors.Join(s.stmts.close(), s.db.Close(), s.writer.close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
 // read-only one (a deferred BEGIN). It commits when fn returns nil and rolls
 // back otherwise.
-func withTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+//
+// A read-write transaction runs in this process's turn among the file's
+// writers (writerlock.go): the turn is taken before BEGIN and given back
+// after COMMIT or ROLLBACK.
+func withTx(ctx context.Context, db *sql.DB, wl *writerLock, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+	if opts == nil || !opts.ReadOnly {
+		if err := wl.lock(ctx); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer wl.unlock()
+	}
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
