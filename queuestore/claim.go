@@ -31,11 +31,16 @@ const (
 	// change, so the cost is amortised over the writes that set ready_at.
 	qPromote = `UPDATE flows SET ready = 1 WHERE ready = 0 AND ready_at <= ?1`
 
-	// qPick is fairness.MinServed in SQL: the smallest served, ties to the
-	// smallest flow ID (BINARY collation = Go's byte-wise string order).
-	qPick = `SELECT flow, head_seq FROM flows WHERE ready = 1 ORDER BY served, flow LIMIT 1`
-
-	qHead = `SELECT id, state, attempts, lease_until, available_at FROM events WHERE flow = ?1 AND seq = ?2`
+	// qPickHead is fairness.MinServed in SQL: the smallest served, ties to
+	// the smallest flow ID (BINARY collation = Go's byte-wise string order),
+	// with the flow's head event read in the same statement (one statement
+	// instead of two per claimed event). LEFT JOIN keeps flows_ready as the
+	// outer loop and reports a ready flow without a head event (corrupt) as
+	// NULL event columns instead of skipping it.
+	qPickHead = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
+    e.body, e.generation
+FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+WHERE f.ready = 1 ORDER BY f.served, f.flow LIMIT 1`
 
 	qQuarantineExpired = `UPDATE events SET state = 'quarantined', reason = 'lease_expired', lease_until = 0 WHERE id = ?1`
 
@@ -44,7 +49,7 @@ const (
 	qClaimEvent = `UPDATE events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
     lease_until = ?2, ticket = ?3
-WHERE id = ?1 RETURNING body, generation, attempts`
+WHERE id = ?1`
 
 	qServeFlow = `UPDATE flows SET served = served + 1, ready_at = ?2, ready = 0 WHERE flow = ?1`
 
@@ -137,10 +142,16 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim, bool, error) {
 	for {
 		var (
-			flow    string
-			headSeq sql.NullInt64
+			flow                string
+			headSeq             sql.NullInt64
+			id, state           sql.NullString
+			attempts            int
+			leaseUntil, availAt int64
+			body                []byte
+			generation          int64
 		)
-		err := tx.QueryRowContext(ctx, qPick).Scan(&flow, &headSeq)
+		var nAttempts, nLease, nAvail, nGen sql.NullInt64
+		err := tx.QueryRowContext(ctx, qPickHead).Scan(&flow, &headSeq, &id, &state, &nAttempts, &nLease, &nAvail, &body, &nGen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return Claim{}, false, nil
 		}
@@ -150,33 +161,37 @@ func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim
 		if !headSeq.Valid {
 			return Claim{}, false, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
 		}
-		var (
-			id                  string
-			state               string
-			attempts            int
-			leaseUntil, availAt int64
-		)
-		if err := tx.QueryRowContext(ctx, qHead, flow, headSeq.Int64).Scan(&id, &state, &attempts, &leaseUntil, &availAt); err != nil {
-			return Claim{}, false, fmt.Errorf("read head of flow %q: %w", flow, err)
+		if !id.Valid {
+			return Claim{}, false, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, headSeq.Int64)
 		}
+		attempts, leaseUntil, availAt, generation = int(nAttempts.Int64), nLease.Int64, nAvail.Int64, nGen.Int64
 		switch {
-		case state == stateInflight && clock.Tick(leaseUntil) <= now && attempts >= MaxAttempts:
-			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id); err != nil {
-				return Claim{}, false, fmt.Errorf("quarantine %q: %w", id, err)
+		case state.String == stateInflight && clock.Tick(leaseUntil) <= now && attempts >= MaxAttempts:
+			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
+				return Claim{}, false, fmt.Errorf("quarantine %q: %w", id.String, err)
 			}
 			if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
 				return Claim{}, false, fmt.Errorf("block flow %q: %w", flow, err)
 			}
 			continue
-		case state == stateInflight && clock.Tick(leaseUntil) <= now:
-		case state == statePending && clock.Tick(availAt) <= now:
+		case state.String == stateInflight && clock.Tick(leaseUntil) <= now:
+		case state.String == statePending && clock.Tick(availAt) <= now:
 		default:
-			return Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id, state)
+			return Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
 		}
 		lease := now + Lease
-		c := Claim{EventID: id, Flow: flow, Seq: headSeq.Int64, Ticket: ticket, LeaseUntil: lease}
-		if err := tx.QueryRowContext(ctx, qClaimEvent, id, int64(lease), ticket).Scan(&c.Body, &c.Generation, &c.Attempts); err != nil {
-			return Claim{}, false, fmt.Errorf("claim event %q: %w", id, err)
+		// The update below adds one to generation, attempts and lifetime
+		// attempts of the row just read in this transaction: the claim
+		// reports the same values without reading them back (RETURNING would
+		// build a temporary table per claimed event).
+		c := Claim{EventID: id.String, Flow: flow, Seq: headSeq.Int64, Body: body,
+			Generation: generation + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease}
+		res, err := tx.ExecContext(ctx, qClaimEvent, id.String, int64(lease), ticket)
+		if err != nil {
+			return Claim{}, false, fmt.Errorf("claim event %q: %w", id.String, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return Claim{}, false, fmt.Errorf("claim event %q: updated %d rows (%v), want 1", id.String, n, err)
 		}
 		if _, err := tx.ExecContext(ctx, qServeFlow, flow, int64(lease)); err != nil {
 			return Claim{}, false, fmt.Errorf("serve flow %q: %w", flow, err)

@@ -32,8 +32,8 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 	}{
 		"admit":        {qAdmit, []any{1}, ""},
 		"promote":      {qPromote, []any{1}, "flows_waiting"},
-		"pick":         {qPick, nil, "flows_ready"},
-		"head":         {qHead, []any{"f1", 1}, "sqlite_autoindex_events_2"},
+		"pick":         {qPickHead, nil, "flows_ready"},
+		"head":         {qPickHead, nil, "sqlite_autoindex_events_2"},
 		"quarantine":   {qQuarantineExpired, []any{"e1"}, "sqlite_autoindex_events_1"},
 		"block flow":   {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"claim event":  {qClaimEvent, []any{"e1", 6, 1}, "sqlite_autoindex_events_1"},

@@ -94,7 +94,7 @@ type Store struct {
 var preparedQueries = []string{
 	qAdmit, qSetTicket,
 	qFindEvent, qTakeSeq, qInsertEvent,
-	qPromote, qPick, qHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
+	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
 	qSettleRead, qAck, qRetry, qQuarantine, qFlowLastSeq, qNextAvail, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
 	qSnapMeta, qSnapVersion, qSnapFlows, qSnapEvents, qSnapAudit,
