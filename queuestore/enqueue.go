@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -25,20 +24,28 @@ type Enqueued struct {
 }
 
 const (
-	qFindEvent = `SELECT flow, seq, body FROM events WHERE id = ?`
+	// qFindEventFlow reads, in one statement, the stored event with ID ?1
+	// (NULL columns when there is none) and the last sequence number of flow
+	// ?2 (NULL for a new flow).
+	qFindEventFlow = `SELECT e.flow, e.seq, e.body, f.last_seq
+FROM (SELECT ?1 AS id, ?2 AS flow) AS k
+LEFT JOIN events AS e ON e.id = k.id
+LEFT JOIN flows AS f ON f.flow = k.flow`
 
-	// qTakeSeq allocates the flow's next sequence number (1 for a new flow).
-	// A flow without a head (new, or every event acked) gets the new event
-	// as its head, dispatchable at once. In DO UPDATE, column names are the
-	// old row's values.
-	qTakeSeq = `INSERT INTO flows (flow, last_seq, served, head_seq, ready_at, ready)
-VALUES (?1, 1, 0, 1, ?2, 1)
-ON CONFLICT (flow) DO UPDATE SET
-    last_seq = last_seq + 1,
-    head_seq = coalesce(head_seq, last_seq + 1),
-    ready_at = CASE WHEN head_seq IS NULL THEN excluded.ready_at ELSE ready_at END,
+	// qNewFlow creates a flow with the new event (seq 1) as its head,
+	// dispatchable at once.
+	qNewFlow = `INSERT INTO flows (flow, last_seq, served, head_seq, ready_at, ready)
+VALUES (?1, 1, 0, 1, ?2, 1)`
+
+	// qNextSeq records ?2 (last_seq + 1, read in the same transaction) as the
+	// flow's last sequence number. A flow without a head (every event acked)
+	// gets the new event as its head, dispatchable at once (?3).
+	qNextSeq = `UPDATE flows SET
+    last_seq = ?2,
+    head_seq = coalesce(head_seq, ?2),
+    ready_at = CASE WHEN head_seq IS NULL THEN ?3 ELSE ready_at END,
     ready    = CASE WHEN head_seq IS NULL THEN 1 ELSE ready END
-RETURNING last_seq`
+WHERE flow = ?1`
 
 	qInsertEvent = `INSERT INTO events
     (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
@@ -106,26 +113,35 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 // taken first (the first write), then the event is inserted (the second).
 func (s *Store) enqueueOne(ctx context.Context, tx *txn, e Event, now clock.Tick) (Enqueued, error) {
 	var (
-		flow string
-		seq  int64
-		body []byte
+		flow    sql.NullString
+		seq     sql.NullInt64
+		body    []byte
+		lastSeq sql.NullInt64
 	)
-	err := tx.QueryRowContext(ctx, qFindEvent, e.ID).Scan(&flow, &seq, &body)
-	switch {
-	case err == nil:
-		if flow == e.Flow && bytes.Equal(body, e.Body) {
-			return Enqueued{Seq: seq, Duplicate: true}, nil
-		}
-		return Enqueued{}, fmt.Errorf("%w: stored in flow %q as seq %d", ErrConflict, flow, seq)
-	case !errors.Is(err, sql.ErrNoRows):
+	// One read finds a stored event with this ID and the flow's last
+	// sequence number; then one write takes the next number (no RETURNING:
+	// it would build a temporary table per event).
+	if err := tx.QueryRowContext(ctx, qFindEventFlow, e.ID, e.Flow).Scan(&flow, &seq, &body, &lastSeq); err != nil {
 		return Enqueued{}, fmt.Errorf("find event: %w", err)
 	}
-	if err := tx.QueryRowContext(ctx, qTakeSeq, e.Flow, int64(now)).Scan(&seq); err != nil {
+	if flow.Valid {
+		if flow.String == e.Flow && bytes.Equal(body, e.Body) {
+			return Enqueued{Seq: seq.Int64, Duplicate: true}, nil
+		}
+		return Enqueued{}, fmt.Errorf("%w: stored in flow %q as seq %d", ErrConflict, flow.String, seq.Int64)
+	}
+	next := int64(1)
+	if lastSeq.Valid {
+		next = lastSeq.Int64 + 1
+		if _, err := tx.ExecContext(ctx, qNextSeq, e.Flow, next, int64(now)); err != nil {
+			return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
+		}
+	} else if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(now)); err != nil {
 		return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
 	}
 	s.call(HookEnqueueSeqTaken)
-	if _, err := tx.ExecContext(ctx, qInsertEvent, e.ID, e.Flow, seq, e.Body, int64(now)); err != nil {
+	if _, err := tx.ExecContext(ctx, qInsertEvent, e.ID, e.Flow, next, e.Body, int64(now)); err != nil {
 		return Enqueued{}, fmt.Errorf("insert event: %w", err)
 	}
-	return Enqueued{Seq: seq}, nil
+	return Enqueued{Seq: next}, nil
 }

@@ -93,7 +93,7 @@ type Store struct {
 // so a write does not parse its SQL again.
 var preparedQueries = []string{
 	qAdmit, qSetTicket,
-	qFindEvent, qTakeSeq, qInsertEvent,
+	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
 	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
 	qSettleRead, qAck, qRetry, qQuarantine, qFlowLastSeq, qNextAvail, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
