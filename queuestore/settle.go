@@ -52,17 +52,21 @@ type SettleResult struct {
 }
 
 const (
-	qSettleRead = `SELECT flow, seq, state, generation, attempts, lease_until FROM events WHERE id = ?1`
+	// qSettleRead reads the claimed event and, in the same statement, what
+	// an ack needs to move the head: the flow's last seq and the next
+	// event's available_at (NULL columns when absent).
+	qSettleRead = `SELECT e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until,
+    f.last_seq, n.available_at
+FROM events AS e
+LEFT JOIN flows AS f ON f.flow = e.flow
+LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
+WHERE e.id = ?1`
 
 	qAck = `UPDATE events SET state = 'acked', lease_until = 0 WHERE id = ?1`
 
 	qRetry = `UPDATE events SET state = 'pending', lease_until = 0, available_at = ?2, reason = ?3 WHERE id = ?1`
 
 	qQuarantine = `UPDATE events SET state = 'quarantined', lease_until = 0, reason = ?2 WHERE id = ?1`
-
-	qFlowLastSeq = `SELECT last_seq FROM flows WHERE flow = ?1`
-
-	qNextAvail = `SELECT available_at FROM events WHERE flow = ?1 AND seq = ?2`
 
 	// qSetHead moves the flow's head; ready is set at once when the head is
 	// already dispatchable at now (now is the clock mark in this
@@ -179,8 +183,9 @@ func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Out
 		state      string
 		attempts   int
 		leaseUntil int64
+		last, next sql.NullInt64
 	)
-	err := tx.QueryRowContext(ctx, qSettleRead, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil)
+	err := tx.QueryRowContext(ctx, qSettleRead, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil, &last, &next)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("%w: event %q", ErrNotFound, it.EventID)
 	}
@@ -196,7 +201,7 @@ func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Out
 		if _, err := tx.ExecContext(ctx, qAck, it.EventID); err != nil {
 			return "", fmt.Errorf("ack: %w", err)
 		}
-		if err := advanceHead(ctx, tx, flow, seq, now); err != nil {
+		if err := advanceHead(ctx, tx, flow, seq, last, next, now); err != nil {
 			return "", err
 		}
 		return Acked, nil
@@ -221,18 +226,20 @@ func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Out
 }
 
 // advanceHead makes the event after seq the flow's head, or leaves the flow
-// without a head when seq was its last event.
-func advanceHead(ctx context.Context, tx *txn, flow string, seq int64, now clock.Tick) error {
-	var last int64
-	if err := tx.QueryRowContext(ctx, qFlowLastSeq, flow).Scan(&last); err != nil {
-		return fmt.Errorf("read flow %q: %w", flow, err)
+// without a head when seq was its last event. last is the flow's last seq
+// and next the available_at of the event after seq, both read by
+// qSettleRead in this transaction.
+func advanceHead(ctx context.Context, tx *txn, flow string, seq int64, last, next sql.NullInt64, now clock.Tick) error {
+	if !last.Valid {
+		return fmt.Errorf("read flow %q: %w", flow, sql.ErrNoRows)
 	}
 	var head, readyAt sql.NullInt64
-	if seq < last {
-		head = sql.NullInt64{Int64: seq + 1, Valid: true}
-		if err := tx.QueryRowContext(ctx, qNextAvail, flow, seq+1).Scan(&readyAt); err != nil {
-			return fmt.Errorf("read next event of flow %q: %w", flow, err)
+	if seq < last.Int64 {
+		if !next.Valid {
+			return fmt.Errorf("read next event of flow %q: %w", flow, sql.ErrNoRows)
 		}
+		head = sql.NullInt64{Int64: seq + 1, Valid: true}
+		readyAt = next
 	}
 	if _, err := tx.ExecContext(ctx, qSetHead, flow, head, readyAt, int64(now)); err != nil {
 		return fmt.Errorf("move head of flow %q: %w", flow, err)

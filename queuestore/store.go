@@ -95,7 +95,7 @@ var preparedQueries = []string{
 	qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
 	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
-	qSettleRead, qAck, qRetry, qQuarantine, qFlowLastSeq, qNextAvail, qSetHead, qWaitFlow,
+	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
 	qSnapMeta, qSnapVersion, qSnapFlows, qSnapEvents, qSnapAudit,
 }
