@@ -31,6 +31,7 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		want string // an index the plan must name
 	}{
 		"admit":        {qAdmit, []any{1}, ""},
+		"admit read":   {qAdmitRead, nil, ""},
 		"promote":      {qPromote, []any{1}, "flows_waiting"},
 		"pick":         {qPickHead, nil, "flows_ready"},
 		"head":         {qPickHead, nil, "sqlite_autoindex_events_2"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -92,7 +91,7 @@ type Store struct {
 // every connection (database/sql keeps one prepared copy per connection),
 // so a write does not parse its SQL again.
 var preparedQueries = []string{
-	qAdmit, qSetTicket,
+	qAdmitRead, qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
 	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
 	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
@@ -291,28 +290,31 @@ func (s *Store) call(p HookPoint) {
 	}
 }
 
-const qAdmit = `UPDATE meta SET clock_mark = ?1 WHERE id = 1 AND clock_mark <= ?1 RETURNING ticket`
+const (
+	qAdmitRead = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
+
+	qAdmit = `UPDATE meta SET clock_mark = ?1 WHERE id = 1`
+)
 
 // admit is the first statement of every write transaction: it records now as
 // the clock mark, or refuses it with ErrTimeRegression when now is below the
 // mark. An error later in the transaction rolls the mark back with the rest.
-// It returns the last ticket handed out.
+// It returns the last ticket handed out. The mark is read first and written
+// only when now is above it (an UPDATE ... RETURNING would build a temporary
+// table in every transaction).
 func admit(ctx context.Context, tx *txn, now clock.Tick) (int64, error) {
-	var ticket int64
-	err := tx.QueryRowContext(ctx, qAdmit, int64(now)).Scan(&ticket)
-	if err == nil {
-		return ticket, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("record clock mark: %w", err)
-	}
-	var mark int64
-	if err := tx.QueryRowContext(ctx, `SELECT clock_mark FROM meta WHERE id = 1`).Scan(&mark); err != nil {
+	var mark, ticket int64
+	if err := tx.QueryRowContext(ctx, qAdmitRead).Scan(&mark, &ticket); err != nil {
 		return 0, fmt.Errorf("read clock mark: %w", err)
 	}
-	_, cerr := clock.Mark(mark).Admit(now)
-	if cerr == nil { // cannot happen: the UPDATE would have matched
-		return 0, fmt.Errorf("%w: clock mark %d refused tick %d", ErrCorrupt, mark, now)
+	next, cerr := clock.Mark(mark).Admit(now)
+	if cerr != nil {
+		return 0, fmt.Errorf("%w: %w", ErrTimeRegression, cerr)
 	}
-	return 0, fmt.Errorf("%w: %w", ErrTimeRegression, cerr)
+	if next != clock.Mark(mark) {
+		if _, err := tx.ExecContext(ctx, qAdmit, int64(now)); err != nil {
+			return 0, fmt.Errorf("record clock mark: %w", err)
+		}
+	}
+	return ticket, nil
 }
