@@ -172,9 +172,17 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, 
 }
 
 const (
-	qReceiptByID   = `SELECT flow, seq, body FROM receipts WHERE id = ?`
-	qReceiptBySeq  = `SELECT id FROM receipts WHERE flow = ? AND seq = ?`
-	qNextExpected  = `SELECT next_expected FROM flows WHERE flow = ?`
+	qReceiptByID  = `SELECT flow, seq, body FROM receipts WHERE id = ?`
+	qReceiptBySeq = `SELECT id FROM receipts WHERE flow = ? AND seq = ?`
+	qNextExpected = `SELECT next_expected FROM flows WHERE flow = ?`
+	// qCheck reads what rules 1 to 4 need in one statement: the receipt with
+	// the message's ID, the ID of a receipt for its (flow, seq), and the
+	// flow's next expected seq (NULL columns for what does not exist).
+	qCheck = `SELECT r.flow, r.seq, r.body, o.id, f.next_expected
+		FROM (SELECT ?1 AS id, ?2 AS flow, ?3 AS seq) AS k
+		LEFT JOIN receipts AS r ON r.id = k.id
+		LEFT JOIN receipts AS o ON o.flow = k.flow AND o.seq = k.seq
+		LEFT JOIN flows AS f ON f.flow = k.flow`
 	qInsertReceipt = `INSERT INTO receipts (id, flow, seq, body, delta) VALUES (?, ?, ?, ?, ?)`
 	qInsertFlow    = `INSERT INTO flows (flow, next_expected, total) VALUES (?, 2, ?)`
 	qAdvanceFlow   = `UPDATE flows SET total = total + ?, next_expected = next_expected + 1
@@ -190,19 +198,19 @@ const (
 // already prepared on the transaction's connection, so SQLite parses each
 // query once per connection instead of once per call.
 type stmts struct {
-	receiptByID, receiptBySeq, nextExpected *sql.Stmt
-	insertReceipt, insertFlow, advanceFlow  *sql.Stmt
-	insertConflict                          *sql.Stmt
+	check                                  *sql.Stmt
+	insertReceipt, insertFlow, advanceFlow *sql.Stmt
+	insertConflict                         *sql.Stmt
 }
 
 func (st *stmts) all() []**sql.Stmt {
-	return []**sql.Stmt{&st.receiptByID, &st.receiptBySeq, &st.nextExpected,
+	return []**sql.Stmt{&st.check,
 		&st.insertReceipt, &st.insertFlow, &st.advanceFlow, &st.insertConflict}
 }
 
 func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
 	st := &stmts{}
-	queries := []string{qReceiptByID, qReceiptBySeq, qNextExpected,
+	queries := []string{qCheck,
 		qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict}
 	for i, p := range st.all() {
 		var err error
@@ -235,38 +243,31 @@ func (st *stmts) bind(ctx context.Context, tx *sql.Tx) *stmts {
 // receiveTx runs the SPEC §3 checks for a validated message inside the
 // transaction that st is bound to.
 func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64) (Outcome, error) {
+	var (
+		rFlow, otherID sql.NullString
+		rSeq, nextCol  sql.NullInt64
+		rBody          []byte
+	)
+	if err := st.check.QueryRowContext(ctx, m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol); err != nil {
+		return "", fmt.Errorf("read receipts and flow: %w", err)
+	}
+
 	// Rule 1: a receipt with this ID.
-	var rFlow string
-	var rSeq int64
-	var rBody []byte
-	err := st.receiptByID.QueryRowContext(ctx, m.ID).Scan(&rFlow, &rSeq, &rBody)
-	switch {
-	case err == nil:
-		if rFlow == m.Flow && rSeq == m.Seq && bytes.Equal(rBody, m.Body) {
+	if rFlow.Valid {
+		if rFlow.String == m.Flow && rSeq.Int64 == m.Seq && bytes.Equal(rBody, m.Body) {
 			return Duplicate, nil
 		}
-		return Conflict, recordConflict(ctx, st, m, RuleIDReused, m.ID, rFlow, rSeq, 0)
-	case !errors.Is(err, sql.ErrNoRows):
-		return "", fmt.Errorf("read receipt by id: %w", err)
+		return Conflict, recordConflict(ctx, st, m, RuleIDReused, m.ID, rFlow.String, rSeq.Int64, 0)
 	}
 
 	// Rule 2: a receipt for (flow, seq) under another ID.
-	var otherID string
-	err = st.receiptBySeq.QueryRowContext(ctx, m.Flow, m.Seq).Scan(&otherID)
-	switch {
-	case err == nil:
-		return Conflict, recordConflict(ctx, st, m, RuleSeqTaken, otherID, m.Flow, m.Seq, 0)
-	case !errors.Is(err, sql.ErrNoRows):
-		return "", fmt.Errorf("read receipt by seq: %w", err)
+	if otherID.Valid {
+		return Conflict, recordConflict(ctx, st, m, RuleSeqTaken, otherID.String, m.Flow, m.Seq, 0)
 	}
 
-	next, known := int64(1), true
-	err = st.nextExpected.QueryRowContext(ctx, m.Flow).Scan(&next)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		next, known = 1, false
-	case err != nil:
-		return "", fmt.Errorf("read flow: %w", err)
+	next, known := int64(1), false
+	if nextCol.Valid {
+		next, known = nextCol.Int64, true
 	}
 
 	// Rule 3: a gap; rule 4: behind, with no receipt.
