@@ -105,28 +105,48 @@ var preparedQueries = []string{
 type txn struct {
 	*sql.Tx
 	stmts map[string]*sql.Stmt
+	bound map[string]*sql.Stmt // stmts bound to this transaction, on first use
+}
+
+// stmt returns q's prepared statement bound to this transaction, binding it
+// once per transaction (a batch runs the same few statements many times),
+// or nil when q is not prepared.
+func (t *txn) stmt(ctx context.Context, q string) *sql.Stmt {
+	if st, ok := t.bound[q]; ok {
+		return st
+	}
+	st, ok := t.stmts[q]
+	if !ok {
+		return nil
+	}
+	if t.bound == nil {
+		t.bound = make(map[string]*sql.Stmt, 8)
+	}
+	b := t.Tx.StmtContext(ctx, st)
+	t.bound[q] = b
+	return b
 }
 
 // QueryRowContext runs q inside the transaction.
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if st, ok := t.stmts[q]; ok {
-		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
 	}
 	return t.Tx.QueryRowContext(ctx, q, args...)
 }
 
 // QueryContext runs q inside the transaction.
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st, ok := t.stmts[q]; ok {
-		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
 	}
 	return t.Tx.QueryContext(ctx, q, args...)
 }
 
 // ExecContext runs q inside the transaction.
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if st, ok := t.stmts[q]; ok {
-		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.ExecContext(ctx, args...)
 	}
 	return t.Tx.ExecContext(ctx, q, args...)
 }
