@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/writerlock v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
@@ -23,3 +24,5 @@ require (
 replace github.com/fairrelay/fairrelay/clock => ../clock
 
 replace github.com/fairrelay/fairrelay/fairness => ../fairness
+
+replace github.com/fairrelay/fairrelay/writerlock => ../writerlock

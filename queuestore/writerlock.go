@@ -1,183 +1,32 @@
-//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
-
 package queuestore
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/fairrelay/fairrelay/writerlock"
 )
 
-// writerLock makes the write transactions of every process that opens the
-// same file take turns.
-//
-// Why: SQLite never queues writers. A BEGIN IMMEDIATE that finds the write
-// lock taken polls: its busy handler sleeps 1, 2, 5, … then 100 ms between
-// tries, while the writer that just committed starts its next transaction
-// within microseconds and nearly always wins. With 8 claimant processes one
-// took most turns, others waited seconds, and a wait past busy_timeout came
-// back as SQLITE_BUSY. See docs/performance.md, "Fair writers".
-//
-// How: two sidecar files, path+"-writer" (the turn) and path+"-writer-gate".
-// A writer takes flock(2) LOCK_EX on the gate, then on the turn, lets go of
-// the gate, runs BEGIN IMMEDIATE … COMMIT, and lets go of the turn. A waiter
-// sleeps in the kernel and is woken as soon as the lock it waits for is let
-// go, instead of polling. The gate stops barging: the writer that just let go
-// of the turn queues at the gate behind the others, while the one holding
-// the gate takes the turn next. Within the process a one-slot semaphore takes
-// turns first (a flock belongs to the open file, which the store's
-// connections share). The wait is bounded by the context and by
-// BusyTimeoutMillis, then ErrWriteTimeout. SQLite's own locking is unchanged:
-// a program that writes the file without these locks is still safe, only not
-// fair. The kernel drops a flock when its process exits, so a crashed writer
-// blocks nobody.
-type writerLock struct {
-	sem        chan struct{} // one writer at a time in this process
-	files      [2]*os.File
-	turn, gate int            // their descriptors
-	bg         sync.WaitGroup // abandoned waits, handed back once granted
-	closeOnce  sync.Once
-}
-
 // ErrWriteTimeout reports a write that waited longer than BusyTimeoutMillis
-// for its turn among the writers of the file. Nothing was written.
-var ErrWriteTimeout = errors.New("queuestore: waited too long for a turn to write")
+// for its turn among the writers of the file. Nothing was written. It is
+// writerlock.ErrTimeout.
+var ErrWriteTimeout = writerlock.ErrTimeout
+
+// writerLock is the turn every write transaction of the store takes among
+// all writers of its file, in arrival order, across processes: two lock files
+// next to the database, PATH-writer and PATH-writer-gate. See the writerlock
+// module and docs/performance.md ("Fair writers") for why SQLite's busy
+// handler alone starves writers.
+type writerLock struct{ l *writerlock.Lock }
 
 func openWriterLock(path string) (*writerLock, error) {
-	l := &writerLock{sem: make(chan struct{}, 1)}
-	for i, name := range []string{path + "-writer", path + "-writer-gate"} {
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			l.close()
-			return nil, fmt.Errorf("writer lock: %w", err)
-		}
-		l.files[i] = f
-	}
-	l.turn, l.gate = int(l.files[0].Fd()), int(l.files[1].Fd())
-	return l, nil
-}
-
-// lock waits for this process's turn, then the file's. When nobody waits,
-// it takes the turn without a timer or a goroutine.
-func (l *writerLock) lock(ctx context.Context) error {
-	var t *time.Timer
-	select {
-	case l.sem <- struct{}{}:
-	default:
-		t = time.NewTimer(BusyTimeoutMillis * time.Millisecond)
-		defer t.Stop()
-		select {
-		case l.sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return ErrWriteTimeout
-		}
-	}
-	got, gateHeld, err := l.try()
+	l, err := writerlock.Open(path, BusyTimeoutMillis*time.Millisecond)
 	if err != nil {
-		<-l.sem
-		return fmt.Errorf("writer lock: %w", err)
+		return nil, err
 	}
-	if got {
-		return nil
-	}
-	if t == nil {
-		t = time.NewTimer(BusyTimeoutMillis * time.Millisecond)
-		defer t.Stop()
-	}
-	done := make(chan error, 1)
-	go func() { done <- l.acquire(gateHeld) }()
-	select {
-	case err = <-done:
-		if err != nil {
-			<-l.sem
-			return fmt.Errorf("writer lock: %w", err)
-		}
-		return nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-t.C:
-		err = ErrWriteTimeout
-	}
-	l.bg.Add(1)
-	go func() { // nobody waits any more: hand the turn back once granted
-		defer l.bg.Done()
-		if <-done == nil {
-			flock(l.turn, syscall.LOCK_UN)
-		}
-		<-l.sem
-	}()
-	return err
+	return &writerLock{l: l}, nil
 }
 
-// try takes the turn without blocking if nobody queues for it. gateHeld
-// reports that it got the gate but not the turn: this writer is next.
-func (l *writerLock) try() (got, gateHeld bool, err error) {
-	if err := syscall.Flock(l.gate, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return false, false, nil
-		}
-		return false, false, err
-	}
-	switch err := syscall.Flock(l.turn, syscall.LOCK_EX|syscall.LOCK_NB); {
-	case err == nil:
-		if err := flock(l.gate, syscall.LOCK_UN); err != nil {
-			flock(l.turn, syscall.LOCK_UN)
-			return false, false, err
-		}
-		return true, false, nil
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		return false, true, nil
-	default:
-		flock(l.gate, syscall.LOCK_UN)
-		return false, false, err
-	}
-}
-
-// acquire queues at the gate (unless gateHeld), takes the turn, and opens
-// the gate for the next writer.
-func (l *writerLock) acquire(gateHeld bool) error {
-	if !gateHeld {
-		if err := flock(l.gate, syscall.LOCK_EX); err != nil {
-			return err
-		}
-	}
-	err := flock(l.turn, syscall.LOCK_EX)
-	if uerr := flock(l.gate, syscall.LOCK_UN); err == nil && uerr != nil {
-		flock(l.turn, syscall.LOCK_UN)
-		return uerr
-	}
-	return err
-}
-
-func (l *writerLock) unlock() {
-	flock(l.turn, syscall.LOCK_UN) // fails only on a bad descriptor
-	<-l.sem
-}
-
-// close closes the files once; later calls return nil, as sql.DB.Close does.
-func (l *writerLock) close() error {
-	var errs []error
-	l.closeOnce.Do(func() {
-		l.bg.Wait()
-		for _, f := range l.files {
-			if f != nil {
-				errs = append(errs, f.Close())
-			}
-		}
-	})
-	return errors.Join(errs...)
-}
-
-func flock(fd, how int) error {
-	for {
-		if err := syscall.Flock(fd, how); !errors.Is(err, syscall.EINTR) {
-			return err
-		}
-	}
-}
+func (w *writerLock) lock(ctx context.Context) error { return w.l.Lock(ctx) }
+func (w *writerLock) unlock()                        { w.l.Unlock() }
+func (w *writerLock) close() error                   { return w.l.Close() }
