@@ -6,13 +6,13 @@ require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
+	github.com/fairrelay/fairrelay/writerlock v0.0.0
 	maragu.dev/goqite v0.4.0
 	modernc.org/sqlite v1.62.0
 )
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fairrelay/fairrelay/writerlock"
 )
 
 // RawSchema is the table the multi-writer prototype drains: a stand-in for the
@@ -40,18 +42,29 @@ const (
 	// TurnShortSteps retries BEGIN IMMEDIATE (busy_timeout 0) every 500 µs,
 	// for at most 10 s: a busy handler with short, even steps.
 	TurnShortSteps Turn = "short_steps"
-	// TurnWriterLock takes a [WriterLock] before BEGIN IMMEDIATE.
+	// TurnWriterLock takes a [WriterLock] (the barging prototype) before
+	// BEGIN IMMEDIATE.
 	TurnWriterLock Turn = "writer_lock"
-	// TurnWriterQueue is TurnWriterLock with a gate: no barging.
+	// TurnWriterQueue takes the writerlock module's turn, handed over after
+	// every write (writerlock.Keep{}): the gate, no barging, no runs.
 	TurnWriterQueue Turn = "writer_queue"
+	// TurnWriterKeep takes the writerlock module's turn as the stores do,
+	// with writerlock.DefaultKeep: short runs of kept turns.
+	TurnWriterKeep Turn = "writer_keep"
 )
+
+// Locker is a writers' turn taken around each write transaction.
+type Locker interface {
+	Lock(ctx context.Context) error
+	Unlock()
+}
 
 // RawClaimant is one process's claimant on the prototype's table.
 type RawClaimant struct {
 	DB    *sql.DB
 	Proc  int
 	Turn  Turn
-	Lock  *WriterLock // for TurnWriterLock
+	Lock  Locker // for the writer_* turns
 	Bound time.Duration
 }
 
@@ -121,7 +134,7 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 	switch turn {
 	case TurnShortSteps:
 		c.DB, err = OpenDBNoWait(path)
-	case TurnBusyTimeout, TurnWriterLock, TurnWriterQueue:
+	case TurnBusyTimeout, TurnWriterLock, TurnWriterQueue, TurnWriterKeep:
 		c.DB, err = OpenDB(path)
 	default:
 		return fmt.Errorf("unknown turn %q", turn)
@@ -130,17 +143,26 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 		return err
 	}
 	defer c.DB.Close()
+	var closer interface{ Close() error }
 	switch turn {
 	case TurnWriterLock:
-		c.Lock, err = OpenWriterLock(path+"-writer.lock", 10*time.Second)
-	case TurnWriterQueue:
-		c.Lock, err = OpenQueuedWriterLock(path+"-writer.lock", 10*time.Second)
+		var l *WriterLock
+		l, err = OpenWriterLock(path+"-writer.lock", 10*time.Second)
+		c.Lock, closer = l, l
+	case TurnWriterQueue, TurnWriterKeep:
+		keep := writerlock.DefaultKeep
+		if turn == TurnWriterQueue {
+			keep = writerlock.Keep{}
+		}
+		var l *writerlock.Lock
+		l, err = writerlock.OpenKeep(path, 10*time.Second, keep)
+		c.Lock, closer = l, l
 	}
 	if err != nil {
 		return err
 	}
-	if c.Lock != nil {
-		defer c.Lock.Close()
+	if closer != nil {
+		defer closer.Close()
 	}
 	return ChildDrain(ctx, c)
 }

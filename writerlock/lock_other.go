@@ -14,8 +14,16 @@ type Lock struct{}
 
 // Open returns a Lock that takes no turns. timeout must be positive.
 func Open(path string, timeout time.Duration) (*Lock, error) {
+	return OpenKeep(path, timeout, DefaultKeep)
+}
+
+// OpenKeep returns a Lock that takes no turns; keep is checked and unused.
+func OpenKeep(path string, timeout time.Duration, keep Keep) (*Lock, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("writerlock: timeout %v is not positive", timeout)
+	}
+	if err := keep.check(); err != nil {
+		return nil, err
 	}
 	return &Lock{}, nil
 }

@@ -99,8 +99,17 @@ func TestWaitIsBoundedByTimeout(t *testing.T) {
 // invisible to the race detector.
 func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
+	for name, keep := range map[string]Keep{"DefaultKeep": DefaultKeep, "no keep": {}, "long runs": {MaxRun: 50, MaxHold: time.Hour, Linger: time.Millisecond}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testMutualExclusion(t, keep)
+		})
+	}
+}
+
+func testMutualExclusion(t *testing.T, keep Keep) {
 	path := filepath.Join(t.TempDir(), "queue.db")
-	locks := []*Lock{open(t, path, time.Minute), open(t, path, time.Minute)}
+	locks := []*Lock{openKeep(t, path, keep), openKeep(t, path, keep)}
 	const workers, rounds = 6, 50
 	var holders, overlaps, turns atomic.Int64
 	var wg sync.WaitGroup

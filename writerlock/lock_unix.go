@@ -28,7 +28,10 @@ import (
 // sleeps in the kernel and is woken as soon as the lock it waits for is let
 // go, instead of polling. The gate stops barging: the writer that just let go
 // of the turn queues at the gate behind the others, while the one holding
-// the gate takes the turn next. Within the process a one-slot semaphore takes
+// the gate takes the turn next. A process keeps the turn for a short run of
+// consecutive writes (see [Keep]) before it hands it over, because every
+// hand-over costs the next process a cold page cache and a slower first
+// commit. Within the process a one-slot semaphore takes
 // turns first (a flock belongs to the open file, which the store's
 // connections share). The wait is bounded by the context and by the
 // timeout given to Open, then ErrTimeout. SQLite's own locking is unchanged:
@@ -37,21 +40,38 @@ import (
 // blocks nobody. A Lock is safe for concurrent use.
 type Lock struct {
 	timeout    time.Duration // longest wait for a turn
+	keep       Keep
 	sem        chan struct{} // one writer at a time in this process
 	files      [2]*os.File
 	turn, gate int            // their descriptors
 	bg         sync.WaitGroup // abandoned waits, handed back once granted
 	closeOnce  sync.Once
+
+	mu      sync.Mutex  // guards the fields below
+	kept    bool        // the turn is held between two writes
+	closed  bool        // Close has let go of everything
+	run     int         // writes in the current run of turns
+	runFrom time.Time   // when the run's first write took the turn
+	linger  *time.Timer // lets go of a kept turn; nil until first kept
 }
 
 // Open opens (creating them if needed) the two lock files of the database at
 // path: path+"-writer" and path+"-writer-gate". timeout bounds every wait for
 // a turn; it must be positive.
 func Open(path string, timeout time.Duration) (*Lock, error) {
+	return OpenKeep(path, timeout, DefaultKeep)
+}
+
+// OpenKeep is [Open] with the given [Keep] instead of [DefaultKeep]; the
+// zero Keep hands the turn over after every write.
+func OpenKeep(path string, timeout time.Duration, keep Keep) (*Lock, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("writerlock: timeout %v is not positive", timeout)
 	}
-	l := &Lock{timeout: timeout, sem: make(chan struct{}, 1)}
+	if err := keep.check(); err != nil {
+		return nil, err
+	}
+	l := &Lock{timeout: timeout, keep: keep, sem: make(chan struct{}, 1)}
 	for i, name := range []string{path + "-writer", path + "-writer-gate"} {
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
@@ -84,12 +104,16 @@ func (l *Lock) Lock(ctx context.Context) error {
 			return ErrTimeout
 		}
 	}
+	if l.takeKept() {
+		return nil
+	}
 	got, gateHeld, err := l.try()
 	if err != nil {
 		<-l.sem
 		return fmt.Errorf("writerlock: %w", err)
 	}
 	if got {
+		l.startRun()
 		return nil
 	}
 	if t == nil {
@@ -104,6 +128,7 @@ func (l *Lock) Lock(ctx context.Context) error {
 			<-l.sem
 			return fmt.Errorf("writerlock: %w", err)
 		}
+		l.startRun()
 		return nil
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -161,10 +186,59 @@ func (l *Lock) acquire(gateHeld bool) error {
 	return err
 }
 
-// Unlock gives the turn back. Call it once after each successful Lock.
+// takeKept takes the turn this process kept after its last write, if it
+// still holds it. The caller holds the process's semaphore.
+func (l *Lock) takeKept() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.kept {
+		return false
+	}
+	l.kept = false
+	l.run++
+	return true
+}
+
+// startRun records a turn taken from the kernel: the first of a run.
+func (l *Lock) startRun() {
+	l.mu.Lock()
+	l.run, l.runFrom = 1, time.Now()
+	l.mu.Unlock()
+}
+
+// Unlock ends the write. Call it once after each successful Lock. Within
+// the Lock's [Keep] the process keeps the file's turn for its next write,
+// and lets go of it once Keep.Linger passes without one; otherwise the turn
+// goes to the next writer at once.
 func (l *Lock) Unlock() {
-	flock(l.turn, syscall.LOCK_UN) // fails only on a bad descriptor
+	l.mu.Lock()
+	if l.keep.keeps(l.run, time.Since(l.runFrom)) {
+		l.kept = true
+		if l.linger == nil {
+			l.linger = time.AfterFunc(l.keep.Linger, l.letGo)
+		} else {
+			l.linger.Reset(l.keep.Linger)
+		}
+	} else {
+		l.run = 0
+		flock(l.turn, syscall.LOCK_UN) // fails only on a bad descriptor
+	}
+	l.mu.Unlock()
 	<-l.sem
+}
+
+// letGo hands a kept turn over when no write came within Keep.Linger. A
+// late call (the timer fired as a write took the kept turn) finds kept
+// false, or ends a later linger early: a kept turn has no write running, so
+// letting go of it is always safe.
+func (l *Lock) letGo() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kept && !l.closed {
+		l.kept = false
+		l.run = 0
+		flock(l.turn, syscall.LOCK_UN)
+	}
 }
 
 // Close waits for abandoned waits to be handed back and closes the lock
@@ -173,6 +247,16 @@ func (l *Lock) Close() error {
 	var errs []error
 	l.closeOnce.Do(func() {
 		l.bg.Wait()
+		l.mu.Lock()
+		if l.linger != nil {
+			l.linger.Stop()
+		}
+		if l.kept {
+			l.kept = false
+			flock(l.turn, syscall.LOCK_UN)
+		}
+		l.closed = true
+		l.mu.Unlock()
 		for _, f := range l.files {
 			if f != nil {
 				errs = append(errs, f.Close())

@@ -111,7 +111,6 @@ type config struct {
 	drainsOnly bool
 	drainOnly  string
 
-	storeTakesTurns bool // queuestore has the writer lock of fairwriters.patch
 }
 
 var (
@@ -169,17 +168,12 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	if err := bench.MakeQueueTemplate(ctx, tmpl, cfg.drainFlow, cfg.drainPer); err != nil {
 		return nil, err
 	}
-	// The writer lock (bench/fairwriters.patch) leaves a sidecar file next to
-	// the database: say which queuestore was measured.
-	if _, err := os.Stat(tmpl + "-writer"); err == nil {
-		cfg.storeTakesTurns = true
-	}
 	rawBacklog := cfg.drainFlow * cfg.drainPer * 2
 	specs := []bench.DrainSpec{
 		bench.QueueDrain("queuestore", tmpl, "-child", "queue"),
 		bench.RawDrain(bench.TurnBusyTimeout, rawBacklog, "-child", "raw"),
-		bench.RawDrain(bench.TurnWriterLock, rawBacklog, "-child", "raw"),
 		bench.RawDrain(bench.TurnWriterQueue, rawBacklog, "-child", "raw"),
+		bench.RawDrain(bench.TurnWriterKeep, rawBacklog, "-child", "raw"),
 	}
 	if cfg.drainOnly != "" {
 		var only []bench.DrainSpec
@@ -217,7 +211,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	fmt.Fprintf(&b, "- Every case uses the stores' pragmas: WAL, synchronous=FULL, busy_timeout 10000 ms, foreign_keys ON, write transactions BEGIN IMMEDIATE.\n")
 	fmt.Fprintf(&b, "- Single-process cases: each is set up first (backlogs loaded untimed with EnqueueBatch), warmed up for %s, then run for %s per round, %d rounds, the cases interleaved in an order rotated every round. A rate is items done ÷ wall time of the slice. A ratio is taken within one round, so both sides share that round's noise; the table gives median (min–max) over the rounds, and `met` judges the median.\n",
 		cfg.plan.Warmup, cfg.plan.Slice, cfg.plan.Rounds)
-	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone and with the writer lock (see below).\n\n",
+	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone (busy_timeout), with the writerlock module handing the turn over after every write (writer_queue), and with the writerlock module as the stores use it, kept runs of turns (writer_keep).\n\n",
 		cfg.drainRnds, cfg.procs, cfg.drainFlow, cfg.drainPer, cfg.drainFor)
 	if err := bench.WriteTable(&b, rows); err != nil {
 		return nil, err
@@ -270,7 +264,7 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 // drainRows are the rows of the multi-process drains.
 func drainRows(cfg config, drains map[string][]bench.DrainRound) []bench.Row {
 	var rows []bench.Row
-	for _, name := range []string{"queuestore", "raw-busy_timeout", "raw-writer_lock", "raw-writer_queue"} {
+	for _, name := range []string{"queuestore", "raw-busy_timeout", "raw-writer_queue", "raw-writer_keep"} {
 		rounds := drains[name]
 		if len(rounds) == 0 {
 			continue
@@ -291,19 +285,19 @@ func drainRows(cfg config, drains map[string][]bench.DrainRound) []bench.Row {
 		}
 		label := fmt.Sprintf("%d claimant processes, %s", cfg.procs, name)
 		if name == "queuestore" {
-			if cfg.storeTakesTurns {
-				label += " (with the writer lock)"
-			} else {
-				label += " (as committed, no writer lock)"
-			}
+			label += " (writerlock, DefaultKeep)"
 		}
 		why := map[string]string{
-			"queuestore":       queueWhy(cfg.storeTakesTurns),
+			"queuestore":       "See Fair writers below: the store takes turns, so a miss here is a wait the turn order did not bound, worth a look at the longest write.",
 			"raw-busy_timeout": "Expected: this is the control, SQLite's busy handling alone (see Fair writers below).",
-			"raw-writer_lock":  "The plain writer lock lets the writer that lets go barge back before the woken waiter runs (see Fair writers below).",
-			"raw-writer_queue": "See Fair writers below: every hand-over costs a wake-up and a cold page cache in the next process.",
+			"raw-writer_queue": "See Fair writers below.",
+			"raw-writer_keep":  "See Fair writers below.",
 		}[name]
-		whyTotal := "Every hand-over of the write turn between processes costs a kernel wake-up and a cold SQLite page cache in the next process, which one process alone never pays; where the busy handler decides, throughput holds only because one process takes nearly every turn."
+		whyTotal := map[string]string{
+			"queuestore":       handoverWhy,
+			"raw-writer_keep":  handoverWhy,
+			"raw-writer_queue": "Expected: this is the control for kept runs, the turn handed over after every write. " + handoverWhy,
+		}[name]
 		rs, ms, bs := bench.Summarize(ratio), bench.Summarize(minShare), bench.Summarize(busy)
 		rows = append(rows,
 			bench.Row{What: label + ": one process alone", Value: bench.Summarize(one), Unit: "events/s"},
@@ -343,9 +337,5 @@ func firstError(rounds []bench.DrainRound) string {
 	return "none recorded"
 }
 
-func queueWhy(turns bool) string {
-	if turns {
-		return "See Fair writers below: the store takes turns, so a miss here is a wait the turn order did not bound, worth a look at the longest write."
-	}
-	return "This queuestore takes no turns among processes: bench/fairwriters.patch is not applied. The raw-writer_queue rows show the same mechanism on a bare table."
-}
+// handoverWhy explains a drain's total below one process.
+const handoverWhy = "Every hand-over of the write turn between processes costs the next process a cold SQLite page cache and a slower first commit (measured: the first commit after a hand-over takes about twice as long as the next ones), which one process alone never pays; kept runs of turns (writerlock.DefaultKeep) pay it once per run instead of once per write. See Fair writers below."
