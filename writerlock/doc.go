@@ -9,6 +9,12 @@
 // transaction fixes that with two flock(2) files beside the database (see
 // [Lock] for how). It adds no retry: it only orders writers before BEGIN.
 //
+// A hand-over between processes is not free: the next process starts with a
+// cold page cache and a slower first commit. So a process keeps the turn for
+// a short run of consecutive writes ([Keep], [DefaultKeep]) before it hands
+// it over; runs still go round in arrival order. [OpenKeep] chooses another
+// trade between throughput and the longest wait.
+//
 // Where flock(2) does not exist (Windows), Lock takes no turns and writers
 // fall back to SQLite's busy timeout, safe but not fair.
 //
