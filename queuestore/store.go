@@ -83,29 +83,42 @@ func WithHook(fn func(HookPoint)) Option {
 type Store struct {
 	db     *sql.DB
 	writer *writerLock // turns among the file's writers (writerlock.go)
+	w      *writeConn  // the connection every write transaction runs on (rawtx.go)
 	hook   func(HookPoint)
-	stmts  map[string]*sql.Stmt // the write paths' statements, prepared once
+	stmts  map[string]*sql.Stmt // the read paths' statements, prepared once
 }
 
-// preparedQueries are prepared at Open and reused by every transaction on
-// every connection (database/sql keeps one prepared copy per connection),
-// so a write does not parse its SQL again.
-var preparedQueries = []string{
+// writeQueries are prepared once, at Open, on the write connection
+// (rawtx.go), so a write does not parse its SQL again.
+var writeQueries = []string{
 	qAdmitRead, qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
 	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
 	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
+}
+
+// readQueries are prepared at Open and reused by every read transaction on
+// every connection of the pool (database/sql keeps one prepared copy per
+// connection).
+var readQueries = []string{
 	qSnapMeta, qSnapVersion, qSnapFlows, qSnapEvents, qSnapAudit,
 }
 
-// txn is one read-write transaction. Its QueryRowContext and ExecContext
-// use the store's prepared statement for a known query, and plain SQL for
-// any other.
+// txn is one transaction: a write transaction on the write connection
+// (raw), or a read transaction through database/sql (Tx). Its
+// QueryRowContext and ExecContext use the prepared statement for a known
+// query, and plain SQL for any other.
 type txn struct {
+	raw *rawTx // a write transaction; nil for a read transaction
 	*sql.Tx
 	stmts map[string]*sql.Stmt
 	bound map[string]*sql.Stmt // stmts bound to this transaction, on first use
+}
+
+// rowScanner is one row of a query: *sql.Row or *rawRow.
+type rowScanner interface {
+	Scan(dest ...any) error
 }
 
 // stmt returns q's prepared statement bound to this transaction, binding it
@@ -128,15 +141,22 @@ func (t *txn) stmt(ctx context.Context, q string) *sql.Stmt {
 }
 
 // QueryRowContext runs q inside the transaction.
-func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) rowScanner {
+	if t.raw != nil {
+		return t.raw.queryRow(ctx, q, args...)
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return t.Tx.QueryRowContext(ctx, q, args...)
 }
 
-// QueryContext runs q inside the transaction.
+// QueryContext runs q inside a read transaction; the write paths read
+// single rows only (QueryRowContext).
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if t.raw != nil {
+		return nil, fmt.Errorf("query %q: a write transaction reads single rows only", q)
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -145,6 +165,9 @@ func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 
 // ExecContext runs q inside the transaction.
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if t.raw != nil {
+		return t.raw.exec(ctx, q, args...)
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -187,14 +210,24 @@ func Open(path string, opts ...Option) (*Store, error) {
 		wl.close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	s := &Store{db: db, writer: wl, hook: o.hook}
-	if err := s.migrate(context.Background()); err != nil {
+	ctx := context.Background()
+	w, err := openWriteConn(ctx, db, nil)
+	if err != nil {
 		db.Close()
 		wl.close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	s.stmts = make(map[string]*sql.Stmt, len(preparedQueries))
-	for _, q := range preparedQueries {
+	s := &Store{db: db, writer: wl, w: w, hook: o.hook}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	if err := w.prepare(ctx, writeQueries); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	s.stmts = make(map[string]*sql.Stmt, len(readQueries))
+	for _, q := range readQueries {
 		st, err := db.Prepare(q)
 		if err != nil {
 			s.Close()
@@ -212,6 +245,9 @@ func (s *Store) Close() error {
 		if err := st.Close(); err != nil && first == nil {
 			first = err
 		}
+	}
+	if err := s.w.close(); err != nil && first == nil {
+		first = err
 	}
 	if err := s.db.Close(); err != nil && first == nil {
 		first = err
@@ -272,18 +308,7 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *txn) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := fn(&txn{Tx: tx, stmts: s.stmts}); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return s.w.tx(ctx, func(tx *rawTx) error { return fn(&txn{raw: tx}) })
 }
 
 // withReadTx runs fn in one read transaction: every read inside sees the
