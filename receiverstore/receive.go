@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"unicode"
 	"unicode/utf8"
@@ -108,9 +107,9 @@ func (s *Store) Receive(ctx context.Context, m Message) (Outcome, error) {
 		return "", fmt.Errorf("receive: %w", err)
 	}
 	var out Outcome
-	err = withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
+	err = s.withWriteTx(ctx, func(tx *rawTx) error {
 		var err error
-		out, err = s.receiveTx(ctx, s.stmts.bind(ctx, tx), m, delta)
+		out, err = s.receiveTx(ctx, tx, m, delta)
 		return err
 	})
 	if err != nil {
@@ -151,13 +150,12 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, 
 	if valid == 0 {
 		return res, nil
 	}
-	err := withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
-		st := s.stmts.bind(ctx, tx)
+	err := s.withWriteTx(ctx, func(tx *rawTx) error {
 		for i, m := range ms {
 			if res[i].Err != nil {
 				continue
 			}
-			out, err := s.receiveTx(ctx, st, m, deltas[i])
+			out, err := s.receiveTx(ctx, tx, m, deltas[i])
 			if err != nil {
 				return fmt.Errorf("item %d: %w", i, err)
 			}
@@ -193,62 +191,20 @@ const (
 		ON CONFLICT (id, flow, seq, body) DO NOTHING`
 )
 
-// stmts are the statements of the accept path, prepared once per Store.
-// bind gives a transaction's view of them: database/sql reuses the statement
-// already prepared on the transaction's connection, so SQLite parses each
-// query once per connection instead of once per call.
-type stmts struct {
-	check                                  *sql.Stmt
-	insertReceipt, insertFlow, advanceFlow *sql.Stmt
-	insertConflict                         *sql.Stmt
-}
-
-func (st *stmts) all() []**sql.Stmt {
-	return []**sql.Stmt{&st.check,
-		&st.insertReceipt, &st.insertFlow, &st.advanceFlow, &st.insertConflict}
-}
-
-func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
-	st := &stmts{}
-	queries := []string{qCheck,
-		qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict}
-	for i, p := range st.all() {
-		var err error
-		if *p, err = db.PrepareContext(ctx, queries[i]); err != nil {
-			return nil, errors.Join(fmt.Errorf("prepare %q: %w", queries[i], err), st.close())
-		}
-	}
-	return st, nil
-}
-
-func (st *stmts) close() error {
-	var errs []error
-	for _, p := range st.all() {
-		if *p != nil {
-			errs = append(errs, (*p).Close())
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (st *stmts) bind(ctx context.Context, tx *sql.Tx) *stmts {
-	b := &stmts{}
-	dst := b.all()
-	for i, p := range st.all() {
-		*dst[i] = tx.StmtContext(ctx, *p)
-	}
-	return b
-}
+// writeQueries are the accept path's statements, prepared once per Store
+// on its write connection (rawtx.go), so SQLite parses each query once.
+var writeQueries = []string{qCheck,
+	qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict}
 
 // receiveTx runs the SPEC §3 checks for a validated message inside the
-// transaction that st is bound to.
-func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64) (Outcome, error) {
+// write transaction tx.
+func (s *Store) receiveTx(ctx context.Context, tx *rawTx, m Message, delta int64) (Outcome, error) {
 	var (
 		rFlow, otherID sql.NullString
 		rSeq, nextCol  sql.NullInt64
 		rBody          []byte
 	)
-	if err := st.check.QueryRowContext(ctx, m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol); err != nil {
+	if err := tx.queryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
 
@@ -257,12 +213,12 @@ func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64
 		if rFlow.String == m.Flow && rSeq.Int64 == m.Seq && bytes.Equal(rBody, m.Body) {
 			return Duplicate, nil
 		}
-		return Conflict, recordConflict(ctx, st, m, RuleIDReused, m.ID, rFlow.String, rSeq.Int64, 0)
+		return Conflict, recordConflict(ctx, tx, m, RuleIDReused, m.ID, rFlow.String, rSeq.Int64, 0)
 	}
 
 	// Rule 2: a receipt for (flow, seq) under another ID.
 	if otherID.Valid {
-		return Conflict, recordConflict(ctx, st, m, RuleSeqTaken, otherID.String, m.Flow, m.Seq, 0)
+		return Conflict, recordConflict(ctx, tx, m, RuleSeqTaken, otherID.String, m.Flow, m.Seq, 0)
 	}
 
 	next, known := int64(1), false
@@ -275,7 +231,7 @@ func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64
 		return Gap, nil
 	}
 	if m.Seq < next {
-		return Conflict, recordConflict(ctx, st, m, RuleSeqBehind, "", "", 0, next)
+		return Conflict, recordConflict(ctx, tx, m, RuleSeqBehind, "", "", 0, next)
 	}
 
 	// Rule 5: beyond this receiver's capability.
@@ -284,11 +240,11 @@ func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64
 	}
 
 	// Rule 6: accept. Receipt first, then the effect, then the hook.
-	if _, err := st.insertReceipt.ExecContext(ctx, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
 	}
 	if known {
-		r, err := st.advanceFlow.ExecContext(ctx, delta, m.Flow, next)
+		r, err := tx.exec(ctx, qAdvanceFlow, delta, m.Flow, next)
 		if err != nil {
 			return "", fmt.Errorf("update total: %w", err)
 		}
@@ -299,7 +255,7 @@ func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64
 		if n != 1 {
 			return "", fmt.Errorf("update total: %d rows changed, want 1", n)
 		}
-	} else if _, err := st.insertFlow.ExecContext(ctx, m.Flow, delta); err != nil {
+	} else if _, err := tx.exec(ctx, qInsertFlow, m.Flow, delta); err != nil {
 		return "", fmt.Errorf("insert flow total: %w", err)
 	}
 	if s.hook != nil {
@@ -309,8 +265,8 @@ func (s *Store) receiveTx(ctx context.Context, st *stmts, m Message, delta int64
 }
 
 // recordConflict keeps one row per distinct conflicting message.
-func recordConflict(ctx context.Context, st *stmts, m Message, rule, withID, withFlow string, withSeq, next int64) error {
-	if _, err := st.insertConflict.ExecContext(ctx,
+func recordConflict(ctx context.Context, tx *rawTx, m Message, rule, withID, withFlow string, withSeq, next int64) error {
+	if _, err := tx.exec(ctx, qInsertConflict,
 		m.ID, m.Flow, m.Seq, m.Body, rule, withID, withFlow, withSeq, next); err != nil {
 		return fmt.Errorf("record conflict: %w", err)
 	}

@@ -73,7 +73,7 @@ func WithHook(fn func(HookPoint)) Option {
 type Store struct {
 	db       *sql.DB
 	writer   *writerLock // turns among the file's writers (writerlock.go)
-	stmts    *stmts
+	w        *writeConn  // the connection every write transaction runs on (rawtx.go)
 	maxDelta int64
 	hook     func(HookPoint)
 }
@@ -126,11 +126,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := migrate(context.Background(), db, wl); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
 	}
-	st, err := prepareStmts(context.Background(), db)
+	w, err := openWriteConn(context.Background(), db, writeQueries)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
 	}
-	return &Store{db: db, writer: wl, stmts: st, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
+	return &Store{db: db, writer: wl, w: w, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
 }
 
 // migrate applies the schema unless the file already carries it.
@@ -158,7 +158,7 @@ func migrate(ctx context.Context, db *sql.DB, wl *writerLock) error {
 
 // Close closes the database and the writer lock files.
 func (s *Store) Close() error {
-	return errors.Join(s.stmts.close(), s.db.Close(), s.writer.close())
+	return errors.Join(s.w.close(), s.db.Close(), s.writer.close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
@@ -193,4 +193,17 @@ func withTx(ctx context.Context, db *sql.DB, wl *writerLock, opts *sql.TxOptions
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// withWriteTx runs fn in one IMMEDIATE transaction on the store's write
+// connection (rawtx.go), in this process's turn among the file's writers
+// (writerlock.go), and commits it when fn returns nil; any error rolls
+// everything back. Open's migration and the read-only Snapshot go through
+// database/sql (withTx).
+func (s *Store) withWriteTx(ctx context.Context, fn func(*rawTx) error) error {
+	if err := s.writer.lock(ctx); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer s.writer.unlock()
+	return s.w.tx(ctx, fn)
 }
