@@ -197,7 +197,8 @@ type rawRow struct {
 // Scan copies the row's columns into dest, as sql.Row.Scan does for the
 // destinations the write paths use (*int64, *int, *string, *[]byte and any
 // sql.Scanner such as sql.NullInt64); it is sql.ErrNoRows when there was no
-// row.
+// row. Any other conversion is an error (sql.Row.Scan would turn an integer
+// into a string, say; no write path asks for that).
 func (r *rawRow) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
