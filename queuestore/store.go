@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/drivertx"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
@@ -82,14 +83,14 @@ func WithHook(fn func(HookPoint)) Option {
 // writerlock.go).
 type Store struct {
 	db     *sql.DB
-	writer *writerLock // turns among the file's writers (writerlock.go)
-	w      *writeConn  // the connection every write transaction runs on (rawtx.go)
+	writer *writerLock    // turns among the file's writers (writerlock.go)
+	w      *drivertx.Conn // the connection every write transaction runs on (drivertx)
 	hook   func(HookPoint)
 	stmts  map[string]*sql.Stmt // the read paths' statements, prepared once
 }
 
 // writeQueries are prepared once, at Open, on the write connection
-// (rawtx.go), so a write does not parse its SQL again.
+// (drivertx), so a write does not parse its SQL again.
 var writeQueries = []string{
 	qAdmitRead, qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
@@ -110,13 +111,13 @@ var readQueries = []string{
 // QueryRowContext and ExecContext use the prepared statement for a known
 // query, and plain SQL for any other.
 type txn struct {
-	raw *rawTx // a write transaction; nil for a read transaction
+	raw *drivertx.Tx // a write transaction; nil for a read transaction
 	*sql.Tx
 	stmts map[string]*sql.Stmt
 	bound map[string]*sql.Stmt // stmts bound to this transaction, on first use
 }
 
-// rowScanner is one row of a query: *sql.Row or *rawRow.
+// rowScanner is one row of a query: *sql.Row or *drivertx.Row.
 type rowScanner interface {
 	Scan(dest ...any) error
 }
@@ -143,7 +144,7 @@ func (t *txn) stmt(ctx context.Context, q string) *sql.Stmt {
 // QueryRowContext runs q inside the transaction.
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) rowScanner {
 	if t.raw != nil {
-		return t.raw.queryRow(ctx, q, args...)
+		return t.raw.QueryRow(ctx, q, args...)
 	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
@@ -166,7 +167,7 @@ func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 // ExecContext runs q inside the transaction.
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if t.raw != nil {
-		return t.raw.exec(ctx, q, args...)
+		return t.raw.Exec(ctx, q, args...)
 	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.ExecContext(ctx, args...)
@@ -211,7 +212,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	ctx := context.Background()
-	w, err := openWriteConn(ctx, db, nil)
+	w, err := drivertx.Open(ctx, db, nil)
 	if err != nil {
 		db.Close()
 		wl.close()
@@ -222,7 +223,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	if err := w.prepare(ctx, writeQueries); err != nil {
+	if err := w.Prepare(ctx, writeQueries); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
@@ -246,7 +247,7 @@ func (s *Store) Close() error {
 			first = err
 		}
 	}
-	if err := s.w.close(); err != nil && first == nil {
+	if err := s.w.Close(); err != nil && first == nil {
 		first = err
 	}
 	if err := s.db.Close(); err != nil && first == nil {
@@ -308,7 +309,7 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *txn) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.unlock()
-	return s.w.tx(ctx, func(tx *rawTx) error { return fn(&txn{raw: tx}) })
+	return s.w.Tx(ctx, func(tx *drivertx.Tx) error { return fn(&txn{raw: tx}) })
 }
 
 // withReadTx runs fn in one read transaction: every read inside sees the

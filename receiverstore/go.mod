@@ -6,6 +6,7 @@ require modernc.org/sqlite v1.62.0
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/drivertx v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
@@ -18,3 +19,5 @@ require (
 )
 
 replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
+
+replace github.com/fairrelay/fairrelay/drivertx => ../drivertx

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/fairrelay/fairrelay/drivertx"
 )
 
 // MaxNameLen is the longest Message.ID or Message.Flow, in bytes.
@@ -107,7 +109,7 @@ func (s *Store) Receive(ctx context.Context, m Message) (Outcome, error) {
 		return "", fmt.Errorf("receive: %w", err)
 	}
 	var out Outcome
-	err = s.withWriteTx(ctx, func(tx *rawTx) error {
+	err = s.withWriteTx(ctx, func(tx *drivertx.Tx) error {
 		var err error
 		out, err = s.receiveTx(ctx, tx, m, delta)
 		return err
@@ -150,7 +152,7 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, 
 	if valid == 0 {
 		return res, nil
 	}
-	err := s.withWriteTx(ctx, func(tx *rawTx) error {
+	err := s.withWriteTx(ctx, func(tx *drivertx.Tx) error {
 		for i, m := range ms {
 			if res[i].Err != nil {
 				continue
@@ -192,19 +194,19 @@ const (
 )
 
 // writeQueries are the accept path's statements, prepared once per Store
-// on its write connection (rawtx.go), so SQLite parses each query once.
+// on its write connection (drivertx), so SQLite parses each query once.
 var writeQueries = []string{qCheck,
 	qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict}
 
 // receiveTx runs the SPEC §3 checks for a validated message inside the
 // write transaction tx.
-func (s *Store) receiveTx(ctx context.Context, tx *rawTx, m Message, delta int64) (Outcome, error) {
+func (s *Store) receiveTx(ctx context.Context, tx *drivertx.Tx, m Message, delta int64) (Outcome, error) {
 	var (
 		rFlow, otherID sql.NullString
 		rSeq, nextCol  sql.NullInt64
 		rBody          []byte
 	)
-	if err := tx.queryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol); err != nil {
+	if err := tx.QueryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
 
@@ -240,11 +242,11 @@ func (s *Store) receiveTx(ctx context.Context, tx *rawTx, m Message, delta int64
 	}
 
 	// Rule 6: accept. Receipt first, then the effect, then the hook.
-	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	if _, err := tx.Exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
 	}
 	if known {
-		r, err := tx.exec(ctx, qAdvanceFlow, delta, m.Flow, next)
+		r, err := tx.Exec(ctx, qAdvanceFlow, delta, m.Flow, next)
 		if err != nil {
 			return "", fmt.Errorf("update total: %w", err)
 		}
@@ -255,7 +257,7 @@ func (s *Store) receiveTx(ctx context.Context, tx *rawTx, m Message, delta int64
 		if n != 1 {
 			return "", fmt.Errorf("update total: %d rows changed, want 1", n)
 		}
-	} else if _, err := tx.exec(ctx, qInsertFlow, m.Flow, delta); err != nil {
+	} else if _, err := tx.Exec(ctx, qInsertFlow, m.Flow, delta); err != nil {
 		return "", fmt.Errorf("insert flow total: %w", err)
 	}
 	if s.hook != nil {
@@ -265,8 +267,8 @@ func (s *Store) receiveTx(ctx context.Context, tx *rawTx, m Message, delta int64
 }
 
 // recordConflict keeps one row per distinct conflicting message.
-func recordConflict(ctx context.Context, tx *rawTx, m Message, rule, withID, withFlow string, withSeq, next int64) error {
-	if _, err := tx.exec(ctx, qInsertConflict,
+func recordConflict(ctx context.Context, tx *drivertx.Tx, m Message, rule, withID, withFlow string, withSeq, next int64) error {
+	if _, err := tx.Exec(ctx, qInsertConflict,
 		m.ID, m.Flow, m.Seq, m.Body, rule, withID, withFlow, withSeq, next); err != nil {
 		return fmt.Errorf("record conflict: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/fairrelay/fairrelay/drivertx"
 )
 
 // SchemaVersion is the PRAGMA user_version this package writes and reads.
@@ -72,8 +74,8 @@ func WithHook(fn func(HookPoint)) Option {
 // the database, PATH-writer and PATH-writer-gate (see writerlock.go).
 type Store struct {
 	db       *sql.DB
-	writer   *writerLock // turns among the file's writers (writerlock.go)
-	w        *writeConn  // the connection every write transaction runs on (rawtx.go)
+	writer   *writerLock    // turns among the file's writers (writerlock.go)
+	w        *drivertx.Conn // the connection every write transaction runs on (drivertx)
 	maxDelta int64
 	hook     func(HookPoint)
 }
@@ -126,7 +128,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := migrate(context.Background(), db, wl); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
 	}
-	w, err := openWriteConn(context.Background(), db, writeQueries)
+	w, err := drivertx.Open(context.Background(), db, writeQueries)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
 	}
@@ -158,7 +160,7 @@ func migrate(ctx context.Context, db *sql.DB, wl *writerLock) error {
 
 // Close closes the database and the writer lock files.
 func (s *Store) Close() error {
-	return errors.Join(s.w.close(), s.db.Close(), s.writer.close())
+	return errors.Join(s.w.Close(), s.db.Close(), s.writer.close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
@@ -196,14 +198,14 @@ func withTx(ctx context.Context, db *sql.DB, wl *writerLock, opts *sql.TxOptions
 }
 
 // withWriteTx runs fn in one IMMEDIATE transaction on the store's write
-// connection (rawtx.go), in this process's turn among the file's writers
+// connection (drivertx), in this process's turn among the file's writers
 // (writerlock.go), and commits it when fn returns nil; any error rolls
 // everything back. Open's migration and the read-only Snapshot go through
 // database/sql (withTx).
-func (s *Store) withWriteTx(ctx context.Context, fn func(*rawTx) error) error {
+func (s *Store) withWriteTx(ctx context.Context, fn func(*drivertx.Tx) error) error {
 	if err := s.writer.lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.unlock()
-	return s.w.tx(ctx, fn)
+	return s.w.Tx(ctx, fn)
 }

@@ -1,4 +1,4 @@
-package receiverstore
+package drivertx
 
 import (
 	"bytes"
@@ -11,53 +11,65 @@ import (
 	"sync"
 )
 
-// writeConn is the one connection every write transaction of a Store runs
-// on, driven through the driver's own interfaces (sql.Conn.Raw) instead of
-// a database/sql Tx. The SQL, the BEGIN IMMEDIATE, the commit and its fsync
-// are the same; what goes is database/sql's bookkeeping around them, which
+// ErrClosed reports a transaction asked of a Conn after Close.
+var ErrClosed = errors.New("drivertx: connection closed")
+
+// Conn is one connection taken out of a database/sql pool for write
+// transactions, driven through the driver's own interfaces (sql.Conn.Raw)
+// instead of a database/sql Tx. The SQL, the BEGIN, the commit and its
+// fsync are the same; what goes is database/sql's bookkeeping around them, which
 // cost more CPU than SQLite's own work on these short transactions: a Tx
 // starts a goroutine that watches a derived, cancelable context, and
 // because of that context the driver starts another one to interrupt BEGIN,
 // for every transaction; each statement is bound to the Tx again and its
 // arguments and results go through reflection-based conversions. On
 // /dev/shm a three-statement write transaction took about 125 µs through a
-// Tx and 50 µs this way (PERFORMANCE.md, "Write transactions on the
-// driver").
+// Tx and 50 µs this way (queuestore/PERFORMANCE.md in the repository,
+// "Write transactions on the driver").
 //
 // Statements are prepared once, on this connection, at Open. The caller's
-// context reaches every statement and the commit, so a canceled context
-// still interrupts a write and rolls it back.
-type writeConn struct {
+// context reaches BEGIN, every statement and the commit, so a canceled
+// context still interrupts a write and rolls it back. A Conn is safe for
+// concurrent use; its transactions run one at a time.
+type Conn struct {
 	mu     sync.Mutex // one write transaction at a time on conn
 	conn   *sql.Conn
 	stmts  map[string]driver.Stmt
 	closed bool
 }
 
-// openWriteConn takes a connection out of db's pool for the store's writes
-// and prepares queries on it.
-func openWriteConn(ctx context.Context, db *sql.DB, queries []string) (*writeConn, error) {
+// Open takes a connection out of db's pool for write transactions and
+// prepares queries on it. The connection stays out of the pool until Close.
+func Open(ctx context.Context, db *sql.DB, queries []string) (*Conn, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("write connection: %w", err)
 	}
-	w := &writeConn{conn: conn, stmts: make(map[string]driver.Stmt, len(queries))}
-	if err := w.prepare(ctx, queries); err != nil {
-		return nil, errors.Join(err, w.close())
+	w := &Conn{conn: conn, stmts: make(map[string]driver.Stmt, len(queries))}
+	if err := w.Prepare(ctx, queries); err != nil {
+		return nil, errors.Join(err, w.Close())
 	}
 	return w, nil
 }
 
-// prepare prepares queries on the write connection.
-func (w *writeConn) prepare(ctx context.Context, queries []string) error {
+// Prepare prepares more queries on the connection, for queries whose tables
+// do not exist yet when Open runs (a schema that a first transaction
+// creates). A query prepared twice keeps its first statement.
+func (w *Conn) Prepare(ctx context.Context, queries []string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
 	return w.conn.Raw(func(dc any) error {
 		p, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
 			return fmt.Errorf("driver connection %T cannot prepare with a context", dc)
 		}
 		for _, q := range queries {
+			if _, ok := w.stmts[q]; ok {
+				continue
+			}
 			st, err := p.PrepareContext(ctx, q)
 			if err != nil {
 				return fmt.Errorf("prepare %q: %w", q, err)
@@ -68,9 +80,9 @@ func (w *writeConn) prepare(ctx context.Context, queries []string) error {
 	})
 }
 
-// close closes the prepared statements and gives the connection back to
+// Close closes the prepared statements and gives the connection back to
 // the pool (which closes it with the pool). Closing again does nothing.
-func (w *writeConn) close() error {
+func (w *Conn) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -92,12 +104,18 @@ func (w *writeConn) close() error {
 	return errors.Join(errs...)
 }
 
-// tx runs fn in one read-write transaction (BEGIN IMMEDIATE: the DSN's
-// _txlock) on the write connection and commits it when fn returns nil; any
-// error rolls everything back.
-func (w *writeConn) tx(ctx context.Context, fn func(*rawTx) error) error {
+// Tx runs fn in one transaction on the connection and commits it when fn
+// returns nil; any error rolls everything back. The transaction begins as
+// the driver begins one with default options (with modernc.org/sqlite, the
+// DSN's _txlock: BEGIN IMMEDIATE for fairrelay's stores). Transactions on
+// one Conn run one at a time. ctx reaches BEGIN, every statement and the
+// commit.
+func (w *Conn) Tx(ctx context.Context, fn func(*Tx) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
 	return w.conn.Raw(func(dc any) error {
 		b, ok := dc.(driver.ConnBeginTx)
 		if !ok {
@@ -107,7 +125,7 @@ func (w *writeConn) tx(ctx context.Context, fn func(*rawTx) error) error {
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if err := fn(&rawTx{dc: dc, stmts: w.stmts}); err != nil {
+		if err := fn(&Tx{dc: dc, stmts: w.stmts}); err != nil {
 			if rerr := dtx.Rollback(); rerr != nil {
 				return errors.Join(err, fmt.Errorf("rollback: %w", rerr))
 			}
@@ -121,8 +139,9 @@ func (w *writeConn) tx(ctx context.Context, fn func(*rawTx) error) error {
 	})
 }
 
-// rawTx is one transaction on the write connection.
-type rawTx struct {
+// Tx is one transaction on a Conn, valid only inside the function given to
+// Conn.Tx.
+type Tx struct {
 	dc    any
 	stmts map[string]driver.Stmt
 }
@@ -141,8 +160,10 @@ func namedArgs(args []any) ([]driver.NamedValue, error) {
 	return nv, nil
 }
 
-// exec runs q: its prepared statement, or q itself when it is not prepared.
-func (t *rawTx) exec(ctx context.Context, q string, args ...any) (driver.Result, error) {
+// Exec runs q: its prepared statement, or q itself when it was not
+// prepared at Open. args convert as database/sql converts them for a driver
+// without its own converter.
+func (t *Tx) Exec(ctx context.Context, q string, args ...any) (driver.Result, error) {
 	nv, err := namedArgs(args)
 	if err != nil {
 		return nil, err
@@ -157,11 +178,12 @@ func (t *rawTx) exec(ctx context.Context, q string, args ...any) (driver.Result,
 	return e.ExecContext(ctx, q, nv)
 }
 
-// queryRow runs q and keeps its first row, as sql.DB.QueryRow does.
-func (t *rawTx) queryRow(ctx context.Context, q string, args ...any) *rawRow {
+// QueryRow runs q (prepared or not, as Exec) and keeps its first row, as
+// sql.DB.QueryRow does.
+func (t *Tx) QueryRow(ctx context.Context, q string, args ...any) *Row {
 	nv, err := namedArgs(args)
 	if err != nil {
-		return &rawRow{err: err}
+		return &Row{err: err}
 	}
 	var rows driver.Rows
 	if st, ok := t.stmts[q]; ok {
@@ -172,34 +194,34 @@ func (t *rawTx) queryRow(ctx context.Context, q string, args ...any) *rawRow {
 		err = fmt.Errorf("driver connection %T cannot query with a context", t.dc)
 	}
 	if err != nil {
-		return &rawRow{err: err}
+		return &Row{err: err}
 	}
 	vals := make([]driver.Value, len(rows.Columns()))
 	err = rows.Next(vals)
 	cerr := rows.Close()
 	switch {
 	case err == io.EOF && cerr == nil:
-		return &rawRow{err: sql.ErrNoRows}
+		return &Row{err: sql.ErrNoRows}
 	case err != nil && err != io.EOF:
-		return &rawRow{err: err}
+		return &Row{err: err}
 	case cerr != nil:
-		return &rawRow{err: cerr}
+		return &Row{err: cerr}
 	}
-	return &rawRow{vals: vals}
+	return &Row{vals: vals}
 }
 
-// rawRow is the first row of a query, or the error that stopped it.
-type rawRow struct {
+// Row is the first row of a query, or the error that stopped it.
+type Row struct {
 	vals []driver.Value
 	err  error
 }
 
 // Scan copies the row's columns into dest, as sql.Row.Scan does for the
-// destinations the write paths use (*int64, *int, *string, *[]byte and any
-// sql.Scanner such as sql.NullInt64); it is sql.ErrNoRows when there was no
-// row. Any other conversion is an error (sql.Row.Scan would turn an integer
-// into a string, say; no write path asks for that).
-func (r *rawRow) Scan(dest ...any) error {
+// destinations *int64, *int, *string, *[]byte and any sql.Scanner such as
+// sql.NullInt64; it is sql.ErrNoRows when there was no row. Any other
+// conversion is an error, never a silent zero: stricter than sql.Row.Scan,
+// which would also turn an integer into a string or NULL into "".
+func (r *Row) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
 	}
