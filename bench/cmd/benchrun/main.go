@@ -253,7 +253,7 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 		row := bench.Row{What: fmt.Sprintf("batched relay cycle at %d ÷ goqite cycle", size), Value: g, Verb: "%.2f", Unit: "ratio"}
 		if size == 64 {
 			row.Target, row.Met = "≥ 10", bench.AtLeast(g.Median, 10)
-			row.Why = "At 64 events a transaction the fsyncs are amortised and the cycle is bound by CPU on per-event SQL (three statements per event in each of the four batch operations: in a CPU profile of BenchmarkBatchedRelayCycle/64 on this machine, 2026-12-02, fsync was 7% of samples). goqite's cycle is bound by fsync (three commits per event), so the ratio is goqite's fsync time per event ÷ the stores' CPU time per event, and it moves with the machine: a quiet disk speeds goqite up, busy cores slow the stores down. Reaching 10 with a margin needs fewer statements per event in the batch operations (multi-row statements)."
+			row.Why = "At 64 events a transaction the stores are bound by CPU on per-event SQL, goqite by fsync (three commits per event), so the ratio moves with the machine: a quiet disk speeds goqite up, busy cores slow the stores down. On 2026-12-02 the same benchmark on /dev/shm, where fsync costs nothing, ran 12,976 events/s (77 µs of CPU an event: each of the four batch operations 20–27%, WAL frame writes 17%, SQLite's mutexes and allocator about 15%), so with this run's goqite even free fsyncs would give at most about 11×; on disk the four commits of a batch add about a third. A run on a slower disk met it (10.65, goqite 552 events/s). Reaching 10 with a margin here needs fewer statements per event in the batch operations (multi-row statements), not tried."
 		}
 		rows = append(rows, row)
 	}
