@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
 )
@@ -129,13 +130,14 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 			return err
 		}
 		wrote := false
+		var acks ackBatch
 		for i, it := range items {
 			out[i] = SettleResult{}
 			if err := it.validate(); err != nil {
 				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
 				continue
 			}
-			o, err := settleOne(ctx, tx, it, now)
+			o, err := acks.settle(ctx, tx, it, now)
 			if errors.Is(err, ErrNotFound) {
 				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
 				continue
@@ -145,6 +147,9 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 			}
 			out[i].Outcome = o
 			wrote = wrote || o.wrote()
+		}
+		if err := acks.write(ctx, tx, now); err != nil {
+			return err
 		}
 		if wrote {
 			s.call(HookSettleBeforeCommit)
@@ -243,6 +248,150 @@ func advanceHead(ctx context.Context, tx *txn, flow string, seq int64, last, nex
 	}
 	if _, err := tx.ExecContext(ctx, qSetHead, flow, head, readyAt, int64(now)); err != nil {
 		return fmt.Errorf("move head of flow %q: %w", flow, err)
+	}
+	return nil
+}
+
+// The batch settle path (SettleBatch): one read per item, and the acks'
+// writes as two statements for the whole batch.
+const (
+	// qSettleReadRows is qSettleRead with the rowids of the event and its
+	// flow, which the batch writes go by.
+	qSettleReadRows = `SELECT e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until,
+    f.last_seq, n.available_at, e.rowid, f.rowid
+FROM events AS e
+LEFT JOIN flows AS f ON f.flow = e.flow
+LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
+WHERE e.id = ?1`
+
+	// qAckEvents is qAck for the events whose rowids are the JSON array ?1.
+	// The list is materialized so that the plan is always "scan the list,
+	// find each row by rowid"; OR FAIL needs no statement journal (any
+	// failure rolls back the whole transaction).
+	qAckEvents = `WITH j (r) AS MATERIALIZED (SELECT value FROM json_each(?1))
+UPDATE OR FAIL events SET state = 'acked', lease_until = 0
+FROM j WHERE events.rowid = j.r`
+
+	// qSetHeads is qSetHead for the JSON array ?1 of [flow rowid, head_seq,
+	// ready_at] (null for NULL); ?2 is now.
+	qSetHeads = `WITH j (r, h, a) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1))
+UPDATE OR FAIL flows SET head_seq = j.h, ready_at = j.a, ready = coalesce(j.a <= ?2, 0)
+FROM j WHERE flows.rowid = j.r`
+)
+
+// ackBatch collects the acks of a SettleBatch, written at its end by
+// write. An event is settled at most once with a write in a batch: after
+// it, it is not in flight, so every later item naming it is Stale; and a
+// flow has at most one event in flight (its head), so no two acks, and no
+// ack and a retry or quarantine (written at once, as settleOne does),
+// touch the same event or flow. Deferring the acks therefore changes no
+// item's outcome.
+type ackBatch struct {
+	n          int
+	events     []byte // JSON array of event rowids
+	heads      []byte // JSON array of [flow rowid, head_seq, ready_at]
+	settledIDs map[string]struct{}
+}
+
+// settle is settleOne for one item of a batch: the same checks in the same
+// order; an ack is collected for write, a retry or quarantine is written at
+// once.
+func (b *ackBatch) settle(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Outcome, error) {
+	var (
+		flow           string
+		seq, gen       int64
+		state          string
+		attempts       int
+		leaseUntil     int64
+		last, next     sql.NullInt64
+		eRowid, fRowid sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx, qSettleReadRows, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil, &last, &next, &eRowid, &fRowid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%w: event %q", ErrNotFound, it.EventID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read event: %w", err)
+	}
+	if _, done := b.settledIDs[it.EventID]; done {
+		// Written by an earlier item of this batch: no longer in flight.
+		return Stale, nil
+	}
+	var o Outcome
+	switch {
+	case it.Generation != gen, state != stateInflight:
+		return Stale, nil
+	case now >= clock.Tick(leaseUntil):
+		return Expired, nil
+	case it.Result.OK:
+		if !last.Valid {
+			return "", fmt.Errorf("read flow %q: %w", flow, sql.ErrNoRows)
+		}
+		b.events = appendRowid(b.events, eRowid.Int64)
+		if len(b.heads) == 0 {
+			b.heads = append(b.heads, '[')
+		} else {
+			b.heads = append(b.heads, ',')
+		}
+		b.heads = append(b.heads, '[')
+		b.heads = strconv.AppendInt(b.heads, fRowid.Int64, 10)
+		if seq < last.Int64 {
+			if !next.Valid {
+				return "", fmt.Errorf("read next event of flow %q: %w", flow, sql.ErrNoRows)
+			}
+			b.heads = append(b.heads, ',')
+			b.heads = strconv.AppendInt(b.heads, seq+1, 10)
+			b.heads = append(b.heads, ',')
+			b.heads = strconv.AppendInt(b.heads, next.Int64, 10)
+			b.heads = append(b.heads, ']')
+		} else {
+			b.heads = append(b.heads, ",null,null]"...)
+		}
+		b.n++
+		o = Acked
+	case attempts < MaxAttempts:
+		at := now + Backoff(attempts)
+		if _, err := tx.ExecContext(ctx, qRetry, it.EventID, int64(at), it.Result.Reason); err != nil {
+			return "", fmt.Errorf("schedule retry: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, qWaitFlow, flow, int64(at)); err != nil {
+			return "", fmt.Errorf("update flow %q: %w", flow, err)
+		}
+		o = RetryScheduled
+	default:
+		if _, err := tx.ExecContext(ctx, qQuarantine, it.EventID, it.Result.Reason); err != nil {
+			return "", fmt.Errorf("quarantine: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
+			return "", fmt.Errorf("block flow %q: %w", flow, err)
+		}
+		o = Quarantined
+	}
+	if b.settledIDs == nil {
+		b.settledIDs = make(map[string]struct{})
+	}
+	b.settledIDs[it.EventID] = struct{}{}
+	return o, nil
+}
+
+// write makes the collected acks: the events acked, the flows' heads moved.
+func (b *ackBatch) write(ctx context.Context, tx *txn, now clock.Tick) error {
+	if b.n == 0 {
+		return nil
+	}
+	res, err := tx.ExecContext(ctx, qAckEvents, string(append(b.events, ']')))
+	if err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	if k, err := res.RowsAffected(); err != nil || k != int64(b.n) {
+		return fmt.Errorf("ack: updated %d rows (%v), want %d", k, err, b.n)
+	}
+	res, err = tx.ExecContext(ctx, qSetHeads, string(append(b.heads, ']')), int64(now))
+	if err != nil {
+		return fmt.Errorf("move heads: %w", err)
+	}
+	if k, err := res.RowsAffected(); err != nil || k != int64(b.n) {
+		return fmt.Errorf("move heads: updated %d rows (%v), want %d", k, err, b.n)
 	}
 	return nil
 }
