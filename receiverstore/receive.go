@@ -153,17 +153,18 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, 
 		return res, nil
 	}
 	err := s.withWriteTx(ctx, func(tx *drivertx.Tx) error {
+		var b flowBatch
 		for i, m := range ms {
 			if res[i].Err != nil {
 				continue
 			}
-			out, err := s.receiveTx(ctx, tx, m, deltas[i])
+			out, err := s.receiveInBatch(ctx, tx, &b, m, deltas[i])
 			if err != nil {
 				return fmt.Errorf("item %d: %w", i, err)
 			}
 			res[i].Outcome = out
 		}
-		return nil
+		return s.writeFlows(ctx, tx, &b)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receive batch: %w", err)
@@ -196,7 +197,8 @@ const (
 // writeQueries are the accept path's statements, prepared once per Store
 // on its write connection (drivertx), so SQLite parses each query once.
 var writeQueries = []string{qCheck,
-	qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict}
+	qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict,
+	qCheckRows, qInsertFlowAt, qAdvanceFlows}
 
 // receiveTx runs the SPEC §3 checks for a validated message inside the
 // write transaction tx.
