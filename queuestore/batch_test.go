@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/clock"
 )
 
 // Issue 6 §2: ClaimBatch hands out up to n heads of n different flows in
@@ -143,5 +145,115 @@ func TestSettleBatch_HookOnlyWhenSomethingChanged(t *testing.T) {
 	}
 	if !reflect.DeepEqual(calls, []HookPoint{HookSettleBeforeCommit}) {
 		t.Fatalf("hook calls = %v, want one %s", calls, HookSettleBeforeCommit)
+	}
+}
+
+// Issue 6 §2, SPEC §2.3: when the first heads ClaimBatch reads are used-up
+// take-overs, it quarantines them (lease_expired) and reads further heads
+// until it has n claims, exactly as successive Claims would. Five flows are
+// claimed three times each; a and b never settle (their last lease
+// expires), c, d and e ack each claim. All have served 3, so a batch of 3
+// reads a, b (quarantined), c, and must read again for d and e.
+func TestClaimBatch_ReadsPastUsedUpTakeOvers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	batch, _ := openTest(t)
+	single, _ := openTest(t)
+	var now clock.Tick
+	for _, s := range []*Store{batch, single} {
+		for _, f := range []string{"a", "b", "c", "d", "e"} {
+			for k := 1; k <= 4; k++ {
+				enqueue(t, s, fmt.Sprintf("%s%d", f, k), f, "x", 0)
+			}
+		}
+		now = 0
+		for range MaxAttempts {
+			var cs []Claim
+			for range 5 {
+				cs = append(cs, mustClaim(t, s, now))
+			}
+			for _, c := range cs {
+				if c.Flow != "a" && c.Flow != "b" {
+					settle(t, s, c.EventID, c.Generation, success, now)
+				}
+			}
+			now += Lease
+		}
+	}
+	got, err := batch.ClaimBatch(ctx, now, 3)
+	if err != nil {
+		t.Fatalf("ClaimBatch() error = %v", err)
+	}
+	var want []Claim
+	for range 3 {
+		c, ok := claim(t, single, now)
+		if !ok {
+			break
+		}
+		want = append(want, c)
+	}
+	if len(want) != 3 || want[0].Flow != "c" {
+		t.Fatalf("successive claims = %+v, want c, d, e (the test's setup is wrong)", want)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ClaimBatch() = %+v, want %+v", got, want)
+	}
+	if b, s := snap(t, batch), snap(t, single); !reflect.DeepEqual(b, s) {
+		t.Fatalf("snapshots differ:\nbatch  %s\nsingle %s", jsonOf(b), jsonOf(s))
+	}
+	for _, id := range []string{"a1", "b1"} {
+		if st := event(t, batch, id); st.State != stateQuarantined || st.Reason != ReasonLeaseExpired {
+			t.Fatalf("%s = %+v, want quarantined with reason %q", id, st, ReasonLeaseExpired)
+		}
+	}
+}
+
+// Issue 6 §2, SPEC §2.1: the batch operations pass IDs and flows to SQLite
+// and read them back as JSON; names holding JSON's special characters and
+// non-ASCII letters come back byte-exact, and bodies that are not UTF-8
+// too, as successive Claims and Settles would give them.
+func TestBatch_NamesAndBodiesSurviveTheJSONRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	batch, _ := openTest(t)
+	single, _ := openTest(t)
+	names := []string{`a"b`, `c\d`, `é 😀`, `/\u0041`, `x`}
+	for _, s := range []*Store{batch, single} {
+		var es []Event
+		for i, n := range names {
+			es = append(es, Event{ID: "id " + n, Flow: n, Body: []byte{0xff, byte(i), '"', '\\'}})
+		}
+		if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+			t.Fatalf("EnqueueBatch() error = %v", err)
+		}
+	}
+	got, err := batch.ClaimBatch(ctx, 1, len(names))
+	if err != nil {
+		t.Fatalf("ClaimBatch() error = %v", err)
+	}
+	var want []Claim
+	for range names {
+		want = append(want, mustClaim(t, single, 1))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ClaimBatch() = %+v, want %+v", got, want)
+	}
+	var items []SettleItem
+	for i, c := range got {
+		items = append(items, SettleItem{EventID: c.EventID, Generation: c.Generation, Result: Result{OK: i%2 == 0, Reason: "r"}})
+	}
+	items = append(items, SettleItem{EventID: `id a"b`, Generation: 1, Result: Result{OK: true}}, SettleItem{EventID: `no "such`, Generation: 1, Result: Result{OK: true}})
+	res, err := batch.SettleBatch(ctx, items, 2)
+	if err != nil {
+		t.Fatalf("SettleBatch() error = %v", err)
+	}
+	for i, it := range items {
+		o, err := single.Settle(ctx, it.EventID, it.Generation, it.Result, 2)
+		if res[i].Outcome != o || (res[i].Err == nil) != (err == nil) {
+			t.Fatalf("item %d %+v: SettleBatch = %q, %v; Settle = %q, %v", i, it, res[i].Outcome, res[i].Err, o, err)
+		}
+	}
+	if b, s := snap(t, batch), snap(t, single); !reflect.DeepEqual(b, s) {
+		t.Fatalf("snapshots differ:\nbatch  %s\nsingle %s", jsonOf(b), jsonOf(s))
 	}
 }

@@ -131,13 +131,15 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 		}
 		wrote := false
 		var acks ackBatch
+		rows, err := readSettleRows(ctx, tx, items, out)
+		if err != nil {
+			return err
+		}
 		for i, it := range items {
-			out[i] = SettleResult{}
-			if err := it.validate(); err != nil {
-				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
+			if out[i].Err != nil {
 				continue
 			}
-			o, err := acks.settle(ctx, tx, it, now)
+			o, err := acks.settle(ctx, tx, it, &rows[i], now)
 			if errors.Is(err, ErrNotFound) {
 				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
 				continue
@@ -255,14 +257,17 @@ func advanceHead(ctx context.Context, tx *txn, flow string, seq int64, last, nex
 // The batch settle path (SettleBatch): one read per item, and the acks'
 // writes as two statements for the whole batch.
 const (
-	// qSettleReadRows is qSettleRead with the rowids of the event and its
-	// flow, which the batch writes go by.
-	qSettleReadRows = `SELECT e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until,
-    f.last_seq, n.available_at, e.rowid, f.rowid
-FROM events AS e
+	// qSettleReadRows is qSettleRead for every event named in the JSON
+	// array ?1, as one JSON array of rows [position in ?1, then qSettleRead's
+	// columns, the event's rowid, the flow's rowid] (nulls for an unknown
+	// event): one statement for the batch. The list is the LEFT JOIN's
+	// outer loop, each row found through the same indexes as qSettleRead.
+	qSettleReadRows = `SELECT json_group_array(json_array(j.key, e.flow, e.seq, e.state, e.generation,
+    e.attempts, e.lease_until, f.last_seq, n.available_at, e.rowid, f.rowid))
+FROM json_each(?1) AS j
+LEFT JOIN events AS e ON e.id = j.value
 LEFT JOIN flows AS f ON f.flow = e.flow
-LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
-WHERE e.id = ?1`
+LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 
 	// qAckEvents is qAck for the events whose rowids are the JSON array ?1.
 	// The list is materialized so that the plan is always "scan the list,
@@ -293,26 +298,15 @@ type ackBatch struct {
 	settledIDs map[string]struct{}
 }
 
-// settle is settleOne for one item of a batch: the same checks in the same
-// order; an ack is collected for write, a retry or quarantine is written at
-// once.
-func (b *ackBatch) settle(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Outcome, error) {
-	var (
-		flow           string
-		seq, gen       int64
-		state          string
-		attempts       int
-		leaseUntil     int64
-		last, next     sql.NullInt64
-		eRowid, fRowid sql.NullInt64
-	)
-	err := tx.QueryRowContext(ctx, qSettleReadRows, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil, &last, &next, &eRowid, &fRowid)
-	if errors.Is(err, sql.ErrNoRows) {
+// settle is settleOne for one item of a batch, on the row that
+// readSettleRows read for it: the same checks in the same order; an ack is
+// collected for write, a retry or quarantine is written at once.
+func (b *ackBatch) settle(ctx context.Context, tx *txn, it SettleItem, row *settleRow, now clock.Tick) (Outcome, error) {
+	if !row.found {
 		return "", fmt.Errorf("%w: event %q", ErrNotFound, it.EventID)
 	}
-	if err != nil {
-		return "", fmt.Errorf("read event: %w", err)
-	}
+	flow, seq, gen, state, attempts, leaseUntil := row.flow, row.seq, row.gen, row.state, row.attempts, row.leaseUntil
+	last, next, eRowid, fRowid := row.last, row.next, row.eRowid, row.fRowid
 	if _, done := b.settledIDs[it.EventID]; done {
 		// Written by an earlier item of this batch: no longer in flight.
 		return Stale, nil
@@ -327,14 +321,14 @@ func (b *ackBatch) settle(ctx context.Context, tx *txn, it SettleItem, now clock
 		if !last.Valid {
 			return "", fmt.Errorf("read flow %q: %w", flow, sql.ErrNoRows)
 		}
-		b.events = appendRowid(b.events, eRowid.Int64)
+		b.events = appendRowid(b.events, eRowid)
 		if len(b.heads) == 0 {
 			b.heads = append(b.heads, '[')
 		} else {
 			b.heads = append(b.heads, ',')
 		}
 		b.heads = append(b.heads, '[')
-		b.heads = strconv.AppendInt(b.heads, fRowid.Int64, 10)
+		b.heads = strconv.AppendInt(b.heads, fRowid, 10)
 		if seq < last.Int64 {
 			if !next.Valid {
 				return "", fmt.Errorf("read next event of flow %q: %w", flow, sql.ErrNoRows)
@@ -394,4 +388,94 @@ func (b *ackBatch) write(ctx context.Context, tx *txn, now clock.Tick) error {
 		return fmt.Errorf("move heads: updated %d rows (%v), want %d", k, err, b.n)
 	}
 	return nil
+}
+
+// settleRow is what qSettleReadRows read for one item.
+type settleRow struct {
+	found          bool // the event exists
+	flow, state    string
+	seq, gen       int64
+	attempts       int
+	leaseUntil     int64
+	last, next     sql.NullInt64
+	eRowid, fRowid int64
+}
+
+// readSettleRows validates the items (an invalid one gets its Err in out)
+// and reads the events of the valid ones in one statement, as the batch
+// begins. Reading them all first gives each item what reading it just
+// before settling it would: the batch writes only events in flight (and
+// their flows), and an event written by an earlier item is Stale anyway
+// (ackBatch.settle); the next event and the last seq that an ack reads
+// are never written by a settle.
+func readSettleRows(ctx context.Context, tx *txn, items []SettleItem, out []SettleResult) ([]settleRow, error) {
+	rows := make([]settleRow, len(items))
+	var (
+		list []byte
+		pos  []int // pos[k]: the item at position k of list
+	)
+	for i, it := range items {
+		out[i] = SettleResult{}
+		if err := it.validate(); err != nil {
+			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
+			continue
+		}
+		if len(list) == 0 {
+			list = append(list, '[')
+		} else {
+			list = append(list, ',')
+		}
+		list = appendJSONString(list, it.EventID)
+		pos = append(pos, i)
+	}
+	if len(pos) == 0 {
+		return rows, nil
+	}
+	list = append(list, ']')
+	var js []byte
+	if err := tx.QueryRowContext(ctx, qSettleReadRows, string(list)).Scan(&js); err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	r := jsonRows{b: js}
+	r.open()
+	n := 0
+	for first := true; r.next(first); first = false {
+		r.open()
+		k, _ := r.int()
+		if k < 0 || k >= int64(len(pos)) {
+			r.fail("row position out of range")
+			break
+		}
+		row := &rows[pos[k]]
+		r.element(false)
+		row.flow, row.found = r.str()
+		r.element(false)
+		row.seq, _ = r.int()
+		r.element(false)
+		row.state, _ = r.str()
+		r.element(false)
+		row.gen, _ = r.int()
+		r.element(false)
+		a, _ := r.int()
+		row.attempts = int(a)
+		r.element(false)
+		row.leaseUntil, _ = r.int()
+		r.element(false)
+		row.last.Int64, row.last.Valid = r.int()
+		r.element(false)
+		row.next.Int64, row.next.Valid = r.int()
+		r.element(false)
+		row.eRowid, _ = r.int()
+		r.element(false)
+		row.fRowid, _ = r.int()
+		r.end()
+		n++
+	}
+	if r.err == nil && n != len(pos) {
+		r.fail(fmt.Sprintf("%d rows for %d events", n, len(pos)))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return rows, nil
 }
