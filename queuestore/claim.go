@@ -208,19 +208,17 @@ func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim
 // The batch claim path (ClaimBatch with n > 1): one read per claimed head,
 // and the claims' writes as two statements for the whole batch.
 const (
-	// qPickHeadAfter is qPickHead for the next head in MinServed order
-	// after the flow (served ?1, flow ?2), through the same index. It also
-	// reads the rowids the batch writes go by.
-	qPickHeadAfter = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
-    e.body, e.generation, f.served, f.rowid, e.rowid
-FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready = 1 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT 1`
-
-	// qPickHeadFirst is qPickHead with the columns of qPickHeadAfter.
-	qPickHeadFirst = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
-    e.body, e.generation, f.served, f.rowid, e.rowid
-FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready = 1 ORDER BY f.served, f.flow LIMIT 1`
+	// qPickHeads is qPickHead for the next ?3 heads in MinServed order
+	// after the flow (served ?1, flow ?2), through the same indexes, as one
+	// JSON array of rows [qPickHead's columns with the body in hex, the
+	// flow's served count, the flow's rowid, the event's rowid]. The rows
+	// are read in index order; claimMany checks that order.
+	qPickHeads = `SELECT json_group_array(json_array(flow, head_seq, id, state, attempts, lease_until,
+    available_at, hex(body), generation, served, frow, erow))
+FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
+        e.body, e.generation, f.served, f.rowid AS frow, e.rowid AS erow
+    FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+    WHERE f.ready = 1 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
 
 	// qClaimEvents is qClaimEvent for the events whose rowids are the JSON
 	// array ?1; the k-th (from 0) gets ticket ?3 + k. The list is
@@ -258,56 +256,91 @@ func claimMany(ctx context.Context, tx *txn, now clock.Tick, n int, ticket int64
 		picked           bool // lastServed and lastFlow hold the last flow picked
 	)
 	first := ticket + 1
+	lastServed = -1 // below every served count: the first pick is the first ready flow
 	for len(out) < n {
-		var (
-			flow               string
-			headSeq            sql.NullInt64
-			id, state          sql.NullString
-			body               []byte
-			served, fRowid     int64
-			nAttempts, nLease  sql.NullInt64
-			nAvail, nGen, eRow sql.NullInt64
-		)
-		var r rowScanner
-		if !picked {
-			r = tx.QueryRowContext(ctx, qPickHeadFirst)
-		} else {
-			r = tx.QueryRowContext(ctx, qPickHeadAfter, lastServed, lastFlow)
+		want := n - len(out)
+		var js []byte
+		if err := tx.QueryRowContext(ctx, qPickHeads, lastServed, lastFlow, want).Scan(&js); err != nil {
+			return nil, fmt.Errorf("pick flows: %w", err)
 		}
-		err := r.Scan(&flow, &headSeq, &id, &state, &nAttempts, &nLease, &nAvail, &body, &nGen, &served, &fRowid, &eRow)
-		if errors.Is(err, sql.ErrNoRows) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("pick flow: %w", err)
-		}
-		if !headSeq.Valid {
-			return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
-		}
-		if !id.Valid {
-			return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, headSeq.Int64)
-		}
-		lastServed, lastFlow, picked = served, flow, true
-		attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
-		switch {
-		case state.String == stateInflight && leaseUntil <= now && attempts >= MaxAttempts:
-			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
-				return nil, fmt.Errorf("quarantine %q: %w", id.String, err)
+		r := jsonRows{b: js}
+		r.open()
+		got := 0
+		for first := true; r.next(first); first = false {
+			got++
+			var (
+				flow                               string
+				headSeq, nAttempts, nLease, nAvail sql.NullInt64
+				nGen, eRow                         sql.NullInt64
+				id, state                          sql.NullString
+				body                               []byte
+				served, fRowid                     int64
+			)
+			r.open()
+			flow, _ = r.str()
+			r.element(false)
+			headSeq.Int64, headSeq.Valid = r.int()
+			r.element(false)
+			id.String, id.Valid = r.str()
+			r.element(false)
+			state.String, state.Valid = r.str()
+			r.element(false)
+			nAttempts.Int64, nAttempts.Valid = r.int()
+			r.element(false)
+			nLease.Int64, nLease.Valid = r.int()
+			r.element(false)
+			nAvail.Int64, nAvail.Valid = r.int()
+			r.element(false)
+			body, _ = r.blob()
+			r.element(false)
+			nGen.Int64, nGen.Valid = r.int()
+			r.element(false)
+			served, _ = r.int()
+			r.element(false)
+			fRowid, _ = r.int()
+			r.element(false)
+			eRow.Int64, eRow.Valid = r.int()
+			r.end()
+			if r.err != nil {
+				return nil, r.err
 			}
-			if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
-				return nil, fmt.Errorf("block flow %q: %w", flow, err)
+			if picked && (served < lastServed || served == lastServed && flow <= lastFlow) {
+				return nil, fmt.Errorf("%w: pick flows: flow %q (served %d) after %q (served %d)", ErrCorrupt, flow, served, lastFlow, lastServed)
 			}
-			continue
-		case state.String == stateInflight && leaseUntil <= now:
-		case state.String == statePending && availAt <= now:
-		default:
-			return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
+			if !headSeq.Valid {
+				return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
+			}
+			if !id.Valid {
+				return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, headSeq.Int64)
+			}
+			lastServed, lastFlow, picked = served, flow, true
+			attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
+			switch {
+			case state.String == stateInflight && leaseUntil <= now && attempts >= MaxAttempts:
+				if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
+					return nil, fmt.Errorf("quarantine %q: %w", id.String, err)
+				}
+				if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
+					return nil, fmt.Errorf("block flow %q: %w", flow, err)
+				}
+				continue
+			case state.String == stateInflight && leaseUntil <= now:
+			case state.String == statePending && availAt <= now:
+			default:
+				return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
+			}
+			ticket++
+			out = append(out, Claim{EventID: id.String, Flow: flow, Seq: headSeq.Int64, Body: body,
+				Generation: nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease})
+			evRows = appendRowid(evRows, eRow.Int64)
+			flowRows = appendRowid(flowRows, fRowid)
 		}
-		ticket++
-		out = append(out, Claim{EventID: id.String, Flow: flow, Seq: headSeq.Int64, Body: body,
-			Generation: nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease})
-		evRows = appendRowid(evRows, eRow.Int64)
-		flowRows = appendRowid(flowRows, fRowid)
+		if r.err != nil {
+			return nil, r.err
+		}
+		if got < want {
+			break // no more ready flows
+		}
 	}
 	if len(out) == 0 {
 		return out, nil

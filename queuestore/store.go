@@ -95,7 +95,7 @@ var writeQueries = []string{
 	qAdmitRead, qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
 	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
-	qPickHeadFirst, qPickHeadAfter, qClaimEvents, qServeFlows,
+	qPickHeads, qClaimEvents, qServeFlows,
 	qSettleReadRows, qAckEvents, qSetHeads,
 	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
