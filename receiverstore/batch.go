@@ -37,7 +37,7 @@ const (
 // batchFlow is what a batch has accepted in one flow so far.
 type batchFlow struct {
 	flow   string
-	known  bool  // the flow has a row (at rowid)
+	known  bool // the flow has a row (at rowid)
 	rowid  int64
 	before int64 // next expected before the batch
 	next   int64 // next expected after the messages accepted so far
