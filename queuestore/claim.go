@@ -205,8 +205,9 @@ func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim
 	}
 }
 
-// The batch claim path (ClaimBatch with n > 1): one read per claimed head,
-// and the claims' writes as two statements for the whole batch.
+// The batch claim path (ClaimBatch with n > 1): one read for the next
+// heads (again only after a used-up take-over among them), and the claims'
+// writes as two statements for the whole batch.
 const (
 	// qPickHeads is qPickHead for the next ?3 heads in MinServed order
 	// after the flow (served ?1, flow ?2), through the same indexes, as one
@@ -243,10 +244,11 @@ FROM j WHERE flows.rowid = j.r`
 // promotion), with fewer statements. A claim takes its flow out of the
 // ready set (ready = 0), and so does the quarantine of a used-up take-over;
 // nothing else in a claim changes another flow. So n successive picks are
-// the first heads of flows_ready in (served, flow) order: each pick here
-// reads the next one after the last flow picked, and the claims' writes to
-// events and flows are made at the end, one statement each. A used-up
-// take-over is quarantined at once, as claimOne does.
+// the first heads of flows_ready in (served, flow) order: one read returns
+// the next n - len(out) of them after the last flow read, and the claims'
+// writes to events and flows are made at the end, one statement each. A
+// used-up take-over is quarantined at once, as claimOne does, and counts
+// no claim, so then the read goes on after the last flow read.
 func claimMany(ctx context.Context, tx *txn, now clock.Tick, n int, ticket int64, out []Claim) ([]Claim, error) {
 	lease := now + Lease
 	var (
