@@ -216,3 +216,44 @@ func TestKeptTurnIsSharedInProcess(t *testing.T) {
 	}
 	b.Unlock()
 }
+
+// TestCloseDoesNotWaitForAnotherHolder: a Lock whose given-up wait is still
+// blocked in the kernel (another process holds the turn) closes at once;
+// the wait is handed back later, when the holder lets go, so the next
+// writer is not blocked by it.
+func TestCloseDoesNotWaitForAnotherHolder(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	holder := openKeep(t, path, Keep{})
+	ctx := context.Background()
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenKeep(path, time.Minute, Keep{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := b.Lock(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("b.Lock() while holder holds the turn: %v, want context.DeadlineExceeded", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("Close blocked until another process lets go of the turn")
+	}
+	holder.Unlock() // b's given-up wait is granted, handed back, files closed
+	c := openKeep(t, path, Keep{})
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	if err := c.Lock(cctx); err != nil {
+		t.Fatalf("c.Lock() after the holder let go: %v", err)
+	}
+	c.Unlock()
+}

@@ -43,16 +43,16 @@ type Lock struct {
 	keep       Keep
 	sem        chan struct{} // one writer at a time in this process
 	files      [2]*os.File
-	turn, gate int            // their descriptors
-	bg         sync.WaitGroup // abandoned waits, handed back once granted
+	turn, gate int // their descriptors
 	closeOnce  sync.Once
 
-	mu      sync.Mutex  // guards the fields below
-	kept    bool        // the turn is held between two writes
-	closed  bool        // Close has let go of everything
-	run     int         // writes in the current run of turns
-	runFrom time.Time   // when the run's first write took the turn
-	linger  *time.Timer // lets go of a kept turn; nil until first kept
+	mu        sync.Mutex  // guards the fields below
+	kept      bool        // the turn is held between two writes
+	closed    bool        // Close has been called
+	abandoned int         // given-up waits still blocked in the kernel
+	run       int         // writes in the current run of turns
+	runFrom   time.Time   // when the run's first write took the turn
+	linger    *time.Timer // lets go of a kept turn; nil until first kept
 }
 
 // Open opens (creating them if needed) the two lock files of the database at
@@ -135,13 +135,20 @@ func (l *Lock) Lock(ctx context.Context) error {
 	case <-t.C:
 		err = ErrTimeout
 	}
-	l.bg.Add(1)
+	l.mu.Lock()
+	l.abandoned++
+	l.mu.Unlock()
 	go func() { // nobody waits any more: hand the turn back once granted
-		defer l.bg.Done()
 		if <-done == nil {
 			flock(l.turn, syscall.LOCK_UN)
 		}
 		<-l.sem
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.abandoned--
+		if l.closed && l.abandoned == 0 {
+			l.closeFiles() // Close left them open for this wait
+		}
 	}()
 	return err
 }
@@ -241,13 +248,15 @@ func (l *Lock) letGo() {
 	}
 }
 
-// Close waits for abandoned waits to be handed back and closes the lock
-// files. Later calls return nil, as sql.DB.Close does.
+// Close hands over a kept turn and closes the lock files. It does not wait
+// for another process: a wait given up on that the kernel has not granted
+// yet keeps the files open until it is granted and handed back, then closes
+// them. Later calls return nil, as sql.DB.Close does.
 func (l *Lock) Close() error {
-	var errs []error
+	var err error
 	l.closeOnce.Do(func() {
-		l.bg.Wait()
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		if l.linger != nil {
 			l.linger.Stop()
 		}
@@ -256,13 +265,23 @@ func (l *Lock) Close() error {
 			flock(l.turn, syscall.LOCK_UN)
 		}
 		l.closed = true
-		l.mu.Unlock()
-		for _, f := range l.files {
-			if f != nil {
-				errs = append(errs, f.Close())
-			}
+		if l.abandoned == 0 {
+			err = l.closeFiles()
 		}
+		// else the last given-up wait closes them once the kernel grants
+		// it: Close does not wait for another process to let go.
 	})
+	return err
+}
+
+// closeFiles closes the lock files. The caller holds l.mu.
+func (l *Lock) closeFiles() error {
+	var errs []error
+	for _, f := range l.files {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
 	return errors.Join(errs...)
 }
 
