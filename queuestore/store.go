@@ -9,6 +9,7 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/drivertx"
+	"github.com/fairrelay/fairrelay/writerlock"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
@@ -64,6 +65,7 @@ type Option func(*options)
 
 type options struct {
 	hook func(HookPoint)
+	keep writerlock.Keep
 }
 
 // WithHook makes the store call fn at each HookPoint. No cost when unset.
@@ -74,6 +76,17 @@ type options struct {
 // commit.
 func WithHook(fn func(HookPoint)) Option {
 	return func(o *options) { o.hook = fn }
+}
+
+// WithWriterKeep sets how long this process keeps the file's write turn
+// across consecutive writes before it hands the turn to the next writer
+// process (writerlock.Keep). The default, writerlock.DefaultKeep, favours
+// throughput: runs of up to 64 writes within 20 ms. writerlock.Keep{} hands
+// the turn over after every write: the shortest waits for other processes,
+// at about half the throughput when several processes write
+// (docs/performance.md). A Keep that writerlock refuses makes Open fail.
+func WithWriterKeep(k writerlock.Keep) Option {
+	return func(o *options) { o.keep = k }
 }
 
 // Store is a durable fair queue in one SQLite file. It is safe for
@@ -200,11 +213,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("open: %w: empty path", ErrInvalid)
 	}
-	var o options
+	o := options{keep: writerlock.DefaultKeep}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	wl, err := openWriterLock(path)
+	wl, err := openWriterLock(path, o.keep)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}

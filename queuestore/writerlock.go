@@ -19,8 +19,8 @@ var ErrWriteTimeout = writerlock.ErrTimeout
 // handler alone starves writers.
 type writerLock struct{ l *writerlock.Lock }
 
-func openWriterLock(path string) (*writerLock, error) {
-	l, err := writerlock.Open(path, BusyTimeoutMillis*time.Millisecond)
+func openWriterLock(path string, keep writerlock.Keep) (*writerLock, error) {
+	l, err := writerlock.OpenKeep(path, BusyTimeoutMillis*time.Millisecond, keep)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/writerlock"
 )
 
 // BenchmarkReceive measures one accepted message per durable commit.
@@ -32,7 +34,7 @@ func BenchmarkRawCommit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	wl, err := openWriterLock(path) // the same turn-taking as the store's writes
+	wl, err := openWriterLock(path, writerlock.DefaultKeep) // the same turn-taking as the store's writes
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/fairrelay/fairrelay/drivertx"
+	"github.com/fairrelay/fairrelay/writerlock"
 )
 
 // SchemaVersion is the PRAGMA user_version this package writes and reads.
@@ -52,6 +53,7 @@ type Option func(*options)
 type options struct {
 	maxDelta int
 	hook     func(HookPoint)
+	keep     writerlock.Keep
 }
 
 // WithMaxDelta sets the receiver's capability: the largest delta it applies.
@@ -66,6 +68,17 @@ func WithMaxDelta(n int) Option {
 // store. It may end the process (os.Exit): that is how crashes are injected.
 func WithHook(fn func(HookPoint)) Option {
 	return func(o *options) { o.hook = fn }
+}
+
+// WithWriterKeep sets how long this process keeps the file's write turn
+// across consecutive writes before it hands the turn to the next writer
+// process (writerlock.Keep). The default, writerlock.DefaultKeep, favours
+// throughput: runs of up to 64 writes within 20 ms. writerlock.Keep{} hands
+// the turn over after every write: the shortest waits for other processes,
+// at about half the throughput when several processes write
+// (docs/performance.md). A Keep that writerlock refuses makes Open fail.
+func WithWriterKeep(k writerlock.Keep) Option {
+	return func(o *options) { o.keep = k }
 }
 
 // Store is the receiver's SQLite database. It is safe for concurrent use,
@@ -106,7 +119,7 @@ func dsn(path string) (string, error) {
 // [ErrInvalidOption] for an option out of range and [ErrSchemaVersion] for a
 // file written by a newer version of this package.
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{maxDelta: DefaultMaxDelta}
+	o := options{maxDelta: DefaultMaxDelta, keep: writerlock.DefaultKeep}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -117,7 +130,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	wl, err := openWriterLock(path)
+	wl, err := openWriterLock(path, o.keep)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -22,8 +22,8 @@ const writeTurnTimeout = 10 * time.Second
 // handler alone starves writers.
 type writerLock struct{ l *writerlock.Lock }
 
-func openWriterLock(path string) (*writerLock, error) {
-	l, err := writerlock.Open(path, writeTurnTimeout)
+func openWriterLock(path string, keep writerlock.Keep) (*writerLock, error) {
+	l, err := writerlock.OpenKeep(path, writeTurnTimeout, keep)
 	if err != nil {
 		return nil, err
 	}
