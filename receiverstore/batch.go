@@ -1,7 +1,6 @@
 package receiverstore
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -58,47 +57,22 @@ type flowBatch struct {
 // taken from b once the batch has accepted a message in the flow.
 func (s *Store) receiveInBatch(ctx context.Context, tx *drivertx.Tx, b *flowBatch, m Message, delta int64) (Outcome, error) {
 	var (
-		rFlow, otherID        sql.NullString
-		rSeq, nextCol, fRowid sql.NullInt64
-		rBody                 []byte
+		chk    checkRow
+		fRowid sql.NullInt64
 	)
-	if err := tx.QueryRow(ctx, qCheckRows, m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol, &fRowid); err != nil {
+	if err := tx.QueryRow(ctx, qCheckRows, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol, &fRowid); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
-
-	// Rule 1: a receipt with this ID.
-	if rFlow.Valid {
-		if rFlow.String == m.Flow && rSeq.Int64 == m.Seq && bytes.Equal(rBody, m.Body) {
-			return Duplicate, nil
-		}
-		return Conflict, recordConflict(ctx, tx, m, RuleIDReused, m.ID, rFlow.String, rSeq.Int64, 0)
-	}
-
-	// Rule 2: a receipt for (flow, seq) under another ID.
-	if otherID.Valid {
-		return Conflict, recordConflict(ctx, tx, m, RuleSeqTaken, otherID.String, m.Flow, m.Seq, 0)
-	}
-
 	pos, inBatch := b.index[m.Flow]
 	next := int64(1)
 	switch {
 	case inBatch:
 		next = b.flows[pos].next
-	case nextCol.Valid:
-		next = nextCol.Int64
+	case chk.nextCol.Valid:
+		next = chk.nextCol.Int64
 	}
-
-	// Rule 3: a gap; rule 4: behind, with no receipt.
-	if m.Seq > next {
-		return Gap, nil
-	}
-	if m.Seq < next {
-		return Conflict, recordConflict(ctx, tx, m, RuleSeqBehind, "", "", 0, next)
-	}
-
-	// Rule 5: beyond this receiver's capability.
-	if delta > s.maxDelta {
-		return UnsupportedDelta, nil
+	if out, accept, err := s.decide(ctx, tx, m, delta, &chk, next); !accept {
+		return out, err
 	}
 
 	// Rule 6: accept. The receipt now; the flow's total and next expected

@@ -200,47 +200,58 @@ var writeQueries = []string{qCheck,
 	qInsertReceipt, qInsertFlow, qAdvanceFlow, qInsertConflict,
 	qCheckRows, qInsertFlowAt, qAdvanceFlows}
 
+// checkRow is what a check query reads for a message: the receipt with its
+// ID, another receipt's ID for its (flow, seq), the flow's next expected
+// number.
+type checkRow struct {
+	rFlow, otherID sql.NullString
+	rSeq, nextCol  sql.NullInt64
+	rBody          []byte
+}
+
+// decide applies SPEC §3's rules 1 to 5, in order, to m against chk, with
+// next the flow's next expected number, and records a conflict where a rule
+// says so. accept reports that none applied: rule 6, the caller accepts.
+// Receive and ReceiveBatch both decide here, so the order lives in one place.
+func (s *Store) decide(ctx context.Context, tx *drivertx.Tx, m Message, delta int64, chk *checkRow, next int64) (out Outcome, accept bool, err error) {
+	// Rule 1: a receipt with this ID.
+	if chk.rFlow.Valid {
+		if chk.rFlow.String == m.Flow && chk.rSeq.Int64 == m.Seq && bytes.Equal(chk.rBody, m.Body) {
+			return Duplicate, false, nil
+		}
+		return Conflict, false, recordConflict(ctx, tx, m, RuleIDReused, m.ID, chk.rFlow.String, chk.rSeq.Int64, 0)
+	}
+	// Rule 2: a receipt for (flow, seq) under another ID.
+	if chk.otherID.Valid {
+		return Conflict, false, recordConflict(ctx, tx, m, RuleSeqTaken, chk.otherID.String, m.Flow, m.Seq, 0)
+	}
+	// Rule 3: a gap; rule 4: behind, with no receipt.
+	if m.Seq > next {
+		return Gap, false, nil
+	}
+	if m.Seq < next {
+		return Conflict, false, recordConflict(ctx, tx, m, RuleSeqBehind, "", "", 0, next)
+	}
+	// Rule 5: beyond this receiver's capability.
+	if delta > s.maxDelta {
+		return UnsupportedDelta, false, nil
+	}
+	return "", true, nil
+}
+
 // receiveTx runs the SPEC §3 checks for a validated message inside the
 // write transaction tx.
 func (s *Store) receiveTx(ctx context.Context, tx *drivertx.Tx, m Message, delta int64) (Outcome, error) {
-	var (
-		rFlow, otherID sql.NullString
-		rSeq, nextCol  sql.NullInt64
-		rBody          []byte
-	)
-	if err := tx.QueryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol); err != nil {
+	var chk checkRow
+	if err := tx.QueryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
-
-	// Rule 1: a receipt with this ID.
-	if rFlow.Valid {
-		if rFlow.String == m.Flow && rSeq.Int64 == m.Seq && bytes.Equal(rBody, m.Body) {
-			return Duplicate, nil
-		}
-		return Conflict, recordConflict(ctx, tx, m, RuleIDReused, m.ID, rFlow.String, rSeq.Int64, 0)
-	}
-
-	// Rule 2: a receipt for (flow, seq) under another ID.
-	if otherID.Valid {
-		return Conflict, recordConflict(ctx, tx, m, RuleSeqTaken, otherID.String, m.Flow, m.Seq, 0)
-	}
-
 	next, known := int64(1), false
-	if nextCol.Valid {
-		next, known = nextCol.Int64, true
+	if chk.nextCol.Valid {
+		next, known = chk.nextCol.Int64, true
 	}
-
-	// Rule 3: a gap; rule 4: behind, with no receipt.
-	if m.Seq > next {
-		return Gap, nil
-	}
-	if m.Seq < next {
-		return Conflict, recordConflict(ctx, tx, m, RuleSeqBehind, "", "", 0, next)
-	}
-
-	// Rule 5: beyond this receiver's capability.
-	if delta > s.maxDelta {
-		return UnsupportedDelta, nil
+	if out, accept, err := s.decide(ctx, tx, m, delta, &chk, next); !accept {
+		return out, err
 	}
 
 	// Rule 6: accept. Receipt first, then the effect, then the hook.
