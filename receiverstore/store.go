@@ -66,6 +66,8 @@ func WithMaxDelta(n int) Option {
 // WithHook makes the store call fn at each HookPoint. No cost when unset.
 // fn runs while the store holds a write transaction: it must not use the
 // store. It may end the process (os.Exit): that is how crashes are injected.
+// ReceiveBatch calls HookAcceptBeforeCommit once per accepted message, after
+// all of the batch's writes and before its one commit.
 func WithHook(fn func(HookPoint)) Option {
 	return func(o *options) { o.hook = fn }
 }
