@@ -4,4 +4,4 @@ go 1.26.0
 
 tool github.com/magefile/mage
 
-require github.com/magefile/mage v1.17.2 // indirect
+require github.com/magefile/mage v1.17.2
