@@ -212,7 +212,16 @@ func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Out
 			return "", err
 		}
 		return Acked, nil
-	case attempts < MaxAttempts:
+	default:
+		return failHead(ctx, tx, it, flow, attempts, now)
+	}
+}
+
+// failHead writes a failed result for the flow's head it: a retry after
+// Backoff(attempts) while attempts are left, else a quarantine that blocks
+// the flow. Settle and SettleBatch both fail a head here.
+func failHead(ctx context.Context, tx *txn, it SettleItem, flow string, attempts int, now clock.Tick) (Outcome, error) {
+	if attempts < MaxAttempts {
 		at := now + Backoff(attempts)
 		if _, err := tx.ExecContext(ctx, qRetry, it.EventID, int64(at), it.Result.Reason); err != nil {
 			return "", fmt.Errorf("schedule retry: %w", err)
@@ -221,15 +230,14 @@ func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Out
 			return "", fmt.Errorf("update flow %q: %w", flow, err)
 		}
 		return RetryScheduled, nil
-	default:
-		if _, err := tx.ExecContext(ctx, qQuarantine, it.EventID, it.Result.Reason); err != nil {
-			return "", fmt.Errorf("quarantine: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
-			return "", fmt.Errorf("block flow %q: %w", flow, err)
-		}
-		return Quarantined, nil
 	}
+	if _, err := tx.ExecContext(ctx, qQuarantine, it.EventID, it.Result.Reason); err != nil {
+		return "", fmt.Errorf("quarantine: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
+		return "", fmt.Errorf("block flow %q: %w", flow, err)
+	}
+	return Quarantined, nil
 }
 
 // advanceHead makes the event after seq the flow's head, or leaves the flow
@@ -343,23 +351,11 @@ func (b *ackBatch) settle(ctx context.Context, tx *txn, it SettleItem, row *sett
 		}
 		b.n++
 		o = Acked
-	case attempts < MaxAttempts:
-		at := now + Backoff(attempts)
-		if _, err := tx.ExecContext(ctx, qRetry, it.EventID, int64(at), it.Result.Reason); err != nil {
-			return "", fmt.Errorf("schedule retry: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, qWaitFlow, flow, int64(at)); err != nil {
-			return "", fmt.Errorf("update flow %q: %w", flow, err)
-		}
-		o = RetryScheduled
 	default:
-		if _, err := tx.ExecContext(ctx, qQuarantine, it.EventID, it.Result.Reason); err != nil {
-			return "", fmt.Errorf("quarantine: %w", err)
+		var err error
+		if o, err = failHead(ctx, tx, it, flow, attempts, now); err != nil {
+			return "", err
 		}
-		if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
-			return "", fmt.Errorf("block flow %q: %w", flow, err)
-		}
-		o = Quarantined
 	}
 	if b.settledIDs == nil {
 		b.settledIDs = make(map[string]struct{})
