@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/drivertx"
@@ -93,11 +94,11 @@ func WithWriterKeep(k writerlock.Keep) Option {
 // concurrent use, and several Store values, in one process or several, may
 // share a file. Their writes take turns in arrival order through two lock
 // files next to the database, PATH-writer and PATH-writer-gate (see
-// writerlock.go).
+// the writerlock module).
 type Store struct {
 	db     *sql.DB
-	writer *writerLock    // turns among the file's writers (writerlock.go)
-	w      *drivertx.Conn // the connection every write transaction runs on (drivertx)
+	writer *writerlock.Lock // turns among the file\'s writers (writerlock module, docs/performance.md "Fair writers")
+	w      *drivertx.Conn   // the connection every write transaction runs on (drivertx)
 	hook   func(HookPoint)
 	stmts  map[string]*sql.Stmt // the read paths' statements, prepared once
 }
@@ -217,20 +218,20 @@ func Open(path string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	wl, err := openWriterLock(path, o.keep)
+	wl, err := writerlock.OpenKeep(path, BusyTimeoutMillis*time.Millisecond, o.keep)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
-		wl.close()
+		wl.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	ctx := context.Background()
 	w, err := drivertx.Open(ctx, db, nil)
 	if err != nil {
 		db.Close()
-		wl.close()
+		wl.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
 	s := &Store{db: db, writer: wl, w: w, hook: o.hook}
@@ -268,7 +269,7 @@ func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil && first == nil {
 		first = err
 	}
-	if err := s.writer.close(); err != nil && first == nil {
+	if err := s.writer.Close(); err != nil && first == nil {
 		first = err
 	}
 	return first
@@ -317,13 +318,13 @@ func (s *Store) migrate(ctx context.Context) error {
 // it when fn returns nil; any error rolls everything back.
 //
 // The transaction runs in this process's turn among the file's writers
-// (writerlock.go): the turn is taken before BEGIN and given back after
+// (the writerlock module): the turn is taken before BEGIN and given back after
 // COMMIT or ROLLBACK.
 func (s *Store) withTx(ctx context.Context, fn func(tx *txn) error) error {
-	if err := s.writer.lock(ctx); err != nil {
+	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer s.writer.unlock()
+	defer s.writer.Unlock()
 	return s.w.Tx(ctx, func(tx *drivertx.Tx) error { return fn(&txn{raw: tx}) })
 }
 

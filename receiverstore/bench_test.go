@@ -34,11 +34,11 @@ func BenchmarkRawCommit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	wl, err := openWriterLock(path, writerlock.DefaultKeep) // the same turn-taking as the store's writes
+	wl, err := writerlock.Open(path, writeTurnTimeout) // the same turn-taking as the store's writes
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer wl.close()
+	defer wl.Close()
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		b.Fatal(err)

@@ -86,11 +86,11 @@ func WithWriterKeep(k writerlock.Keep) Option {
 // Store is the receiver's SQLite database. It is safe for concurrent use,
 // and several Store values, in one process or many, may share one file.
 // Their writes take turns in arrival order through two lock files next to
-// the database, PATH-writer and PATH-writer-gate (see writerlock.go).
+// the database, PATH-writer and PATH-writer-gate (see the writerlock module).
 type Store struct {
 	db       *sql.DB
-	writer   *writerLock    // turns among the file's writers (writerlock.go)
-	w        *drivertx.Conn // the connection every write transaction runs on (drivertx)
+	writer   *writerlock.Lock // turns among the file\'s writers (writerlock module, docs/performance.md "Fair writers")
+	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx)
 	maxDelta int64
 	hook     func(HookPoint)
 }
@@ -132,26 +132,26 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	wl, err := openWriterLock(path, o.keep)
+	wl, err := writerlock.OpenKeep(path, writeTurnTimeout, o.keep)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), wl.close())
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), wl.Close())
 	}
 	if err := migrate(context.Background(), db, wl); err != nil {
-		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
 	w, err := drivertx.Open(context.Background(), db, writeQueries)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.close())
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
 	return &Store{db: db, writer: wl, w: w, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
 }
 
 // migrate applies the schema unless the file already carries it.
-func migrate(ctx context.Context, db *sql.DB, wl *writerLock) error {
+func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 	return withTx(ctx, db, wl, nil, func(tx *sql.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
@@ -175,7 +175,7 @@ func migrate(ctx context.Context, db *sql.DB, wl *writerLock) error {
 
 // Close closes the database and the writer lock files.
 func (s *Store) Close() error {
-	return errors.Join(s.w.Close(), s.db.Close(), s.writer.close())
+	return errors.Join(s.w.Close(), s.db.Close(), s.writer.Close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
@@ -183,14 +183,14 @@ func (s *Store) Close() error {
 // back otherwise.
 //
 // A read-write transaction runs in this process's turn among the file's
-// writers (writerlock.go): the turn is taken before BEGIN and given back
+// writers (writerlock module): the turn is taken before BEGIN and given back
 // after COMMIT or ROLLBACK.
-func withTx(ctx context.Context, db *sql.DB, wl *writerLock, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+func withTx(ctx context.Context, db *sql.DB, wl *writerlock.Lock, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
 	if opts == nil || !opts.ReadOnly {
-		if err := wl.lock(ctx); err != nil {
+		if err := wl.Lock(ctx); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		defer wl.unlock()
+		defer wl.Unlock()
 	}
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
@@ -214,13 +214,13 @@ func withTx(ctx context.Context, db *sql.DB, wl *writerLock, opts *sql.TxOptions
 
 // withWriteTx runs fn in one IMMEDIATE transaction on the store's write
 // connection (drivertx), in this process's turn among the file's writers
-// (writerlock.go), and commits it when fn returns nil; any error rolls
+// (the writerlock module), and commits it when fn returns nil; any error rolls
 // everything back. Open's migration and the read-only Snapshot go through
 // database/sql (withTx).
 func (s *Store) withWriteTx(ctx context.Context, fn func(*drivertx.Tx) error) error {
-	if err := s.writer.lock(ctx); err != nil {
+	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer s.writer.unlock()
+	defer s.writer.Unlock()
 	return s.w.Tx(ctx, fn)
 }
