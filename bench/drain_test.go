@@ -29,7 +29,7 @@ func TestHelperDrainChild(t *testing.T) {
 // process counts is settled, by that process, and none twice.
 func TestDrainCountsMatchTheDatabase(t *testing.T) {
 	t.Parallel()
-	for _, turn := range []Turn{TurnBusyTimeout, TurnWriterLock, TurnWriterQueue, TurnWriterKeep} {
+	for _, turn := range []Turn{TurnBusyTimeout, TurnWriterQueue, TurnWriterKeep} {
 		t.Run(string(turn), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()

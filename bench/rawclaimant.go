@@ -42,9 +42,6 @@ const (
 	// TurnShortSteps retries BEGIN IMMEDIATE (busy_timeout 0) every 500 µs,
 	// for at most 10 s: a busy handler with short, even steps.
 	TurnShortSteps Turn = "short_steps"
-	// TurnWriterLock takes a [WriterLock] (the barging prototype) before
-	// BEGIN IMMEDIATE.
-	TurnWriterLock Turn = "writer_lock"
 	// TurnWriterQueue takes the writerlock module's turn, handed over after
 	// every write (writerlock.Keep{}): the gate, no barging, no runs.
 	TurnWriterQueue Turn = "writer_queue"
@@ -53,18 +50,12 @@ const (
 	TurnWriterKeep Turn = "writer_keep"
 )
 
-// Locker is a writers' turn taken around each write transaction.
-type Locker interface {
-	Lock(ctx context.Context) error
-	Unlock()
-}
-
 // RawClaimant is one process's claimant on the prototype's table.
 type RawClaimant struct {
 	DB    *sql.DB
 	Proc  int
 	Turn  Turn
-	Lock  Locker // for the writer_* turns
+	Lock  *writerlock.Lock // for the writer_* turns
 	Bound time.Duration
 }
 
@@ -134,7 +125,7 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 	switch turn {
 	case TurnShortSteps:
 		c.DB, err = OpenDBNoWait(path)
-	case TurnBusyTimeout, TurnWriterLock, TurnWriterQueue, TurnWriterKeep:
+	case TurnBusyTimeout, TurnWriterQueue, TurnWriterKeep:
 		c.DB, err = OpenDB(path)
 	default:
 		return fmt.Errorf("unknown turn %q", turn)
@@ -143,26 +134,17 @@ func RawChild(ctx context.Context, path string, turn Turn, proc int) error {
 		return err
 	}
 	defer c.DB.Close()
-	var closer interface{ Close() error }
-	switch turn {
-	case TurnWriterLock:
-		var l *WriterLock
-		l, err = OpenWriterLock(path+"-writer.lock", 10*time.Second)
-		c.Lock, closer = l, l
-	case TurnWriterQueue, TurnWriterKeep:
+	if turn == TurnWriterQueue || turn == TurnWriterKeep {
 		keep := writerlock.DefaultKeep
 		if turn == TurnWriterQueue {
 			keep = writerlock.Keep{}
 		}
-		var l *writerlock.Lock
-		l, err = writerlock.OpenKeep(path, 10*time.Second, keep)
-		c.Lock, closer = l, l
-	}
-	if err != nil {
-		return err
-	}
-	if closer != nil {
-		defer closer.Close()
+		l, err := writerlock.OpenKeep(path, 10*time.Second, keep)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		c.Lock = l
 	}
 	return ChildDrain(ctx, c)
 }

@@ -37,7 +37,7 @@ func main() {
 	drainsOnly := flag.Bool("drains-only", false, "measure only the multi-process drains (for working on them)")
 	drainFor := flag.Duration("drain-for", 0, "how long each drain runs (0: the mode's default)")
 	drainRounds := flag.Int("drain-rounds", 0, "drain rounds (0: the mode's default)")
-	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_lock, raw-writer_queue)")
+	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_queue, raw-writer_keep)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchrun: ")

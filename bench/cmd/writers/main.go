@@ -4,9 +4,9 @@
 // process reports how many rows it got, its longest write and its SQLITE_BUSY
 // count. Each round runs one process alone, then N together, on fresh copies
 // of the backlog, for every -turn given (busy_timeout, short_steps,
-// writer_lock), interleaved.
+// writer_queue, writer_keep), interleaved.
 //
-//	go run ./cmd/writers -procs 8 -for 60s -rounds 1 -turn busy_timeout,writer_lock
+//	go run ./cmd/writers -procs 8 -for 60s -rounds 1 -turn busy_timeout,writer_keep
 package main
 
 import (
@@ -26,7 +26,7 @@ func main() {
 	procs := flag.Int("procs", 8, "claimant processes")
 	d := flag.Duration("for", 5*time.Second, "how long the processes drain in each run")
 	rounds := flag.Int("rounds", 3, "rounds")
-	turns := flag.String("turn", "busy_timeout,short_steps,writer_lock", "comma-separated turn modes")
+	turns := flag.String("turn", "busy_timeout,short_steps,writer_queue,writer_keep", "comma-separated turn modes")
 	backlog := flag.Int("backlog", 100000, "rows in each backlog")
 	dbPath := flag.String("db", "", "database (set by the parent for its children)")
 	flag.Parse()
