@@ -17,12 +17,15 @@ type oracle struct {
 
 	// Measurements.
 	waitsClosed   int
-	worstWait     int // the longest wait observed (claims of other flows)
-	worstBound    int // the bound of that wait
-	minSlack      int // the smallest bound − wait over all waits
-	tight         int // waits that reached their bound exactly
-	worstPerFlow  int // the most claims one other flow got in one wait
-	worstPerBound int // its per-flow bound
+	worstWait     int     // the longest wait observed (claims of other flows)
+	worstBound    int     // the bound of that wait
+	minSlack      int     // the smallest bound − wait over all waits
+	tight         int     // waits that reached their bound exactly
+	worstPerFlow  int     // the most claims one other flow got in one wait
+	worstPerBound int     // its per-flow bound
+	worstShare    float64 // the largest wait/bound among waits with a bound of at least 10
+	shareWait     int
+	shareBound    int
 }
 
 // wait is one period during which a flow is ready and not yet picked again.
@@ -39,7 +42,6 @@ func newOracle() *oracle {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
 
 // begin opens a wait for flow f, which has just become ready.
 func (o *oracle) begin(f string) {
@@ -159,6 +161,9 @@ func (o *oracle) close(w *wait) {
 	o.minSlack = min(o.minSlack, b-w.total)
 	if b == w.total {
 		o.tight++
+	}
+	if b >= 10 && float64(w.total)/float64(b) > o.worstShare {
+		o.worstShare, o.shareWait, o.shareBound = float64(w.total)/float64(b), w.total, b
 	}
 	for j, c := range w.count {
 		if c > o.worstPerFlow {

@@ -238,6 +238,9 @@ func TestRotationBoundedWaitProperty(t *testing.T) {
 		if o.worstWait > total.worstWait {
 			total.worstWait, total.worstBound = o.worstWait, o.worstBound
 		}
+		if o.worstShare > total.worstShare {
+			total.worstShare, total.shareWait, total.shareBound = o.worstShare, o.shareWait, o.shareBound
+		}
 		if o.worstPerFlow > total.worstPerFlow {
 			total.worstPerFlow, total.worstPerBound = o.worstPerFlow, o.worstPerBound
 		}
@@ -245,8 +248,8 @@ func TestRotationBoundedWaitProperty(t *testing.T) {
 	if total.waitsClosed < schedules*100 {
 		t.Fatalf("only %d waits closed: the schedules do not exercise the bound", total.waitsClosed)
 	}
-	t.Logf("%d schedules × %d operations: %d waits; longest wait %d claims (its bound %d); smallest slack %d; %d waits exactly at their bound; most claims of one flow in one wait %d (its bound %d)",
-		schedules, ops, total.waitsClosed, total.worstWait, total.worstBound, total.minSlack, total.tight, total.worstPerFlow, total.worstPerBound)
+	t.Logf("%d schedules × %d operations: %d waits; longest wait %d claims (its bound %d); smallest slack %d; %d waits exactly at their bound; most claims of one flow in one wait %d (its bound %d); closest to the bound among bounds >= 10: %d of %d",
+		schedules, ops, total.waitsClosed, total.worstWait, total.worstBound, total.minSlack, total.tight, total.worstPerFlow, total.worstPerBound, total.shareWait, total.shareBound)
 }
 
 // TestRotationBoundEqualWeights measures the bound with equal weights, where it
