@@ -95,7 +95,10 @@ func MeasureBulkRedrive(ctx context.Context, dir, template string, n, rounds int
 		}
 		var res BulkRedriveRound
 		sides := []func() error{
-			func() (err error) { res.Bulk, err = timedRedrive(ctx, filepath.Join(sub, "bulk.db"), template, n, redriveAll); return err },
+			func() (err error) {
+				res.Bulk, err = timedRedrive(ctx, filepath.Join(sub, "bulk.db"), template, n, redriveAll)
+				return err
+			},
 			func() (err error) {
 				res.OneByOne, err = timedRedrive(ctx, filepath.Join(sub, "one.db"), template, n, redriveEach)
 				return err
