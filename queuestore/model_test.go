@@ -198,6 +198,50 @@ func (m *model) settleBatch(items []SettleItem, now clock.Tick) ([]SettleResult,
 	return out, nil
 }
 
+// extendOne is §7.2: settle's checks 1-3, then a new lease from now.
+func (m *model) extendOne(it ExtendItem, now clock.Tick) (Outcome, error) {
+	if err := it.validate(); err != nil {
+		return "", ErrInvalid
+	}
+	e := m.events[it.EventID]
+	switch {
+	case e == nil:
+		return "", ErrNotFound
+	case it.Generation != e.Generation || e.State != stateInflight:
+		return Stale, nil
+	case now >= e.LeaseUntil:
+		return Expired, nil
+	}
+	e.LeaseUntil = now + Lease
+	return Extended, nil
+}
+
+func (m *model) extendBatch(items []ExtendItem, now clock.Tick) ([]SettleResult, error) {
+	if err := m.admit(now); err != nil {
+		return nil, err
+	}
+	out := make([]SettleResult, len(items))
+	for i, it := range items {
+		out[i].Outcome, out[i].Err = m.extendOne(it, now)
+	}
+	m.mark = now
+	return out, nil
+}
+
+func (m *model) extend(it ExtendItem, now clock.Tick) (Outcome, error) {
+	if err := it.validate(); err != nil {
+		return "", ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return "", err
+	}
+	o, err := m.extendOne(it, now)
+	if err == nil {
+		m.mark = now
+	}
+	return o, err
+}
+
 func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) error {
 	if reason == "" {
 		return ErrEmptyReason
@@ -221,6 +265,43 @@ func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) err
 	e.Attempts, e.State, e.AvailableAt, e.Reason, e.LeaseUntil = 0, statePending, now, "", 0
 	m.audit = append(m.audit, AuditEntry{ID: int64(len(m.audit) + 1), EventID: id, Generation: e.Generation, Reason: reason, At: now})
 	m.mark = now
+	return nil
+}
+
+// checkNextDue checks NextDue's answer against the heads: the earliest
+// ready_at of a pending or in-flight head; when that tick has come, any
+// tick up to the mark.
+func (m *model) checkNextDue(due clock.Tick, ok bool) error {
+	var (
+		first clock.Tick
+		any   bool
+	)
+	for _, f := range m.flows {
+		h := m.head(f)
+		if h == nil {
+			continue
+		}
+		var at clock.Tick
+		switch h.State {
+		case statePending:
+			at = h.AvailableAt
+		case stateInflight:
+			at = h.LeaseUntil
+		default:
+			continue
+		}
+		if !any || at < first {
+			first, any = at, true
+		}
+	}
+	switch {
+	case ok != any:
+		return fmt.Errorf("NextDue ok = %v, model %v (earliest %d)", ok, any, first)
+	case any && first <= m.mark && due > m.mark:
+		return fmt.Errorf("NextDue = %d with a head due at %d <= mark %d", due, first, m.mark)
+	case any && first > m.mark && due != first:
+		return fmt.Errorf("NextDue = %d, model %d", due, first)
+	}
 	return nil
 }
 
@@ -429,7 +510,7 @@ func (r *runner) newEvent() Event {
 // step runs one random operation on the store(s) and the model.
 func (r *runner) step(ctx context.Context) error {
 	now := r.tick()
-	switch op := r.c.Intn(20); {
+	switch op := r.c.Intn(22); {
 	case op < 6:
 		e := r.newEvent()
 		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, %d)", e.ID, e.Flow, e.Body, now))
@@ -516,6 +597,37 @@ func (r *runner) step(ctx context.Context) error {
 				return fmt.Errorf("SettleBatch item %d = %+v; model %+v", i, got[i], want[i])
 			}
 		}
+	case op < 19:
+		id, gen := r.anyEvent(stateInflight)
+		r.log = append(r.log, fmt.Sprintf("Extend(%q, %d, %d)", id, gen, now))
+		got, err := r.s.Extend(ctx, id, gen, now)
+		want, werr := r.m.extend(ExtendItem{EventID: id, Generation: gen}, now)
+		if r.twin != nil {
+			r.twin.Extend(ctx, id, gen, now)
+		}
+		if !sameErr(err, werr) || got != want {
+			return fmt.Errorf("Extend = %q, %v; model %q, %v", got, err, want, werr)
+		}
+	case op < 20:
+		var items []ExtendItem
+		for n := r.c.Intn(4); n > 0; n-- {
+			id, gen := r.anyEvent(stateInflight)
+			items = append(items, ExtendItem{EventID: id, Generation: gen})
+		}
+		r.log = append(r.log, fmt.Sprintf("ExtendBatch(%+v, %d)", items, now))
+		got, err := r.s.ExtendBatch(ctx, items, now)
+		want, werr := r.m.extendBatch(items, now)
+		if r.twin != nil {
+			r.twin.ExtendBatch(ctx, items, now)
+		}
+		if !sameErr(err, werr) || len(got) != len(want) {
+			return fmt.Errorf("ExtendBatch = %+v, %v; model %+v, %v", got, err, want, werr)
+		}
+		for i := range got {
+			if got[i].Outcome != want[i].Outcome || !sameErr(got[i].Err, want[i].Err) {
+				return fmt.Errorf("ExtendBatch item %d = %+v; model %+v", i, got[i], want[i])
+			}
+		}
 	default:
 		id, gen := r.anyEvent(stateQuarantined)
 		reason := "operator"
@@ -537,6 +649,13 @@ func (r *runner) step(ctx context.Context) error {
 		return err
 	}
 	if err := r.m.check(sn); err != nil {
+		return err
+	}
+	due, ok, err := r.s.NextDue(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.m.checkNextDue(due, ok); err != nil {
 		return err
 	}
 	if r.twin != nil {
