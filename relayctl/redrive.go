@@ -140,6 +140,8 @@ func explainRedrive(e *env, q queueStore, before eventRow, gen int64, now clock.
 		return timeRegression(e, q, now)
 	case kindNotFound:
 		return fmt.Errorf("event %q not found", before.ID)
+	case kindInvalid:
+		return fmt.Errorf("refused, nothing was redriven: %w", err)
 	}
 	return fmt.Errorf("redrive %s: %w", before.ID, err)
 }
