@@ -61,4 +61,3 @@ func (s stopAfterOne) RedriveAll(ctx context.Context, f redriveFilter, reason st
 	}
 	return first, context.Canceled
 }
-
