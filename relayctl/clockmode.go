@@ -85,9 +85,10 @@ func (v tickValue) Set(s string) error {
 // when the clock mode says so (see DECISIONS.md, "Time"):
 //   - logical: --now when given, otherwise the queue's clock mark;
 //   - wall: --now when given, otherwise this machine's clock in Unix
-//     milliseconds; q is reopened in real time with the skew, so the store
-//     refuses a tick too far ahead of the clock and performs one a little
-//     below the mark at the mark;
+//     milliseconds, read again by each write (each chunk of a bulk enqueue);
+//     q is reopened in real time with the skew, so the store refuses a tick
+//     too far ahead of the clock and performs one a little below the mark at
+//     the mark;
 //   - auto: wall when the clock mark is at least wallFloor, else logical.
 func currentTick(ctx context.Context, q queueStore, now tickFlag) (clock.Tick, error) {
 	cfg := clockConfig{mode: clockLogical}
@@ -109,7 +110,7 @@ func currentTick(ctx context.Context, q queueStore, now tickFlag) (clock.Tick, e
 		}
 		return mark, nil
 	}
-	if err := q.UseRealTime(cfg.wall, cfg.skew); err != nil {
+	if err := q.UseRealTime(cfg.wall, cfg.skew, !now.set); err != nil {
 		return 0, fmt.Errorf("reopen the queue in real time: %w", err)
 	}
 	if now.set {

@@ -194,3 +194,60 @@ func TestClockFlagsUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestWallClockBulkEnqueueFollowsClock: in wall-clock mode without --now,
+// each chunk of a bulk enqueue acts at the clock when it is written, so a
+// load that outlasts the skew while a relay writes at the clock is not
+// refused half-way as a time regression.
+func TestWallClockBulkEnqueueFollowsClock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	qpath := filepath.Join(dir, "queue.db")
+	mustRun(t, dir, "enqueue", "--id", "e0", "--flow", "r", "--body", "x", "--now", itoa(int64(wallMs)))
+	wall := clock.NewManual(wallMs)
+	var out, errb strings.Builder
+	e := newEnv(strings.NewReader("{\"id\":\"e1\",\"flow\":\"a\",\"body\":1}\n{\"id\":\"e2\",\"flow\":\"a\",\"body\":2}\n{\"id\":\"e3\",\"flow\":\"a\",\"body\":3}\n"), &out, &errb)
+	e.dir, e.clock.wall = dir, wall
+	e.openQueueAt = func(path string) (queueStore, error) {
+		q, err := openQueueStore(path)
+		return relayMeanwhile{queueStore: q, t: t, path: qpath, wall: wall}, err
+	}
+	if code := e.main([]string{"enqueue", "--file", "-", "--chunk", "1"}); code != exitOK {
+		t.Fatalf("bulk enqueue while a relay writes: exit %d, stderr %s", code, errb.String())
+	}
+	var evs []eventRow
+	decodeStrict(t, mustRun(t, dir, "events", "--flow", "a", "--json"), &evs)
+	var got []int64
+	for _, ev := range evs {
+		got = append(got, ev.AvailableAt-int64(wallMs))
+	}
+	if len(got) != 3 || got[0] != 0 || got[1] != 5000 || got[2] != 10000 {
+		t.Fatalf("chunks written at the clock + %v ms, want [0 5000 10000]", got)
+	}
+}
+
+// relayMeanwhile is a queue where, after each EnqueueBatch, five seconds
+// pass and another process writes at the clock.
+type relayMeanwhile struct {
+	queueStore
+	t    *testing.T
+	path string
+	wall *clock.Manual
+}
+
+func (r relayMeanwhile) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error) {
+	res, err := r.queueStore.EnqueueBatch(ctx, evs, now)
+	if err != nil {
+		return res, err
+	}
+	r.wall.Advance(5000)
+	q, err := queuestore.Open(r.path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Enqueue(ctx, queuestore.Event{ID: "relay-" + evs[0].ID, Flow: "r", Body: []byte("x")}, r.wall.Now()); err != nil {
+		r.t.Fatal(err)
+	}
+	return res, nil
+}

@@ -13,6 +13,20 @@ import (
 type queueDB struct {
 	s    *queuestore.Store
 	path string
+	// follow, when set, is the wall clock that every write acts at, or later
+	// (UseRealTime with follow).
+	follow clock.Source
+}
+
+// at is the tick a write acts at: now, or the clock when following it and
+// the clock has moved past now (a long bulk enqueue).
+func (q *queueDB) at(now clock.Tick) clock.Tick {
+	if q.follow != nil {
+		if w := q.follow.Now(); w > now {
+			return w
+		}
+	}
+	return now
 }
 
 func openQueueStore(path string) (queueStore, error) {
@@ -24,7 +38,10 @@ func openQueueStore(path string) (queueStore, error) {
 }
 
 // UseRealTime closes the store and opens the file again in real time.
-func (q *queueDB) UseRealTime(src clock.Source, skew clock.Tick) error {
+func (q *queueDB) UseRealTime(src clock.Source, skew clock.Tick, follow bool) error {
+	if follow {
+		q.follow = src
+	}
 	if err := q.s.Close(); err != nil {
 		return err
 	}
@@ -69,11 +86,11 @@ func kindOf(err error) errKind {
 func (q *queueDB) Close() error { return q.s.Close() }
 
 func (q *queueDB) Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error {
-	return q.s.Redrive(ctx, id, generation, reason, now)
+	return q.s.Redrive(ctx, id, generation, reason, q.at(now))
 }
 
 func (q *queueDB) Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error) {
-	r, err := q.s.Enqueue(ctx, queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}, now)
+	r, err := q.s.Enqueue(ctx, queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}, q.at(now))
 	if err != nil {
 		return enqueuedRow{}, err
 	}
@@ -85,7 +102,7 @@ func (q *queueDB) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Ti
 	for i, ev := range evs {
 		in[i] = queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}
 	}
-	rs, err := q.s.EnqueueBatch(ctx, in, now)
+	rs, err := q.s.EnqueueBatch(ctx, in, q.at(now))
 	if err != nil {
 		return nil, err
 	}
@@ -237,11 +254,11 @@ func (q *queueDB) SetPolicy(ctx context.Context, p policyRow, reason string, now
 	}
 	cur.Lease, cur.MaxAttempts = clock.Tick(p.Lease), p.MaxAttempts
 	cur.BackoffBase, cur.BackoffCap, cur.Jitter = clock.Tick(p.BackoffBase), clock.Tick(p.BackoffCap), p.Jitter
-	return q.s.SetPolicy(ctx, cur, reason, now)
+	return q.s.SetPolicy(ctx, cur, reason, q.at(now))
 }
 
 func (q *queueDB) RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error) {
-	rs, err := q.s.RedriveAll(ctx, queuestore.RedriveFilter{Flow: f.Flow, Reason: f.Reason}, reason, now)
+	rs, err := q.s.RedriveAll(ctx, queuestore.RedriveFilter{Flow: f.Flow, Reason: f.Reason}, reason, q.at(now))
 	out := make([]redrivenRow, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, redrivenRow{ID: r.EventID, Flow: r.Flow, Seq: r.Seq, Generation: r.Generation})

@@ -27,8 +27,11 @@ type queueStore interface {
 	EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error)
 	Snapshot(ctx context.Context) (any, error)
 	// UseRealTime reopens the file in real time (docs/contract.md §7.3)
-	// with src as the wall clock and skew as the tolerance.
-	UseRealTime(src clock.Source, skew clock.Tick) error
+	// with src as the wall clock and skew as the tolerance. With follow,
+	// every later write acts at src's tick when it is made, if that is
+	// past the tick it is given: the chunks of a long bulk enqueue keep up
+	// with the relays writing at the clock meanwhile.
+	UseRealTime(src clock.Source, skew clock.Tick, follow bool) error
 	Policy(ctx context.Context) (policyRow, error)
 	// SetPolicy records p, keeping every part of the recorded policy that
 	// policyRow does not show, with an audit row.
