@@ -44,7 +44,7 @@ type Lock struct {
 	sem        chan struct{} // one writer at a time in this process
 	files      [2]*os.File
 	created    [2]bool // this Open created the file (Remove deletes it)
-	turn, gate int // their descriptors
+	turn, gate int     // their descriptors
 	closeOnce  sync.Once
 
 	mu        sync.Mutex  // guards the fields below
