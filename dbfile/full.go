@@ -11,7 +11,9 @@ import (
 // SQLite's result codes that IsFull looks at.
 const (
 	sqliteIOErr         = 10   // SQLITE_IOERR: its extended codes say which call failed
+	sqliteCorrupt       = 11   // SQLITE_CORRUPT
 	sqliteFull          = 13   // SQLITE_FULL
+	sqliteNotADB        = 26   // SQLITE_NOTADB
 	sqliteIOErrWrite    = 778  // SQLITE_IOERR_WRITE
 	sqliteIOErrTruncate = 1546 // SQLITE_IOERR_TRUNCATE
 	sqliteIOErrShmSize  = 4874 // SQLITE_IOERR_SHMSIZE
@@ -61,6 +63,20 @@ func atSizeLimit(path string) bool {
 		if fi, err := os.Stat(name); err == nil && fi.Size()+maxFrame > limit {
 			return true
 		}
+	}
+	return false
+}
+
+// IsDamaged reports whether err is SQLite's SQLITE_CORRUPT or SQLITE_NOTADB:
+// the file is damaged inside, or is not a database after all.
+func IsDamaged(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqliteCorrupt, sqliteNotADB:
+		return true
 	}
 	return false
 }
