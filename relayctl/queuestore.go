@@ -13,6 +13,18 @@ type queueDB struct {
 	s *queuestore.Store
 }
 
+// readQueueStore opens the queue read-only: it creates no file (no lock
+// file, no -wal or -shm), so an operator can run a read command on a
+// service's queue without write permission and without leaving files the
+// service could not open.
+func readQueueStore(path string) (queueStore, error) {
+	s, err := queuestore.Open(path, queuestore.WithReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	return queueDB{s}, nil
+}
+
 func openQueueStore(path string) (queueStore, error) {
 	s, err := queuestore.Open(path)
 	if err != nil {

@@ -33,6 +33,10 @@ type env struct {
 	// the queue, may be created); tests wrap them.
 	openQueueAt    func(path string) (queueStore, error)
 	openReceiverAt func(path string) (receiverStore, error)
+	// readQueueAt and readReceiverAt open a database that exists for the
+	// read commands: read-only, creating no file (store.go).
+	readQueueAt    func(path string) (queueStore, error)
+	readReceiverAt func(path string) (receiverStore, error)
 	// isTerminal reports whether w is a terminal (the progress bar of a bulk
 	// enqueue is drawn only there).
 	isTerminal func(w io.Writer) bool
@@ -83,6 +87,8 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 		isTerminal:     isTerminal,
 		openQueueAt:    openQueueStore,
 		openReceiverAt: openReceiverStore,
+		readQueueAt:    readQueueStore,
+		readReceiverAt: readReceiverStore,
 	}
 }
 
