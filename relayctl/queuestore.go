@@ -8,6 +8,9 @@ import (
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
+// maxBodyBytes is the largest event body the queue takes.
+const maxBodyBytes = queuestore.MaxBodyLen
+
 // queueDB adapts *queuestore.Store to queueStore.
 type queueDB struct {
 	s *queuestore.Store
