@@ -254,7 +254,10 @@ func dsn(path string) string {
 // Open opens the queue store at path, creating the file and its schema when
 // they do not exist. An existing store is opened as it is: nothing is
 // cleared. A file with a newer (or unknown) schema version is refused with
-// ErrSchemaVersion. The path is a plain file path (any '?', '#' or '%' in
+// ErrSchemaVersion. A path that cannot be opened (ErrOpen) or a file that is
+// not a queue store (ErrNotQueue) is refused before anything is written or
+// created beside it (open.go); WithReadOnly opens an existing file without
+// creating any. The path is a plain file path (any '?', '#' or '%' in
 // it is escaped for SQLite's URI form).
 //
 // A new file records the policy given by WithPolicy, or DefaultPolicy; an

@@ -123,7 +123,10 @@ func dsn(path string) (string, error) {
 // embedded schema in one transaction. An existing file is never cleared. The
 // default MaxDelta is 1000 and no hook is set. Open returns
 // [ErrInvalidOption] for an option out of range and [ErrSchemaVersion] for a
-// file written by a newer version of this package.
+// file written by a newer version of this package. A path that cannot be
+// opened ([ErrOpen]) or a file that is not a receiver database
+// ([ErrNotReceiver]) is refused before anything is written or created beside
+// it (open.go). [WithReadOnly] opens an existing file without creating any.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{maxDelta: DefaultMaxDelta, keep: writerlock.DefaultKeep}
 	for _, opt := range opts {
