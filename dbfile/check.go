@@ -93,11 +93,11 @@ func Check(path string, write bool) (Info, error) {
 	dir := filepath.Dir(path)
 	switch st, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):
-		return Info{}, &Error{ErrPath, fmt.Sprintf("folder %s does not exist", dir), fs.ErrNotExist}
+		return Info{}, &Error{ErrPath, fmt.Sprintf("folder %s", dir), syscall.ENOENT}
 	case err != nil:
 		return Info{}, &Error{ErrPath, fmt.Sprintf("folder %s", dir), cause(err)}
 	case !st.IsDir():
-		return Info{}, &Error{ErrPath, fmt.Sprintf("%s is not a folder", dir), syscall.ENOTDIR}
+		return Info{}, &Error{ErrPath, dir, syscall.ENOTDIR}
 	}
 	fi, err := os.Stat(path)
 	switch {
@@ -105,11 +105,11 @@ func Check(path string, write bool) (Info, error) {
 		if write {
 			return Info{}, nil
 		}
-		return Info{}, &Error{ErrPath, "the file does not exist", fs.ErrNotExist}
+		return Info{}, &Error{ErrPath, "cannot open the file", syscall.ENOENT}
 	case err != nil:
 		return Info{}, &Error{ErrPath, "cannot look at the file", cause(err)}
 	case fi.IsDir():
-		return Info{}, &Error{ErrPath, "it is a directory, not a database file", syscall.EISDIR}
+		return Info{}, &Error{ErrPath, "not a database file", syscall.EISDIR}
 	case !fi.Mode().IsRegular():
 		return Info{}, &Error{ErrPath, fmt.Sprintf("it is not a regular file (%s)", fi.Mode().Type()), nil}
 	}
