@@ -75,9 +75,6 @@ func openReadOnly(path string, o options) (*Store, error) {
 // would rewrite the header of another program's database. A file whose WAL
 // needs recovery (dbfile.ErrNeedsWriter) is left to the read-write open.
 func probe(path string, info dbfile.Info) error {
-	if info.UserVersion > SchemaVersion {
-		return fmt.Errorf("open %s: %w: file has version %d, this package knows up to %d", path, ErrSchemaVersion, info.UserVersion, SchemaVersion)
-	}
 	if info.Size == 0 {
 		return nil // a new database
 	}
@@ -103,15 +100,20 @@ func probe(path string, info dbfile.Info) error {
 }
 
 // inspect reads the file's schema version and refuses a file that is not a
-// receiver database: a newer version ([ErrSchemaVersion]), version 1 without
-// the receiver's tables, version 0 with anything in its schema
-// ([ErrNotReceiver]). v is 0 for an empty database, to be created.
+// receiver database: a version of 1 or more without the receiver's tables,
+// version 0 with anything in its schema ([ErrNotReceiver]), a newer version
+// ([ErrSchemaVersion]). v is 0 for an empty database, to be created.
 func inspect(ctx context.Context, tx *sql.Tx) (v int, err error) {
 	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return 0, fmt.Errorf("read user_version: %w", err)
 	}
 	switch {
 	case v > SchemaVersion:
+		// A queue's file carries a version too: say what the file is
+		// before saying its version is too new.
+		if err := checkTables(ctx, tx); err != nil {
+			return v, err
+		}
 		return v, fmt.Errorf("%w: file has version %d, this package knows up to %d", ErrSchemaVersion, v, SchemaVersion)
 	case v == SchemaVersion:
 		return v, checkTables(ctx, tx)
