@@ -9,6 +9,9 @@ import (
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
+// maxBodyBytes is the largest event body the queue takes.
+const maxBodyBytes = queuestore.MaxBodyLen
+
 // queueDB adapts *queuestore.Store to queueStore.
 type queueDB struct {
 	s    *queuestore.Store
@@ -27,6 +30,18 @@ func (q *queueDB) at(now clock.Tick) clock.Tick {
 		}
 	}
 	return now
+}
+
+// readQueueStore opens the queue read-only: it creates no file (no lock
+// file, no -wal or -shm), so an operator can run a read command on a
+// service's queue without write permission and without leaving files the
+// service could not open.
+func readQueueStore(path string) (queueStore, error) {
+	s, err := queuestore.Open(path, queuestore.WithReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	return &queueDB{s: s, path: path}, nil
 }
 
 func openQueueStore(path string) (queueStore, error) {

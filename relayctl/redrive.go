@@ -186,7 +186,7 @@ func cmdAudit(e *env, args []string) (err error) {
 	default:
 		return usagef("--kind %q: want redrive, policy or weight", *kind)
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}

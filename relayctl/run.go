@@ -35,6 +35,10 @@ type env struct {
 	// the queue, may be created); tests wrap them.
 	openQueueAt    func(path string) (queueStore, error)
 	openReceiverAt func(path string) (receiverStore, error)
+	// readQueueAt and readReceiverAt open a database that exists for the
+	// read commands: read-only, creating no file (store.go).
+	readQueueAt    func(path string) (queueStore, error)
+	readReceiverAt func(path string) (receiverStore, error)
 	// isTerminal reports whether w is a terminal (the progress bar of a bulk
 	// enqueue is drawn only there).
 	isTerminal func(w io.Writer) bool
@@ -89,6 +93,8 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 		openQueueAt:    openQueueStore,
 		openReceiverAt: openReceiverStore,
 		clock:          clockConfig{mode: clockAuto, skew: defaultSkew, wall: clock.Wall{}},
+		readQueueAt:    readQueueStore,
+		readReceiverAt: readReceiverStore,
 	}
 }
 

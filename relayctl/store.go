@@ -129,6 +129,36 @@ func (e *env) openReceiver(optional bool) (receiverStore, error) {
 	return r, nil
 }
 
+// readQueue opens the queue at e.queuePath for a read command: it must
+// exist, and it is opened read-only, so that nothing is created beside it
+// and no write permission is needed (docs/operations.md).
+func (e *env) readQueue() (queueStore, error) {
+	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+		return nil, err
+	}
+	q, err := e.readQueueAt(e.abs(e.queuePath))
+	if err != nil {
+		return nil, fmt.Errorf("open queue %s: %w", e.queuePath, err)
+	}
+	return q, nil
+}
+
+// readReceiver is openReceiver for a read command: read-only, creating
+// nothing.
+func (e *env) readReceiver(optional bool) (receiverStore, error) {
+	if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
+		if optional && !errors.As(err, new(*usageError)) {
+			err = fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
+		}
+		return nil, err
+	}
+	r, err := e.readReceiverAt(e.abs(e.receiverPath))
+	if err != nil {
+		return nil, fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+	}
+	return r, nil
+}
+
 // closeWith closes c and keeps the first error.
 func closeWith(c interface{ Close() error }, err *error) {
 	if cerr := c.Close(); cerr != nil && *err == nil {
