@@ -115,7 +115,8 @@ var (
 	descQuarantined = prometheus.NewDesc("fairrelay_quarantined_events",
 		"Events quarantined in the queue; needs a StatsQueue.", nil, nil)
 	descOldestDue = prometheus.NewDesc("fairrelay_oldest_due_age_seconds",
-		"How long the earliest dispatchable head has been due (0 when none is due); ticks read as milliseconds.", nil, nil)
+		"How long the earliest dispatchable head has been due (0 when none is due); ticks read as milliseconds. "+
+			"Without an OldestDueQueue it is read from NextDue, which may report the queue's clock mark instead of the head's due tick: then it is a lower bound.", nil, nil)
 )
 
 // Describe sends the queue gauges' descriptions.
@@ -136,7 +137,11 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(st.Quarantined))
 		}
 	}
-	if due, ok, err := c.r.q.NextDue(ctx); err == nil {
+	next := c.r.q.NextDue
+	if oq, ok := c.r.q.(OldestDueQueue); ok {
+		next = oq.OldestDue
+	}
+	if due, ok, err := next(ctx); err == nil {
 		age := 0.0
 		if now := c.r.src.Now(); ok && due < now {
 			age = float64(now-due) / 1000

@@ -32,6 +32,16 @@ type StatsQueue interface {
 	Stats(ctx context.Context) (queuestore.Stats, error)
 }
 
+// OldestDueQueue is a Queue that can tell the due tick of its
+// longest-waiting dispatchable head. The fairrelay_oldest_due_age_seconds
+// gauge uses OldestDue when the queue has it, and NextDue otherwise. NextDue
+// of queuestore answers the clock mark, not the head's own due tick, for a
+// head already marked dispatchable, so the gauge is then a lower bound.
+type OldestDueQueue interface {
+	Queue
+	OldestDue(ctx context.Context) (clock.Tick, bool, error)
+}
+
 // Defaults of the zero Options.
 const (
 	DefaultConcurrency   = 16

@@ -596,4 +596,3 @@ func (l *loop) cancelRunning() {
 	}
 	l.r.log.Warn("relay: grace period over, handler contexts cancelled", "handlers", l.goroutines)
 }
-

@@ -13,6 +13,8 @@ import (
 
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/relay"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // running is a Relay started by start.
@@ -575,11 +577,37 @@ func TestNoGoroutineOutlivesRun(t *testing.T) {
 	}
 }
 
-
 func sizes(b [][]queuestore.SettleItem) []int {
 	var out []int
 	for _, x := range b {
 		out = append(out, len(x))
 	}
 	return out
+}
+
+// TestOldestDueAgeMetric: with its one slot busy, the relay leaves a due
+// head waiting; the gauge reports how long (ticks read as milliseconds).
+func TestOldestDueAgeMetric(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	q.enqueue("busy", 1)
+	q.enqueue("waiting", 1)
+	clk := relay.NewManualClock(0)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { started <- struct{}{}; <-release; return nil })
+	reg := prometheus.NewRegistry()
+	start(t, q, h, relay.Options{Clock: clk, Concurrency: 1, Poll: time.Hour, Metrics: reg})
+	<-started
+	clk.Set(250)
+	if got := testutil.ToFloat64(gauge(t, reg, "fairrelay_oldest_due_age_seconds")); got != 0.25 {
+		t.Fatalf("oldest due age = %v, want 0.25", got)
+	}
+	close(release)
+	q.waitFor(t, "both acked", func() bool { return q.byID["waiting/1"].state == "acked" })
+	if got := testutil.ToFloat64(gauge(t, reg, "fairrelay_oldest_due_age_seconds")); got != 0 {
+		t.Fatalf("oldest due age with nothing waiting = %v, want 0", got)
+	}
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	return counter(t, reg, name, "")
 }
