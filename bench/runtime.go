@@ -180,7 +180,6 @@ func receiverServer(rc *Receiver, secret []byte) http.Handler {
 // relay options. Each Step runs one relay for step and counts the events
 // its handler completed successfully (all settled by the relay's shutdown).
 type runtimeRun struct {
-	pq      relayrt.Queue // when set, the relay uses it instead of q (probes)
 	q       *queuestore.Store
 	h       relayrt.Handler
 	o       relayrt.Options
@@ -202,11 +201,7 @@ func (w *runtimeRun) Handle(ctx context.Context, e relayrt.Event) error {
 // Step runs a relay for w.step and returns the events it delivered.
 func (w *runtimeRun) Step(ctx context.Context) (int, error) {
 	before := w.ok.Load()
-	var q relayrt.Queue = w.q
-	if w.pq != nil {
-		q = w.pq
-	}
-	r, err := relayrt.New(q, w, w.o)
+	r, err := relayrt.New(w.q, w, w.o)
 	if err != nil {
 		return 0, err
 	}
