@@ -171,7 +171,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	tick := noDue
 	blocked := l.blocked()
-	if len(l.pending) > 0 {
+	if len(l.pending) > 0 && !blocked {
 		at(l.pendingSince.Add(l.r.o.Linger))
 	}
 	if blocked {

@@ -656,3 +656,25 @@ func TestClaimsGatherFreedSlots(t *testing.T) {
 		}
 	})
 }
+
+// TestSettleErrorsAreRetriedWithoutSpinning: a refused SettleBatch keeps its
+// results and is retried after a backoff (10 ms doubling, at most Poll), so
+// the calls stay few, and the results are settled once the queue answers.
+func TestSettleErrorsAreRetriedWithoutSpinning(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	q.enqueue("a", 1)
+	q.enqueue("b", 1)
+	q.fail["settle"] = errors.New("database is locked")
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { return nil })
+	began := time.Now()
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Poll: 40 * time.Millisecond})
+	q.waitFor(t, "4 refused settles", func() bool { return q.calls["settle"] >= 4 })
+	time.Sleep(100 * time.Millisecond)
+	var calls int
+	q.get(func() { calls = q.calls["settle"]; delete(q.fail, "settle") })
+	// 10, 20, 40, 40 … ms apart: at most one call per 10 ms, plus the first.
+	if bound := 1 + int(time.Since(began)/(10*time.Millisecond)); calls > bound {
+		t.Fatalf("settle calls = %d in %v, want at most %d", calls, time.Since(began), bound)
+	}
+	q.waitFor(t, "both acked", func() bool { return q.byID["a/1"].state == "acked" && q.byID["b/1"].state == "acked" })
+}
