@@ -14,7 +14,7 @@ import (
 // runtimeCases are the relay runtime's single-process cases, measured in
 // the same interleaved rounds as the raw cycles they are compared with.
 func runtimeCases(cfg config) []bench.Case {
-	step := min(500*time.Millisecond, cfg.plan.Slice)
+	step := cfg.plan.Slice
 	return []bench.Case{
 		bench.RuntimeCase(bench.RuntimeInProcess, 16, 64, 1000, cfg.runtimePer, step),
 		bench.RuntimeCase(bench.RuntimeInProcess, 64, 64, 1000, cfg.runtimePer, step),
