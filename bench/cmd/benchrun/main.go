@@ -40,6 +40,7 @@ func main() {
 	drainRounds := flag.Int("drain-rounds", 0, "drain rounds (0: the mode's default)")
 	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_queue, raw-writer_keep)")
 	redriveOnly := flag.Bool("bulk-redrive-only", false, "measure only the bulk redrive rows (for working on them)")
+	runtimeOnly := flag.Bool("runtime-only", false, "measure only the relay runtime and the batched cycles it is compared with (for working on it)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchrun: ")
@@ -50,6 +51,8 @@ func main() {
 		switch *child {
 		case "queue":
 			err = bench.QueueChild(ctx, *db)
+		case "wake":
+			err = bench.RuntimeWakeChild(ctx)
 		case "raw":
 			var proc int
 			fmt.Sscan(os.Getenv(bench.EnvProc), &proc)
@@ -88,6 +91,7 @@ func main() {
 	if cfg.redriveOnly && (cfg.drainsOnly || cfg.drainOnly != "") {
 		log.Fatal("-bulk-redrive-only measures no drain: leave out -drains-only and -drain")
 	}
+	cfg.runtimeOnly = *runtimeOnly
 	report, err := run(ctx, dir, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -117,9 +121,15 @@ type config struct {
 	redriveN   int // quarantined events of the bulk redrive rows
 	redriveRnd int
 
+	runtimePer int           // events per flow (1000 flows) in the runtime backlogs
+	wakeN      int           // same-process wake-up samples
+	wakeOtherN int           // other-process wake-up samples
+	idleFor    time.Duration // idle CPU measurement
+
 	drainsOnly  bool
 	drainOnly   string
 	redriveOnly bool
+	runtimeOnly bool
 }
 
 var (
@@ -130,6 +140,7 @@ var (
 		batches: []int{1, 16, 64},
 		procs:   8, drainFor: 5 * time.Second, drainRnds: 3, drainFlow: 1000, drainPer: 40,
 		redriveN: 10000, redriveRnd: 3,
+		runtimePer: 100, wakeN: 50, wakeOtherN: 10, idleFor: 3 * time.Second,
 	}
 	quickCfg = config{
 		name:  "quick",
@@ -138,6 +149,7 @@ var (
 		batches: []int{1, 16, 64},
 		procs:   8, drainFor: time.Second, drainRnds: 1, drainFlow: 1000, drainPer: 5,
 		redriveN: 1000, redriveRnd: 1,
+		runtimePer: 15, wakeN: 10, wakeOtherN: 3, idleFor: time.Second,
 	}
 )
 
@@ -159,13 +171,30 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	for _, b := range cfg.batches {
 		cases = append(cases, bench.BatchedRelayCycle(b))
 	}
+	if cfg.runtimeOnly {
+		cases = []bench.Case{bench.BatchedRelayCycle(16), bench.BatchedRelayCycle(64)}
+	}
+	cases = append(cases, runtimeCases(cfg)...)
 	rates := bench.Rates{}
+	var once runtimeOnce
 	if !cfg.drainsOnly && !cfg.redriveOnly {
 		log.Printf("setting up %d cases (loading backlogs)", len(cases))
 		rates, err = bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, progress)
 		if err != nil {
 			return nil, err
 		}
+		if once, err = measureRuntimeOnce(ctx, filepath.Join(dir, "runtime"), cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.runtimeOnly {
+		var b bytes.Buffer
+		if err := bench.WriteTable(&b, runtimeRows(rates, once)); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "\nbatched relay cycle at 16: %.0f events/s, at 64: %.0f events/s\n",
+			bench.Summarize(rates["relay/batch-16"]).Median, bench.Summarize(rates["relay/batch-64"]).Median)
+		return b.Bytes(), nil
 	}
 
 	// Bulk redrive against one Redrive call per event.
@@ -196,6 +225,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	var rows []bench.Row
 	if !cfg.drainsOnly && !cfg.redriveOnly {
 		rows = singleRows(cfg, rates)
+		rows = append(rows, runtimeRows(rates, once)...)
 	}
 	if !cfg.drainsOnly {
 		rows = append(rows, redriveRows(cfg, redrives)...)
