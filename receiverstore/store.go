@@ -54,6 +54,8 @@ type options struct {
 	maxDelta int
 	hook     func(HookPoint)
 	keep     writerlock.Keep
+	effect   Effect
+	schema   string
 }
 
 // WithMaxDelta sets the receiver's capability: the largest delta it applies.
@@ -90,9 +92,10 @@ func WithWriterKeep(k writerlock.Keep) Option {
 type Store struct {
 	db       *sql.DB
 	writer   *writerlock.Lock // turns among the file\'s writers (writerlock module, docs/performance.md "Fair writers")
-	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx)
+	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx); nil with an effect
 	maxDelta int64
 	hook     func(HookPoint)
+	effect   Effect // nil: the built-in delta sum only
 }
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
@@ -143,11 +146,24 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := migrate(context.Background(), db, wl); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
-	w, err := drivertx.Open(context.Background(), db, writeQueries)
-	if err != nil {
+	if o.schema != "" {
+		err := withTx(context.Background(), db, wl, nil, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(context.Background(), o.schema)
+			return err
+		})
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("open %s: apply WithSchema: %w", path, err), db.Close(), wl.Close())
+		}
+	}
+	s := &Store{db: db, writer: wl, maxDelta: int64(o.maxDelta), hook: o.hook, effect: o.effect}
+	if o.effect != nil {
+		// The effect needs a *sql.Tx: writes go through database/sql.
+		return s, nil
+	}
+	if s.w, err = drivertx.Open(context.Background(), db, writeQueries); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
-	return &Store{db: db, writer: wl, w: w, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
+	return s, nil
 }
 
 // migrate applies the schema unless the file already carries it.
@@ -175,7 +191,11 @@ func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 
 // Close closes the database and the writer lock files.
 func (s *Store) Close() error {
-	return errors.Join(s.w.Close(), s.db.Close(), s.writer.Close())
+	var werr error
+	if s.w != nil {
+		werr = s.w.Close()
+	}
+	return errors.Join(werr, s.db.Close(), s.writer.Close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
@@ -216,11 +236,17 @@ func withTx(ctx context.Context, db *sql.DB, wl *writerlock.Lock, opts *sql.TxOp
 // connection (drivertx), in this process's turn among the file's writers
 // (the writerlock module), and commits it when fn returns nil; any error rolls
 // everything back. Open's migration and the read-only Snapshot go through
-// database/sql (withTx).
-func (s *Store) withWriteTx(ctx context.Context, fn func(*drivertx.Tx) error) error {
+// database/sql (withTx), and so do the writes of a store with an effect,
+// whose transaction the effect shares as a *sql.Tx.
+func (s *Store) withWriteTx(ctx context.Context, fn func(writeTx) error) error {
+	if s.effect != nil {
+		return withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
+			return fn(&sqlTx{tx: tx})
+		})
+	}
 	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.Unlock()
-	return s.w.Tx(ctx, fn)
+	return s.w.Tx(ctx, func(tx *drivertx.Tx) error { return fn(driverTx{tx: tx}) })
 }
