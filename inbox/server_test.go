@@ -197,7 +197,9 @@ func TestServer_RefusalsTouchNoDatabase(t *testing.T) {
 			d.edit = func(h http.Header) { h.Set(webhook.HeaderTimestamp, "soon") }
 		}), 401, ErrorUnauthorized},
 		{"body changed after signing", with(ok, func(d *delivery) {
-			d.edit = func(h http.Header) { h.Set(webhook.HeaderSignature, webhook.Sign(secret, "e2", d.ts, []byte(`{"delta": 9}`))) }
+			d.edit = func(h http.Header) {
+				h.Set(webhook.HeaderSignature, webhook.Sign(secret, "e2", d.ts, []byte(`{"delta": 9}`)))
+			}
 		}), 401, ErrorUnauthorized},
 		{"flow changed after signing", with(ok, func(d *delivery) {
 			d.edit = func(h http.Header) { h.Set(webhook.HeaderFlow, "g") }
