@@ -12,9 +12,15 @@ replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 
 require (
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
+	github.com/fairrelay/fairrelay/relay v0.0.0
 	github.com/fairrelay/fairrelay/webhook v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+)
+
+require (
+	github.com/fairrelay/fairrelay/clock v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/queuestore v0.0.0 // indirect
 )
 
 require (
@@ -37,3 +43,11 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
+
+replace github.com/fairrelay/fairrelay/relay => ../relay
+
+replace github.com/fairrelay/fairrelay/clock => ../clock
+
+replace github.com/fairrelay/fairrelay/queuestore => ../queuestore
+
+replace github.com/fairrelay/fairrelay/fairness => ../fairness

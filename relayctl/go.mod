@@ -7,6 +7,7 @@ require (
 	github.com/fairrelay/fairrelay/inbox v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
+	github.com/fairrelay/fairrelay/relay v0.0.0
 	github.com/fairrelay/fairrelay/webhook v0.0.0
 	github.com/mattn/go-isatty v0.0.24
 	github.com/prometheus/client_golang v1.25.0
@@ -53,3 +54,5 @@ replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 replace github.com/fairrelay/fairrelay/inbox => ../inbox
 
 replace github.com/fairrelay/fairrelay/webhook => ../webhook
+
+replace github.com/fairrelay/fairrelay/relay => ../relay
