@@ -38,6 +38,7 @@ func main() {
 	drainFor := flag.Duration("drain-for", 0, "how long each drain runs (0: the mode's default)")
 	drainRounds := flag.Int("drain-rounds", 0, "drain rounds (0: the mode's default)")
 	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_queue, raw-writer_keep)")
+	runtimeOnly := flag.Bool("runtime-only", false, "measure only the relay runtime and the batched cycles it is compared with (for working on it)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchrun: ")
@@ -48,6 +49,8 @@ func main() {
 		switch *child {
 		case "queue":
 			err = bench.QueueChild(ctx, *db)
+		case "wake":
+			err = bench.RuntimeWakeChild(ctx)
 		case "raw":
 			var proc int
 			fmt.Sscan(os.Getenv(bench.EnvProc), &proc)
@@ -82,6 +85,7 @@ func main() {
 		cfg.drainRnds = *drainRounds
 	}
 	cfg.drainOnly = *drainOnly
+	cfg.runtimeOnly = *runtimeOnly
 	report, err := run(ctx, dir, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -108,8 +112,14 @@ type config struct {
 	drainFlow int // flows × perFlow in the drain backlog
 	drainPer  int
 
-	drainsOnly bool
-	drainOnly  string
+	runtimePer int           // events per flow (1000 flows) in the runtime backlogs
+	wakeN      int           // same-process wake-up samples
+	wakeOtherN int           // other-process wake-up samples
+	idleFor    time.Duration // idle CPU measurement
+
+	drainsOnly  bool
+	drainOnly   string
+	runtimeOnly bool
 }
 
 var (
@@ -119,6 +129,7 @@ var (
 		flows: []int{10, 1000, 100000}, minEvents: 30000,
 		batches: []int{1, 16, 64},
 		procs:   8, drainFor: 5 * time.Second, drainRnds: 3, drainFlow: 1000, drainPer: 40,
+		runtimePer: 100, wakeN: 50, wakeOtherN: 10, idleFor: 3 * time.Second,
 	}
 	quickCfg = config{
 		name:  "quick",
@@ -126,6 +137,7 @@ var (
 		flows: []int{10, 1000, 10000}, minEvents: 4000,
 		batches: []int{1, 16, 64},
 		procs:   8, drainFor: time.Second, drainRnds: 1, drainFlow: 1000, drainPer: 5,
+		runtimePer: 15, wakeN: 10, wakeOtherN: 3, idleFor: time.Second,
 	}
 )
 
@@ -147,13 +159,30 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	for _, b := range cfg.batches {
 		cases = append(cases, bench.BatchedRelayCycle(b))
 	}
+	if cfg.runtimeOnly {
+		cases = []bench.Case{bench.BatchedRelayCycle(16), bench.BatchedRelayCycle(64)}
+	}
+	cases = append(cases, runtimeCases(cfg)...)
 	rates := bench.Rates{}
+	var once runtimeOnce
 	if !cfg.drainsOnly {
 		log.Printf("setting up %d cases (loading backlogs)", len(cases))
 		rates, err = bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, progress)
 		if err != nil {
 			return nil, err
 		}
+		if once, err = measureRuntimeOnce(ctx, filepath.Join(dir, "runtime"), cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.runtimeOnly {
+		var b bytes.Buffer
+		if err := bench.WriteTable(&b, runtimeRows(rates, once)); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "\nbatched relay cycle at 16: %.0f events/s, at 64: %.0f events/s\n",
+			bench.Summarize(rates["relay/batch-16"]).Median, bench.Summarize(rates["relay/batch-64"]).Median)
+		return b.Bytes(), nil
 	}
 
 	// Multi-process drains, interleaved.
@@ -199,6 +228,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	var rows []bench.Row
 	if !cfg.drainsOnly {
 		rows = singleRows(cfg, rates)
+		rows = append(rows, runtimeRows(rates, once)...)
 	}
 	rows = append(rows, drainRows(cfg, drains)...)
 	var b bytes.Buffer
