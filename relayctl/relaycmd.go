@@ -83,7 +83,9 @@ func cmdRelay(e *env, args []string) (err error) {
 	explicitPolicy := c.isSet("lease") || c.isSet("max-attempts") || c.isSet("backoff-base") || c.isSet("backoff-cap")
 	log := newLogger(e.stderr, *jsonLogs)
 
-	// The handler: HTTP to --to, or the receiver in this process.
+	// The handler: HTTP to --to, or the receiver in this process. Usage
+	// errors first, then the queue must exist (only enqueue creates one: a
+	// typo must not relay from a new empty queue), then the receiver opens.
 	var h relay.Handler
 	if *to != "" {
 		secret, err := secretFrom(*secretFlag, c.isSet("secret"))
@@ -95,21 +97,21 @@ func cmdRelay(e *env, args []string) (err error) {
 			return usagef("--to: %v", err)
 		}
 		h = hh
-	} else {
-		if e.receiverPath == "" {
-			return usagef("--receiver is empty (give --to URL or --receiver PATH)")
-		}
-		r, err := receiverstore.Open(e.abs(e.receiverPath))
-		if err != nil {
-			return fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+	} else if e.receiverPath == "" {
+		return usagef("--receiver is empty (give --to URL or --receiver PATH)")
+	}
+	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+		return err
+	}
+	if h == nil {
+		r, oerr := receiverstore.Open(e.abs(e.receiverPath))
+		if oerr != nil {
+			return fmt.Errorf("open receiver %s: %w", e.receiverPath, oerr)
 		}
 		defer closeWith(r, &err)
 		h = inbox.Local(r)
 	}
 
-	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
-		return err
-	}
 	q, err := queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(clock.Wall{}, ms(*skew)))
 	if err != nil {
 		return fmt.Errorf("open queue %s: %w", e.queuePath, err)
