@@ -131,3 +131,39 @@ func ExampleWithReadOnly() {
 	// total 5 | files 1 | true
 	// true
 }
+
+// ExampleWithEffect: the receiver as an inbox. The effect writes the
+// message into the user's own table inside the receipt's transaction, so
+// the order row and the receipt commit together; a redelivery is a
+// duplicate and the effect does not run again.
+func ExampleWithEffect() {
+	dir, err := os.MkdirTemp("", "receiverstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	s, err := receiverstore.Open(filepath.Join(dir, "receiver.db"),
+		receiverstore.WithSchema(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, body TEXT NOT NULL) STRICT`),
+		receiverstore.WithEffect(func(ctx context.Context, tx receiverstore.Tx, m receiverstore.Message) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO orders (id, body) VALUES (?, ?)`, m.ID, string(m.Body))
+			return err
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	m := receiverstore.Message{ID: "order-1", Flow: "shop-9", Seq: 1, Body: []byte(`{"sku": "tea", "qty": 2}`)}
+	for range 2 {
+		out, err := s.Receive(ctx, m)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(out)
+	}
+	// Output:
+	// accepted
+	// duplicate
+}

@@ -56,6 +56,8 @@ type options struct {
 	hook     func(HookPoint)
 	keep     writerlock.Keep
 	readOnly bool // WithReadOnly (open.go)
+	effect   Effect
+	schema   string
 }
 
 // WithMaxDelta sets the receiver's capability: the largest delta it applies.
@@ -92,11 +94,12 @@ func WithWriterKeep(k writerlock.Keep) Option {
 type Store struct {
 	db       *sql.DB
 	writer   *writerlock.Lock // turns among the file\'s writers (writerlock module, docs/performance.md "Fair writers")
-	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx)
+	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx); nil with an effect
 	maxDelta int64
 	hook     func(HookPoint)
 	path     string           // as given to Open, for IsFull's look at the files
 	ro       *dbfile.ReadOnly // set by WithReadOnly: no writer, no w (open.go)
+	effect   Effect           // nil: the built-in delta sum only
 }
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
@@ -161,11 +164,24 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, errors.Join(err, db.Close(), closeOrRemove(wl, err))
 	}
 	dbfile.ShareSidecars(path)
-	w, err := drivertx.Open(context.Background(), db, writeQueries)
-	if err != nil {
+	if o.schema != "" {
+		err := withTx(context.Background(), db, wl, nil, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(context.Background(), o.schema)
+			return err
+		})
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("open %s: apply WithSchema: %w", path, err), db.Close(), wl.Close())
+		}
+	}
+	s := &Store{db: db, writer: wl, maxDelta: int64(o.maxDelta), hook: o.hook, path: path, effect: o.effect}
+	if o.effect != nil {
+		// The effect needs a *sql.Tx: writes go through database/sql.
+		return s, nil
+	}
+	if s.w, err = drivertx.Open(context.Background(), db, writeQueries); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
-	return &Store{db: db, writer: wl, w: w, maxDelta: int64(o.maxDelta), hook: o.hook, path: path}, nil
+	return s, nil
 }
 
 // migrate applies the schema unless the file already carries it.
@@ -190,7 +206,11 @@ func (s *Store) Close() error {
 	if s.ro != nil {
 		return errors.Join(s.db.Close(), s.ro.Close())
 	}
-	return errors.Join(s.w.Close(), s.db.Close(), s.writer.Close())
+	var werr error
+	if s.w != nil {
+		werr = s.w.Close()
+	}
+	return errors.Join(werr, s.db.Close(), s.writer.Close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
@@ -231,14 +251,20 @@ func withTx(ctx context.Context, db *sql.DB, wl *writerlock.Lock, opts *sql.TxOp
 // connection (drivertx), in this process's turn among the file's writers
 // (the writerlock module), and commits it when fn returns nil; any error rolls
 // everything back. Open's migration and the read-only Snapshot go through
-// database/sql (withTx).
-func (s *Store) withWriteTx(ctx context.Context, fn func(*drivertx.Tx) error) error {
+// database/sql (withTx), and so do the writes of a store with an effect,
+// whose transaction the effect shares as a *sql.Tx.
+func (s *Store) withWriteTx(ctx context.Context, fn func(writeTx) error) error {
 	if s.ro != nil {
 		return ErrReadOnly
+	}
+	if s.effect != nil {
+		return fullError(s.path, withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
+			return fn(&sqlTx{tx: tx})
+		}))
 	}
 	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.Unlock()
-	return fullError(s.path, s.w.Tx(ctx, fn))
+	return fullError(s.path, s.w.Tx(ctx, func(tx *drivertx.Tx) error { return fn(driverTx{tx: tx}) }))
 }
