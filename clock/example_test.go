@@ -3,6 +3,7 @@ package clock_test
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
 )
@@ -21,4 +22,12 @@ func ExampleManual() {
 	err := sched.Set(2)
 	fmt.Println(sched.Now(), err != nil)
 	// Output: 5 true
+}
+
+func ExampleMillis() {
+	t := time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+	tick := clock.Millis(t)
+	var src clock.Source = clock.NewManual(tick)
+	fmt.Println(tick, src.Now().Time().UTC().Format(time.RFC3339Nano))
+	// Output: 1767323045006 2026-01-02T03:04:05.006Z
 }

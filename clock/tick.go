@@ -3,6 +3,7 @@ package clock
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Tick is one instant of logical time. Larger is later; equal ticks are the
@@ -60,3 +61,24 @@ func (m *Manual) Set(t Tick) error {
 	m.now = t
 	return nil
 }
+
+// Source tells the current tick. [*Manual] and [Wall] are sources.
+type Source interface {
+	Now() Tick
+}
+
+// Wall is a [Source] that reads the wall clock in Unix milliseconds:
+// Wall{}.Now() is Millis(time.Now()). Use it (or ticks made by [Millis]) when
+// ticks are real time; every process that writes one store must then use
+// milliseconds of the Unix epoch.
+type Wall struct{}
+
+// Now returns the current wall-clock time in Unix milliseconds.
+func (Wall) Now() Tick { return Millis(time.Now()) }
+
+// Millis returns t as a tick in Unix milliseconds.
+func Millis(t time.Time) Tick { return Tick(t.UnixMilli()) }
+
+// Time returns the instant of a tick in Unix milliseconds (the inverse of
+// [Millis], to the millisecond). It means nothing for logical ticks.
+func (t Tick) Time() time.Time { return time.UnixMilli(int64(t)) }

@@ -3,6 +3,7 @@ package clock
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestMarkAdmit(t *testing.T) {
@@ -68,4 +69,31 @@ func TestManualAdvanceNegativePanics(t *testing.T) {
 		}
 	}()
 	NewManual(0).Advance(-1)
+}
+
+func TestWallIsUnixMillis(t *testing.T) {
+	before := time.Now().UnixMilli()
+	got := int64(Wall{}.Now())
+	after := time.Now().UnixMilli()
+	if got < before || got > after {
+		t.Fatalf("Wall{}.Now() = %d, want within [%d, %d] (Unix ms)", got, before, after)
+	}
+}
+
+func TestMillisRoundTrip(t *testing.T) {
+	in := time.Date(2030, 6, 7, 8, 9, 10, 999_999_999, time.UTC)
+	tick := Millis(in)
+	if want := Tick(in.UnixMilli()); tick != want {
+		t.Fatalf("Millis() = %d, want %d", tick, want)
+	}
+	if got := tick.Time(); !got.Equal(in.Truncate(time.Millisecond)) {
+		t.Fatalf("Tick.Time() = %v, want %v", got, in.Truncate(time.Millisecond))
+	}
+}
+
+func TestManualIsSource(t *testing.T) {
+	var s Source = NewManual(7)
+	if s.Now() != 7 {
+		t.Fatalf("Now() = %d, want 7", s.Now())
+	}
 }
