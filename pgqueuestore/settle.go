@@ -29,7 +29,7 @@ WHERE e.id = $1`
 
 	// qSetHead moves the flow's head; ready at once when the head is
 	// already dispatchable at now ($4, the clock mark in this transaction).
-	qSetHead = `UPDATE {s}.flows SET head_seq = $2, ready_at = $3, ready = coalesce($3 <= $4, false) WHERE flow = $1`
+	qSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint, ready = coalesce($3::bigint <= $4::bigint, false) WHERE flow = $1`
 
 	qWaitFlow = `UPDATE {s}.flows SET ready_at = $2, ready = false WHERE flow = $1`
 

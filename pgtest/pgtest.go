@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DefaultURL is the server the tests try when FAIRRELAY_POSTGRES is unset.
@@ -44,20 +45,36 @@ func URL() string {
 var (
 	probeOnce sync.Once
 	probeErr  error
+	pool      *pgxpool.Pool
 )
+
+// PoolSize is the most connections the shared pool opens: a test binary
+// of this project never holds more, however many stores its tests open,
+// so parallel test packages stay below the server's max_connections.
+const PoolSize = 8
 
 // probe connects once per test binary.
 func probe() error {
 	probeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, URL())
+		cfg, err := pgxpool.ParseConfig(URL())
 		if err != nil {
 			probeErr = err
 			return
 		}
-		defer c.Close(context.Background())
-		probeErr = c.Ping(ctx)
+		cfg.MaxConns = PoolSize
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			probeErr = err
+			return
+		}
+		if err := p.Ping(ctx); err != nil {
+			p.Close()
+			probeErr = err
+			return
+		}
+		pool = p
 	})
 	return probeErr
 }
@@ -77,6 +94,15 @@ func Require(t testing.TB) string {
 	return URL()
 }
 
+// Pool returns the test binary's shared pool (at most PoolSize
+// connections), skipping or failing t as Require does. Stores opened with
+// OpenPool on it never exhaust the server's connections.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	Require(t)
+	return pool
+}
+
 // Schema returns the server's URL and a new schema name of the form
 // test_<16 hex digits>, unique to this call, which is dropped (with
 // everything in it) when t ends. The schema is not created: the stores
@@ -92,13 +118,7 @@ func Schema(t testing.TB) (url, schema string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
