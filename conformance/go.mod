@@ -28,9 +28,14 @@ require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/fairness v0.0.0
 	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0-00010101000000-000000000000
+	github.com/fairrelay/fairrelay/pgreceiverstore v0.0.0-00010101000000-000000000000
 	github.com/fairrelay/fairrelay/pgtest v0.0.0-00010101000000-000000000000
 	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0-00010101000000-000000000000
+	github.com/fairrelay/fairrelay/receiver v0.0.0
+	github.com/fairrelay/fairrelay/receiverstore v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.13.0
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -40,7 +45,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.13.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
@@ -51,5 +55,4 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )

@@ -30,11 +30,14 @@ var errPairs = []struct{ from, to error }{
 }
 
 // qerr wraps err in the queue sentinels it matches in queuestore's.
-func qerr(err error) error {
+func qerr(err error) error { return wrapSentinels(err, errPairs) }
+
+// wrapSentinels wraps err in every "to" sentinel whose "from" it matches.
+func wrapSentinels(err error, pairs []struct{ from, to error }) error {
 	if err == nil {
 		return nil
 	}
-	for _, p := range errPairs {
+	for _, p := range pairs {
 		if p.from != p.to && errors.Is(err, p.from) && !errors.Is(err, p.to) {
 			err = fmt.Errorf("%w (%w)", p.to, err)
 		}
