@@ -104,19 +104,21 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 	var out []Claim
 	err := s.withTx(ctx, func(tx *txn) error {
 		out = out[:0]
-		ticket, err := admit(ctx, tx, now)
+		a, err := s.admit(ctx, tx, now)
 		if err != nil {
 			return err
 		}
+		now = a.now
+		ticket, pol := a.ticket, a.pol
 		if _, err := tx.ExecContext(ctx, qPromote, int64(now)); err != nil {
 			return fmt.Errorf("promote ready flows: %w", err)
 		}
 		if n > 1 {
-			out, err = claimMany(ctx, tx, now, n, ticket, out)
+			out, err = claimMany(ctx, tx, pol, now, n, ticket, out)
 			return err
 		}
 		for len(out) < n {
-			c, ok, err := claimOne(ctx, tx, now, ticket+1)
+			c, ok, err := claimOne(ctx, tx, pol, now, ticket+1)
 			if err != nil {
 				return err
 			}
@@ -144,7 +146,7 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 
 // claimOne picks and claims one head, quarantining used-up take-overs on the
 // way. The flows table is already promoted for now.
-func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim, bool, error) {
+func claimOne(ctx context.Context, tx *txn, pol Policy, now clock.Tick, ticket int64) (Claim, bool, error) {
 	for {
 		var (
 			flow                string
@@ -171,7 +173,7 @@ func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim
 		}
 		attempts, leaseUntil, availAt, generation = int(nAttempts.Int64), nLease.Int64, nAvail.Int64, nGen.Int64
 		switch {
-		case state.String == stateInflight && clock.Tick(leaseUntil) <= now && attempts >= MaxAttempts:
+		case state.String == stateInflight && clock.Tick(leaseUntil) <= now && attempts >= pol.MaxAttempts:
 			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
 				return Claim{}, false, fmt.Errorf("quarantine %q: %w", id.String, err)
 			}
@@ -184,7 +186,7 @@ func claimOne(ctx context.Context, tx *txn, now clock.Tick, ticket int64) (Claim
 		default:
 			return Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
 		}
-		lease := now + Lease
+		lease := now + pol.Lease
 		// The update below adds one to generation, attempts and lifetime
 		// attempts of the row just read in this transaction: the claim
 		// reports the same values without reading them back (RETURNING would
@@ -249,8 +251,8 @@ FROM j WHERE flows.rowid = j.r`
 // writes to events and flows are made at the end, one statement each. A
 // used-up take-over is quarantined at once, as claimOne does, and counts
 // no claim, so then the read goes on after the last flow read.
-func claimMany(ctx context.Context, tx *txn, now clock.Tick, n int, ticket int64, out []Claim) ([]Claim, error) {
-	lease := now + Lease
+func claimMany(ctx context.Context, tx *txn, pol Policy, now clock.Tick, n int, ticket int64, out []Claim) ([]Claim, error) {
+	lease := now + pol.Lease
 	var (
 		evRows, flowRows []byte
 		lastServed       int64
@@ -318,7 +320,7 @@ func claimMany(ctx context.Context, tx *txn, now clock.Tick, n int, ticket int64
 			lastServed, lastFlow, picked = served, flow, true
 			attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
 			switch {
-			case state.String == stateInflight && leaseUntil <= now && attempts >= MaxAttempts:
+			case state.String == stateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
 				if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
 					return nil, fmt.Errorf("quarantine %q: %w", id.String, err)
 				}

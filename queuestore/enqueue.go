@@ -65,11 +65,11 @@ func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued,
 	}
 	var out Enqueued
 	err := s.withTx(ctx, func(tx *txn) error {
-		if _, err := admit(ctx, tx, now); err != nil {
+		a, err := s.admit(ctx, tx, now)
+		if err != nil {
 			return err
 		}
-		var err error
-		out, err = s.enqueueOne(ctx, tx, e, now)
+		out, err = s.enqueueOne(ctx, tx, e, a.now)
 		return err
 	})
 	if err != nil {
@@ -91,9 +91,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 	}
 	out := make([]Enqueued, len(es))
 	err := s.withTx(ctx, func(tx *txn) error {
-		if _, err := admit(ctx, tx, now); err != nil {
+		a, err := s.admit(ctx, tx, now)
+		if err != nil {
 			return err
 		}
+		now = a.now
 		for i, e := range es {
 			r, err := s.enqueueOne(ctx, tx, e, now)
 			if err != nil {

@@ -126,13 +126,76 @@ type AuditEntry struct {
 	At         clock.Tick `json:"at"`
 }
 
-// Audit returns every redrive audit row in the order they were written.
+// Audit returns every redrive audit row in the order they were written
+// (AuditAll returns the rows of every kind).
 func (s *Store) Audit(ctx context.Context) ([]AuditEntry, error) {
 	out, err := readAudit(ctx, s.db)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	return out, nil
+}
+
+// AuditKind names what an audit row records.
+type AuditKind string
+
+// The audit kinds.
+const (
+	AuditRedrive AuditKind = "redrive" // Redrive, RedriveAll: EventID and its new Generation
+	AuditPolicy  AuditKind = "policy"  // SetPolicy: Detail is PolicyChange as JSON
+	AuditWeight  AuditKind = "weight"  // a flow's weight changed (FairRotation): Detail says which
+)
+
+// AuditRecord is one audit row of any kind. EventID and Generation are set
+// for AuditRedrive rows only; Detail for the other kinds only.
+type AuditRecord struct {
+	ID         int64      `json:"id"`
+	Kind       AuditKind  `json:"kind"`
+	EventID    string     `json:"event_id,omitempty"`
+	Generation int64      `json:"generation,omitempty"`
+	Reason     string     `json:"reason"`
+	Detail     string     `json:"detail,omitempty"`
+	At         clock.Tick `json:"at"`
+}
+
+// AuditAll returns every audit row, of every kind, in the order they were
+// written.
+func (s *Store) AuditAll(ctx context.Context) ([]AuditRecord, error) {
+	var out []AuditRecord
+	err := s.withReadTx(ctx, func(tx *txn) error {
+		var err error
+		out, err = readAuditRecords(ctx, tx, qAuditAll)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit all: %w", err)
+	}
+	return out, nil
+}
+
+func readAuditRecords(ctx context.Context, q querier, query string) ([]AuditRecord, error) {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []AuditRecord{}
+	for rows.Next() {
+		var (
+			a      AuditRecord
+			kind   string
+			ev     sql.NullString
+			gen    sql.NullInt64
+			detail sql.NullString
+			at     int64
+		)
+		if err := rows.Scan(&a.ID, &kind, &ev, &gen, &a.Reason, &detail, &at); err != nil {
+			return nil, err
+		}
+		a.Kind, a.EventID, a.Generation, a.Detail, a.At = AuditKind(kind), ev.String, gen.Int64, detail.String, clock.Tick(at)
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }
 
 type querier interface {

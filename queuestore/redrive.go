@@ -42,14 +42,16 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 		return fmt.Errorf("redrive: %w", err)
 	}
 	err := s.withTx(ctx, func(tx *txn) error {
-		if _, err := admit(ctx, tx, now); err != nil {
+		a, err := s.admit(ctx, tx, now)
+		if err != nil {
 			return err
 		}
+		now = a.now
 		var (
 			flow, state string
 			gen         int64
 		)
-		err := tx.QueryRowContext(ctx, qRedriveRead, eventID).Scan(&flow, &state, &gen)
+		err = tx.QueryRowContext(ctx, qRedriveRead, eventID).Scan(&flow, &state, &gen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}

@@ -1,12 +1,25 @@
--- queuestore schema, version 1 (PRAGMA user_version is set by Open).
+-- queuestore schema, version 2 (PRAGMA user_version is set by Open).
+-- migrate_v1_v2.sql turns a version-1 file into this schema.
 -- Records are kept forever: nothing here is ever deleted.
 
 -- meta holds the store's single row: the clock mark (the highest tick any
--- write has recorded) and the global claim ticket (the last one handed out).
+-- write has recorded), the global claim ticket (the last one handed out),
+-- the queue's policy (docs/contract.md §7.1; Open writes it when it creates
+-- the file, SetPolicy changes it) and the rotation order's virtual time
+-- (vnow, vtail, joins: used by the FairRotation policy only).
 CREATE TABLE meta (
-    id         INTEGER PRIMARY KEY CHECK (id = 1),
-    clock_mark INTEGER NOT NULL CHECK (clock_mark >= 0),
-    ticket     INTEGER NOT NULL CHECK (ticket >= 0)
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    clock_mark   INTEGER NOT NULL CHECK (clock_mark >= 0),
+    ticket       INTEGER NOT NULL CHECK (ticket >= 0),
+    lease        INTEGER NOT NULL DEFAULT 5 CHECK (lease > 0),
+    max_attempts INTEGER NOT NULL DEFAULT 3 CHECK (max_attempts BETWEEN 1 AND 100),
+    backoff_base INTEGER NOT NULL DEFAULT 2 CHECK (backoff_base > 0),
+    backoff_cap  INTEGER NOT NULL DEFAULT 8 CHECK (backoff_cap >= backoff_base),
+    jitter       INTEGER NOT NULL DEFAULT 0 CHECK (jitter IN (0, 1)),
+    fairness     TEXT NOT NULL DEFAULT 'min_served' CHECK (fairness IN ('min_served', 'rotation')),
+    vnow         INTEGER NOT NULL DEFAULT 0,
+    vtail        INTEGER NOT NULL DEFAULT 0,
+    joins        INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 INSERT INTO meta (id, clock_mark, ticket) VALUES (1, 0, 0);
@@ -22,6 +35,9 @@ INSERT INTO meta (id, clock_mark, ticket) VALUES (1, 0, 0);
 --   ready     1 once ready_at <= the clock mark; it only ever turns on with
 --             time (ticks never go backwards), and is reset to 0 whenever the
 --             head changes
+--   weight    the flow's weight under FairRotation (1..1000)
+--   pass      the flow's virtual finish time under FairRotation
+--   joined    the rotation's join order of the flow under FairRotation
 CREATE TABLE flows (
     flow     TEXT PRIMARY KEY,
     last_seq INTEGER NOT NULL CHECK (last_seq >= 1),
@@ -29,6 +45,9 @@ CREATE TABLE flows (
     head_seq INTEGER CHECK (head_seq BETWEEN 1 AND last_seq),
     ready_at INTEGER,
     ready    INTEGER NOT NULL CHECK (ready IN (0, 1)),
+    weight   INTEGER NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),
+    pass     INTEGER NOT NULL DEFAULT 0,
+    joined   INTEGER NOT NULL DEFAULT 0,
     CHECK (ready_at IS NULL OR head_seq IS NOT NULL),
     CHECK (ready = 0 OR ready_at IS NOT NULL)
 ) STRICT;
@@ -41,7 +60,8 @@ CREATE INDEX flows_ready ON flows (ready, served, flow) WHERE ready = 1;
 
 -- events holds every event ever enqueued.
 --   generation         +1 at every claim and every redrive (0: never claimed)
---   attempts           claims used in the current round (0..3)
+--   attempts           claims used in the current round (0..MaxAttempts of
+--                      the policy when they were made)
 --   lifetime_attempts  claims used over all rounds
 --   lease_until        the lease of an inflight event; 0 otherwise
 --   ticket             the global ticket of the event's last claim; 0: never
@@ -54,7 +74,7 @@ CREATE TABLE events (
     state             TEXT NOT NULL
                       CHECK (state IN ('pending', 'inflight', 'acked', 'quarantined')),
     generation        INTEGER NOT NULL CHECK (generation >= attempts),
-    attempts          INTEGER NOT NULL CHECK (attempts BETWEEN 0 AND 3),
+    attempts          INTEGER NOT NULL CHECK (attempts >= 0),
     lifetime_attempts INTEGER NOT NULL CHECK (lifetime_attempts >= attempts),
     available_at      INTEGER NOT NULL CHECK (available_at >= 0),
     lease_until       INTEGER NOT NULL CHECK ((state = 'inflight') = (lease_until > 0)),
@@ -68,12 +88,24 @@ CREATE TABLE events (
 -- Quarantined events, for the operator's list.
 CREATE INDEX events_quarantined ON events (flow, seq) WHERE state = 'quarantined';
 
--- audit holds one row per redrive: the event, its NEW generation, the
--- operator's reason and the tick.
+-- Quarantined events by failure reason, for RedriveAll's reason filter.
+CREATE INDEX events_quarantined_reason ON events (reason, flow, seq) WHERE state = 'quarantined';
+
+-- audit holds one row per operator action, in write order:
+--   kind        'redrive': event_id and its NEW generation, detail NULL;
+--               'policy': SetPolicy, detail = {"old": …, "new": …} (JSON);
+--               'weight': a flow's weight changed (FairRotation), detail
+--               names the flow and the weights
+--   reason      the operator's reason
+--   at          the tick
 CREATE TABLE audit (
     id         INTEGER PRIMARY KEY,
-    event_id   TEXT NOT NULL REFERENCES events (id),
-    generation INTEGER NOT NULL CHECK (generation >= 1),
+    kind       TEXT NOT NULL DEFAULT 'redrive' CHECK (kind IN ('redrive', 'policy', 'weight')),
+    event_id   TEXT REFERENCES events (id),
+    generation INTEGER CHECK (generation >= 1),
     reason     TEXT NOT NULL CHECK (reason <> ''),
-    at         INTEGER NOT NULL CHECK (at >= 0)
+    detail     TEXT,
+    at         INTEGER NOT NULL CHECK (at >= 0),
+    CHECK ((kind = 'redrive') = (event_id IS NOT NULL AND generation IS NOT NULL)),
+    CHECK ((kind = 'redrive') = (detail IS NULL))
 ) STRICT;

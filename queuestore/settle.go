@@ -96,11 +96,11 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 	}
 	var o Outcome
 	err := s.withTx(ctx, func(tx *txn) error {
-		if _, err := admit(ctx, tx, now); err != nil {
+		a, err := s.admit(ctx, tx, now)
+		if err != nil {
 			return err
 		}
-		var err error
-		if o, err = settleOne(ctx, tx, it, now); err != nil {
+		if o, err = settleOne(ctx, tx, a.pol, it, a.now); err != nil {
 			return err
 		}
 		if o.wrote() {
@@ -126,9 +126,11 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.Tick) ([]SettleResult, error) {
 	out := make([]SettleResult, len(items))
 	err := s.withTx(ctx, func(tx *txn) error {
-		if _, err := admit(ctx, tx, now); err != nil {
+		a, err := s.admit(ctx, tx, now)
+		if err != nil {
 			return err
 		}
+		now := a.now
 		wrote := false
 		var acks ackBatch
 		rows, err := readSettleRows(ctx, tx, items, out)
@@ -139,7 +141,7 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 			if out[i].Err != nil {
 				continue
 			}
-			o, err := acks.settle(ctx, tx, it, &rows[i], now)
+			o, err := acks.settle(ctx, tx, a.pol, it, &rows[i], now)
 			if errors.Is(err, ErrNotFound) {
 				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
 				continue
@@ -183,7 +185,7 @@ func (it SettleItem) validate() error {
 }
 
 // settleOne does the work of one settle inside tx (after admit).
-func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Outcome, error) {
+func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now clock.Tick) (Outcome, error) {
 	var (
 		flow       string
 		seq, gen   int64
@@ -213,16 +215,17 @@ func settleOne(ctx context.Context, tx *txn, it SettleItem, now clock.Tick) (Out
 		}
 		return Acked, nil
 	default:
-		return failHead(ctx, tx, it, flow, attempts, now)
+		return failHead(ctx, tx, pol, it, flow, gen, attempts, now)
 	}
 }
 
-// failHead writes a failed result for the flow's head it: a retry after
-// Backoff(attempts) while attempts are left, else a quarantine that blocks
-// the flow. Settle and SettleBatch both fail a head here.
-func failHead(ctx context.Context, tx *txn, it SettleItem, flow string, attempts int, now clock.Tick) (Outcome, error) {
-	if attempts < MaxAttempts {
-		at := now + Backoff(attempts)
+// failHead writes a failed result for the flow's head it (claimed at
+// generation gen): a retry after pol.Delay while attempts are left, else a
+// quarantine that blocks the flow. Settle and SettleBatch both fail a head
+// here.
+func failHead(ctx context.Context, tx *txn, pol Policy, it SettleItem, flow string, gen int64, attempts int, now clock.Tick) (Outcome, error) {
+	if attempts < pol.MaxAttempts {
+		at := now + pol.Delay(it.EventID, gen, attempts)
 		if _, err := tx.ExecContext(ctx, qRetry, it.EventID, int64(at), it.Result.Reason); err != nil {
 			return "", fmt.Errorf("schedule retry: %w", err)
 		}
@@ -309,7 +312,7 @@ type ackBatch struct {
 // settle is settleOne for one item of a batch, on the row that
 // readSettleRows read for it: the same checks in the same order; an ack is
 // collected for write, a retry or quarantine is written at once.
-func (b *ackBatch) settle(ctx context.Context, tx *txn, it SettleItem, row *settleRow, now clock.Tick) (Outcome, error) {
+func (b *ackBatch) settle(ctx context.Context, tx *txn, pol Policy, it SettleItem, row *settleRow, now clock.Tick) (Outcome, error) {
 	if !row.found {
 		return "", fmt.Errorf("%w: event %q", ErrNotFound, it.EventID)
 	}
@@ -353,7 +356,7 @@ func (b *ackBatch) settle(ctx context.Context, tx *txn, it SettleItem, row *sett
 		o = Acked
 	default:
 		var err error
-		if o, err = failHead(ctx, tx, it, flow, attempts, now); err != nil {
+		if o, err = failHead(ctx, tx, pol, it, flow, gen, attempts, now); err != nil {
 			return "", err
 		}
 	}

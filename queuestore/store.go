@@ -3,8 +3,10 @@ package queuestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	_ "embed"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -18,11 +20,17 @@ import (
 //go:embed schema.sql
 var schemaSQL string
 
-// SchemaVersion is the schema version this build writes and reads, kept in
-// PRAGMA user_version. Open refuses a file with any other non-zero version.
-const SchemaVersion = 1
+//go:embed migrate_v1_v2.sql
+var migrateV1V2SQL string
 
-// The contract's constants (SPEC §2.3, §2.4).
+// SchemaVersion is the schema version this build writes and reads, kept in
+// PRAGMA user_version. Open migrates a version-1 file to it, in one
+// transaction, and refuses a file with any other non-zero version.
+const SchemaVersion = 2
+
+// The contract's constants (docs/contract.md §2.3, §2.4): the default
+// policy's values (DefaultPolicy). A store uses the policy recorded in its
+// file (Policy, SetPolicy), which may differ.
 const (
 	// Lease is how long a claim holds its event: lease_until = now + Lease.
 	Lease clock.Tick = 5
@@ -36,18 +44,15 @@ const (
 	BusyTimeoutMillis = 10000
 )
 
-// Backoff returns the wait after the k-th failed attempt of a round:
-// min(BackoffBase * 2^(k-1), BackoffCap); 2, 4, 8, 8, … It panics for k < 1,
-// a programmer error.
+// Backoff returns the default policy's wait after the k-th failed attempt
+// of a round: min(BackoffBase * 2^(k-1), BackoffCap); 2, 4, 8, 8, … It
+// panics for k < 1, a programmer error. DefaultPolicy().Backoff(k) is the
+// same.
 func Backoff(k int) clock.Tick {
 	if k < 1 {
 		panic(fmt.Sprintf("queuestore: Backoff(%d): k must be at least 1", k))
 	}
-	d := BackoffBase
-	for i := 1; i < k && d < BackoffCap; i++ {
-		d *= 2
-	}
-	return min(d, BackoffCap)
+	return DefaultPolicy().Backoff(k)
 }
 
 // HookPoint names a point inside a store operation where the hook is called.
@@ -65,8 +70,44 @@ const (
 type Option func(*options)
 
 type options struct {
-	hook func(HookPoint)
-	keep writerlock.Keep
+	hook     func(HookPoint)
+	keep     writerlock.Keep
+	policy   *Policy
+	realTime *realTime
+}
+
+// realTime is WithRealTime's setting.
+type realTime struct {
+	src  clock.Source
+	skew clock.Tick
+}
+
+// WithPolicy gives the policy a new file is created with (the default is
+// DefaultPolicy). On an existing file, a policy different from the one
+// recorded is ErrPolicyMismatch and Open fails; the same policy, or no
+// WithPolicy, opens the file with its recorded policy. An invalid policy is
+// ErrInvalid, and so is one this build does not implement (FairRotation).
+func WithPolicy(p Policy) Option {
+	return func(o *options) { o.policy = &p }
+}
+
+// WithRealTime makes ticks real time (docs/contract.md §7.3): src tells the
+// wall clock (clock.Wall in production; ticks are then Unix milliseconds)
+// and skew is the tolerance, in ticks, for writers that read the clock
+// before they get the write turn. With it, every write checks its tick:
+//
+//   - a tick below the clock mark by at most skew is performed AT the mark
+//     (leases and backoffs are computed from the mark);
+//   - a tick further below the mark is ErrTimeRegression, as without it;
+//   - a tick above src.Now() + skew is ErrTimeAhead, and nothing changes:
+//     one caller with a wrong clock (seconds, nanoseconds, a typo) cannot
+//     move the mark out of reach of everyone else.
+//
+// Without it, a write below the mark is ErrTimeRegression and any tick
+// ahead is accepted (docs/contract.md §2.6). A nil src or a negative skew
+// makes Open fail with ErrInvalid.
+func WithRealTime(src clock.Source, skew clock.Tick) Option {
+	return func(o *options) { o.realTime = &realTime{src: src, skew: skew} }
 }
 
 // WithHook makes the store call fn at each HookPoint. No cost when unset.
@@ -101,6 +142,7 @@ type Store struct {
 	w      *drivertx.Conn   // the connection every write transaction runs on (drivertx)
 	hook   func(HookPoint)
 	stmts  map[string]*sql.Stmt // the read paths' statements, prepared once
+	rt     *realTime            // WithRealTime; nil: logical time
 }
 
 // writeQueries are prepared once, at Open, on the write connection
@@ -113,6 +155,7 @@ var writeQueries = []string{
 	qSettleReadRows, qAckEvents, qSetHeads,
 	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
+	qExtendRead, qExtend, qExtendFlow, qInsertAuditKind, qPolicyWrite,
 }
 
 // readQueries are prepared at Open and reused by every read transaction on
@@ -120,6 +163,7 @@ var writeQueries = []string{
 // connection).
 var readQueries = []string{
 	qSnapMeta, qSnapVersion, qSnapFlows, qSnapEvents, qSnapAudit,
+	qNextDueReady, qNextDueWaiting, qPolicyRead, qSnapAuditOther, qAuditAll,
 }
 
 // txn is one transaction: a write transaction on the write connection
@@ -208,8 +252,14 @@ func dsn(path string) string {
 // ErrSchemaVersion. The path is a plain file path (any '?', '#' or '%' in
 // it is escaped for SQLite's URI form).
 //
+// A new file records the policy given by WithPolicy, or DefaultPolicy; an
+// existing file keeps its recorded policy (WithPolicy). A version-1 file is
+// migrated to version 2 in one transaction and gets DefaultPolicy; if the
+// migration fails, the file stays as it was.
+//
 // Defaults: WAL journal, synchronous=FULL, foreign keys on, a busy timeout of
-// BusyTimeoutMillis, write transactions BEGIN IMMEDIATE, no hook.
+// BusyTimeoutMillis, write transactions BEGIN IMMEDIATE, no hook, logical
+// time (no WithRealTime).
 func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("open: %w: empty path", ErrInvalid)
@@ -217,6 +267,24 @@ func Open(path string, opts ...Option) (*Store, error) {
 	o := options{keep: writerlock.DefaultKeep}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.policy != nil {
+		if err := o.policy.Validate(); err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+		if err := o.policy.checkImplemented(); err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+		p := o.policy.normal()
+		o.policy = &p
+	}
+	if rt := o.realTime; rt != nil {
+		if rt.src == nil {
+			return nil, fmt.Errorf("open: %w: WithRealTime without a clock source", ErrInvalid)
+		}
+		if rt.skew < 0 {
+			return nil, fmt.Errorf("open: %w: WithRealTime skew %d is negative", ErrInvalid, rt.skew)
+		}
 	}
 	wl, err := writerlock.OpenKeep(path, BusyTimeoutMillis*time.Millisecond, o.keep)
 	if err != nil {
@@ -234,8 +302,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 		wl.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	s := &Store{db: db, writer: wl, w: w, hook: o.hook}
-	if err := s.migrate(ctx); err != nil {
+	s := &Store{db: db, writer: wl, w: w, hook: o.hook, rt: o.realTime}
+	if err := s.migrate(ctx, o.policy); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
@@ -275,10 +343,15 @@ func (s *Store) Close() error {
 	return first
 }
 
-// migrate checks the journal mode and applies the schema to a new file, in
-// one IMMEDIATE transaction so that two processes opening a new file at once
-// do not both apply it.
-func (s *Store) migrate(ctx context.Context) error {
+// migrate checks the journal mode and, in one IMMEDIATE transaction (so
+// that two processes opening a new file at once do not both apply it),
+// applies the schema to a new file or migrates a version-1 file, and checks
+// the recorded policy against want (nil: no WithPolicy).
+//
+// It runs on a connection of its own with foreign keys off, as SQLite's
+// table-rebuild procedure requires (the pragma cannot change inside a
+// transaction); PRAGMA foreign_key_check runs before the commit.
+func (s *Store) migrate(ctx context.Context, want *Policy) error {
 	var mode string
 	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("read journal mode: %w", err)
@@ -286,32 +359,110 @@ func (s *Store) migrate(ctx context.Context) error {
 	if mode != "wal" {
 		return fmt.Errorf("journal mode is %q, want wal", mode)
 	}
-	return s.withTx(ctx, func(tx *txn) error {
-		var v int
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-			return fmt.Errorf("read schema version: %w", err)
+	if err := s.writer.Lock(ctx); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer s.writer.Unlock()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		conn.ExecContext(ctx, "PRAGMA foreign_keys = ON")
+		return fmt.Errorf("begin: %w", err)
+	}
+	err = migrateTx(ctx, conn, want)
+	if err == nil {
+		_, err = conn.ExecContext(ctx, "COMMIT")
+		if err != nil {
+			err = fmt.Errorf("commit: %w", err)
 		}
-		switch {
-		case v == SchemaVersion:
-			return nil
-		case v != 0:
-			return fmt.Errorf("%w: file has version %d, this build knows %d", ErrSchemaVersion, v, SchemaVersion)
+	}
+	if err != nil {
+		conn.ExecContext(context.Background(), "ROLLBACK")
+	}
+	if _, ferr := conn.ExecContext(context.Background(), "PRAGMA foreign_keys = ON"); ferr != nil && err == nil {
+		err = fmt.Errorf("restore foreign keys: %w", ferr)
+	}
+	if err != nil {
+		conn.Raw(func(any) error { return driver.ErrBadConn }) // never reuse this connection
+	}
+	return err
+}
+
+// migrateStep, when set (by tests), is called before each statement of
+// the v1 -> v2 migration with its index; an error fails the migration there.
+var migrateStep func(i int) error
+
+// migrateTx is migrate's transaction body.
+func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
+	var v int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	switch v {
+	case SchemaVersion:
+	case 1:
+		for i, stmt := range strings.Split(migrateV1V2SQL, "\n-- step\n") {
+			if migrateStep != nil {
+				if err := migrateStep(i); err != nil {
+					return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
+				}
+			}
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
+			}
 		}
+		rows, err := conn.QueryContext(ctx, "PRAGMA foreign_key_check")
+		if err != nil {
+			return fmt.Errorf("migrate: foreign key check: %w", err)
+		}
+		bad := rows.Next()
+		rows.Close()
+		if bad {
+			return fmt.Errorf("migrate: %w: foreign key check failed", ErrCorrupt)
+		}
+	case 0:
 		var n int
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
 			return fmt.Errorf("read schema: %w", err)
 		}
 		if n != 0 {
 			return fmt.Errorf("%w: file has tables but no schema version: not a queue store", ErrSchemaVersion)
 		}
-		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+		if _, err := conn.ExecContext(ctx, schemaSQL); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		p := DefaultPolicy()
+		if want != nil {
+			p = *want
+		}
+		if _, err := conn.ExecContext(ctx, qPolicyWrite, int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter), string(p.normal().Fairness)); err != nil {
+			return fmt.Errorf("record policy: %w", err)
+		}
+	default:
+		return fmt.Errorf("%w: file has version %d, this build knows %d", ErrSchemaVersion, v, SchemaVersion)
+	}
+	if v != SchemaVersion {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
 			return fmt.Errorf("set schema version: %w", err)
 		}
-		return nil
-	})
+	}
+	got, err := policyFromRow(conn.QueryRowContext(ctx, qPolicyRead))
+	if err != nil {
+		return fmt.Errorf("read policy: %w", err)
+	}
+	if want != nil && got != *want {
+		return fmt.Errorf("%w: the file records %+v, Open was given %+v", ErrPolicyMismatch, got, *want)
+	}
+	if err := got.checkImplemented(); err != nil {
+		return fmt.Errorf("recorded policy: %w", err)
+	}
+	return nil
 }
 
 // withTx runs fn in one read-write (BEGIN IMMEDIATE) transaction and commits
@@ -353,30 +504,78 @@ func (s *Store) call(p HookPoint) {
 }
 
 const (
-	qAdmitRead = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
+	// qAdmitRead reads, in one row, what every write needs first: the clock
+	// mark, the last ticket and the recorded policy. Reading the policy here
+	// costs no extra statement, and a SetPolicy by any process applies to
+	// the next write of every process.
+	qAdmitRead = `SELECT clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness
+FROM meta WHERE id = 1`
 
 	qAdmit = `UPDATE meta SET clock_mark = ?1 WHERE id = 1`
 )
 
-// admit is the first statement of every write transaction: it records now as
-// the clock mark, or refuses it with ErrTimeRegression when now is below the
-// mark. An error later in the transaction rolls the mark back with the rest.
-// It returns the last ticket handed out. The mark is read first and written
-// only when now is above it (an UPDATE ... RETURNING would build a temporary
-// table in every transaction).
-func admit(ctx context.Context, tx *txn, now clock.Tick) (int64, error) {
-	var mark, ticket int64
-	if err := tx.QueryRowContext(ctx, qAdmitRead).Scan(&mark, &ticket); err != nil {
-		return 0, fmt.Errorf("read clock mark: %w", err)
+// admission is what admit found: the tick the write happens at (now, or
+// the mark when real time moved a slightly late tick up to it), the last
+// ticket handed out and the recorded policy.
+type admission struct {
+	now    clock.Tick
+	ticket int64
+	pol    Policy
+}
+
+// admit is the first statement of every write transaction. It reads the
+// mark, the ticket and the policy; refuses a tick that a lease or backoff
+// would overflow (ErrTickOverflow); in real time (WithRealTime) refuses a
+// tick too far ahead of the wall clock (ErrTimeAhead) and moves a tick at
+// most skew below the mark up to the mark; then records now as the clock
+// mark, or refuses it with ErrTimeRegression when it is below the mark. An
+// error later in the transaction rolls the mark back with the rest. The
+// mark is read first and written only when now is above it (an UPDATE ...
+// RETURNING would build a temporary table in every transaction).
+func (s *Store) admit(ctx context.Context, tx *txn, now clock.Tick) (admission, error) {
+	var (
+		mark, lease, base, bcap, jitter int64
+		a                               admission
+		fair                            string
+	)
+	if err := tx.QueryRowContext(ctx, qAdmitRead).Scan(&mark, &a.ticket, &lease, &a.pol.MaxAttempts,
+		&base, &bcap, &jitter, &fair); err != nil {
+		return admission{}, fmt.Errorf("read clock mark: %w", err)
+	}
+	a.pol = Policy{Lease: clock.Tick(lease), MaxAttempts: a.pol.MaxAttempts, BackoffBase: clock.Tick(base),
+		BackoffCap: clock.Tick(bcap), Jitter: jitter != 0, Fairness: Fairness(fair)}
+	if err := a.pol.checkImplemented(); err != nil {
+		return admission{}, fmt.Errorf("recorded policy: %w", err)
+	}
+	if err := a.pol.checkTick(now); err != nil {
+		return admission{}, err
+	}
+	if rt := s.rt; rt != nil {
+		wall := rt.src.Now()
+		if limit := satAdd(wall, rt.skew); now > limit {
+			return admission{}, fmt.Errorf("%w: tick %d is more than %d ahead of the wall clock %d", ErrTimeAhead, now, rt.skew, wall)
+		}
+		if now < clock.Tick(mark) && now >= clock.Tick(mark)-rt.skew {
+			now = clock.Tick(mark)
+		}
 	}
 	next, cerr := clock.Mark(mark).Admit(now)
 	if cerr != nil {
-		return 0, fmt.Errorf("%w: %w", ErrTimeRegression, cerr)
+		return admission{}, fmt.Errorf("%w: %w", ErrTimeRegression, cerr)
 	}
 	if next != clock.Mark(mark) {
 		if _, err := tx.ExecContext(ctx, qAdmit, int64(now)); err != nil {
-			return 0, fmt.Errorf("record clock mark: %w", err)
+			return admission{}, fmt.Errorf("record clock mark: %w", err)
 		}
 	}
-	return ticket, nil
+	a.now = now
+	return a, nil
+}
+
+// satAdd is a + b, or math.MaxInt64 when that overflows (b >= 0).
+func satAdd(a, b clock.Tick) clock.Tick {
+	if a > clock.Tick(math.MaxInt64)-b {
+		return clock.Tick(math.MaxInt64)
+	}
+	return a + b
 }

@@ -1,0 +1,66 @@
+package queuestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+const (
+	// qNextDueReady finds one flow whose head is dispatchable already
+	// (flows_ready), with the clock mark.
+	qNextDueReady = `SELECT m.clock_mark FROM meta AS m WHERE m.id = 1
+    AND EXISTS (SELECT 1 FROM flows WHERE ready = 1)`
+
+	// qNextDueWaiting is the earliest ready_at of the flows whose head waits
+	// for a tick (flows_waiting: the first entry of the index).
+	qNextDueWaiting = `SELECT ready_at FROM flows WHERE ready = 0 AND ready_at IS NOT NULL
+ORDER BY ready_at LIMIT 1`
+)
+
+// NextDue returns the earliest tick at which some flow's head becomes
+// dispatchable: a pending head's available_at (a new event, or a retry whose
+// backoff ends) or an in-flight head's lease end (a take-over, or the
+// quarantine of a head whose round is used up). A relay may sleep until
+// then instead of polling; any write (an enqueue, a settle, a redrive) can
+// make something due earlier, so a relay also wakes on its own writes.
+//
+// When some head is dispatchable already, the tick is at most the clock
+// mark (the mark itself, or an earlier ready_at). ok is false when no head
+// is dispatchable and none waits for a tick (every flow is empty, acked or
+// blocked by a quarantined head). It reads two index entries (flows_ready,
+// flows_waiting) and writes nothing.
+func (s *Store) NextDue(ctx context.Context) (clock.Tick, bool, error) {
+	var (
+		due clock.Tick
+		ok  bool
+	)
+	err := s.withReadTx(ctx, func(tx *txn) error {
+		var mark int64
+		err := tx.QueryRowContext(ctx, qNextDueReady).Scan(&mark)
+		switch {
+		case err == nil:
+			due, ok = clock.Tick(mark), true
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		var at int64
+		err = tx.QueryRowContext(ctx, qNextDueWaiting).Scan(&at)
+		switch {
+		case err == nil:
+			due, ok = clock.Tick(at), true
+			return nil
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("next due: %w", err)
+	}
+	return due, ok, nil
+}
