@@ -109,7 +109,7 @@ func queueEnqueue_2_1_InvalidInputChangesNothing(t *testing.T, bk *QueueBackend)
 	}
 }
 
-// docs/contract.md §2.1 with issue 3: EnqueueBatch is one transaction, all or nothing;
+// docs/contract.md §2.1: EnqueueBatch is one transaction, all or nothing;
 // inside the batch an ID repeats as a duplicate or a conflict.
 func queueEnqueueBatch_2_1_AllOrNothing(t *testing.T, bk *QueueBackend) {
 	t.Parallel()

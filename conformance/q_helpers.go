@@ -6,6 +6,7 @@ import (
 	"errors"
 	"github.com/fairrelay/fairrelay/queue"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -134,10 +135,12 @@ func quarantineHead(t testing.TB, s Queue, now clock.Tick) (queue.Claim, clock.T
 			if o != queue.RetryScheduled {
 				t.Fatalf("attempt %d outcome = %q, want %q", i, o, queue.RetryScheduled)
 			}
-			now += backoff(i)
+			now += queue.Backoff(i)
 		} else if o != queue.Quarantined {
 			t.Fatalf("attempt %d outcome = %q, want %q", i, o, queue.Quarantined)
 		}
 	}
 	return c, now
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -21,7 +21,7 @@ import (
 )
 
 // model is a small in-memory reference of the contract (docs/contract.md §2), written
-// from the SPEC and not from the store's SQL: flows hold no head cache, the
+// from docs/contract.md and not from the store's SQL: flows hold no head cache, the
 // head is found by walking the flow's events, and the pick is
 // fairness.MinServed over the dispatchable heads.
 type model struct {
@@ -160,7 +160,7 @@ func (m *model) settleOne(it queue.SettleItem, now clock.Tick) (queue.Outcome, e
 		e.State, e.LeaseUntil = queue.StateAcked, 0
 		return queue.Acked, nil
 	case e.Attempts < queue.MaxAttempts:
-		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+backoff(e.Attempts), it.Result.Reason
+		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+queue.Backoff(e.Attempts), it.Result.Reason
 		return queue.RetryScheduled, nil
 	default:
 		e.State, e.LeaseUntil, e.Reason = queue.StateQuarantined, 0, it.Result.Reason

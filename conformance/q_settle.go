@@ -144,12 +144,12 @@ func queueSettle_2_4_5_6_BackoffTwoFourThenQuarantine(t *testing.T, bk *QueueBac
 	}
 }
 
-// docs/contract.md §2.4: backoff(k) = min(2 * 2^(k-1), 8).
+// docs/contract.md §2.4: queue.Backoff(k) = min(2 * 2^(k-1), 8).
 func queueBackoff_2_4_Values(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	for k, want := range map[int]clock.Tick{1: 2, 2: 4, 3: 8, 4: 8, 60: 8} {
-		if got := backoff(k); got != want {
-			t.Errorf("backoff(%d) = %d, want %d", k, got, want)
+		if got := queue.Backoff(k); got != want {
+			t.Errorf("Backoff(%d) = %d, want %d", k, got, want)
 		}
 	}
 }

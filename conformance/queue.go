@@ -8,8 +8,8 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-// Queue is the queue contract (docs/contract.md §2) as the suite drives
-// it. queuestore.Store and pgqueuestore.Store both satisfy it.
+// Queue is the queue contract (docs/contract.md §2, §7.1-§7.3) as the
+// suite drives it. queuestore.Store and pgqueuestore.Store both satisfy it.
 type Queue interface {
 	Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error)
 	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
@@ -17,61 +17,91 @@ type Queue interface {
 	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error)
 	Settle(ctx context.Context, eventID string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error)
 	SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error)
+	Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (queue.Outcome, error)
+	ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error)
 	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
+	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
+	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
+	NextDue(ctx context.Context) (clock.Tick, bool, error)
+	Policy(ctx context.Context) (queue.Policy, error)
+	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
 	Event(ctx context.Context, id string) (queue.EventState, error)
 	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
 	Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error)
 	Audit(ctx context.Context) ([]queue.AuditEntry, error)
+	AuditAll(ctx context.Context) ([]queue.AuditRecord, error)
 	Flows(ctx context.Context) ([]queue.FlowState, error)
 	Stats(ctx context.Context) (queue.Stats, error)
 	Snapshot(ctx context.Context) (queue.Snapshot, error)
+	Close() error
 }
 
-// Extender is the lease extension of docs/contract.md §7.2. The §7.2
-// clauses run when the backend's Queue has it.
-type Extender interface {
-	Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (queue.Outcome, error)
-	ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error)
-}
-
-// Planner tells when a head is next due (NextDue). Its clauses run when the
-// backend's Queue has it.
-type Planner interface {
-	NextDue(ctx context.Context) (clock.Tick, bool, error)
-}
-
-// BulkRedriver is the bulk redrive of quarantined events. Its clauses run
-// when the backend's Queue has it.
-type BulkRedriver interface {
-	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
-	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
+// QueueOptions are the options of the contract a backend's Open takes
+// (docs/contract.md §7.1, §7.3).
+type QueueOptions struct {
+	// Policy is WithPolicy's policy; nil when not given.
+	Policy *queue.Policy
+	// RealTime is true when WithRealTime was given, with Source and Skew.
+	RealTime bool
+	Source   clock.Source
+	Skew     clock.Tick
 }
 
 // QueueBackend is one queue backend under test.
 type QueueBackend struct {
-	// New returns a new, empty store that lives until t ends. It may be
-	// called from several goroutines at once.
-	New func(t testing.TB) Queue
-	// NewWithPolicy returns a new, empty store created with policy p; nil
-	// skips the policy clauses (docs/contract.md §7.1).
-	NewWithPolicy func(t testing.TB, p queue.Policy) Queue
-	// FailInserts makes every later insert into table ("events" or
-	// "audit") of q fail, as a trigger does; nil skips the atomicity
-	// clauses (docs/contract.md §2.7).
-	FailInserts func(t testing.TB, q Queue, table string)
-	// SchemaVersion is what the backend's Stats and Snapshot report.
+	// NewLoc returns a new location for a store (a file path, a schema
+	// name) that is cleaned up when t ends. Nothing exists there yet.
+	NewLoc func(t testing.TB) string
+	// Open opens the store at loc with o, creating it when it does not
+	// exist, as the backend's Open does (an error is returned, not
+	// reported). The store is closed when t ends. It may be called from
+	// several goroutines at once.
+	Open func(t testing.TB, loc string, o QueueOptions) (Queue, error)
+	// SchemaVersion is what the backend's Stats report.
 	SchemaVersion int
 	// Sequences is how many random sequences the model clause runs
 	// (FAIRRELAY_CONFORMANCE_SEQUENCES overrides it).
 	Sequences int
 }
 
-func (b *QueueBackend) open(t testing.TB) Queue { return b.New(t) }
+// qOpt is an Open option of the ported clauses.
+type qOpt func(*QueueOptions)
 
-func (b *QueueBackend) openTest(t testing.TB) (Queue, string) { return b.New(t), "" }
+func withPolicy(p queue.Policy) qOpt { return func(o *QueueOptions) { o.Policy = &p } }
 
-// backoff is the default policy's backoff.
-func backoff(k int) clock.Tick { return queue.DefaultPolicy().Backoff(k) }
+func withRealTime(src clock.Source, skew clock.Tick) qOpt {
+	return func(o *QueueOptions) { o.RealTime, o.Source, o.Skew = true, src, skew }
+}
+
+func (bk *QueueBackend) newLoc(t testing.TB) string {
+	t.Helper()
+	return bk.NewLoc(t)
+}
+
+func (bk *QueueBackend) openAt(t testing.TB, loc string, opts ...qOpt) (Queue, error) {
+	var o QueueOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return bk.Open(t, loc, o)
+}
+
+// openTest opens a new store at a new location; it fails t on an error.
+func (bk *QueueBackend) openTest(t testing.TB, opts ...qOpt) (Queue, string) {
+	t.Helper()
+	loc := bk.newLoc(t)
+	q, err := bk.openAt(t, loc, opts...)
+	if err != nil {
+		t.Fatalf("Open(%q) error = %v", loc, err)
+	}
+	return q, loc
+}
+
+func (bk *QueueBackend) open(t testing.TB) Queue {
+	t.Helper()
+	q, _ := bk.openTest(t)
+	return q
+}
 
 // RunQueue runs every queue clause as a subtest named after it, each on
 // stores from b.
@@ -83,5 +113,5 @@ func RunQueue(t *testing.T, b QueueBackend) {
 
 type queueClause struct {
 	name string
-	run  func(t *testing.T, b *QueueBackend)
+	run  func(t *testing.T, bk *QueueBackend)
 }

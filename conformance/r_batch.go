@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// ReceiveBatch (issue 6): later messages see earlier ones of the same batch.
+// ReceiveBatch: later messages see earlier ones of the same batch.
 func receiverReceiveBatch_SeesEarlierItemsOfTheBatch(t *testing.T, rk *ReceiverBackend) {
 	t.Parallel()
 	s, _ := rk.open(t)

@@ -24,4 +24,5 @@ var receiverClauses = []receiverClause{
 	{"ReceiveBatch_SeesEarlierItemsOfTheBatch", receiverReceiveBatch_SeesEarlierItemsOfTheBatch},
 	{"ReceiveBatch_BadItemGetsItsOwnError", receiverReceiveBatch_BadItemGetsItsOwnError},
 	{"ReceiveBatch_MatchesSuccessiveReceiveOnATwin", receiverReceiveBatch_MatchesSuccessiveReceiveOnATwin},
+	{"Receive_NamesWithoutEdgeSpaces", receiverReceive_NamesWithoutEdgeSpaces},
 }

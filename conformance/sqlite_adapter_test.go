@@ -27,6 +27,9 @@ var errPairs = []struct{ from, to error }{
 	{queuestore.ErrInvalid, queue.ErrInvalid},
 	{queuestore.ErrSchemaVersion, queue.ErrSchemaVersion},
 	{queuestore.ErrCorrupt, queue.ErrCorrupt},
+	{queuestore.ErrPolicyMismatch, queue.ErrPolicyMismatch},
+	{queuestore.ErrTickOverflow, queue.ErrTickOverflow},
+	{queuestore.ErrTimeAhead, queue.ErrTimeAhead},
 }
 
 // qerr wraps err in the queue sentinels it matches in queuestore's.
@@ -189,3 +192,75 @@ func (q sqliteQueue) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 	}
 	return via[queue.Snapshot](sn), nil
 }
+
+func (q sqliteQueue) Extend(ctx context.Context, id string, gen int64, now clock.Tick) (queue.Outcome, error) {
+	o, err := q.s.Extend(ctx, id, gen, now)
+	return queue.Outcome(o), qerr(err)
+}
+
+func (q sqliteQueue) ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error) {
+	in := make([]queuestore.ExtendItem, len(items))
+	for i, it := range items {
+		in[i] = queuestore.ExtendItem(it)
+	}
+	rs, err := q.s.ExtendBatch(ctx, in, now)
+	var out []queue.SettleResult
+	if rs != nil {
+		out = make([]queue.SettleResult, len(rs))
+		for i, r := range rs {
+			out[i] = queue.SettleResult{Outcome: queue.Outcome(r.Outcome), Err: qerr(r.Err)}
+		}
+	}
+	return out, qerr(err)
+}
+
+func (q sqliteQueue) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error) {
+	rs, err := q.s.RedriveAll(ctx, queuestore.RedriveFilter(f), reason, now)
+	var out []queue.Redriven
+	for _, r := range rs {
+		out = append(out, queue.Redriven(r))
+	}
+	return out, qerr(err)
+}
+
+func (q sqliteQueue) QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error) {
+	qs, err := q.s.QuarantinedMatching(ctx, queuestore.RedriveFilter(f))
+	if err != nil {
+		return nil, qerr(err)
+	}
+	var out []queue.QuarantinedEvent
+	for _, e := range qs {
+		out = append(out, queue.QuarantinedEvent(e))
+	}
+	return out, nil
+}
+
+func (q sqliteQueue) NextDue(ctx context.Context) (clock.Tick, bool, error) {
+	t, ok, err := q.s.NextDue(ctx)
+	return t, ok, qerr(err)
+}
+
+func (q sqliteQueue) Policy(ctx context.Context) (queue.Policy, error) {
+	p, err := q.s.Policy(ctx)
+	return queue.Policy{Lease: p.Lease, MaxAttempts: p.MaxAttempts, BackoffBase: p.BackoffBase, BackoffCap: p.BackoffCap,
+		Jitter: p.Jitter, Fairness: queue.Fairness(p.Fairness)}, qerr(err)
+}
+
+func (q sqliteQueue) SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error {
+	return qerr(q.s.SetPolicy(ctx, sqlitePolicy(p), reason, now))
+}
+
+func sqlitePolicy(p queue.Policy) queuestore.Policy {
+	return queuestore.Policy{Lease: p.Lease, MaxAttempts: p.MaxAttempts, BackoffBase: p.BackoffBase, BackoffCap: p.BackoffCap,
+		Jitter: p.Jitter, Fairness: queuestore.Fairness(p.Fairness)}
+}
+
+func (q sqliteQueue) AuditAll(ctx context.Context) ([]queue.AuditRecord, error) {
+	as, err := q.s.AuditAll(ctx)
+	if err != nil {
+		return nil, qerr(err)
+	}
+	return via[[]queue.AuditRecord](as), nil
+}
+
+func (q sqliteQueue) Close() error { return q.s.Close() }

@@ -73,9 +73,6 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 		if err != nil {
 			return err
 		}
-		if err := checkAdd(now, m.policy.Lease); err != nil {
-			return err
-		}
 		if _, err := tx.Exec(ctx, s.q(qPromote), int64(now)); err != nil {
 			return fmt.Errorf("promote ready flows: %w", err)
 		}

@@ -78,7 +78,8 @@ func (s *Store) Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, erro
 	return out, nil
 }
 
-// Audit returns every audit row in the order they were written.
+// Audit returns every redrive audit row in the order they were written
+// (AuditAll returns the rows of every kind).
 func (s *Store) Audit(ctx context.Context) ([]queue.AuditEntry, error) {
 	out, err := s.readAudit(ctx, s.pool)
 	if err != nil {
@@ -135,7 +136,9 @@ func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
 			return err
 		}
 		st.ClockMark = clock.Tick(mark)
-		st.SchemaVersion = SnapshotVersion
+		if err := tx.QueryRow(ctx, s.q(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&st.SchemaVersion); err != nil {
+			return err
+		}
 		if err := tx.QueryRow(ctx, s.q(`SELECT (SELECT count(*) FROM {s}.flows), (SELECT count(*) FROM {s}.audit)`)).Scan(&st.Flows, &st.AuditRows); err != nil {
 			return err
 		}
@@ -164,25 +167,51 @@ func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
 	return st, nil
 }
 
-// qNextDue: a ready flow's ready_at (at or below the mark) if there is one,
-// else the smallest ready_at of the waiting flows; both through the partial
-// indexes.
-const qNextDue = `SELECT coalesce(
-    (SELECT ready_at FROM {s}.flows WHERE ready LIMIT 1),
-    (SELECT ready_at FROM {s}.flows WHERE NOT ready AND ready_at IS NOT NULL ORDER BY ready_at LIMIT 1))`
+const (
+	// qNextDueReady is the clock mark when some flow's head is dispatchable
+	// already (flows_ready).
+	qNextDueReady = `SELECT m.clock_mark FROM {s}.meta AS m WHERE m.id = 1
+    AND EXISTS (SELECT 1 FROM {s}.flows WHERE ready)`
 
-// NextDue returns the earliest tick at which some head becomes
-// dispatchable: a pending head's available_at, an in-flight head's
-// lease_until. When something is dispatchable already it returns a tick at
-// or below the clock mark; ok is false when no head waits for a tick and
-// none is dispatchable.
+	// qNextDueWaiting is the earliest ready_at of the flows whose head waits
+	// for a tick (flows_waiting: the first entry of the index).
+	qNextDueWaiting = `SELECT ready_at FROM {s}.flows WHERE NOT ready AND ready_at IS NOT NULL
+ORDER BY ready_at LIMIT 1`
+)
+
+// NextDue returns the earliest tick at which some flow's head becomes
+// dispatchable, as queuestore.Store.NextDue does: the clock mark when a
+// head is dispatchable already, else the earliest available_at of a
+// pending head or lease end of an in-flight head; ok is false when no head
+// is dispatchable and none waits for a tick. It reads two index entries in
+// one read transaction and writes nothing.
 func (s *Store) NextDue(ctx context.Context) (clock.Tick, bool, error) {
-	var t *int64
-	if err := s.pool.QueryRow(ctx, s.q(qNextDue)).Scan(&t); err != nil {
+	var (
+		due clock.Tick
+		ok  bool
+	)
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		var t int64
+		err := tx.QueryRow(ctx, s.q(qNextDueReady)).Scan(&t)
+		if err == nil {
+			due, ok = clock.Tick(t), true
+			return nil
+		}
+		if !isNoRows(err) {
+			return err
+		}
+		err = tx.QueryRow(ctx, s.q(qNextDueWaiting)).Scan(&t)
+		if err == nil {
+			due, ok = clock.Tick(t), true
+			return nil
+		}
+		if isNoRows(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return 0, false, fmt.Errorf("next due: %w", err)
 	}
-	if t == nil {
-		return 0, false, nil
-	}
-	return clock.Tick(*t), true, nil
+	return due, ok, nil
 }

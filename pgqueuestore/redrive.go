@@ -21,11 +21,11 @@ WHERE id = $1 RETURNING generation`
 	// qInsertAudit numbers audit rows max(id) + 1 under the meta row's lock
 	// (every write holds it), as SQLite's INTEGER PRIMARY KEY does: a
 	// rolled-back redrive leaves no hole, which a sequence would.
-	qInsertAudit = `INSERT INTO {s}.audit (id, event_id, generation, reason, at)
-SELECT coalesce(max(id), 0) + 1, $1, $2, $3, $4 FROM {s}.audit`
+	qInsertAudit = `INSERT INTO {s}.audit (id, kind, event_id, generation, reason, at)
+SELECT coalesce(max(id), 0) + 1, 'redrive', $1, $2, $3, $4 FROM {s}.audit`
 
-	// RedriveChunk is how many events one RedriveAll transaction redrives.
-	redriveChunk = 500
+	qInsertAuditKind = `INSERT INTO {s}.audit (id, kind, event_id, generation, reason, detail, at)
+SELECT coalesce(max(id), 0) + 1, $1, NULL, NULL, $2, $3, $4 FROM {s}.audit`
 )
 
 // Redrive puts a quarantined event back in its flow for a new round, on an
@@ -90,13 +90,14 @@ func (s *Store) redriveOne(ctx context.Context, tx pgx.Tx, eventID, flow, reason
 	return newGen, nil
 }
 
-const qQuarantinedMatching = `SELECT id, flow, seq, generation, lifetime_attempts, reason
-FROM {s}.events WHERE state = 'quarantined' AND ($1 = '' OR flow = $1) AND ($2 = '' OR reason = $2)
-ORDER BY flow, seq`
-
-// QuarantinedMatching lists the quarantined events that f matches, ordered
-// by flow and sequence number: RedriveAll's dry run.
+// QuarantinedMatching returns the quarantined events that f selects,
+// ordered by flow and sequence number: what RedriveAll with f would
+// redrive now (its dry run); nil when none. A bad filter is
+// queue.ErrInvalid.
 func (s *Store) QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("quarantined matching: %w", err)
+	}
 	out, err := s.quarantined(ctx, s.pool, f, 0)
 	if err != nil {
 		return nil, fmt.Errorf("quarantined matching: %w", err)
@@ -104,12 +105,25 @@ func (s *Store) QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) 
 	return out, nil
 }
 
+// quarantined lists the quarantined events f selects in (flow, seq) order,
+// at most limit when limit > 0, through events_quarantined (no reason) or
+// events_quarantined_reason (a reason).
 func (s *Store) quarantined(ctx context.Context, q querier, f queue.RedriveFilter, limit int) ([]queue.QuarantinedEvent, error) {
-	sql := s.q(qQuarantinedMatching)
+	sql := `SELECT id, flow, seq, generation, lifetime_attempts, reason FROM {s}.events WHERE state = 'quarantined'`
+	var args []any
+	if f.Flow != "" {
+		args = append(args, f.Flow)
+		sql += fmt.Sprintf(" AND flow = $%d", len(args))
+	}
+	if f.Reason != "" {
+		args = append(args, f.Reason)
+		sql += fmt.Sprintf(" AND reason = $%d", len(args))
+	}
+	sql += " ORDER BY flow, seq"
 	if limit > 0 {
 		sql += fmt.Sprintf(" LIMIT %d", limit)
 	}
-	rows, _ := q.Query(ctx, sql, f.Flow, f.Reason)
+	rows, _ := q.Query(ctx, s.q(sql), args...)
 	var out []queue.QuarantinedEvent
 	var e queue.QuarantinedEvent
 	_, err := pgx.ForEachRow(rows, []any{&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason}, func() error {
@@ -119,12 +133,17 @@ func (s *Store) quarantined(ctx context.Context, q querier, f queue.RedriveFilte
 	return out, err
 }
 
-// RedriveAll redrives every quarantined event that f matches, in chunks of
-// 500 per transaction, in (flow, seq) order, one audit row per event, and
-// returns them with their new generations. An error stops it: the chunks
-// committed before stay redriven (and are returned with the error).
+// RedriveAll redrives every quarantined event that f selects, each as
+// Redrive would, with one audit row per event, in chunks of
+// queue.RedriveChunk events per transaction until none matches, as
+// queuestore.Store.RedriveAll does. On an error it returns the events of
+// the chunks already committed with the error; running it again redrives
+// the rest and never an event twice.
 func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error) {
 	if err := queue.CheckReason(reason); err != nil {
+		return nil, fmt.Errorf("redrive all: %w", err)
+	}
+	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("redrive all: %w", err)
 	}
 	var all []queue.Redriven
@@ -136,7 +155,7 @@ func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason st
 			if err != nil {
 				return err
 			}
-			evs, err := s.quarantined(ctx, tx, f, redriveChunk)
+			evs, err := s.quarantined(ctx, tx, f, queue.RedriveChunk)
 			if err != nil {
 				return fmt.Errorf("list: %w", err)
 			}
@@ -153,7 +172,7 @@ func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason st
 			return all, fmt.Errorf("redrive all: %w", err)
 		}
 		all = append(all, chunk...)
-		if len(chunk) < redriveChunk {
+		if len(chunk) < queue.RedriveChunk {
 			return all, nil
 		}
 	}

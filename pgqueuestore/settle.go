@@ -54,9 +54,6 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 		if err != nil {
 			return err
 		}
-		if err := checkAdd(now, m.policy.BackoffCap); err != nil {
-			return err
-		}
 		if o, err = s.settleOne(ctx, tx, it, now, m.policy); err != nil {
 			return err
 		}
@@ -81,9 +78,6 @@ func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now c
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		now, m, err := s.admit(ctx, tx, now)
 		if err != nil {
-			return err
-		}
-		if err := checkAdd(now, m.policy.BackoffCap); err != nil {
 			return err
 		}
 		wrote := false
@@ -199,12 +193,9 @@ func (s *Store) Extend(ctx context.Context, eventID string, generation int64, no
 	if err := it.Validate(); err != nil {
 		return "", fmt.Errorf("extend: %w", err)
 	}
-	rs, err := s.extend(ctx, []queue.ExtendItem{it}, now)
+	rs, err := s.extend(ctx, []queue.ExtendItem{it}, now, true)
 	if err != nil {
 		return "", fmt.Errorf("extend %q: %w", eventID, err)
-	}
-	if rs[0].Err != nil {
-		return "", fmt.Errorf("extend %q: %w", eventID, rs[0].Err)
 	}
 	return rs[0].Outcome, nil
 }
@@ -213,32 +204,32 @@ func (s *Store) Extend(ctx context.Context, eventID string, generation int64, no
 // Extend would; a bad item (queue.ErrInvalid, queue.ErrNotFound) gets its
 // own Err and changes nothing.
 func (s *Store) ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error) {
-	rs, err := s.extend(ctx, items, now)
+	rs, err := s.extend(ctx, items, now, false)
 	if err != nil {
 		return nil, fmt.Errorf("extend batch: %w", err)
 	}
 	return rs, nil
 }
 
-func (s *Store) extend(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error) {
+// extend extends items in one transaction. With single, an item's own
+// error fails the transaction (Extend: nothing changes, not even the clock
+// mark); without, it is the item's Err (ExtendBatch).
+func (s *Store) extend(ctx context.Context, items []queue.ExtendItem, now clock.Tick, single bool) ([]queue.SettleResult, error) {
 	out := make([]queue.SettleResult, len(items))
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		now, m, err := s.admit(ctx, tx, now)
 		if err != nil {
 			return err
 		}
-		if err := checkAdd(now, m.policy.Lease); err != nil {
-			return err
-		}
 		for i, it := range items {
 			out[i] = queue.SettleResult{}
 			if err := it.Validate(); err != nil {
-				out[i].Err = err
+				out[i].Err = fmt.Errorf("extend %q: %w", it.EventID, err)
 				continue
 			}
 			r, o, err := s.readSettle(ctx, tx, it.EventID, it.Generation, now)
-			if errors.Is(err, queue.ErrNotFound) {
-				out[i].Err = err
+			if errors.Is(err, queue.ErrNotFound) && !single {
+				out[i].Err = fmt.Errorf("extend %q: %w", it.EventID, err)
 				continue
 			}
 			if err != nil {

@@ -17,11 +17,6 @@ import (
 // SchemaVersion is the newest migration this package knows.
 const SchemaVersion = 1
 
-// SnapshotVersion is the schema version Snapshot and Stats report: the
-// version of the queuestore schema whose tables and columns this schema
-// reproduces, so that the two backends' snapshots are byte-identical.
-const SnapshotVersion = 1
-
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
 const DefaultSchema = "fairrelay_queue"
@@ -31,7 +26,9 @@ const DefaultSchema = "fairrelay_queue"
 // comparison and ORDER BY is byte order (SQLite's BINARY collation, Go's
 // string order): MinServed ties go to the smallest flow ID in bytes.
 var migrations = []string{
-	// 1: the queuestore tables, with the policy in meta.
+	// 1: the tables of queuestore's schema version 2, one for one: the
+	// policy and the rotation's virtual time in meta, weights in flows,
+	// audit rows of every kind.
 	`CREATE TABLE {s}.meta (
     id           integer PRIMARY KEY CHECK (id = 1),
     clock_mark   bigint NOT NULL CHECK (clock_mark >= 0),
@@ -41,7 +38,10 @@ var migrations = []string{
     backoff_base bigint NOT NULL CHECK (backoff_base > 0),
     backoff_cap  bigint NOT NULL CHECK (backoff_cap >= backoff_base),
     jitter       boolean NOT NULL,
-    fairness     text COLLATE "C" NOT NULL CHECK (fairness IN ('min_served', 'rotation'))
+    fairness     text COLLATE "C" NOT NULL CHECK (fairness IN ('min_served', 'rotation')),
+    vnow         bigint NOT NULL DEFAULT 0,
+    vtail        bigint NOT NULL DEFAULT 0,
+    joins        bigint NOT NULL DEFAULT 0
 );
 CREATE TABLE {s}.flows (
     flow     text COLLATE "C" PRIMARY KEY,
@@ -50,6 +50,9 @@ CREATE TABLE {s}.flows (
     head_seq bigint CHECK (head_seq BETWEEN 1 AND last_seq),
     ready_at bigint,
     ready    boolean NOT NULL,
+    weight   integer NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),
+    pass     bigint NOT NULL DEFAULT 0,
+    joined   bigint NOT NULL DEFAULT 0,
     CHECK (ready_at IS NULL OR head_seq IS NOT NULL),
     CHECK (NOT ready OR ready_at IS NOT NULL)
 );
@@ -63,7 +66,7 @@ CREATE TABLE {s}.events (
     state             text COLLATE "C" NOT NULL
                       CHECK (state IN ('pending', 'inflight', 'acked', 'quarantined')),
     generation        bigint NOT NULL CHECK (generation >= attempts),
-    attempts          integer NOT NULL CHECK (attempts BETWEEN 0 AND 100),
+    attempts          integer NOT NULL CHECK (attempts >= 0),
     lifetime_attempts bigint NOT NULL CHECK (lifetime_attempts >= attempts),
     available_at      bigint NOT NULL CHECK (available_at >= 0),
     lease_until       bigint NOT NULL CHECK ((state = 'inflight') = (lease_until > 0)),
@@ -74,12 +77,17 @@ CREATE TABLE {s}.events (
     UNIQUE (flow, seq)
 );
 CREATE INDEX events_quarantined ON {s}.events (flow, seq) WHERE state = 'quarantined';
+CREATE INDEX events_quarantined_reason ON {s}.events (reason, flow, seq) WHERE state = 'quarantined';
 CREATE TABLE {s}.audit (
     id         bigint PRIMARY KEY,
-    event_id   text COLLATE "C" NOT NULL REFERENCES {s}.events (id),
-    generation bigint NOT NULL CHECK (generation >= 1),
+    kind       text COLLATE "C" NOT NULL DEFAULT 'redrive' CHECK (kind IN ('redrive', 'policy', 'weight')),
+    event_id   text COLLATE "C" REFERENCES {s}.events (id),
+    generation bigint CHECK (generation >= 1),
     reason     text COLLATE "C" NOT NULL CHECK (reason <> ''),
-    at         bigint NOT NULL CHECK (at >= 0)
+    detail     text,
+    at         bigint NOT NULL CHECK (at >= 0),
+    CHECK ((kind = 'redrive') = (event_id IS NOT NULL AND generation IS NOT NULL)),
+    CHECK ((kind = 'redrive') = (detail IS NULL))
 );`,
 }
 
@@ -92,6 +100,7 @@ type options struct {
 	policy   *queue.Policy
 	realTime clock.Source
 	skew     clock.Tick
+	rtSet    bool // WithRealTime was given
 }
 
 // WithSchema sets the PostgreSQL schema the store lives in (created when
@@ -109,12 +118,23 @@ func WithHook(fn func(queue.HookPoint)) Option { return func(o *options) { o.hoo
 // this option Open uses the recorded one (docs/contract.md §7.1).
 func WithPolicy(p queue.Policy) Option { return func(o *options) { o.policy = &p } }
 
-// WithRealTime makes ticks wall-clock milliseconds read from src
-// (docs/contract.md §7.3): a write whose tick is at most skew below the
-// clock mark happens at the mark, and a tick more than skew ahead of
-// src.Now() is queue.ErrTimeAhead.
+// WithRealTime makes ticks real time (docs/contract.md §7.3), as
+// queuestore.WithRealTime does: a write whose tick is at most skew below
+// the clock mark happens AT the mark; further below is
+// queue.ErrTimeRegression; a tick above src.Now() + skew is
+// queue.ErrTimeAhead. A nil src or a negative skew makes Open fail with
+// queue.ErrInvalid.
 func WithRealTime(src clock.Source, skew clock.Tick) Option {
-	return func(o *options) { o.realTime, o.skew = src, skew }
+	return func(o *options) { o.realTime, o.skew, o.rtSet = src, skew, true }
+}
+
+// checkImplemented refuses a valid policy that this build cannot run: the
+// rotation order is not implemented on PostgreSQL yet.
+func checkImplemented(p queue.Policy) error {
+	if p.Normal().Fairness == queue.FairRotation {
+		return fmt.Errorf("%w: policy Fairness %q is not implemented in this build", queue.ErrInvalid, queue.FairRotation)
+	}
+	return nil
 }
 
 // Store is a durable fair queue in one PostgreSQL schema. It is safe for
@@ -162,15 +182,20 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 		return nil, fmt.Errorf("open: %w: empty schema name", queue.ErrInvalid)
 	}
 	if o.policy != nil {
-		if o.policy.Fairness == "" {
-			o.policy.Fairness = queue.FairMinServed
-		}
 		if err := o.policy.Validate(); err != nil {
 			return nil, fmt.Errorf("open: %w", err)
 		}
+		if err := checkImplemented(*o.policy); err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+		p := o.policy.Normal()
+		o.policy = &p
 	}
-	if o.realTime != nil && o.skew < 0 {
-		return nil, fmt.Errorf("open: %w: negative skew %d", queue.ErrInvalid, o.skew)
+	if o.rtSet && o.realTime == nil {
+		return nil, fmt.Errorf("open: %w: WithRealTime without a clock source", queue.ErrInvalid)
+	}
+	if o.rtSet && o.skew < 0 {
+		return nil, fmt.Errorf("open: %w: WithRealTime skew %d is negative", queue.ErrInvalid, o.skew)
 	}
 	quoted := pgx.Identifier{o.schema}.Sanitize()
 	s := &Store{pool: pool, schema: o.schema, hook: o.hook, realTime: o.realTime, skew: o.skew,
@@ -251,7 +276,7 @@ VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6)`), int64(np.Lease), np.MaxAttempts, int
 				return err
 			}
 			if stored != *p {
-				return fmt.Errorf("%w: stored %+v, asked for %+v", queue.ErrPolicyMismatch, stored, *p)
+				return fmt.Errorf("%w: the schema records %+v, Open was given %+v", queue.ErrPolicyMismatch, stored, *p)
 			}
 		}
 		return nil
@@ -314,11 +339,12 @@ const qAdmitRead = `SELECT clock_mark, ticket, lease, max_attempts, backoff_base
 FROM {s}.meta WHERE id = 1 FOR UPDATE`
 
 // admit is the first statement of every write transaction: it locks the
-// meta row, then records now as the clock mark, or refuses it with
-// queue.ErrTimeRegression (also clock.ErrRegression) when it is below the
-// mark. With the real-time option, a tick at most the skew below the mark
-// is moved up to the mark, and a tick more than the skew ahead of the wall
-// clock is queue.ErrTimeAhead. It returns the (possibly moved) tick.
+// meta row (so writes take turns), checks the tick against the policy
+// (queue.ErrTickOverflow), the wall clock (real time: queue.ErrTimeAhead)
+// and the clock mark (queue.ErrTimeRegression, also clock.ErrRegression),
+// and records it as the new mark, exactly as queuestore's admit does. With
+// real time a tick at most the skew below the mark is moved up to the mark.
+// It returns the (possibly moved) tick.
 func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tick, meta, error) {
 	var (
 		mark, lease, base, capT int64
@@ -331,11 +357,18 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tic
 	}
 	m.policy.Lease, m.policy.BackoffBase, m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
 	m.policy.Fairness = queue.Fairness(fair)
+	if err := checkImplemented(m.policy); err != nil {
+		return 0, meta{}, fmt.Errorf("recorded policy: %w", err)
+	}
+	if err := m.policy.CheckTick(now); err != nil {
+		return 0, meta{}, err
+	}
 	if s.realTime != nil {
-		if wall := s.realTime.Now(); now > wall && now-wall > s.skew {
-			return 0, meta{}, fmt.Errorf("%w: tick %d is %d ahead of the wall clock %d (skew %d)", queue.ErrTimeAhead, now, now-wall, wall, s.skew)
+		wall := s.realTime.Now()
+		if limit := satAdd(wall, s.skew); now > limit {
+			return 0, meta{}, fmt.Errorf("%w: tick %d is more than %d ahead of the wall clock %d", queue.ErrTimeAhead, now, s.skew, wall)
 		}
-		if now < clock.Tick(mark) && clock.Tick(mark)-now <= s.skew {
+		if now < clock.Tick(mark) && now >= clock.Tick(mark)-s.skew {
 			now = clock.Tick(mark)
 		}
 	}
@@ -351,12 +384,12 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tic
 	return now, m, nil
 }
 
-// checkAdd refuses a tick to which adding d would overflow.
-func checkAdd(now, d clock.Tick) error {
-	if d > 0 && now > math.MaxInt64-d {
-		return fmt.Errorf("%w: %d + %d", queue.ErrTickOverflow, now, d)
+// satAdd is a + b, or math.MaxInt64 when that overflows.
+func satAdd(a, b clock.Tick) clock.Tick {
+	if a > clock.Tick(math.MaxInt64)-b {
+		return clock.Tick(math.MaxInt64)
 	}
-	return nil
+	return a + b
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -31,13 +31,14 @@ var (
 	// invariants (for example a flow marked ready whose head is acked).
 	// It means the file was changed outside this package.
 	ErrCorrupt = errors.New("queuestore: inconsistent stored state")
-	// ErrPolicyMismatch reports an Open with an explicit policy that differs
-	// from the one recorded in the store (docs/contract.md §7.1).
-	ErrPolicyMismatch = errors.New("queuestore: policy differs from the stored one")
-	// ErrTickOverflow reports a tick so large that adding a lease or a
-	// backoff to it would overflow (docs/contract.md §7.3).
-	ErrTickOverflow = errors.New("queuestore: tick would overflow")
-	// ErrTimeAhead reports, with the real-time option, a tick further ahead
-	// of the wall clock than the configured skew (docs/contract.md §7.3).
+	// ErrPolicyMismatch reports an Open with WithPolicy of a file that
+	// records another policy; the error names both.
+	ErrPolicyMismatch = errors.New("queuestore: policy differs from the one recorded in the file")
+	// ErrTickOverflow reports a negative tick, or one that a lease or
+	// backoff of the queue's policy would push past math.MaxInt64
+	// (Policy.MaxTick). It is checked in every mode, before the clock mark.
+	ErrTickOverflow = errors.New("queuestore: tick out of range")
+	// ErrTimeAhead reports, in real time (WithRealTime), a tick further
+	// ahead of the wall clock than the configured skew.
 	ErrTimeAhead = errors.New("queuestore: tick is ahead of the wall clock")
 )

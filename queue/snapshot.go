@@ -12,14 +12,32 @@ import (
 // Snapshot is every table of the store, read in one read transaction, rows
 // in a stable order, ready for encoding/json (golden files are made from
 // it). It is a consistent view of this one file only.
+//
+// A snapshot shows the contract's state of a queue in the layout of
+// SnapshotFormat. The columns schema version 2 added are shown only when
+// they differ from a default queue's (Policy, OperatorAudit), so that the
+// snapshot of a queue with the default policy is the same as before them.
 type Snapshot struct {
+	// SchemaVersion is the version of the snapshot's layout,
+	// SnapshotFormat; the file's schema version is Stats.SchemaVersion.
 	SchemaVersion int             `json:"schema_version"`
 	ClockMark     clock.Tick      `json:"clock_mark"` // meta.clock_mark
 	Ticket        int64           `json:"ticket"`     // meta.ticket: the last ticket handed out
 	Flows         []SnapshotFlow  `json:"flows"`      // ordered by flow
 	Events        []SnapshotEvent `json:"events"`     // ordered by flow, then seq
-	Audit         []AuditEntry    `json:"audit"`      // ordered by id (write order)
+	Audit         []AuditEntry    `json:"audit"`      // the redrive audit rows, ordered by id (write order)
+	// Policy is the recorded policy when it is not DefaultPolicy; nil
+	// otherwise.
+	Policy *Policy `json:"policy,omitempty"`
+	// OperatorAudit holds the audit rows of the other kinds (AuditPolicy,
+	// AuditWeight), ordered by id; nil when there are none.
+	OperatorAudit []AuditRecord `json:"operator_audit,omitempty"`
 }
+
+// SnapshotFormat is the layout version a Snapshot reports in its
+// SchemaVersion field: 1, the layout of schema version 1, which schema
+// version 2 keeps for every queue with the default policy.
+const SnapshotFormat = 1
 
 // SnapshotFlow is one row of the flows table.
 type SnapshotFlow struct {

@@ -59,7 +59,7 @@ const (
 	Quarantined    Outcome = "quarantined"     // failure on the round's last attempt
 	Stale          Outcome = "stale"           // wrong generation, or the event is not in flight: nothing changed
 	Expired        Outcome = "expired"         // the lease had run out (now >= lease_until): nothing changed
-	Extended       Outcome = "extended"        // Extend: the lease now ends at now + Lease
+	Extended       Outcome = "extended"        // Extend renewed the lease (docs/contract.md §7.2)
 )
 
 // Wrote reports whether a settle with this outcome changed the event
@@ -83,10 +83,11 @@ type SettleResult struct {
 	Err     error   // the item's own error; nil for a settled item
 }
 
-// ExtendItem is one claim whose lease an ExtendBatch extends.
+// ExtendItem names one claim to extend: the event and the generation its
+// claim returned.
 type ExtendItem struct {
-	EventID    string // the claimed event
-	Generation int64  // the claim's generation
+	EventID    string
+	Generation int64
 }
 
 // EventState reads one event as it is now.
@@ -162,15 +163,41 @@ type Stats struct {
 	AuditRows     int64       `json:"audit_rows"`
 }
 
-// RedriveFilter chooses quarantined events for RedriveAll and
-// QuarantinedMatching; an empty field matches any value.
-type RedriveFilter struct{ Flow, Reason string }
+// RedriveFilter selects quarantined events for RedriveAll and
+// QuarantinedMatching. An empty field matches everything; a set field must
+// be a valid flow or reason (ErrInvalid otherwise) and matches it exactly.
+type RedriveFilter struct {
+	Flow   string // the event's flow
+	Reason string // the event's failure reason (for example ReasonLeaseExpired)
+}
 
-// Redriven is one event that RedriveAll put back: Generation is its NEW
-// generation.
+// Redriven is one event that RedriveAll put back: the event, its flow and
+// sequence number, and its NEW generation (the one its audit row names).
 type Redriven struct {
 	EventID, Flow   string
 	Seq, Generation int64
+}
+
+// AuditKind names what an audit row records.
+type AuditKind string
+
+// The audit kinds.
+const (
+	AuditRedrive AuditKind = "redrive" // Redrive, RedriveAll: EventID and its new Generation
+	AuditPolicy  AuditKind = "policy"  // SetPolicy: Detail is PolicyChange as JSON
+	AuditWeight  AuditKind = "weight"  // a flow's weight changed (FairRotation): Detail says which
+)
+
+// AuditRecord is one audit row of any kind. EventID and Generation are set
+// for AuditRedrive rows only; Detail for the other kinds only.
+type AuditRecord struct {
+	ID         int64      `json:"id"`
+	Kind       AuditKind  `json:"kind"`
+	EventID    string     `json:"event_id,omitempty"`
+	Generation int64      `json:"generation,omitempty"`
+	Reason     string     `json:"reason"`
+	Detail     string     `json:"detail,omitempty"`
+	At         clock.Tick `json:"at"`
 }
 
 // HookPoint names a point inside a store operation where the hook is called.

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -12,19 +13,22 @@ const (
 	// MaxNameLen is the longest event ID or flow name, in bytes. IDs and
 	// flows are 1..MaxNameLen bytes of valid UTF-8 made of printable
 	// characters (unicode.IsPrint: letters, marks, numbers, punctuation,
-	// symbols and the ASCII space; no control or format characters).
+	// symbols and the ASCII space; no control or format characters), with
+	// at least one character that is not a space, and neither beginning nor
+	// ending with whitespace (unicode.IsSpace): "tenant-a " and "tenant-a"
+	// would otherwise be two flows.
 	MaxNameLen = 200
 	// MaxBodyLen is the largest event body, in bytes; bodies are 1..MaxBodyLen
 	// bytes, any bytes.
 	MaxBodyLen = 65536
 	// MaxReasonLen is the longest failure or redrive reason, in bytes.
-	// Reasons follow the same character rules as names.
+	// Reasons follow the same character rules as names; a reason of spaces
+	// only is blank: ErrEmptyReason as well as ErrInvalid.
 	MaxReasonLen = 1000
 )
 
-// CheckText checks a name or reason against the character rules: 1..maxLen
-// bytes of valid, printable UTF-8. what names the value in the error, which
-// wraps ErrInvalid.
+// CheckText checks a name or reason against the character rules; what
+// names the value in the error, which wraps ErrInvalid.
 func CheckText(what, s string, maxLen int) error {
 	if len(s) == 0 || len(s) > maxLen {
 		return fmt.Errorf("%w: %s is %d bytes, want 1..%d", ErrInvalid, what, len(s), maxLen)
@@ -37,17 +41,22 @@ func CheckText(what, s string, maxLen int) error {
 			return fmt.Errorf("%w: %s has a non-printable character %U at byte %d", ErrInvalid, what, r, i)
 		}
 	}
+	if strings.TrimFunc(s, unicode.IsSpace) == "" {
+		return fmt.Errorf("%w: %s is blank (spaces only)", ErrInvalid, what)
+	}
+	if first, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(first) {
+		return fmt.Errorf("%w: %s %q begins with whitespace", ErrInvalid, what, s)
+	}
+	if last, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(last) {
+		return fmt.Errorf("%w: %s %q ends with whitespace", ErrInvalid, what, s)
+	}
 	return nil
 }
 
 // CheckID checks an event ID (CheckText, MaxNameLen).
 func CheckID(id string) error { return CheckText("event ID", id, MaxNameLen) }
 
-// CheckFlow checks a flow name (CheckText, MaxNameLen).
-func CheckFlow(flow string) error { return CheckText("flow", flow, MaxNameLen) }
-
-// Validate checks an event before it is enqueued: its ID, its flow and a
-// body of 1..MaxBodyLen bytes. The error wraps ErrInvalid.
+// Validate checks an event before it is enqueued.
 func (e Event) Validate() error {
 	if err := CheckID(e.ID); err != nil {
 		return err
@@ -61,11 +70,14 @@ func (e Event) Validate() error {
 	return nil
 }
 
-// CheckReason checks an operator's or a failure's reason. An empty reason is
-// both ErrEmptyReason and ErrInvalid.
+// CheckReason checks an operator's or a failure's reason. An empty or blank
+// (spaces only) reason is both ErrEmptyReason and ErrInvalid.
 func CheckReason(reason string) error {
 	if reason == "" {
 		return fmt.Errorf("%w: %w", ErrInvalid, ErrEmptyReason)
+	}
+	if len(reason) <= MaxReasonLen && strings.TrimFunc(reason, unicode.IsSpace) == "" {
+		return fmt.Errorf("%w: %w: reason is blank (spaces only)", ErrInvalid, ErrEmptyReason)
 	}
 	return CheckText("reason", reason, MaxReasonLen)
 }
@@ -77,6 +89,9 @@ func CheckGeneration(g int64) error {
 	}
 	return nil
 }
+
+// CheckFlow checks a flow name (CheckText, MaxNameLen).
+func CheckFlow(flow string) error { return CheckText("flow", flow, MaxNameLen) }
 
 // Validate checks one item of a settle: its event ID, its generation, and,
 // for a failure, its reason.
@@ -99,4 +114,20 @@ func (it ExtendItem) Validate() error {
 		return err
 	}
 	return CheckGeneration(it.Generation)
+}
+
+// Validate checks a filter: a set field must be a valid flow or reason
+// (ErrInvalid otherwise).
+func (f RedriveFilter) Validate() error {
+	if f.Flow != "" {
+		if err := CheckText("filter flow", f.Flow, MaxNameLen); err != nil {
+			return err
+		}
+	}
+	if f.Reason != "" {
+		if err := CheckText("filter reason", f.Reason, MaxReasonLen); err != nil {
+			return err
+		}
+	}
+	return nil
 }

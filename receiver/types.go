@@ -3,6 +3,7 @@ package receiver
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -104,8 +105,11 @@ func Validate(m Message) (int64, error) {
 
 // ValidName accepts 1..MaxNameLen bytes of valid UTF-8 made only of
 // printable characters (letters, marks, numbers, punctuation, symbols and
-// the ASCII space; see unicode.IsPrint). what names the value in the error,
-// which wraps [ErrInvalid].
+// the ASCII space; see unicode.IsPrint), with at least one character that
+// is not a space, neither beginning nor ending with whitespace
+// (unicode.IsSpace): "tenant-a " is not a second flow beside "tenant-a".
+// It is the queue store's rule for IDs and flows. what names the value in
+// the error, which wraps [ErrInvalid].
 func ValidName(what, s string) error {
 	switch {
 	case s == "":
@@ -119,6 +123,15 @@ func ValidName(what, s string) error {
 		if !unicode.IsPrint(r) {
 			return fmt.Errorf("%w: %s holds the unprintable character %U", ErrInvalid, what, r)
 		}
+	}
+	if strings.TrimFunc(s, unicode.IsSpace) == "" {
+		return fmt.Errorf("%w: %s is blank (spaces only)", ErrInvalid, what)
+	}
+	if first, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(first) {
+		return fmt.Errorf("%w: %s %q begins with whitespace", ErrInvalid, what, s)
+	}
+	if last, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(last) {
+		return fmt.Errorf("%w: %s %q ends with whitespace", ErrInvalid, what, s)
 	}
 	return nil
 }
