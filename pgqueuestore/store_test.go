@@ -21,7 +21,7 @@ func open(t testing.TB, opts ...Option) (*Store, string, string) {
 	return s, url, schema
 }
 
-func exec(t testing.TB, url, sql string) {
+func execSQL(t testing.TB, url, sql string) {
 	t.Helper()
 	c, err := pgx.Connect(context.Background(), url)
 	if err != nil {
@@ -55,12 +55,12 @@ func TestReopenVersionsPolicy(t *testing.T) {
 	if _, err := Open(ctx, url, WithSchema(schema), WithPolicy(p)); !errors.Is(err, queue.ErrPolicyMismatch) {
 		t.Fatalf("other policy: %v", err)
 	}
-	exec(t, url, "INSERT INTO "+schema+".schema_migrations (version) VALUES (99)")
+	execSQL(t, url, "INSERT INTO "+schema+".schema_migrations (version) VALUES (99)")
 	if _, err := Open(ctx, url, WithSchema(schema)); !errors.Is(err, queue.ErrSchemaVersion) {
 		t.Fatalf("newer version: %v", err)
 	}
 	_, other := pgtest.Schema(t)
-	exec(t, url, "CREATE SCHEMA "+other+"; CREATE TABLE "+other+".x (i int)")
+	execSQL(t, url, "CREATE SCHEMA "+other+"; CREATE TABLE "+other+".x (i int)")
 	if _, err := Open(ctx, url, WithSchema(other)); !errors.Is(err, queue.ErrSchemaVersion) {
 		t.Fatalf("foreign schema: %v", err)
 	}
