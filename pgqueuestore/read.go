@@ -170,8 +170,12 @@ func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
 const (
 	// qNextDueReady is the clock mark when some flow's head is dispatchable
 	// already (flows_ready).
-	qNextDueReady = `SELECT m.clock_mark FROM {s}.meta AS m WHERE m.id = 1
-    AND EXISTS (SELECT 1 FROM {s}.flows WHERE ready)`
+	// The first entry of flows_ready, not EXISTS: the planner would read
+	// EXISTS as a sequential scan that stops at the first ready row, which
+	// is long when few flows are ready.
+	qNextDueReady = `SELECT m.clock_mark FROM {s}.meta AS m,
+    LATERAL (SELECT served FROM {s}.flows WHERE ready ORDER BY served, flow LIMIT 1) AS r
+WHERE m.id = 1`
 
 	// qNextDueWaiting is the earliest ready_at of the flows whose head waits
 	// for a tick (flows_waiting: the first entry of the index).
