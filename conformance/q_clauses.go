@@ -62,4 +62,8 @@ var queueClauses = []queueClause{
 	{"Policy_7_1_LoweredMaxAttemptsQuarantinesNextFailure", queuePolicy_7_1_LoweredMaxAttemptsQuarantinesNextFailure},
 	{"Model_2_RandomSequencesMatchReference", queueModel_2_RandomSequencesMatchReference},
 	{"Model_ClaimBatchEqualsSuccessiveClaims", queueModel_ClaimBatchEqualsSuccessiveClaims},
+	{"Storage_2_7_EnqueueIsAtomic", queueStorage_2_7_EnqueueIsAtomic},
+	{"Storage_2_7_RedriveIsAtomic", queueStorage_2_7_RedriveIsAtomic},
+	{"Storage_2_7_ClaimIsAtomic", queueStorage_2_7_ClaimIsAtomic},
+	{"Snapshot_2_7_StableAndJSONFriendly", queueSnapshot_2_7_StableAndJSONFriendly},
 }

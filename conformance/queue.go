@@ -57,11 +57,36 @@ type QueueBackend struct {
 	// reported). The store is closed when t ends. It may be called from
 	// several goroutines at once.
 	Open func(t testing.TB, loc string, o QueueOptions) (Queue, error)
+	// FailWrites makes every later write of the given kind to the store at
+	// loc fail with an error whose text holds "injected: " and the kind's
+	// words (as a trigger raising an error does), so that the atomicity
+	// clauses (docs/contract.md §2.7) can make a transaction's second
+	// write fail. Nil skips those clauses.
+	FailWrites func(t testing.TB, loc string, w FailWrite)
 	// SchemaVersion is what the backend's Stats report.
 	SchemaVersion int
 	// Sequences is how many random sequences the model clause runs
 	// (FAIRRELAY_CONFORMANCE_SEQUENCES overrides it).
 	Sequences int
+}
+
+// FailWrite names a write that FailWrites makes fail.
+type FailWrite string
+
+// The writes the atomicity clauses make fail, with the text their error
+// must hold.
+const (
+	FailEventInsert FailWrite = "injected: event insert fails" // every INSERT into events
+	FailAuditInsert FailWrite = "injected: audit insert fails" // every INSERT into audit
+	FailServe       FailWrite = "injected: serve fails"        // every UPDATE of flows.served
+)
+
+func (bk *QueueBackend) failWrites(t testing.TB, loc string, w FailWrite) {
+	t.Helper()
+	if bk.FailWrites == nil {
+		t.Skip("the backend cannot make a write fail")
+	}
+	bk.FailWrites(t, loc, w)
 }
 
 // qOpt is an Open option of the ported clauses.

@@ -2,8 +2,12 @@ package conformance
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/pgtest"
@@ -27,6 +31,21 @@ func TestQueueSQLite(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			return sqliteQueue{s}, nil
+		},
+		FailWrites: func(t testing.TB, loc string, w FailWrite) {
+			db, err := sql.Open("sqlite", loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			trig := map[FailWrite]string{
+				FailEventInsert: "BEFORE INSERT ON events",
+				FailAuditInsert: "BEFORE INSERT ON audit",
+				FailServe:       "BEFORE UPDATE OF served ON flows",
+			}[w]
+			if _, err := db.Exec(`CREATE TRIGGER fail_write ` + trig + ` BEGIN SELECT RAISE(ABORT, '` + string(w) + `'); END`); err != nil {
+				t.Fatalf("create trigger: %v", err)
+			}
 		},
 		SchemaVersion: queuestore.SchemaVersion,
 		Sequences:     150,
@@ -54,6 +73,23 @@ func TestQueuePostgres(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			return s, nil
+		},
+		FailWrites: func(t testing.TB, loc string, w FailWrite) {
+			trig := map[FailWrite]string{
+				FailEventInsert: "BEFORE INSERT ON events",
+				FailAuditInsert: "BEFORE INSERT ON audit",
+				FailServe:       "BEFORE UPDATE OF served ON flows",
+			}[w]
+			sc := pgx.Identifier{loc}.Sanitize()
+			ddl := `CREATE FUNCTION ` + sc + `.fail_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION '` + string(w) + `'; END $$;
+CREATE TRIGGER fail_write ` + trig + ` FOR EACH ROW EXECUTE FUNCTION ` + sc + `.fail_write()`
+			ddl = strings.Replace(ddl, "ON events", "ON "+sc+".events", 1)
+			ddl = strings.Replace(ddl, "ON audit", "ON "+sc+".audit", 1)
+			ddl = strings.Replace(ddl, "ON flows", "ON "+sc+".flows", 1)
+			if _, err := pgtest.Pool(t).Exec(context.Background(), ddl); err != nil {
+				t.Fatalf("create trigger: %v", err)
+			}
 		},
 		SchemaVersion: pgqueuestore.SchemaVersion,
 		Sequences:     200,
