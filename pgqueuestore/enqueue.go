@@ -51,8 +51,10 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 		if err != nil {
 			return err
 		}
-		out, err = s.enqueueOne(ctx, tx, e, now)
-		return err
+		if out, err = s.enqueueOne(ctx, tx, e, now); err != nil || out.Duplicate {
+			return err
+		}
+		return s.wake(ctx, tx)
 	})
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueue %q: %w", e.ID, err)
@@ -76,12 +78,17 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 		if err != nil {
 			return err
 		}
+		added := false
 		for i, e := range es {
 			r, err := s.enqueueOne(ctx, tx, e, now)
 			if err != nil {
 				return fmt.Errorf("event %d (%q): %w", i, e.ID, err)
 			}
 			out[i] = r
+			added = added || !r.Duplicate
+		}
+		if added {
+			return s.wake(ctx, tx)
 		}
 		return nil
 	})

@@ -63,8 +63,10 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 		if state != queue.StateQuarantined {
 			return fmt.Errorf("%w: event is %s", queue.ErrNotQuarantined, state)
 		}
-		_, err = s.redriveOne(ctx, tx, eventID, flow, reason, now)
-		return err
+		if _, err = s.redriveOne(ctx, tx, eventID, flow, reason, now); err != nil {
+			return err
+		}
+		return s.wake(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("redrive %q: %w", eventID, err)
@@ -165,6 +167,9 @@ func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason st
 					return fmt.Errorf("%q: %w", e.EventID, err)
 				}
 				chunk = append(chunk, queue.Redriven{EventID: e.EventID, Flow: e.Flow, Seq: e.Seq, Generation: g})
+			}
+			if len(chunk) > 0 {
+				return s.wake(ctx, tx)
 			}
 			return nil
 		})

@@ -163,6 +163,12 @@ func (s *Store) settleOne(ctx context.Context, tx pgx.Tx, it queue.SettleItem, n
 		if _, err := tx.Exec(ctx, s.q(qSetHead), r.flow, head, readyAt, int64(now)); err != nil {
 			return "", fmt.Errorf("move head of flow %q: %w", r.flow, err)
 		}
+		if head != nil {
+			// The flow's next event is its head now: work for a claimant.
+			if err := s.wake(ctx, tx); err != nil {
+				return "", err
+			}
+		}
 		return queue.Acked, nil
 	}
 	if r.attempts < p.MaxAttempts {

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -101,6 +102,9 @@ type options struct {
 	realTime clock.Source
 	skew     clock.Tick
 	rtSet    bool // WithRealTime was given
+
+	notifyEvery time.Duration
+	notifySet   bool
 }
 
 // WithSchema sets the PostgreSQL schema the store lives in (created when
@@ -148,6 +152,7 @@ type Store struct {
 	hook     func(queue.HookPoint)
 	realTime clock.Source
 	skew     clock.Tick
+	notify   *notifier
 }
 
 // Open connects to the database at url (a postgres:// URL or DSN that
@@ -198,7 +203,14 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 		return nil, fmt.Errorf("open: %w: WithRealTime skew %d is negative", queue.ErrInvalid, o.skew)
 	}
 	quoted := pgx.Identifier{o.schema}.Sanitize()
-	s := &Store{pool: pool, schema: o.schema, hook: o.hook, realTime: o.realTime, skew: o.skew,
+	every := DefaultNotifyInterval
+	if o.notifySet {
+		if o.notifyEvery < 0 {
+			return nil, fmt.Errorf("open: %w: negative notify interval %v", queue.ErrInvalid, o.notifyEvery)
+		}
+		every = o.notifyEvery
+	}
+	s := &Store{pool: pool, schema: o.schema, hook: o.hook, realTime: o.realTime, skew: o.skew, notify: &notifier{every: every},
 		q: func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
 	if err := s.migrate(ctx, o.policy); err != nil {
 		return nil, fmt.Errorf("open schema %s: %w", o.schema, err)
