@@ -17,7 +17,9 @@ const DefaultNotifyInterval = 100 * time.Millisecond
 // WithNotifyInterval sets the least time between two wake-up notifications
 // this Store sends (0: one per write that makes work). The default is
 // DefaultNotifyInterval.
-func WithNotifyInterval(d time.Duration) Option { return func(o *options) { o.notifyEvery, o.notifySet = d, true } }
+func WithNotifyInterval(d time.Duration) Option {
+	return func(o *options) { o.notifyEvery, o.notifySet = d, true }
+}
 
 // notifier decides, per Store, whether a write sends a wake-up: at most one
 // per interval, as River's insert notifications are limited. A write that
