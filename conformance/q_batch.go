@@ -120,6 +120,35 @@ func queueSettleBatch_EachItemAsSettle(t *testing.T, bk *QueueBackend) {
 	}
 }
 
+// Issue 6 §2: SettleBatch calls the settle hook once, before its commit, and
+// only when an item changed an event.
+func queueSettleBatch_HookOnlyWhenSomethingChanged(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	ctx := context.Background()
+	var calls []queue.HookPoint
+	s, _ := bk.openTest(t, withHook(func(p queue.HookPoint) { calls = append(calls, p) }))
+	enqueue(t, s, "a1", "a", "x", 0)
+	enqueue(t, s, "b1", "b", "x", 0)
+	cs, err := s.ClaimBatch(ctx, 0, 2)
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("ClaimBatch() = %v, %v", cs, err)
+	}
+	calls = nil
+	if _, err := s.SettleBatch(ctx, []queue.SettleItem{{EventID: "a1", Generation: 9, Result: success}}, 0); err != nil {
+		t.Fatalf("SettleBatch(stale) error = %v", err)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("hook calls for an all-stale batch = %v, want none", calls)
+	}
+	items := []queue.SettleItem{{EventID: "a1", Generation: cs[0].Generation, Result: success}, {EventID: "b1", Generation: cs[1].Generation, Result: success}}
+	if _, err := s.SettleBatch(ctx, items, 0); err != nil {
+		t.Fatalf("SettleBatch() error = %v", err)
+	}
+	if !reflect.DeepEqual(calls, []queue.HookPoint{queue.HookSettleBeforeCommit}) {
+		t.Fatalf("hook calls = %v, want one %s", calls, queue.HookSettleBeforeCommit)
+	}
+}
+
 // Issue 6 §2, docs/contract.md §2.3: when the first heads ClaimBatch reads are used-up
 // take-overs, it quarantines them (lease_expired) and reads further heads
 // until it has n claims, exactly as successive Claims would. Five flows are

@@ -25,6 +25,7 @@ import (
 // head is found by walking the flow's events, and the pick is
 // fairness.MinServed over the dispatchable heads.
 type model struct {
+	pol    queue.Policy // the store's policy (docs/contract.md §7.1)
 	mark   clock.Tick
 	ticket int64
 	flows  map[string]*mFlow
@@ -37,8 +38,10 @@ type mFlow struct {
 	events          []*queue.SnapshotEvent // by seq
 }
 
-func newModel() *model {
-	return &model{flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}}
+func newModel() *model { return newModelPolicy(queue.DefaultPolicy()) }
+
+func newModelPolicy(p queue.Policy) *model {
+	return &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}}
 }
 
 // admit is the §2.6 check; the mark is only written by a successful op.
@@ -125,7 +128,7 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 			break
 		}
 		h := heads[cands[i].Flow]
-		if h.State == queue.StateInflight && h.Attempts == queue.MaxAttempts {
+		if h.State == queue.StateInflight && h.Attempts >= m.pol.MaxAttempts {
 			h.State, h.Reason, h.LeaseUntil = queue.StateQuarantined, queue.ReasonLeaseExpired, 0
 			continue
 		}
@@ -135,7 +138,7 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 		h.Attempts++
 		h.LifetimeAttempts++
 		h.State = queue.StateInflight
-		h.LeaseUntil = now + queue.Lease
+		h.LeaseUntil = now + m.pol.Lease
 		h.Ticket = m.ticket
 		out = append(out, queue.Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
 			Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil})
@@ -159,8 +162,8 @@ func (m *model) settleOne(it queue.SettleItem, now clock.Tick) (queue.Outcome, e
 	case it.Result.OK:
 		e.State, e.LeaseUntil = queue.StateAcked, 0
 		return queue.Acked, nil
-	case e.Attempts < queue.MaxAttempts:
-		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+queue.Backoff(e.Attempts), it.Result.Reason
+	case e.Attempts < m.pol.MaxAttempts:
+		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+m.pol.Delay(e.ID, e.Generation, e.Attempts), it.Result.Reason
 		return queue.RetryScheduled, nil
 	default:
 		e.State, e.LeaseUntil, e.Reason = queue.StateQuarantined, 0, it.Result.Reason
@@ -194,6 +197,50 @@ func (m *model) settleBatch(items []queue.SettleItem, now clock.Tick) ([]queue.S
 	return out, nil
 }
 
+// extendOne is §7.2: settle's checks 1-3, then a new lease from now.
+func (m *model) extendOne(it queue.ExtendItem, now clock.Tick) (queue.Outcome, error) {
+	if err := it.Validate(); err != nil {
+		return "", queue.ErrInvalid
+	}
+	e := m.events[it.EventID]
+	switch {
+	case e == nil:
+		return "", queue.ErrNotFound
+	case it.Generation != e.Generation || e.State != queue.StateInflight:
+		return queue.Stale, nil
+	case now >= e.LeaseUntil:
+		return queue.Expired, nil
+	}
+	e.LeaseUntil = now + m.pol.Lease
+	return queue.Extended, nil
+}
+
+func (m *model) extendBatch(items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error) {
+	if err := m.admit(now); err != nil {
+		return nil, err
+	}
+	out := make([]queue.SettleResult, len(items))
+	for i, it := range items {
+		out[i].Outcome, out[i].Err = m.extendOne(it, now)
+	}
+	m.mark = now
+	return out, nil
+}
+
+func (m *model) extend(it queue.ExtendItem, now clock.Tick) (queue.Outcome, error) {
+	if err := it.Validate(); err != nil {
+		return "", queue.ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return "", err
+	}
+	o, err := m.extendOne(it, now)
+	if err == nil {
+		m.mark = now
+	}
+	return o, err
+}
+
 func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) error {
 	if reason == "" {
 		return queue.ErrEmptyReason
@@ -220,8 +267,45 @@ func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) err
 	return nil
 }
 
+// checkNextDue checks NextDue's answer against the heads: the earliest
+// ready_at of a pending or in-flight head; when that tick has come, any
+// tick up to the mark.
+func (m *model) checkNextDue(due clock.Tick, ok bool) error {
+	var (
+		first clock.Tick
+		any   bool
+	)
+	for _, f := range m.flows {
+		h := m.head(f)
+		if h == nil {
+			continue
+		}
+		var at clock.Tick
+		switch h.State {
+		case queue.StatePending:
+			at = h.AvailableAt
+		case queue.StateInflight:
+			at = h.LeaseUntil
+		default:
+			continue
+		}
+		if !any || at < first {
+			first, any = at, true
+		}
+	}
+	switch {
+	case ok != any:
+		return fmt.Errorf("NextDue ok = %v, model %v (earliest %d)", ok, any, first)
+	case any && first <= m.mark && due > m.mark:
+		return fmt.Errorf("NextDue = %d with a head due at %d <= mark %d", due, first, m.mark)
+	case any && first > m.mark && due != first:
+		return fmt.Errorf("NextDue = %d, model %d", due, first)
+	}
+	return nil
+}
+
 func (m *model) clone() *model {
-	c := &model{mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{},
+	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{},
 		audit: append([]queue.AuditEntry(nil), m.audit...)}
 	for name, f := range m.flows {
 		nf := &mFlow{lastSeq: f.lastSeq, served: f.served}
@@ -425,7 +509,7 @@ func (r *runner) newEvent() queue.Event {
 // step runs one random operation on the store(s) and the model.
 func (r *runner) step(ctx context.Context) error {
 	now := r.tick()
-	switch op := r.c.Intn(20); {
+	switch op := r.c.Intn(22); {
 	case op < 6:
 		e := r.newEvent()
 		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, %d)", e.ID, e.Flow, e.Body, now))
@@ -512,6 +596,37 @@ func (r *runner) step(ctx context.Context) error {
 				return fmt.Errorf("SettleBatch item %d = %+v; model %+v", i, got[i], want[i])
 			}
 		}
+	case op < 19:
+		id, gen := r.anyEvent(queue.StateInflight)
+		r.log = append(r.log, fmt.Sprintf("Extend(%q, %d, %d)", id, gen, now))
+		got, err := r.s.Extend(ctx, id, gen, now)
+		want, werr := r.m.extend(queue.ExtendItem{EventID: id, Generation: gen}, now)
+		if r.twin != nil {
+			r.twin.Extend(ctx, id, gen, now)
+		}
+		if !sameErr(err, werr) || got != want {
+			return fmt.Errorf("Extend = %q, %v; model %q, %v", got, err, want, werr)
+		}
+	case op < 20:
+		var items []queue.ExtendItem
+		for n := r.c.Intn(4); n > 0; n-- {
+			id, gen := r.anyEvent(queue.StateInflight)
+			items = append(items, queue.ExtendItem{EventID: id, Generation: gen})
+		}
+		r.log = append(r.log, fmt.Sprintf("ExtendBatch(%+v, %d)", items, now))
+		got, err := r.s.ExtendBatch(ctx, items, now)
+		want, werr := r.m.extendBatch(items, now)
+		if r.twin != nil {
+			r.twin.ExtendBatch(ctx, items, now)
+		}
+		if !sameErr(err, werr) || len(got) != len(want) {
+			return fmt.Errorf("ExtendBatch = %+v, %v; model %+v, %v", got, err, want, werr)
+		}
+		for i := range got {
+			if got[i].Outcome != want[i].Outcome || !sameErr(got[i].Err, want[i].Err) {
+				return fmt.Errorf("ExtendBatch item %d = %+v; model %+v", i, got[i], want[i])
+			}
+		}
 	default:
 		id, gen := r.anyEvent(queue.StateQuarantined)
 		reason := "operator"
@@ -535,6 +650,13 @@ func (r *runner) step(ctx context.Context) error {
 	if err := r.m.check(sn); err != nil {
 		return err
 	}
+	due, ok, err := r.s.NextDue(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.m.checkNextDue(due, ok); err != nil {
+		return err
+	}
 	if r.twin != nil {
 		tw, err := r.twin.Snapshot(ctx)
 		if err != nil {
@@ -547,13 +669,13 @@ func (r *runner) step(ctx context.Context) error {
 	return nil
 }
 
-// runSequence runs steps random operations from seed on a new store (and
-// a twin, when asked).
-func runSequence(t *testing.T, bk *QueueBackend, seed uint64, steps int, withTwin bool) error {
+// runSequence runs steps random operations from seed on a new store with
+// policy p (and a twin, when asked).
+func runSequence(t *testing.T, bk *QueueBackend, p queue.Policy, seed uint64, steps int, withTwin bool) error {
 	ctx := context.Background()
-	r := &runner{s: bk.open(t), m: newModel(), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
+	r := &runner{s: bk.openPolicy(t, p), m: newModelPolicy(p), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
 	if withTwin {
-		r.twin = bk.open(t)
+		r.twin = bk.openPolicy(t, p)
 	}
 	for i := 0; i < steps; i++ {
 		if err := r.step(ctx); err != nil {
@@ -565,7 +687,7 @@ func runSequence(t *testing.T, bk *QueueBackend, seed uint64, steps int, withTwi
 
 // runSequences runs n sequences on all CPUs and fails on the first
 // divergence, naming its seed and operations.
-func runSequences(t *testing.T, bk *QueueBackend, n, steps int, withTwin bool, seedBase uint64) {
+func runSequences(t *testing.T, bk *QueueBackend, p queue.Policy, n, steps int, withTwin bool, seedBase uint64) {
 	var next atomic.Int64
 	var failed atomic.Bool
 	var mu sync.Mutex
@@ -578,7 +700,7 @@ func runSequences(t *testing.T, bk *QueueBackend, n, steps int, withTwin bool, s
 				if i >= int64(n) {
 					return
 				}
-				if err := runSequence(t, bk, seedBase+uint64(i), steps, withTwin); err != nil {
+				if err := runSequence(t, bk, p, seedBase+uint64(i), steps, withTwin); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -606,11 +728,20 @@ func sequences(def int) int {
 }
 
 // docs/contract.md §2 (all clauses): random sequences of enqueue, claim,
-// settle (ok, fail, stale generation, late), redrive and clock steps
-// (including backwards) agree with the reference model after every step.
+// settle (ok, fail, stale generation, late), extend, redrive, NextDue and
+// clock steps (including backwards) agree with the reference model after
+// every step.
 func queueModel_2_RandomSequencesMatchReference(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
-	runSequences(t, bk, sequences(bk.Sequences), 10, false, 1)
+	runSequences(t, bk, queue.DefaultPolicy(), sequences(bk.Sequences), 10, false, 1)
+}
+
+// docs/contract.md §7.1: the same with a short, jittered, non-default
+// policy (Lease 3, two attempts per round, backoff 1..3 with jitter).
+func queueModel_7_1_NonDefaultPolicyWithJitter(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	p := queue.Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: queue.FairMinServed}
+	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 12, false, 5_000_000)
 }
 
 // ClaimBatch gives exactly what successive Claim calls give (order,
@@ -618,5 +749,5 @@ func queueModel_2_RandomSequencesMatchReference(t *testing.T, bk *QueueBackend) 
 // using Claim end every step with the same snapshot.
 func queueModel_ClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
-	runSequences(t, bk, max(1, sequences(bk.Sequences)*3/40), 14, true, 1_000_000)
+	runSequences(t, bk, queue.DefaultPolicy(), max(1, sequences(bk.Sequences)*3/40), 14, true, 1_000_000)
 }

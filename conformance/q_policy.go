@@ -245,7 +245,7 @@ func queuePolicy_7_1_SetPolicyAudited(t *testing.T, bk *QueueBackend) {
 		t.Fatalf("bk.openAt(t, ) error = %v", err)
 	}
 	defer other.Close()
-	enqueue(t, s, "a1", "a", "x", 1)
+	enqueue(t, other, "a1", "a", "x", 1) // other has now read (and cached) the default policy
 	before := snap(t, s)
 	if b, _ := json.Marshal(before); strings.Contains(string(b), "policy") || strings.Contains(string(b), "operator_audit") {
 		t.Fatalf("default snapshot shows policy fields: %s", b)
@@ -266,7 +266,7 @@ func queuePolicy_7_1_SetPolicyAudited(t *testing.T, bk *QueueBackend) {
 		t.Fatalf("SetPolicy() error = %v", err)
 	}
 	p.Fairness = queue.FairMinServed
-	// The other Store uses the new policy at its next write.
+	// The other Store uses the new policy at its next write, not its cache.
 	c := mustClaim(t, other, 4)
 	if c.LeaseUntil != 11 {
 		t.Fatalf("other store's claim LeaseUntil = %d, want 4 + 7", c.LeaseUntil)

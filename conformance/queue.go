@@ -45,6 +45,8 @@ type QueueOptions struct {
 	RealTime bool
 	Source   clock.Source
 	Skew     clock.Tick
+	// Hook is WithHook's function; nil when not given.
+	Hook func(queue.HookPoint)
 }
 
 // QueueBackend is one queue backend under test.
@@ -96,6 +98,15 @@ func withPolicy(p queue.Policy) qOpt { return func(o *QueueOptions) { o.Policy =
 
 func withRealTime(src clock.Source, skew clock.Tick) qOpt {
 	return func(o *QueueOptions) { o.RealTime, o.Source, o.Skew = true, src, skew }
+}
+
+func withHook(fn func(queue.HookPoint)) qOpt { return func(o *QueueOptions) { o.Hook = fn } }
+
+// openPolicy opens a new store with policy p; it fails t on an error.
+func (bk *QueueBackend) openPolicy(t testing.TB, p queue.Policy) Queue {
+	t.Helper()
+	q, _ := bk.openTest(t, withPolicy(p))
+	return q
 }
 
 func (bk *QueueBackend) newLoc(t testing.TB) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -24,6 +25,9 @@ func TestQueueSQLite(t *testing.T) {
 			}
 			if o.RealTime {
 				opts = append(opts, queuestore.WithRealTime(o.Source, o.Skew))
+			}
+			if hook := o.Hook; hook != nil {
+				opts = append(opts, queuestore.WithHook(func(p queuestore.HookPoint) { hook(queue.HookPoint(p)) }))
 			}
 			s, err := queuestore.Open(loc, opts...)
 			if err != nil {
@@ -66,6 +70,9 @@ func TestQueuePostgres(t *testing.T) {
 			}
 			if o.RealTime {
 				opts = append(opts, pgqueuestore.WithRealTime(o.Source, o.Skew))
+			}
+			if o.Hook != nil {
+				opts = append(opts, pgqueuestore.WithHook(o.Hook))
 			}
 			s, err := pgqueuestore.OpenPool(context.Background(), pgtest.Pool(t), opts...)
 			if err != nil {
