@@ -49,17 +49,27 @@ type Result struct {
 	Reason string // required when !OK
 }
 
-// Outcome is what a settle (or an extend) did.
+// Outcome is what a settle did.
 type Outcome string
 
-// The outcomes of Settle (docs/contract.md §2.4) and Extend (§7.2).
+// The outcomes of Settle (docs/contract.md §2.4); Extend answers Stale,
+// Expired or Extended.
+//
+// After Expired (or Stale) the caller stops working on that claim and does
+// not settle or extend it again: the event is, or will be, claimed again
+// with a higher generation, and only that claim's settle counts. A handler
+// that needs longer than Lease extends its claim (Extend) before the lease
+// runs out.
 const (
 	Acked          Outcome = "acked"           // success: the flow's next event becomes its head
-	RetryScheduled Outcome = "retry_scheduled" // failure with attempts left: pending again after Backoff
+	RetryScheduled Outcome = "retry_scheduled" // failure with attempts left: pending again after the policy's Delay
 	Quarantined    Outcome = "quarantined"     // failure on the round's last attempt
 	Stale          Outcome = "stale"           // wrong generation, or the event is not in flight: nothing changed
 	Expired        Outcome = "expired"         // the lease had run out (now >= lease_until): nothing changed
-	Extended       Outcome = "extended"        // Extend renewed the lease (docs/contract.md §7.2)
+)
+
+// Extended is the outcome of an Extend that renewed the lease.
+const Extended Outcome = "extended"
 )
 
 // Wrote reports whether a settle with this outcome changed the event
