@@ -70,7 +70,6 @@ const (
 
 // Extended is the outcome of an Extend that renewed the lease.
 const Extended Outcome = "extended"
-)
 
 // Wrote reports whether a settle with this outcome changed the event
 // (Acked, RetryScheduled, Quarantined).
