@@ -27,13 +27,13 @@ replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/fairness v0.0.0
-	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0-00010101000000-000000000000
-	github.com/fairrelay/fairrelay/pgreceiverstore v0.0.0-00010101000000-000000000000
-	github.com/fairrelay/fairrelay/pgtest v0.0.0-00010101000000-000000000000
+	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0
+	github.com/fairrelay/fairrelay/pgreceiverstore v0.0.0
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
-	github.com/fairrelay/fairrelay/queuestore v0.0.0-00010101000000-000000000000
+	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiver v0.0.0
-	github.com/fairrelay/fairrelay/receiverstore v0.0.0-00010101000000-000000000000
+	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 	modernc.org/sqlite v1.62.0
 )

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
-	github.com/fairrelay/fairrelay/pgtest v0.0.0-00010101000000-000000000000
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 )

@@ -3,7 +3,7 @@ module github.com/fairrelay/fairrelay/pgreceiverstore
 go 1.26.0
 
 require (
-	github.com/fairrelay/fairrelay/pgtest v0.0.0-00010101000000-000000000000
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/receiver v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 )
