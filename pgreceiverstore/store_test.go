@@ -27,7 +27,7 @@ func msg(id, flow string, seq int64, delta int) receiver.Message {
 	return receiver.Message{ID: id, Flow: flow, Seq: seq, Body: fmt.Appendf(nil, `{"delta": %d}`, delta)}
 }
 
-func exec(t *testing.T, url, sql string) {
+func execSQL(t *testing.T, url, sql string) {
 	t.Helper()
 	c, err := pgx.Connect(context.Background(), url)
 	if err != nil {
@@ -56,12 +56,12 @@ func TestReopenKeepsAndVersions(t *testing.T) {
 	if err != nil || snap.SchemaVersion != SchemaVersion || len(snap.Receipts) != 1 || snap.Flows[0].Total != 3 {
 		t.Fatalf("%+v %v", snap, err)
 	}
-	exec(t, url, "INSERT INTO "+schema+".schema_migrations (version) VALUES (99)")
+	execSQL(t, url, "INSERT INTO "+schema+".schema_migrations (version) VALUES (99)")
 	if _, err := Open(ctx, url, WithSchema(schema)); !errors.Is(err, receiver.ErrSchemaVersion) {
 		t.Fatalf("newer version: %v", err)
 	}
 	_, other := pgtest.Schema(t)
-	exec(t, url, "CREATE SCHEMA "+other+"; CREATE TABLE "+other+".x (i int)")
+	execSQL(t, url, "CREATE SCHEMA "+other+"; CREATE TABLE "+other+".x (i int)")
 	if _, err := Open(ctx, url, WithSchema(other)); !errors.Is(err, receiver.ErrSchemaVersion) {
 		t.Fatalf("foreign schema: %v", err)
 	}
@@ -75,7 +75,7 @@ func TestReopenKeepsAndVersions(t *testing.T) {
 func TestAcceptIsAtomic(t *testing.T) {
 	ctx := context.Background()
 	s, url, schema := open(t)
-	exec(t, url, `CREATE FUNCTION `+schema+`.boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'boom'; END $$;
+	execSQL(t, url, `CREATE FUNCTION `+schema+`.boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'boom'; END $$;
 CREATE TRIGGER boom BEFORE INSERT OR UPDATE ON `+schema+`.flows FOR EACH ROW EXECUTE FUNCTION `+schema+`.boom()`)
 	if _, err := s.Receive(ctx, msg("a", "f", 1, 3)); err == nil {
 		t.Fatal("accept with a failing flow write succeeded")
