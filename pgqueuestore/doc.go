@@ -25,6 +25,15 @@
 // advisory lock, recording each in schema_migrations. The policy is
 // recorded in meta when the schema is created (WithPolicy).
 //
+// # Wake-ups
+//
+// Enqueue, EnqueueBatch, Redrive, RedriveAll and an ack that makes a
+// flow's next event its head send a pg_notify inside their transaction
+// (none on rollback), at most one per WithNotifyInterval per Store, as River
+// limits its insert notifications. Listen returns a Listener whose Wait
+// returns on one; a relay on another machine sleeps on it, on NextDue and
+// on its poll interval, whichever comes first.
+//
 // # Crash injection
 //
 // WithHook installs a callback run at the queue.HookPoint values; a

@@ -46,6 +46,7 @@ var (
 	probeOnce sync.Once
 	probeErr  error
 	pool      *pgxpool.Pool
+	skipOnce  sync.Once
 )
 
 // PoolSize is the most connections the shared pool opens: a test binary
@@ -80,7 +81,8 @@ func probe() error {
 }
 
 // Require skips t (or fails it, with FAIRRELAY_REQUIRE_POSTGRES=1) when
-// the server cannot be reached, and returns its URL otherwise.
+// the server cannot be reached, and returns its URL otherwise. The first
+// skip in a test binary also prints its one-line reason on stderr.
 func Require(t testing.TB) string {
 	t.Helper()
 	if err := probe(); err != nil {
@@ -89,6 +91,9 @@ func Require(t testing.TB) string {
 		if os.Getenv(EnvRequire) == "1" {
 			t.Fatal(msg)
 		}
+		// One line per test binary, on stderr, which go test shows
+		// without -v; each test's own skip says it again under -v.
+		skipOnce.Do(func() { fmt.Fprintln(os.Stderr, msg) })
 		t.Skip(msg)
 	}
 	return URL()
