@@ -718,11 +718,14 @@ func runSequences(t *testing.T, bk *QueueBackend, p queue.Policy, n, steps int, 
 }
 
 // sequences is the number of random sequences to run: the backend's
-// default, or FAIRRELAY_CONFORMANCE_SEQUENCES when set (100000 for a long
-// run).
+// default (a quarter of it under the race detector), or
+// FAIRRELAY_CONFORMANCE_SEQUENCES when set (100000 for a long run).
 func sequences(def int) int {
 	if n, err := strconv.Atoi(os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES")); err == nil && n > 0 {
 		return n
+	}
+	if raceDetector {
+		return max(1, def/4)
 	}
 	return def
 }

@@ -21,7 +21,11 @@ import (
 func TestTwin_SQLiteAndPostgresSnapshotsEncodeTheSame(t *testing.T) {
 	pgtest.Require(t)
 	ctx := context.Background()
-	for seed := uint64(1); seed <= 60; seed++ {
+	seeds := uint64(60)
+	if raceDetector {
+		seeds = 15
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
 		lite, err := queuestore.Open(filepath.Join(t.TempDir(), "queue.db"))
 		if err != nil {
 			t.Fatal(err)
