@@ -1,0 +1,756 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/fairrelay/fairrelay/queue"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/fairness"
+)
+
+// model is a small in-memory reference of the contract (docs/contract.md §2), written
+// from docs/contract.md and not from the store's SQL: flows hold no head cache, the
+// head is found by walking the flow's events, and the pick is
+// fairness.MinServed over the dispatchable heads.
+type model struct {
+	pol    queue.Policy // the store's policy (docs/contract.md §7.1)
+	mark   clock.Tick
+	ticket int64
+	flows  map[string]*mFlow
+	events map[string]*queue.SnapshotEvent
+	audit  []queue.AuditEntry
+}
+
+type mFlow struct {
+	lastSeq, served int64
+	events          []*queue.SnapshotEvent // by seq
+}
+
+func newModel() *model { return newModelPolicy(queue.DefaultPolicy()) }
+
+func newModelPolicy(p queue.Policy) *model {
+	return &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}}
+}
+
+// admit is the §2.6 check; the mark is only written by a successful op.
+func (m *model) admit(now clock.Tick) error {
+	if now < m.mark {
+		return queue.ErrTimeRegression
+	}
+	return nil
+}
+
+func (m *model) enqueueOne(e queue.Event, now clock.Tick) (queue.Enqueued, error) {
+	if old, ok := m.events[e.ID]; ok {
+		if old.Flow == e.Flow && string(old.Body) == string(e.Body) {
+			return queue.Enqueued{Seq: old.Seq, Duplicate: true}, nil
+		}
+		return queue.Enqueued{}, queue.ErrConflict
+	}
+	f := m.flows[e.Flow]
+	if f == nil {
+		f = &mFlow{}
+		m.flows[e.Flow] = f
+	}
+	f.lastSeq++
+	ev := &queue.SnapshotEvent{ID: e.ID, Flow: e.Flow, Seq: f.lastSeq, Body: queue.Bytes(string(e.Body)), State: queue.StatePending,
+		AvailableAt: now, EnqueuedAt: now}
+	f.events = append(f.events, ev)
+	m.events[e.ID] = ev
+	return queue.Enqueued{Seq: f.lastSeq}, nil
+}
+
+func (m *model) enqueueBatch(es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
+	for _, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, queue.ErrInvalid
+		}
+	}
+	if err := m.admit(now); err != nil {
+		return nil, err
+	}
+	saved := m.clone()
+	out := make([]queue.Enqueued, len(es))
+	for i, e := range es {
+		r, err := m.enqueueOne(e, now)
+		if err != nil {
+			*m = *saved
+			return nil, err
+		}
+		out[i] = r
+	}
+	m.mark = now
+	return out, nil
+}
+
+func (m *model) head(f *mFlow) *queue.SnapshotEvent {
+	for _, e := range f.events {
+		if e.State != queue.StateAcked {
+			return e
+		}
+	}
+	return nil
+}
+
+func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
+	if err := m.admit(now); err != nil {
+		return nil, err
+	}
+	var out []queue.Claim
+	for len(out) < n {
+		var cands []fairness.Candidate
+		heads := map[string]*queue.SnapshotEvent{}
+		for name, f := range m.flows {
+			h := m.head(f)
+			if h == nil {
+				continue
+			}
+			if (h.State == queue.StatePending && h.AvailableAt <= now) || (h.State == queue.StateInflight && now >= h.LeaseUntil) {
+				cands = append(cands, fairness.Candidate{Flow: name, Served: f.served})
+				heads[name] = h
+			}
+		}
+		sort.Slice(cands, func(i, j int) bool { return cands[i].Flow < cands[j].Flow })
+		i, ok := fairness.MinServed.Select(cands)
+		if !ok {
+			break
+		}
+		h := heads[cands[i].Flow]
+		if h.State == queue.StateInflight && h.Attempts >= m.pol.MaxAttempts {
+			h.State, h.Reason, h.LeaseUntil = queue.StateQuarantined, queue.ReasonLeaseExpired, 0
+			continue
+		}
+		m.ticket++
+		m.flows[h.Flow].served++
+		h.Generation++
+		h.Attempts++
+		h.LifetimeAttempts++
+		h.State = queue.StateInflight
+		h.LeaseUntil = now + m.pol.Lease
+		h.Ticket = m.ticket
+		out = append(out, queue.Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
+			Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil})
+	}
+	m.mark = now
+	return out, nil
+}
+
+func (m *model) settleOne(it queue.SettleItem, now clock.Tick) (queue.Outcome, error) {
+	if err := it.Validate(); err != nil {
+		return "", queue.ErrInvalid
+	}
+	e := m.events[it.EventID]
+	switch {
+	case e == nil:
+		return "", queue.ErrNotFound
+	case it.Generation != e.Generation || e.State != queue.StateInflight:
+		return queue.Stale, nil
+	case now >= e.LeaseUntil:
+		return queue.Expired, nil
+	case it.Result.OK:
+		e.State, e.LeaseUntil = queue.StateAcked, 0
+		return queue.Acked, nil
+	case e.Attempts < m.pol.MaxAttempts:
+		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+m.pol.Delay(e.ID, e.Generation, e.Attempts), it.Result.Reason
+		return queue.RetryScheduled, nil
+	default:
+		e.State, e.LeaseUntil, e.Reason = queue.StateQuarantined, 0, it.Result.Reason
+		return queue.Quarantined, nil
+	}
+}
+
+func (m *model) settle(it queue.SettleItem, now clock.Tick) (queue.Outcome, error) {
+	if err := it.Validate(); err != nil {
+		return "", queue.ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return "", err
+	}
+	o, err := m.settleOne(it, now)
+	if err == nil {
+		m.mark = now
+	}
+	return o, err
+}
+
+func (m *model) settleBatch(items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error) {
+	if err := m.admit(now); err != nil {
+		return nil, err
+	}
+	out := make([]queue.SettleResult, len(items))
+	for i, it := range items {
+		out[i].Outcome, out[i].Err = m.settleOne(it, now)
+	}
+	m.mark = now
+	return out, nil
+}
+
+// extendOne is §7.2: settle's checks 1-3, then a new lease from now.
+func (m *model) extendOne(it queue.ExtendItem, now clock.Tick) (queue.Outcome, error) {
+	if err := it.Validate(); err != nil {
+		return "", queue.ErrInvalid
+	}
+	e := m.events[it.EventID]
+	switch {
+	case e == nil:
+		return "", queue.ErrNotFound
+	case it.Generation != e.Generation || e.State != queue.StateInflight:
+		return queue.Stale, nil
+	case now >= e.LeaseUntil:
+		return queue.Expired, nil
+	}
+	e.LeaseUntil = now + m.pol.Lease
+	return queue.Extended, nil
+}
+
+func (m *model) extendBatch(items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error) {
+	if err := m.admit(now); err != nil {
+		return nil, err
+	}
+	out := make([]queue.SettleResult, len(items))
+	for i, it := range items {
+		out[i].Outcome, out[i].Err = m.extendOne(it, now)
+	}
+	m.mark = now
+	return out, nil
+}
+
+func (m *model) extend(it queue.ExtendItem, now clock.Tick) (queue.Outcome, error) {
+	if err := it.Validate(); err != nil {
+		return "", queue.ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return "", err
+	}
+	o, err := m.extendOne(it, now)
+	if err == nil {
+		m.mark = now
+	}
+	return o, err
+}
+
+func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) error {
+	if reason == "" {
+		return queue.ErrEmptyReason
+	}
+	if queue.CheckReason(reason) != nil || queue.CheckID(id) != nil || gen < 0 {
+		return queue.ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return err
+	}
+	e := m.events[id]
+	switch {
+	case e == nil:
+		return queue.ErrNotFound
+	case e.Generation != gen:
+		return queue.ErrStaleGeneration
+	case e.State != queue.StateQuarantined:
+		return queue.ErrNotQuarantined
+	}
+	e.Generation++
+	e.Attempts, e.State, e.AvailableAt, e.Reason, e.LeaseUntil = 0, queue.StatePending, now, "", 0
+	m.audit = append(m.audit, queue.AuditEntry{ID: int64(len(m.audit) + 1), EventID: id, Generation: e.Generation, Reason: reason, At: now})
+	m.mark = now
+	return nil
+}
+
+// checkNextDue checks NextDue's answer against the heads: the earliest
+// ready_at of a pending or in-flight head; when that tick has come, any
+// tick up to the mark.
+func (m *model) checkNextDue(due clock.Tick, ok bool) error {
+	var (
+		first clock.Tick
+		any   bool
+	)
+	for _, f := range m.flows {
+		h := m.head(f)
+		if h == nil {
+			continue
+		}
+		var at clock.Tick
+		switch h.State {
+		case queue.StatePending:
+			at = h.AvailableAt
+		case queue.StateInflight:
+			at = h.LeaseUntil
+		default:
+			continue
+		}
+		if !any || at < first {
+			first, any = at, true
+		}
+	}
+	switch {
+	case ok != any:
+		return fmt.Errorf("NextDue ok = %v, model %v (earliest %d)", ok, any, first)
+	case any && first <= m.mark && due > m.mark:
+		return fmt.Errorf("NextDue = %d with a head due at %d <= mark %d", due, first, m.mark)
+	case any && first > m.mark && due != first:
+		return fmt.Errorf("NextDue = %d, model %d", due, first)
+	}
+	return nil
+}
+
+func (m *model) clone() *model {
+	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{},
+		audit: append([]queue.AuditEntry(nil), m.audit...)}
+	for name, f := range m.flows {
+		nf := &mFlow{lastSeq: f.lastSeq, served: f.served}
+		for _, e := range f.events {
+			ce := *e
+			nf.events = append(nf.events, &ce)
+			c.events[ce.ID] = &ce
+		}
+		c.flows[name] = nf
+	}
+	return c
+}
+
+// check compares the store's snapshot with the model, and the flows table's
+// head cache with the heads the model finds by walking events.
+func (m *model) check(sn queue.Snapshot) error {
+	if sn.ClockMark != m.mark || sn.Ticket != m.ticket {
+		return fmt.Errorf("mark/ticket = %d/%d, model %d/%d", sn.ClockMark, sn.Ticket, m.mark, m.ticket)
+	}
+	names := make([]string, 0, len(m.flows))
+	for name := range m.flows {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var wantEvents []queue.SnapshotEvent
+	if len(sn.Flows) != len(names) {
+		return fmt.Errorf("%d flows, model %d", len(sn.Flows), len(names))
+	}
+	for i, name := range names {
+		f, got := m.flows[name], sn.Flows[i]
+		for _, e := range f.events {
+			wantEvents = append(wantEvents, *e)
+		}
+		if got.Flow != name || got.LastSeq != f.lastSeq || got.Served != f.served {
+			return fmt.Errorf("flow %s = %s, model last_seq %d served %d", name, jsonOf(got), f.lastSeq, f.served)
+		}
+		h := m.head(f)
+		var wantHead *int64
+		var wantReady *clock.Tick
+		if h != nil {
+			wantHead = &h.Seq
+			switch h.State {
+			case queue.StatePending:
+				wantReady = &h.AvailableAt
+			case queue.StateInflight:
+				wantReady = &h.LeaseUntil
+			}
+		}
+		if !reflect.DeepEqual(got.HeadSeq, wantHead) || !reflect.DeepEqual(got.ReadyAt, wantReady) {
+			return fmt.Errorf("flow %s head cache = %s, model head %v ready_at %v", name, jsonOf(got), jsonOf(wantHead), jsonOf(wantReady))
+		}
+		if got.Ready && (got.ReadyAt == nil || *got.ReadyAt > sn.ClockMark) {
+			return fmt.Errorf("flow %s is ready but its tick has not come: %s (mark %d)", name, jsonOf(got), sn.ClockMark)
+		}
+	}
+	if wantEvents == nil {
+		wantEvents = []queue.SnapshotEvent{}
+	}
+	if !reflect.DeepEqual(sn.Events, wantEvents) {
+		return fmt.Errorf("events differ:\nstore %s\nmodel %s", jsonOf(sn.Events), jsonOf(wantEvents))
+	}
+	wantAudit := m.audit
+	if wantAudit == nil {
+		wantAudit = []queue.AuditEntry{}
+	}
+	if !reflect.DeepEqual(sn.Audit, wantAudit) {
+		return fmt.Errorf("audit = %s, model %s", jsonOf(sn.Audit), jsonOf(wantAudit))
+	}
+	return nil
+}
+
+// chooser is the source of choices of a random sequence: math/rand for the
+// randomized test, the fuzzer's bytes for FuzzOperations.
+type chooser interface {
+	Intn(n int) int // 0 <= result < n
+}
+
+type randChooser struct{ r *rand.Rand }
+
+func (c randChooser) Intn(n int) int { return c.r.IntN(n) }
+
+// byteChooser takes its choices from data; when data runs out every choice
+// is 0.
+type byteChooser struct{ data []byte }
+
+func (c *byteChooser) Intn(n int) int {
+	if len(c.data) == 0 || n <= 1 {
+		return 0
+	}
+	b := c.data[0]
+	c.data = c.data[1:]
+	return int(b) % n
+}
+
+func (c *byteChooser) empty() bool { return len(c.data) == 0 }
+
+// sameErr reports whether the store's error matches the model's.
+func sameErr(got, want error) bool {
+	if want == nil || got == nil {
+		return got == nil && want == nil
+	}
+	return errors.Is(got, want)
+}
+
+// runner applies the same random operations to a store and to the model
+// and checks them after every step. twin, when set, is a second store that
+// receives the same operations with every ClaimBatch replaced by
+// successive queue.Claim calls, and must end each step with the same snapshot.
+type runner struct {
+	s, twin Queue
+	m       *model
+	c       chooser
+	log     []string
+}
+
+var (
+	flowNames = []string{"a", "b", "c", "B", "ab"}
+	reasons   = []string{"unavailable", "unsupported_delta", "conflict", "gap"}
+)
+
+func (r *runner) tick() clock.Tick {
+	if r.m.mark > 0 && r.c.Intn(10) == 0 {
+		return r.m.mark - 1 - clock.Tick(r.c.Intn(3)) // backwards
+	}
+	switch r.c.Intn(4) {
+	case 0, 1:
+		return r.m.mark
+	case 2:
+		return r.m.mark + 1 + clock.Tick(r.c.Intn(2))
+	default:
+		return r.m.mark + clock.Tick(r.c.Intn(8))
+	}
+}
+
+// anyEvent picks a known event ID, or an unknown one now and then.
+func (r *runner) anyEvent(prefer string) (string, int64) {
+	var ids []string
+	for id, e := range r.m.events {
+		if prefer == "" || e.State == prefer {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		for id := range r.m.events {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 || r.c.Intn(20) == 0 {
+		return "unknown", 1
+	}
+	sort.Strings(ids)
+	id := ids[r.c.Intn(len(ids))]
+	gen := r.m.events[id].Generation
+	switch r.c.Intn(8) {
+	case 0:
+		gen++
+	case 1:
+		if gen > 0 {
+			gen--
+		}
+	}
+	return id, gen
+}
+
+func (r *runner) result() queue.Result {
+	switch r.c.Intn(12) {
+	case 0:
+		return queue.Result{} // invalid: no reason
+	case 1, 2, 3, 4, 5, 6:
+		return queue.Result{OK: true}
+	default:
+		return queue.Result{Reason: reasons[r.c.Intn(len(reasons))]}
+	}
+}
+
+func (r *runner) newEvent() queue.Event {
+	if len(r.m.events) > 0 && r.c.Intn(4) == 0 {
+		// Reuse an ID: a duplicate, or a conflict by flow or body.
+		var ids []string
+		for id := range r.m.events {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		old := r.m.events[ids[r.c.Intn(len(ids))]]
+		e := queue.Event{ID: old.ID, Flow: old.Flow, Body: []byte(old.Body)}
+		switch r.c.Intn(4) {
+		case 0:
+			e.Flow = flowNames[r.c.Intn(len(flowNames))]
+		case 1:
+			e.Body = []byte("other")
+		}
+		return e
+	}
+	if r.c.Intn(30) == 0 {
+		return queue.Event{ID: "", Flow: "a", Body: []byte("x")} // invalid
+	}
+	return queue.Event{ID: fmt.Sprintf("e%d", len(r.m.events)+r.c.Intn(3)), Flow: flowNames[r.c.Intn(len(flowNames))],
+		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3)))}
+}
+
+// step runs one random operation on the store(s) and the model.
+func (r *runner) step(ctx context.Context) error {
+	now := r.tick()
+	switch op := r.c.Intn(22); {
+	case op < 6:
+		e := r.newEvent()
+		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, %d)", e.ID, e.Flow, e.Body, now))
+		got, err := r.s.Enqueue(ctx, e, now)
+		want, werr := r.m.enqueueBatch([]queue.Event{e}, now)
+		if r.twin != nil {
+			r.twin.Enqueue(ctx, e, now)
+		}
+		if !sameErr(err, werr) || (werr == nil && got != want[0]) {
+			return fmt.Errorf("Enqueue = %+v, %v; model %+v, %v", got, err, want, werr)
+		}
+	case op < 7:
+		var es []queue.Event
+		for n := r.c.Intn(4); n > 0; n-- {
+			e := r.newEvent()
+			if r.m.events[e.ID] == nil {
+				e.ID += fmt.Sprintf("-b%d", n)
+			}
+			es = append(es, e)
+		}
+		r.log = append(r.log, fmt.Sprintf("EnqueueBatch(%d events, %d)", len(es), now))
+		got, err := r.s.EnqueueBatch(ctx, es, now)
+		want, werr := r.m.enqueueBatch(es, now)
+		if r.twin != nil {
+			r.twin.EnqueueBatch(ctx, es, now)
+		}
+		if !sameErr(err, werr) || (werr == nil && !reflect.DeepEqual(got, want)) {
+			return fmt.Errorf("EnqueueBatch = %+v, %v; model %+v, %v", got, err, want, werr)
+		}
+	case op < 11:
+		r.log = append(r.log, fmt.Sprintf("Claim(%d)", now))
+		got, ok, err := r.s.Claim(ctx, now)
+		want, werr := r.m.claim(now, 1)
+		if r.twin != nil {
+			r.twin.Claim(ctx, now)
+		}
+		if !sameErr(err, werr) || ok != (len(want) == 1) || (ok && !reflect.DeepEqual(got, want[0])) {
+			return fmt.Errorf("Claim = %s, %v, %v; model %s, %v", jsonOf(got), ok, err, jsonOf(want), werr)
+		}
+	case op < 13:
+		n := 1 + r.c.Intn(4)
+		r.log = append(r.log, fmt.Sprintf("ClaimBatch(%d, %d)", now, n))
+		got, err := r.s.ClaimBatch(ctx, now, n)
+		want, werr := r.m.claim(now, n)
+		if r.twin != nil {
+			for i := 0; i < n; i++ {
+				if _, ok, _ := r.twin.Claim(ctx, now); !ok {
+					break
+				}
+			}
+		}
+		if !sameErr(err, werr) || (werr == nil && jsonOf(got) != jsonOf(want)) {
+			return fmt.Errorf("ClaimBatch = %s, %v; model %s, %v", jsonOf(got), err, jsonOf(want), werr)
+		}
+	case op < 17:
+		id, gen := r.anyEvent(queue.StateInflight)
+		res := r.result()
+		r.log = append(r.log, fmt.Sprintf("Settle(%q, %d, %+v, %d)", id, gen, res, now))
+		got, err := r.s.Settle(ctx, id, gen, res, now)
+		want, werr := r.m.settle(queue.SettleItem{EventID: id, Generation: gen, Result: res}, now)
+		if r.twin != nil {
+			r.twin.Settle(ctx, id, gen, res, now)
+		}
+		if !sameErr(err, werr) || got != want {
+			return fmt.Errorf("Settle = %q, %v; model %q, %v", got, err, want, werr)
+		}
+	case op < 18:
+		var items []queue.SettleItem
+		for n := r.c.Intn(4); n > 0; n-- {
+			id, gen := r.anyEvent(queue.StateInflight)
+			items = append(items, queue.SettleItem{EventID: id, Generation: gen, Result: r.result()})
+		}
+		r.log = append(r.log, fmt.Sprintf("SettleBatch(%+v, %d)", items, now))
+		got, err := r.s.SettleBatch(ctx, items, now)
+		want, werr := r.m.settleBatch(items, now)
+		if r.twin != nil {
+			r.twin.SettleBatch(ctx, items, now)
+		}
+		if !sameErr(err, werr) || len(got) != len(want) {
+			return fmt.Errorf("SettleBatch = %+v, %v; model %+v, %v", got, err, want, werr)
+		}
+		for i := range got {
+			if got[i].Outcome != want[i].Outcome || !sameErr(got[i].Err, want[i].Err) {
+				return fmt.Errorf("SettleBatch item %d = %+v; model %+v", i, got[i], want[i])
+			}
+		}
+	case op < 19:
+		id, gen := r.anyEvent(queue.StateInflight)
+		r.log = append(r.log, fmt.Sprintf("Extend(%q, %d, %d)", id, gen, now))
+		got, err := r.s.Extend(ctx, id, gen, now)
+		want, werr := r.m.extend(queue.ExtendItem{EventID: id, Generation: gen}, now)
+		if r.twin != nil {
+			r.twin.Extend(ctx, id, gen, now)
+		}
+		if !sameErr(err, werr) || got != want {
+			return fmt.Errorf("Extend = %q, %v; model %q, %v", got, err, want, werr)
+		}
+	case op < 20:
+		var items []queue.ExtendItem
+		for n := r.c.Intn(4); n > 0; n-- {
+			id, gen := r.anyEvent(queue.StateInflight)
+			items = append(items, queue.ExtendItem{EventID: id, Generation: gen})
+		}
+		r.log = append(r.log, fmt.Sprintf("ExtendBatch(%+v, %d)", items, now))
+		got, err := r.s.ExtendBatch(ctx, items, now)
+		want, werr := r.m.extendBatch(items, now)
+		if r.twin != nil {
+			r.twin.ExtendBatch(ctx, items, now)
+		}
+		if !sameErr(err, werr) || len(got) != len(want) {
+			return fmt.Errorf("ExtendBatch = %+v, %v; model %+v, %v", got, err, want, werr)
+		}
+		for i := range got {
+			if got[i].Outcome != want[i].Outcome || !sameErr(got[i].Err, want[i].Err) {
+				return fmt.Errorf("ExtendBatch item %d = %+v; model %+v", i, got[i], want[i])
+			}
+		}
+	default:
+		id, gen := r.anyEvent(queue.StateQuarantined)
+		reason := "operator"
+		if r.c.Intn(10) == 0 {
+			reason = ""
+		}
+		r.log = append(r.log, fmt.Sprintf("Redrive(%q, %d, %q, %d)", id, gen, reason, now))
+		err := r.s.Redrive(ctx, id, gen, reason, now)
+		werr := r.m.redrive(id, gen, reason, now)
+		if r.twin != nil {
+			r.twin.Redrive(ctx, id, gen, reason, now)
+		}
+		if !sameErr(err, werr) {
+			return fmt.Errorf("Redrive = %v; model %v", err, werr)
+		}
+	}
+	sn, err := r.s.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.m.check(sn); err != nil {
+		return err
+	}
+	due, ok, err := r.s.NextDue(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.m.checkNextDue(due, ok); err != nil {
+		return err
+	}
+	if r.twin != nil {
+		tw, err := r.twin.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(sn, tw) {
+			return fmt.Errorf("ClaimBatch store and successive-queue.Claim twin differ:\n%s\n%s", jsonOf(sn), jsonOf(tw))
+		}
+	}
+	return nil
+}
+
+// runSequence runs steps random operations from seed on a new store with
+// policy p (and a twin, when asked).
+func runSequence(t *testing.T, bk *QueueBackend, p queue.Policy, seed uint64, steps int, withTwin bool) error {
+	ctx := context.Background()
+	r := &runner{s: bk.openPolicy(t, p), m: newModelPolicy(p), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
+	if withTwin {
+		r.twin = bk.openPolicy(t, p)
+	}
+	for i := 0; i < steps; i++ {
+		if err := r.step(ctx); err != nil {
+			return fmt.Errorf("seed %d, step %d: %v\nsteps:\n  %s", seed, i, err, strings.Join(r.log, "\n  "))
+		}
+	}
+	return nil
+}
+
+// runSequences runs n sequences on all CPUs and fails on the first
+// divergence, naming its seed and operations.
+func runSequences(t *testing.T, bk *QueueBackend, p queue.Policy, n, steps int, withTwin bool, seedBase uint64) {
+	var next atomic.Int64
+	var failed atomic.Bool
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := 0; w < max(2, runtime.GOMAXPROCS(0)); w++ {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				if err := runSequence(t, bk, p, seedBase+uint64(i), steps, withTwin); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+}
+
+// sequences is the number of random sequences to run: the backend's
+// default (a quarter of it under the race detector), or
+// FAIRRELAY_CONFORMANCE_SEQUENCES when set (100000 for a long run).
+func sequences(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES")); err == nil && n > 0 {
+		return n
+	}
+	if raceDetector {
+		return max(1, def/4)
+	}
+	return def
+}
+
+// docs/contract.md §2 (all clauses): random sequences of enqueue, claim,
+// settle (ok, fail, stale generation, late), extend, redrive, NextDue and
+// clock steps (including backwards) agree with the reference model after
+// every step.
+func queueModel_2_RandomSequencesMatchReference(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	runSequences(t, bk, queue.DefaultPolicy(), sequences(bk.Sequences), 10, false, 1)
+}
+
+// docs/contract.md §7.1: the same with a short, jittered, non-default
+// policy (Lease 3, two attempts per round, backoff 1..3 with jitter).
+func queueModel_7_1_NonDefaultPolicyWithJitter(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	p := queue.Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: queue.FairMinServed}
+	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 12, false, 5_000_000)
+}
+
+// ClaimBatch gives exactly what successive Claim calls give (order,
+// tickets, served, generations, leases): a store using ClaimBatch and a twin
+// using Claim end every step with the same snapshot.
+func queueModel_ClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	runSequences(t, bk, queue.DefaultPolicy(), max(1, sequences(bk.Sequences)*3/40), 14, true, 1_000_000)
+}

@@ -1,0 +1,104 @@
+package conformance
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fairrelay/fairrelay/pgqueuestore"
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/queuestore"
+)
+
+func TestQueueSQLite(t *testing.T) {
+	RunQueue(t, QueueBackend{
+		NewLoc: func(t testing.TB) string { return filepath.Join(t.TempDir(), "queue.db") },
+		Open: func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
+			var opts []queuestore.Option
+			if o.Policy != nil {
+				opts = append(opts, queuestore.WithPolicy(sqlitePolicy(*o.Policy)))
+			}
+			if o.RealTime {
+				opts = append(opts, queuestore.WithRealTime(o.Source, o.Skew))
+			}
+			if hook := o.Hook; hook != nil {
+				opts = append(opts, queuestore.WithHook(func(p queuestore.HookPoint) { hook(queue.HookPoint(p)) }))
+			}
+			s, err := queuestore.Open(loc, opts...)
+			if err != nil {
+				return nil, qerr(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return sqliteQueue{s}, nil
+		},
+		FailWrites: func(t testing.TB, loc string, w FailWrite) {
+			db, err := sql.Open("sqlite", loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			trig := map[FailWrite]string{
+				FailEventInsert: "BEFORE INSERT ON events",
+				FailAuditInsert: "BEFORE INSERT ON audit",
+				FailServe:       "BEFORE UPDATE OF served ON flows",
+			}[w]
+			if _, err := db.Exec(`CREATE TRIGGER fail_write ` + trig + ` BEGIN SELECT RAISE(ABORT, '` + string(w) + `'); END`); err != nil {
+				t.Fatalf("create trigger: %v", err)
+			}
+		},
+		SchemaVersion: queuestore.SchemaVersion,
+		Sequences:     150,
+	})
+}
+
+func TestQueuePostgres(t *testing.T) {
+	pgtest.Require(t)
+	RunQueue(t, QueueBackend{
+		NewLoc: func(t testing.TB) string {
+			_, schema := pgtest.Schema(t)
+			return schema
+		},
+		Open: func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
+			opts := []pgqueuestore.Option{pgqueuestore.WithSchema(loc)}
+			if o.Policy != nil {
+				opts = append(opts, pgqueuestore.WithPolicy(*o.Policy))
+			}
+			if o.RealTime {
+				opts = append(opts, pgqueuestore.WithRealTime(o.Source, o.Skew))
+			}
+			if o.Hook != nil {
+				opts = append(opts, pgqueuestore.WithHook(o.Hook))
+			}
+			s, err := pgqueuestore.OpenPool(context.Background(), pgtest.Pool(t), opts...)
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, nil
+		},
+		FailWrites: func(t testing.TB, loc string, w FailWrite) {
+			trig := map[FailWrite]string{
+				FailEventInsert: "BEFORE INSERT ON events",
+				FailAuditInsert: "BEFORE INSERT ON audit",
+				FailServe:       "BEFORE UPDATE OF served ON flows",
+			}[w]
+			sc := pgx.Identifier{loc}.Sanitize()
+			ddl := `CREATE FUNCTION ` + sc + `.fail_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION '` + string(w) + `'; END $$;
+CREATE TRIGGER fail_write ` + trig + ` FOR EACH ROW EXECUTE FUNCTION ` + sc + `.fail_write()`
+			ddl = strings.Replace(ddl, "ON events", "ON "+sc+".events", 1)
+			ddl = strings.Replace(ddl, "ON audit", "ON "+sc+".audit", 1)
+			ddl = strings.Replace(ddl, "ON flows", "ON "+sc+".flows", 1)
+			if _, err := pgtest.Pool(t).Exec(context.Background(), ddl); err != nil {
+				t.Fatalf("create trigger: %v", err)
+			}
+		},
+		SchemaVersion: pgqueuestore.SchemaVersion,
+		Sequences:     200,
+	})
+}

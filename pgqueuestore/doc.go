@@ -1,0 +1,42 @@
+// Package pgqueuestore is fairrelay's durable fair queue on PostgreSQL:
+// the same contract as queuestore (docs/contract.md §2, §7), the same
+// types (package queue), in a schema of its own, through pgx and pgxpool.
+//
+// Every rule is queuestore's, to the letter: sequence numbers without
+// holes, heads that block only their own flow, claims in
+// fairness.MinServed order (ties to the smallest flow ID in byte order:
+// text columns are COLLATE "C"), one global ticket, generations, attempts,
+// backoff, quarantine of a used-up take-over inside the claim, redrive with
+// its audit row in one transaction, and the clock mark. The experiment's
+// golden files hold for both backends.
+//
+// # Concurrency
+//
+// Every write transaction starts by locking the one meta row (clock mark,
+// ticket, policy) with SELECT … FOR UPDATE, so writes take turns as they
+// do in SQLite; statements after the lock run in READ COMMITTED and see
+// every earlier write. DECISIONS.md gives the measurements behind this
+// choice and what fairness means with several claimants.
+//
+// # Schema
+//
+// Open creates the schema (default "fairrelay_queue", WithSchema to
+// choose) and applies the migrations it lacks in one transaction under an
+// advisory lock, recording each in schema_migrations. The policy is
+// recorded in meta when the schema is created (WithPolicy).
+//
+// # Wake-ups
+//
+// Enqueue, EnqueueBatch, Redrive, RedriveAll and an ack that makes a
+// flow's next event its head send a pg_notify inside their transaction
+// (none on rollback), at most one per WithNotifyInterval per Store, as River
+// limits its insert notifications. Listen returns a Listener whose Wait
+// returns on one; a relay on another machine sleeps on it, on NextDue and
+// on its poll interval, whichever comes first.
+//
+// # Crash injection
+//
+// WithHook installs a callback run at the queue.HookPoint values; a
+// process that exits inside a transaction leaves the server to roll it
+// back.
+package pgqueuestore

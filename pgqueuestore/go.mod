@@ -1,0 +1,24 @@
+module github.com/fairrelay/fairrelay/pgqueuestore
+
+go 1.26.0
+
+require (
+	github.com/fairrelay/fairrelay/clock v0.0.0
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
+	github.com/fairrelay/fairrelay/queue v0.0.0
+	github.com/jackc/pgx/v5 v5.13.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+replace github.com/fairrelay/fairrelay/clock => ../clock
+
+replace github.com/fairrelay/fairrelay/queue => ../queue
+
+replace github.com/fairrelay/fairrelay/pgtest => ../pgtest

@@ -1,0 +1,119 @@
+package pgqueuestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+)
+
+// planNodes returns every node type (with its relation) of the JSON plan
+// of sql, run inside tx so that ANALYZE statistics and the data apply.
+func planNodes(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
+	t.Helper()
+	var js []byte
+	if err := tx.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&js); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
+	}
+	var plans []struct{ Plan map[string]any }
+	if err := json.Unmarshal(js, &plans); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		s := fmt.Sprint(n["Node Type"])
+		if r, ok := n["Relation Name"]; ok {
+			s += " on " + fmt.Sprint(r)
+		}
+		if i, ok := n["Index Name"]; ok {
+			s += " using " + fmt.Sprint(i)
+		}
+		out = append(out, s)
+		if kids, ok := n["Plans"].([]any); ok {
+			for _, k := range kids {
+				walk(k.(map[string]any))
+			}
+		}
+	}
+	walk(plans[0].Plan)
+	return out
+}
+
+// The claim, settle, extend, redrive and next-due paths are index-driven
+// on PostgreSQL as they are on SQLite: with 3,000 flows of 4 events,
+// analyzed, no statement that a write or NextDue runs scans flows or
+// events sequentially, and the pick uses flows_ready (MinServed order
+// straight from the index).
+func TestPlans_IndexDriven(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := open(t)
+	var es []queue.Event
+	for k := range 4 {
+		for f := range 3000 {
+			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x")})
+		}
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Some flows in flight, some waiting for a retry, a few quarantined.
+	cs, err := s.ClaimBatch(ctx, 1, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []queue.SettleItem
+	for i, c := range cs {
+		r := queue.Result{OK: true}
+		if i%3 == 0 {
+			r = queue.Result{Reason: "unavailable"}
+		}
+		items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: r})
+	}
+	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta`)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	cases := []struct {
+		name, sql string
+		args      []any
+		want      string // an index the plan must use ("" for any)
+	}{
+		{"promote", qPromote, []any{int64(5)}, "flows_waiting"},
+		{"pick head", qPickHead, nil, "flows_ready"},
+		{"claim event", qClaimEvent, []any{"e1-1", int64(10), int64(1)}, ""},
+		{"serve flow", qServeFlow, []any{"f0001", int64(10)}, ""},
+		{"settle read", qSettleRead, []any{"e1-0"}, ""},
+		{"set head", qSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},
+		{"find event and flow", qFindEventFlow, []any{"e1-0", "f0001"}, ""},
+		{"next due ready", qNextDueReady, nil, "flows_ready"},
+		{"next due waiting", qNextDueWaiting, nil, "flows_waiting"},
+		{"redrive read", qRedriveRead, []any{"e1-0"}, ""},
+		{"quarantined by reason", `SELECT id FROM {s}.events WHERE state = 'quarantined' AND reason = $1 ORDER BY flow, seq LIMIT 500`, []any{"unavailable"}, "events_quarantined_reason"},
+		{"quarantined", `SELECT id FROM {s}.events WHERE state = 'quarantined' ORDER BY flow, seq LIMIT 500`, nil, "events_quarantined"},
+	}
+	for _, c := range cases {
+		nodes := planNodes(t, tx, s.q(c.sql), c.args...)
+		joined := strings.Join(nodes, " / ")
+		for _, n := range nodes {
+			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") {
+				t.Errorf("%s scans: %s", c.name, joined)
+			}
+		}
+		if c.want != "" && !strings.Contains(joined, "using "+c.want) {
+			t.Errorf("%s does not use %s: %s", c.name, c.want, joined)
+		}
+		t.Logf("%s: %s", c.name, joined)
+	}
+}

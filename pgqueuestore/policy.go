@@ -1,0 +1,60 @@
+package pgqueuestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+)
+
+const qPolicyWrite = `UPDATE {s}.meta SET lease = $1, max_attempts = $2, backoff_base = $3, backoff_cap = $4,
+    jitter = $5, fairness = $6 WHERE id = 1`
+
+// SetPolicy records p as the queue's policy, on an operator's word, and
+// writes a 'policy' audit row with the reason, now and the old and new
+// policy (queue.PolicyChange as JSON in the row's detail), as
+// queuestore.Store.SetPolicy does. Checks, in this order: p
+// (queue.ErrInvalid, also for a fairness this build does not run), the
+// reason, the tick under the new policy, then the tick checks of every
+// write under the recorded one. On any error nothing changes. The new
+// policy applies to every write after it, in every process.
+func (s *Store) SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("set policy: %w", err)
+	}
+	if err := checkImplemented(p); err != nil {
+		return fmt.Errorf("set policy: %w", err)
+	}
+	if err := queue.CheckReason(reason); err != nil {
+		return fmt.Errorf("set policy: %w", err)
+	}
+	p = p.Normal()
+	if err := p.CheckTick(now); err != nil {
+		return fmt.Errorf("set policy: %w", err)
+	}
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		at, m, err := s.admit(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		detail, err := json.Marshal(queue.PolicyChange{Old: m.policy, New: p})
+		if err != nil {
+			return fmt.Errorf("encode policy change: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q(qPolicyWrite), int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase),
+			int64(p.BackoffCap), p.Jitter, string(p.Fairness)); err != nil {
+			return fmt.Errorf("record policy: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q(qInsertAuditKind), string(queue.AuditPolicy), reason, string(detail), int64(at)); err != nil {
+			return fmt.Errorf("insert audit: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set policy: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package pgqueuestore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+)
+
+// querier is what *pgxpool.Pool and pgx.Tx share.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
+
+func eventDest(e *queue.EventState, avail, lease *int64) []any {
+	return []any{&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, avail, lease, &e.Reason}
+}
+
+// Event returns the event with the given ID as it is now, or
+// queue.ErrNotFound.
+func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) {
+	var e queue.EventState
+	var avail, lease int64
+	err := s.pool.QueryRow(ctx, s.q(`SELECT `+qEventCols+` FROM {s}.events WHERE id = $1`), id).Scan(eventDest(&e, &avail, &lease)...)
+	if isNoRows(err) {
+		return queue.EventState{}, fmt.Errorf("event %q: %w", id, queue.ErrNotFound)
+	}
+	if err != nil {
+		return queue.EventState{}, fmt.Errorf("event %q: %w", id, err)
+	}
+	e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
+	return e, nil
+}
+
+// FlowEvents returns every event of flow, acked ones included, in sequence
+// order; queue.ErrNotFound for a flow that has never had an event.
+func (s *Store) FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error) {
+	var out []queue.EventState
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, s.q(`SELECT 1 FROM {s}.flows WHERE flow = $1`), flow).Scan(&one)
+		if isNoRows(err) {
+			return queue.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, s.q(`SELECT `+qEventCols+` FROM {s}.events WHERE flow = $1 ORDER BY seq`), flow)
+		var e queue.EventState
+		var avail, lease int64
+		_, err = pgx.ForEachRow(rows, eventDest(&e, &avail, &lease), func() error {
+			e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
+			c := e
+			c.Body = append([]byte(nil), e.Body...)
+			out = append(out, c)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flow events %q: %w", flow, err)
+	}
+	return out, nil
+}
+
+// Quarantined returns every quarantined event, ordered by flow and
+// sequence number.
+func (s *Store) Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error) {
+	out, err := s.quarantined(ctx, s.pool, queue.RedriveFilter{}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("quarantined: %w", err)
+	}
+	return out, nil
+}
+
+// Audit returns every redrive audit row in the order they were written
+// (AuditAll returns the rows of every kind).
+func (s *Store) Audit(ctx context.Context) ([]queue.AuditEntry, error) {
+	out, err := s.readAudit(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) readAudit(ctx context.Context, q querier) ([]queue.AuditEntry, error) {
+	rows, _ := q.Query(ctx, s.q(qSnapAudit))
+	out := []queue.AuditEntry{}
+	var a queue.AuditEntry
+	var at int64
+	_, err := pgx.ForEachRow(rows, []any{&a.ID, &a.EventID, &a.Generation, &a.Reason, &at}, func() error {
+		a.At = clock.Tick(at)
+		out = append(out, a)
+		return nil
+	})
+	return out, err
+}
+
+// Flows returns every flow, ordered by flow ID (byte order).
+func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
+	rows, _ := s.pool.Query(ctx, s.q(`SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
+    coalesce(e.state, ''), f.ready_at,
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END
+FROM {s}.flows f LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_seq
+ORDER BY f.flow`))
+	var out []queue.FlowState
+	var f queue.FlowState
+	var readyAt *int64
+	_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog}, func() error {
+		c := f
+		c.ReadyAt = nil
+		if readyAt != nil {
+			t := clock.Tick(*readyAt)
+			c.ReadyAt = &t
+		}
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flows: %w", err)
+	}
+	return out, nil
+}
+
+// Stats returns a summary of the store, read in one transaction.
+func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
+	var st queue.Stats
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		var mark int64
+		if err := tx.QueryRow(ctx, s.q(`SELECT clock_mark, ticket FROM {s}.meta WHERE id = 1`)).Scan(&mark, &st.Ticket); err != nil {
+			return err
+		}
+		st.ClockMark = clock.Tick(mark)
+		if err := tx.QueryRow(ctx, s.q(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&st.SchemaVersion); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, s.q(`SELECT (SELECT count(*) FROM {s}.flows), (SELECT count(*) FROM {s}.audit)`)).Scan(&st.Flows, &st.AuditRows); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, s.q(`SELECT state, count(*) FROM {s}.events GROUP BY state`))
+		var state string
+		var n int64
+		_, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+			switch state {
+			case queue.StatePending:
+				st.Events.Pending = n
+			case queue.StateInflight:
+				st.Events.Inflight = n
+			case queue.StateAcked:
+				st.Events.Acked = n
+			case queue.StateQuarantined:
+				st.Events.Quarantined = n
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return queue.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	st.Quarantined = st.Events.Quarantined
+	return st, nil
+}
+
+const (
+	// qNextDueReady is the clock mark when some flow's head is dispatchable
+	// already (flows_ready).
+	// The first entry of flows_ready, not EXISTS: the planner would read
+	// EXISTS as a sequential scan that stops at the first ready row, which
+	// is long when few flows are ready.
+	qNextDueReady = `SELECT m.clock_mark FROM {s}.meta AS m,
+    LATERAL (SELECT served FROM {s}.flows WHERE ready ORDER BY served, flow LIMIT 1) AS r
+WHERE m.id = 1`
+
+	// qNextDueWaiting is the earliest ready_at of the flows whose head waits
+	// for a tick (flows_waiting: the first entry of the index).
+	qNextDueWaiting = `SELECT ready_at FROM {s}.flows WHERE NOT ready AND ready_at IS NOT NULL
+ORDER BY ready_at LIMIT 1`
+)
+
+// NextDue returns the earliest tick at which some flow's head becomes
+// dispatchable, as queuestore.Store.NextDue does: the clock mark when a
+// head is dispatchable already, else the earliest available_at of a
+// pending head or lease end of an in-flight head; ok is false when no head
+// is dispatchable and none waits for a tick. It reads two index entries in
+// one read transaction and writes nothing.
+func (s *Store) NextDue(ctx context.Context) (clock.Tick, bool, error) {
+	var (
+		due clock.Tick
+		ok  bool
+	)
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		var t int64
+		err := tx.QueryRow(ctx, s.q(qNextDueReady)).Scan(&t)
+		if err == nil {
+			due, ok = clock.Tick(t), true
+			return nil
+		}
+		if !isNoRows(err) {
+			return err
+		}
+		err = tx.QueryRow(ctx, s.q(qNextDueWaiting)).Scan(&t)
+		if err == nil {
+			due, ok = clock.Tick(t), true
+			return nil
+		}
+		if isNoRows(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("next due: %w", err)
+	}
+	return due, ok, nil
+}

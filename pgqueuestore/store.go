@@ -1,0 +1,407 @@
+package pgqueuestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SchemaVersion is the newest migration this package knows.
+const SchemaVersion = 1
+
+// DefaultSchema is the PostgreSQL schema the store lives in unless
+// WithSchema says otherwise.
+const DefaultSchema = "fairrelay_queue"
+
+// migrations[i] brings a schema from version i to version i+1; "{s}" is
+// the quoted schema name. Text columns are COLLATE "C" so that every
+// comparison and ORDER BY is byte order (SQLite's BINARY collation, Go's
+// string order): MinServed ties go to the smallest flow ID in bytes.
+var migrations = []string{
+	// 1: the tables of queuestore's schema version 2, one for one: the
+	// policy and the rotation's virtual time in meta, weights in flows,
+	// audit rows of every kind.
+	`CREATE TABLE {s}.meta (
+    id           integer PRIMARY KEY CHECK (id = 1),
+    clock_mark   bigint NOT NULL CHECK (clock_mark >= 0),
+    ticket       bigint NOT NULL CHECK (ticket >= 0),
+    lease        bigint NOT NULL CHECK (lease > 0),
+    max_attempts integer NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
+    backoff_base bigint NOT NULL CHECK (backoff_base > 0),
+    backoff_cap  bigint NOT NULL CHECK (backoff_cap >= backoff_base),
+    jitter       boolean NOT NULL,
+    fairness     text COLLATE "C" NOT NULL CHECK (fairness IN ('min_served', 'rotation')),
+    vnow         bigint NOT NULL DEFAULT 0,
+    vtail        bigint NOT NULL DEFAULT 0,
+    joins        bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE {s}.flows (
+    flow     text COLLATE "C" PRIMARY KEY,
+    last_seq bigint NOT NULL CHECK (last_seq >= 1),
+    served   bigint NOT NULL CHECK (served >= 0),
+    head_seq bigint CHECK (head_seq BETWEEN 1 AND last_seq),
+    ready_at bigint,
+    ready    boolean NOT NULL,
+    weight   integer NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),
+    pass     bigint NOT NULL DEFAULT 0,
+    joined   bigint NOT NULL DEFAULT 0,
+    CHECK (ready_at IS NULL OR head_seq IS NOT NULL),
+    CHECK (NOT ready OR ready_at IS NOT NULL)
+);
+CREATE INDEX flows_waiting ON {s}.flows (ready_at) WHERE NOT ready;
+CREATE INDEX flows_ready ON {s}.flows (served, flow) WHERE ready;
+CREATE TABLE {s}.events (
+    id                text COLLATE "C" PRIMARY KEY,
+    flow              text COLLATE "C" NOT NULL REFERENCES {s}.flows (flow),
+    seq               bigint NOT NULL CHECK (seq >= 1),
+    body              bytea NOT NULL CHECK (length(body) >= 1),
+    state             text COLLATE "C" NOT NULL
+                      CHECK (state IN ('pending', 'inflight', 'acked', 'quarantined')),
+    generation        bigint NOT NULL CHECK (generation >= attempts),
+    attempts          integer NOT NULL CHECK (attempts >= 0),
+    lifetime_attempts bigint NOT NULL CHECK (lifetime_attempts >= attempts),
+    available_at      bigint NOT NULL CHECK (available_at >= 0),
+    lease_until       bigint NOT NULL CHECK ((state = 'inflight') = (lease_until > 0)),
+    ticket            bigint NOT NULL CHECK (ticket >= 0),
+    reason            text COLLATE "C" NOT NULL CHECK (state <> 'quarantined' OR reason <> ''),
+    enqueued_at       bigint NOT NULL CHECK (enqueued_at >= 0),
+    CHECK (state <> 'inflight' OR attempts >= 1),
+    UNIQUE (flow, seq)
+);
+CREATE INDEX events_quarantined ON {s}.events (flow, seq) WHERE state = 'quarantined';
+CREATE INDEX events_quarantined_reason ON {s}.events (reason, flow, seq) WHERE state = 'quarantined';
+CREATE TABLE {s}.audit (
+    id         bigint PRIMARY KEY,
+    kind       text COLLATE "C" NOT NULL DEFAULT 'redrive' CHECK (kind IN ('redrive', 'policy', 'weight')),
+    event_id   text COLLATE "C" REFERENCES {s}.events (id),
+    generation bigint CHECK (generation >= 1),
+    reason     text COLLATE "C" NOT NULL CHECK (reason <> ''),
+    detail     text,
+    at         bigint NOT NULL CHECK (at >= 0),
+    CHECK ((kind = 'redrive') = (event_id IS NOT NULL AND generation IS NOT NULL)),
+    CHECK ((kind = 'redrive') = (detail IS NULL))
+);`,
+}
+
+// An Option changes how Open sets up a Store.
+type Option func(*options)
+
+type options struct {
+	schema   string
+	hook     func(queue.HookPoint)
+	policy   *queue.Policy
+	realTime clock.Source
+	skew     clock.Tick
+	rtSet    bool // WithRealTime was given
+
+	notifyEvery time.Duration
+	notifySet   bool
+}
+
+// WithSchema sets the PostgreSQL schema the store lives in (created when
+// missing). The default is DefaultSchema.
+func WithSchema(name string) Option { return func(o *options) { o.schema = name } }
+
+// WithHook makes the store call fn at each queue.HookPoint, as queuestore
+// does: inside the transaction for the points that say so. fn may end the
+// process (that is how crashes are injected); the server then rolls the
+// transaction back.
+func WithHook(fn func(queue.HookPoint)) Option { return func(o *options) { o.hook = fn } }
+
+// WithPolicy sets the policy a new store records. On an existing store a
+// different policy makes Open fail with queue.ErrPolicyMismatch; without
+// this option Open uses the recorded one (docs/contract.md §7.1).
+func WithPolicy(p queue.Policy) Option { return func(o *options) { o.policy = &p } }
+
+// WithRealTime makes ticks real time (docs/contract.md §7.3), as
+// queuestore.WithRealTime does: a write whose tick is at most skew below
+// the clock mark happens AT the mark; further below is
+// queue.ErrTimeRegression; a tick above src.Now() + skew is
+// queue.ErrTimeAhead. A nil src or a negative skew makes Open fail with
+// queue.ErrInvalid.
+func WithRealTime(src clock.Source, skew clock.Tick) Option {
+	return func(o *options) { o.realTime, o.skew, o.rtSet = src, skew, true }
+}
+
+// checkImplemented refuses a valid policy that this build cannot run: the
+// rotation order is not implemented on PostgreSQL yet.
+func checkImplemented(p queue.Policy) error {
+	if p.Normal().Fairness == queue.FairRotation {
+		return fmt.Errorf("%w: policy Fairness %q is not implemented in this build", queue.ErrInvalid, queue.FairRotation)
+	}
+	return nil
+}
+
+// Store is a durable fair queue in one PostgreSQL schema. It is safe for
+// concurrent use, and any number of Store values, in any number of
+// processes, may share a schema.
+type Store struct {
+	pool     *pgxpool.Pool
+	own      bool
+	schema   string
+	q        func(string) string
+	hook     func(queue.HookPoint)
+	realTime clock.Source
+	skew     clock.Tick
+	notify   *notifier
+}
+
+// Open connects to the database at url (a postgres:// URL or DSN that
+// pgxpool.ParseConfig accepts) and opens the store in it. Close closes the
+// pool.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	s, err := OpenPool(ctx, pool, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.own = true
+	return s, nil
+}
+
+// OpenPool opens the store through a pool the caller owns (Close leaves it
+// open). It creates the schema when missing and applies the migrations it
+// lacks in one transaction under an advisory lock, so several processes
+// may open a new schema at once. An existing store is never cleared. A
+// schema with a newer version, or with tables but no version, is
+// queue.ErrSchemaVersion.
+func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	o := options{schema: DefaultSchema}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.schema == "" {
+		return nil, fmt.Errorf("open: %w: empty schema name", queue.ErrInvalid)
+	}
+	if o.policy != nil {
+		if err := o.policy.Validate(); err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+		if err := checkImplemented(*o.policy); err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+		p := o.policy.Normal()
+		o.policy = &p
+	}
+	if o.rtSet && o.realTime == nil {
+		return nil, fmt.Errorf("open: %w: WithRealTime without a clock source", queue.ErrInvalid)
+	}
+	if o.rtSet && o.skew < 0 {
+		return nil, fmt.Errorf("open: %w: WithRealTime skew %d is negative", queue.ErrInvalid, o.skew)
+	}
+	quoted := pgx.Identifier{o.schema}.Sanitize()
+	every := DefaultNotifyInterval
+	if o.notifySet {
+		if o.notifyEvery < 0 {
+			return nil, fmt.Errorf("open: %w: negative notify interval %v", queue.ErrInvalid, o.notifyEvery)
+		}
+		every = o.notifyEvery
+	}
+	s := &Store{pool: pool, schema: o.schema, hook: o.hook, realTime: o.realTime, skew: o.skew, notify: &notifier{every: every},
+		q: func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
+	if err := s.migrate(ctx, o.policy); err != nil {
+		return nil, fmt.Errorf("open schema %s: %w", o.schema, err)
+	}
+	return s, nil
+}
+
+// Close closes the pool when Open made it.
+func (s *Store) Close() error {
+	if s.own {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// migrate applies the migrations the schema lacks and records or checks the
+// policy, in one transaction under an advisory lock.
+func (s *Store) migrate(ctx context.Context, p *queue.Policy) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		h := fnv.New64a()
+		h.Write([]byte("fairrelay_queue\x00migrate\x00" + s.schema))
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q(`CREATE SCHEMA IF NOT EXISTS {s}`)); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		var hasVersions bool
+		var tables int
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL,
+    (SELECT count(*) FROM pg_tables WHERE schemaname = $2)`,
+			pgx.Identifier{s.schema, "schema_migrations"}.Sanitize(), s.schema).Scan(&hasVersions, &tables); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		v := 0
+		if hasVersions {
+			if err := tx.QueryRow(ctx, s.q(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&v); err != nil {
+				return fmt.Errorf("read schema version: %w", err)
+			}
+		} else if tables != 0 {
+			return fmt.Errorf("%w: schema has tables but no schema_migrations: not a queue store", queue.ErrSchemaVersion)
+		} else if _, err := tx.Exec(ctx, s.q(`CREATE TABLE {s}.schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`)); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("%w: schema has version %d, this build knows up to %d", queue.ErrSchemaVersion, v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.Exec(ctx, s.q(migrations[i])); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.schema_migrations (version) VALUES ($1)`), i+1); err != nil {
+				return fmt.Errorf("record migration %d: %w", i+1, err)
+			}
+		}
+		if v == 0 {
+			np := queue.DefaultPolicy()
+			if p != nil {
+				np = *p
+			}
+			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.meta
+    (id, clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness)
+VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6)`), int64(np.Lease), np.MaxAttempts, int64(np.BackoffBase),
+				int64(np.BackoffCap), np.Jitter, string(np.Fairness)); err != nil {
+				return fmt.Errorf("record policy: %w", err)
+			}
+			return nil
+		}
+		if p != nil {
+			stored, err := readPolicy(ctx, tx, s.q)
+			if err != nil {
+				return err
+			}
+			if stored != *p {
+				return fmt.Errorf("%w: the schema records %+v, Open was given %+v", queue.ErrPolicyMismatch, stored, *p)
+			}
+		}
+		return nil
+	})
+}
+
+const qPolicy = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness FROM {s}.meta WHERE id = 1`
+
+// rowQuerier is what pgx.Tx and *pgxpool.Pool share.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func readPolicy(ctx context.Context, tx rowQuerier, q func(string) string) (queue.Policy, error) {
+	var p queue.Policy
+	var lease, base, capT int64
+	var fair string
+	if err := tx.QueryRow(ctx, q(qPolicy)).Scan(&lease, &p.MaxAttempts, &base, &capT, &p.Jitter, &fair); err != nil {
+		return queue.Policy{}, fmt.Errorf("read policy: %w", err)
+	}
+	p.Lease, p.BackoffBase, p.BackoffCap, p.Fairness = clock.Tick(lease), clock.Tick(base), clock.Tick(capT), queue.Fairness(fair)
+	return p, nil
+}
+
+// Policy returns the store's recorded policy.
+func (s *Store) Policy(ctx context.Context) (queue.Policy, error) {
+	p, err := readPolicy(ctx, s.pool, s.q)
+	if err != nil {
+		return queue.Policy{}, fmt.Errorf("policy: %w", err)
+	}
+	return p, nil
+}
+
+// withTx runs fn in one READ COMMITTED transaction and commits it when fn
+// returns nil; any error rolls everything back. Every write's first
+// statement (admit) locks the meta row, so writes take turns: see
+// DECISIONS.md.
+func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// withReadTx runs fn in one read-only REPEATABLE READ transaction.
+func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+func (s *Store) call(p queue.HookPoint) {
+	if s.hook != nil {
+		s.hook(p)
+	}
+}
+
+// meta is what admit read: the last ticket and the policy.
+type meta struct {
+	ticket int64
+	policy queue.Policy
+}
+
+const qAdmitRead = `SELECT clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness
+FROM {s}.meta WHERE id = 1 FOR UPDATE`
+
+// admit is the first statement of every write transaction: it locks the
+// meta row (so writes take turns), checks the tick against the policy
+// (queue.ErrTickOverflow), the wall clock (real time: queue.ErrTimeAhead)
+// and the clock mark (queue.ErrTimeRegression, also clock.ErrRegression),
+// and records it as the new mark, exactly as queuestore's admit does. With
+// real time a tick at most the skew below the mark is moved up to the mark.
+// It returns the (possibly moved) tick.
+func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tick, meta, error) {
+	var (
+		mark, lease, base, capT int64
+		m                       meta
+		fair                    string
+	)
+	if err := tx.QueryRow(ctx, s.q(qAdmitRead)).Scan(&mark, &m.ticket, &lease, &m.policy.MaxAttempts, &base, &capT,
+		&m.policy.Jitter, &fair); err != nil {
+		return 0, meta{}, fmt.Errorf("read clock mark: %w", err)
+	}
+	m.policy.Lease, m.policy.BackoffBase, m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
+	m.policy.Fairness = queue.Fairness(fair)
+	if err := checkImplemented(m.policy); err != nil {
+		return 0, meta{}, fmt.Errorf("recorded policy: %w", err)
+	}
+	if err := m.policy.CheckTick(now); err != nil {
+		return 0, meta{}, err
+	}
+	if s.realTime != nil {
+		wall := s.realTime.Now()
+		if limit := satAdd(wall, s.skew); now > limit {
+			return 0, meta{}, fmt.Errorf("%w: tick %d is more than %d ahead of the wall clock %d", queue.ErrTimeAhead, now, s.skew, wall)
+		}
+		if now < clock.Tick(mark) && now >= clock.Tick(mark)-s.skew {
+			now = clock.Tick(mark)
+		}
+	}
+	next, cerr := clock.Mark(mark).Admit(now)
+	if cerr != nil {
+		return 0, meta{}, fmt.Errorf("%w: %w", queue.ErrTimeRegression, cerr)
+	}
+	if next != clock.Mark(mark) {
+		if _, err := tx.Exec(ctx, s.q(`UPDATE {s}.meta SET clock_mark = $1 WHERE id = 1`), int64(now)); err != nil {
+			return 0, meta{}, fmt.Errorf("record clock mark: %w", err)
+		}
+	}
+	return now, m, nil
+}
+
+// satAdd is a + b, or math.MaxInt64 when that overflows.
+func satAdd(a, b clock.Tick) clock.Tick {
+	if a > clock.Tick(math.MaxInt64)-b {
+		return clock.Tick(math.MaxInt64)
+	}
+	return a + b
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -1,0 +1,91 @@
+package pgqueuestore
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+)
+
+func open(t testing.TB, opts ...Option) (*Store, string, string) {
+	t.Helper()
+	url, schema := pgtest.Schema(t)
+	s, err := Open(context.Background(), url, append([]Option{WithSchema(schema)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, url, schema
+}
+
+func execSQL(t testing.TB, url, sql string) {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(context.Background(), sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReopenVersionsPolicy: a reopen keeps everything; a newer version, a
+// foreign schema and a different explicit policy are refused.
+func TestReopenVersionsPolicy(t *testing.T) {
+	ctx := context.Background()
+	s, url, schema := open(t)
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "a", Flow: "f", Body: []byte("x")}, 3); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(ctx, url, WithSchema(schema), WithPolicy(queue.DefaultPolicy()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	st, err := s2.Stats(ctx)
+	if err != nil || st.ClockMark != 3 || st.Events.Pending != 1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	p := queue.DefaultPolicy()
+	p.Lease = 7
+	if _, err := Open(ctx, url, WithSchema(schema), WithPolicy(p)); !errors.Is(err, queue.ErrPolicyMismatch) {
+		t.Fatalf("other policy: %v", err)
+	}
+	execSQL(t, url, "INSERT INTO "+schema+".schema_migrations (version) VALUES (99)")
+	if _, err := Open(ctx, url, WithSchema(schema)); !errors.Is(err, queue.ErrSchemaVersion) {
+		t.Fatalf("newer version: %v", err)
+	}
+	_, other := pgtest.Schema(t)
+	execSQL(t, url, "CREATE SCHEMA "+other+"; CREATE TABLE "+other+".x (i int)")
+	if _, err := Open(ctx, url, WithSchema(other)); !errors.Is(err, queue.ErrSchemaVersion) {
+		t.Fatalf("foreign schema: %v", err)
+	}
+}
+
+// TestPolicyRecorded: a store created with a policy uses it (lease 7) and
+// reopens with it without the option.
+func TestPolicyRecorded(t *testing.T) {
+	ctx := context.Background()
+	p := queue.DefaultPolicy()
+	p.Lease, p.MaxAttempts = 7, 5
+	s, url, schema := open(t, WithPolicy(p))
+	s2, err := Open(ctx, url, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got, err := s2.Policy(ctx); err != nil || got != p {
+		t.Fatalf("policy %+v, %v; want %+v", got, err, p)
+	}
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "a", Flow: "f", Body: []byte("x")}, 1); err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := s2.Claim(ctx, 2)
+	if err != nil || !ok || c.LeaseUntil != 9 {
+		t.Fatalf("claim %+v %v %v, want lease until 9", c, ok, err)
+	}
+}

@@ -1,0 +1,34 @@
+// Package pgreceiverstore is fairrelay's idempotent receiver on
+// PostgreSQL: the same rules as receiverstore (docs/contract.md §3), in a
+// schema of its own, through pgx and pgxpool.
+//
+// Receive checks the body first ({"delta": N}, receiver.ErrInvalidBody),
+// then, in one transaction: a receipt with this ID (duplicate or conflict),
+// a receipt for (flow, seq) under another ID (conflict), a gap, a sequence
+// number behind (conflict), a delta above MaxDelta (unsupported_delta),
+// otherwise accepted: receipt, total += delta and next-expected += 1
+// commit together. Conflicts are recorded once each.
+//
+// # Concurrency
+//
+// A write transaction first takes transaction-level advisory locks on its
+// messages' IDs and flows (in ascending key order, so two transactions
+// never wait for each other in a cycle), then reads and writes in READ
+// COMMITTED. Every rule reads only rows keyed by the message's ID or flow,
+// so two transactions that could decide differently in parallel than one
+// after the other always share a lock and run one after the other; others
+// run in parallel. See DECISIONS.md.
+//
+// # Schema
+//
+// Open creates the schema (default "fairrelay_receiver", WithSchema to
+// choose) and applies the migrations it lacks in one transaction under an
+// advisory lock, recording each version in schema_migrations. Text columns
+// are COLLATE "C", so every order is byte order, as in SQLite.
+//
+// # Crash injection
+//
+// WithHook installs a callback run at receiver.HookAcceptBeforeCommit,
+// inside the accept transaction; a process that exits there leaves the
+// server to roll the transaction back.
+package pgreceiverstore

@@ -1,0 +1,226 @@
+package pgreceiverstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/fairrelay/fairrelay/receiver"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SchemaVersion is the newest migration this package knows. Snapshots
+// report it as their schema version, as receiverstore reports its
+// user_version, so the two backends' snapshots are equal.
+const SchemaVersion = 1
+
+// DefaultSchema is the PostgreSQL schema the store lives in unless
+// WithSchema says otherwise.
+const DefaultSchema = "fairrelay_receiver"
+
+// migrations[i] brings a schema from version i to version i+1. "{s}" is
+// replaced by the quoted schema name. Text columns are COLLATE "C": every
+// comparison and order is byte order, as SQLite's BINARY collation.
+var migrations = []string{
+	// 1: the receiverstore tables, one for one.
+	`CREATE TABLE {s}.flows (
+    flow          text COLLATE "C" NOT NULL PRIMARY KEY,
+    next_expected bigint NOT NULL CHECK (next_expected >= 2),
+    total         bigint NOT NULL CHECK (total >= 1)
+);
+CREATE TABLE {s}.receipts (
+    id    text COLLATE "C" NOT NULL PRIMARY KEY,
+    flow  text COLLATE "C" NOT NULL REFERENCES {s}.flows (flow) DEFERRABLE INITIALLY DEFERRED,
+    seq   bigint NOT NULL CHECK (seq >= 1),
+    body  bytea  NOT NULL,
+    delta bigint NOT NULL CHECK (delta BETWEEN 1 AND 1000),
+    UNIQUE (flow, seq)
+);
+CREATE TABLE {s}.conflicts (
+    id            text COLLATE "C" NOT NULL,
+    flow          text COLLATE "C" NOT NULL,
+    seq           bigint NOT NULL CHECK (seq >= 1),
+    body          bytea  NOT NULL,
+    rule          text COLLATE "C" NOT NULL CHECK (rule IN ('id_reused', 'seq_taken', 'seq_behind')),
+    with_id       text COLLATE "C" NOT NULL,
+    with_flow     text COLLATE "C" NOT NULL,
+    with_seq      bigint NOT NULL,
+    next_expected bigint NOT NULL,
+    CHECK ((rule = 'seq_behind') = (with_id = '')),
+    CHECK ((rule = 'seq_behind') = (next_expected >= 2)),
+    UNIQUE (id, flow, seq, body)
+);`,
+}
+
+// An Option changes how Open sets up a Store.
+type Option func(*options)
+
+type options struct {
+	schema   string
+	maxDelta int
+	hook     func(receiver.HookPoint)
+}
+
+// WithSchema sets the PostgreSQL schema the store lives in (created when
+// missing). The default is DefaultSchema.
+func WithSchema(name string) Option { return func(o *options) { o.schema = name } }
+
+// WithMaxDelta sets the receiver's capability: the largest delta it
+// applies. A valid message with a larger delta gets
+// receiver.UnsupportedDelta. n must be in 1..1000; Open returns
+// receiver.ErrInvalidOption otherwise. The default is 1000.
+func WithMaxDelta(n int) Option { return func(o *options) { o.maxDelta = n } }
+
+// WithHook makes the store call fn at receiver.HookAcceptBeforeCommit,
+// inside the accept transaction. fn must not use the store; it may end the
+// process (that is how crashes are injected). ReceiveBatch calls it once
+// per accepted message, before its one commit.
+func WithHook(fn func(receiver.HookPoint)) Option { return func(o *options) { o.hook = fn } }
+
+// Store is the receiver on PostgreSQL. It is safe for concurrent use, and
+// any number of Store values, in any number of processes, may share one
+// schema.
+type Store struct {
+	pool     *pgxpool.Pool
+	own      bool // Close closes the pool
+	schema   string
+	q        func(string) string // puts the quoted schema into a query
+	maxDelta int64
+	hook     func(receiver.HookPoint)
+}
+
+// Open connects to the database at url (a postgres:// URL or DSN that
+// pgxpool.ParseConfig accepts) and opens the store in it. Close closes the
+// pool.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	s, err := OpenPool(ctx, pool, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.own = true
+	return s, nil
+}
+
+// OpenPool opens the store through a pool the caller owns (Close leaves it
+// open). It creates the schema when missing and applies the migrations it
+// lacks in one transaction under an advisory lock, so several processes
+// may open a new schema at once. An existing store is never cleared. A
+// schema with a newer version, or with tables but no version, is
+// receiver.ErrSchemaVersion.
+func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	o := options{schema: DefaultSchema, maxDelta: receiver.DefaultMaxDelta}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxDelta < 1 || o.maxDelta > receiver.DefaultMaxDelta {
+		return nil, fmt.Errorf("open: %w: WithMaxDelta(%d) is outside 1..%d", receiver.ErrInvalidOption, o.maxDelta, receiver.DefaultMaxDelta)
+	}
+	if o.schema == "" {
+		return nil, fmt.Errorf("open: %w: empty schema name", receiver.ErrInvalidOption)
+	}
+	quoted := pgx.Identifier{o.schema}.Sanitize()
+	s := &Store{pool: pool, schema: o.schema, maxDelta: int64(o.maxDelta), hook: o.hook,
+		q: func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
+	if err := s.migrate(ctx); err != nil {
+		return nil, fmt.Errorf("open schema %s: %w", o.schema, err)
+	}
+	return s, nil
+}
+
+// Close closes the pool when Open made it.
+func (s *Store) Close() error {
+	if s.own {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// migrate applies the migrations the schema lacks, in one transaction.
+func (s *Store) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey("migrate", s.schema, "")); err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q(`CREATE SCHEMA IF NOT EXISTS {s}`)); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		var hasVersions bool
+		var tables int
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL,
+    (SELECT count(*) FROM pg_tables WHERE schemaname = $2)`,
+			pgx.Identifier{s.schema, "schema_migrations"}.Sanitize(), s.schema).Scan(&hasVersions, &tables); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		v := 0
+		if hasVersions {
+			if err := tx.QueryRow(ctx, s.q(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&v); err != nil {
+				return fmt.Errorf("read schema version: %w", err)
+			}
+		} else if tables != 0 {
+			return fmt.Errorf("%w: schema has tables but no schema_migrations: not a receiver store", receiver.ErrSchemaVersion)
+		} else if _, err := tx.Exec(ctx, s.q(`CREATE TABLE {s}.schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`)); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("%w: schema has version %d, this build knows up to %d", receiver.ErrSchemaVersion, v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.Exec(ctx, s.q(migrations[i])); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.schema_migrations (version) VALUES ($1)`), i+1); err != nil {
+				return fmt.Errorf("record migration %d: %w", i+1, err)
+			}
+		}
+		return nil
+	})
+}
+
+// lockKey is the advisory lock key of one name in one schema: 64 bits of
+// FNV-1a over (kind, schema, name). A collision only makes two unrelated
+// transactions take turns.
+func lockKey(kind, schema, name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("fairrelay_receiver\x00" + kind + "\x00" + schema + "\x00" + name))
+	return int64(h.Sum64())
+}
+
+// withWriteTx runs fn in one READ COMMITTED transaction after taking the
+// advisory locks of the given message IDs and flows, in ascending key
+// order; it commits when fn returns nil and rolls back otherwise.
+func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) error) error {
+	keys := make([]int64, 0, 2*len(ms))
+	for _, m := range ms {
+		keys = append(keys, lockKey("id", s.schema, m.ID), lockKey("flow", s.schema, m.Flow))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, keys); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		return fn(tx)
+	})
+}
+
+// withReadTx runs fn in one read-only REPEATABLE READ transaction: every
+// read inside sees the same state.
+func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+var errNoRows = pgx.ErrNoRows
+
+func isNoRows(err error) bool { return errors.Is(err, errNoRows) }

@@ -1,0 +1,131 @@
+// Package pgtest finds the PostgreSQL server that tests run against and
+// gives each test a schema of its own (docs/postgres.md "Tests").
+//
+// The server is FAIRRELAY_POSTGRES (a URL) when it is set, else the
+// project's local default, postgres://postgres@127.0.0.1:5432/test. With
+// no server reachable a test is skipped with one line saying how to run it;
+// with FAIRRELAY_REQUIRE_POSTGRES=1 (set by .ci/run) it fails instead, so
+// CI cannot pass without running the PostgreSQL tests.
+//
+// It is a test helper: only _test.go files import it.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultURL is the server the tests try when FAIRRELAY_POSTGRES is unset.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// EnvURL names the variable that says where the server is; EnvRequire the
+// one that turns "no server" into a failure.
+const (
+	EnvURL     = "FAIRRELAY_POSTGRES"
+	EnvRequire = "FAIRRELAY_REQUIRE_POSTGRES"
+)
+
+// URL returns the server's URL: FAIRRELAY_POSTGRES or DefaultURL.
+func URL() string {
+	if u := os.Getenv(EnvURL); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+	pool      *pgxpool.Pool
+	skipOnce  sync.Once
+)
+
+// PoolSize is the most connections the shared pool opens: a test binary
+// of this project never holds more, however many stores its tests open,
+// so parallel test packages stay below the server's max_connections.
+const PoolSize = 8
+
+// probe connects once per test binary.
+func probe() error {
+	probeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cfg, err := pgxpool.ParseConfig(URL())
+		if err != nil {
+			probeErr = err
+			return
+		}
+		cfg.MaxConns = PoolSize
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			probeErr = err
+			return
+		}
+		if err := p.Ping(ctx); err != nil {
+			p.Close()
+			probeErr = err
+			return
+		}
+		pool = p
+	})
+	return probeErr
+}
+
+// Require skips t (or fails it, with FAIRRELAY_REQUIRE_POSTGRES=1) when
+// the server cannot be reached, and returns its URL otherwise. The first
+// skip in a test binary also prints its one-line reason on stderr.
+func Require(t testing.TB) string {
+	t.Helper()
+	if err := probe(); err != nil {
+		msg := fmt.Sprintf("PostgreSQL tests skipped: no server at %s (%v); start one or set %s=postgres://…, and %s=1 to make this a failure",
+			URL(), err, EnvURL, EnvRequire)
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatal(msg)
+		}
+		// One line per test binary, on stderr, which go test shows
+		// without -v; each test's own skip says it again under -v.
+		skipOnce.Do(func() { fmt.Fprintln(os.Stderr, msg) })
+		t.Skip(msg)
+	}
+	return URL()
+}
+
+// Pool returns the test binary's shared pool (at most PoolSize
+// connections), skipping or failing t as Require does. Stores opened with
+// OpenPool on it never exhaust the server's connections.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	Require(t)
+	return pool
+}
+
+// Schema returns the server's URL and a new schema name of the form
+// test_<16 hex digits>, unique to this call, which is dropped (with
+// everything in it) when t ends. The schema is not created: the stores
+// create their own schema on Open.
+func Schema(t testing.TB) (url, schema string) {
+	t.Helper()
+	url = Require(t)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema = "test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return url, schema
+}

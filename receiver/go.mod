@@ -1,0 +1,3 @@
+module github.com/fairrelay/fairrelay/receiver
+
+go 1.26.0
