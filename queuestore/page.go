@@ -274,7 +274,7 @@ type AuditQuery struct {
 // the next (older) page; 0 when there is none.
 type AuditPage struct {
 	Entries []AuditRecord `json:"entries"`
-	Next    int64        `json:"next"`
+	Next    int64         `json:"next"`
 }
 
 const (

@@ -31,9 +31,9 @@ func TestPlan_PagedReadsUseIndexes(t *testing.T) {
 		sorts bool
 	}
 	queries := map[string]query{
-		"audit":             {qAuditPage, []any{10, 51}, "INTEGER PRIMARY KEY", false},
-		"audit of event":    {qAuditPageEvent, []any{10, 51, "e1"}, "audit_event", false},
-		"reasons":           {qQuarantinedReasons, nil, "events_quarantined", true},
+		"audit":          {qAuditPage, []any{10, 51}, "INTEGER PRIMARY KEY", false},
+		"audit of event": {qAuditPageEvent, []any{10, 51, "e1"}, "audit_event", false},
+		"reasons":        {qQuarantinedReasons, nil, "events_quarantined", true},
 	}
 	index := map[FlowSort]string{
 		SortByFlow:    "sqlite_autoindex_flows_1",

@@ -35,7 +35,7 @@ var flows = []struct {
 	{"acme/refunds", 4, 900, false}, // over MaxDelta: unsupported_delta
 	{"globex/chat-17", 24, 1, false},
 	{"globex/chat-18", 12, 1, false},
-	{"globex/chat-19", 6, 1, true}, // receiver down: unavailable
+	{"globex/chat-19", 6, 1, true},     // receiver down: unavailable
 	{"initech/billing", 7, 750, false}, // over MaxDelta too
 	{"initech/reports", 15, 7, false},
 	{"umbrella/sensors", 30, 2, false},
