@@ -23,6 +23,7 @@ import (
 // no page reads every flow, and the only writes are the audited redrives.
 type Queue interface {
 	Stats(ctx context.Context) (queuestore.Stats, error)
+	ClockMark(ctx context.Context) (clock.Tick, error)
 	Policy(ctx context.Context) (queuestore.Policy, error)
 	FlowsPage(ctx context.Context, q queuestore.FlowQuery) (queuestore.FlowPage, error)
 	FlowEvents(ctx context.Context, flow string) ([]queuestore.EventState, error)

@@ -607,6 +607,14 @@ func (failingQueue) Stats(context.Context) (queuestore.Stats, error) {
 	return queuestore.Stats{}, errors.New(secret)
 }
 
+func (failingQueue) FlowsPage(context.Context, queuestore.FlowQuery) (queuestore.FlowPage, error) {
+	return queuestore.FlowPage{}, errors.New(secret)
+}
+
+func (failingQueue) FlowEvents(context.Context, string) ([]queuestore.EventState, error) {
+	return nil, errors.New(secret)
+}
+
 func TestInternalErrors_StayInTheLog(t *testing.T) {
 	t.Parallel()
 	q, r := openStores(t)
@@ -614,11 +622,14 @@ func TestInternalErrors_StayInTheLog(t *testing.T) {
 	c := f.client(t)
 	for _, p := range []string{"/", "/flows", "/flow?name=x"} {
 		code, body := f.get(t, c, p)
-		if code != http.StatusInternalServerError && code != http.StatusNotFound {
+		if code != http.StatusInternalServerError {
 			t.Errorf("GET %s = %d, want 500", p, code)
 		}
 		if strings.Contains(body, "secret") || strings.Contains(body, "disk I/O") {
 			t.Errorf("GET %s shows the internal error:\n%s", p, body)
+		}
+		if !strings.Contains(body, "reference") {
+			t.Errorf("GET %s does not give the log reference:\n%s", p, body)
 		}
 	}
 	if !strings.Contains(f.log.String(), secret) {

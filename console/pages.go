@@ -166,7 +166,6 @@ type flowsData struct {
 	Rows         []flowRow
 	Page         queuestore.FlowPage
 	Mark         clock.Tick
-	Total        int64
 	First        bool // the page is the first one
 }
 
@@ -199,11 +198,6 @@ func (c *console) flows(w http.ResponseWriter, r *http.Request) {
 		c.badInput(w, r, fmt.Sprintf("The search is a prefix of flow names: up to %d bytes of printable text.", queuestore.MaxNameLen))
 		return
 	}
-	st, err := c.q.Stats(ctx)
-	if err != nil {
-		c.internal(w, r, err)
-		return
-	}
 	p, err := c.q.FlowsPage(ctx, q)
 	if errors.Is(err, queuestore.ErrInvalid) {
 		c.badInput(w, r, "This page address is not one the console made (a bad page cursor). Start again from the first page.")
@@ -213,10 +207,10 @@ func (c *console) flows(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	d := &flowsData{Prefix: q.Prefix, Sort: string(q.Sort), Sorts: sorts, Page: p, Mark: st.ClockMark, Total: st.Flows,
+	d := &flowsData{Prefix: q.Prefix, Sort: string(q.Sort), Sorts: sorts, Page: p, Mark: p.Mark,
 		First: q.After == "" && q.Before == "" && !q.Last}
 	for _, f := range p.Flows {
-		d.Rows = append(d.Rows, flowRow{f, blockedWhy(f, st.ClockMark)})
+		d.Rows = append(d.Rows, flowRow{f, blockedWhy(f, p.Mark)})
 	}
 	c.render(w, r, http.StatusOK, "flows", d)
 }
@@ -320,12 +314,12 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	st, err := c.q.Stats(ctx)
+	mark, err := c.q.ClockMark(ctx)
 	if err != nil {
 		c.internal(w, r, err)
 		return
 	}
-	d := &flowData{Flow: name, Mark: st.ClockMark}
+	d := &flowData{Flow: name, Mark: mark}
 	for i := range evs {
 		e := &evs[i]
 		if e.State == "acked" {
@@ -345,7 +339,7 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 			case "inflight":
 				ready = &e.LeaseUntil
 			}
-			d.Blocked = blockedWhy(queuestore.FlowState{HeadState: e.State, ReadyAt: ready}, st.ClockMark)
+			d.Blocked = blockedWhy(queuestore.FlowState{HeadState: e.State, ReadyAt: ready}, mark)
 		}
 	}
 	// List the events around the head first when there are many.
@@ -402,12 +396,12 @@ func (c *console) event(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	st, err := c.q.Stats(ctx)
+	mark, err := c.q.ClockMark(ctx)
 	if err != nil {
 		c.internal(w, r, err)
 		return
 	}
-	d := &eventData{Event: e, Audit: a, Mark: st.ClockMark}
+	d := &eventData{Event: e, Audit: a, Mark: mark}
 	if g := r.URL.Query().Get("redriven"); g != "" {
 		if n, err := strconv.ParseInt(g, 10, 64); err == nil && n >= 0 {
 			d.Redriven = fmt.Sprintf("generation %d → %d", n, e.Generation)

@@ -17,11 +17,7 @@ func (c *console) now(ctx context.Context) (clock.Tick, error) {
 	if c.o.Now != nil {
 		return c.o.Now(ctx)
 	}
-	st, err := c.q.Stats(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return st.ClockMark, nil
+	return c.q.ClockMark(ctx)
 }
 
 // refusal turns a store's refusal of a redrive into a status and plain

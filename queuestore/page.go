@@ -65,6 +65,9 @@ type FlowQuery struct {
 type FlowPage struct {
 	Flows      []FlowState `json:"flows"`
 	Prev, Next string
+	// Mark is the clock mark as of the page's read (the same transaction),
+	// the tick against which a head's ReadyAt tells whether it blocks.
+	Mark clock.Tick `json:"mark"`
 }
 
 // sortKeys are the key expressions of the orders other than by name, each
@@ -200,6 +203,11 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 	var page FlowPage
 	var keys []int64
 	err = s.withReadTx(ctx, func(tx *txn) error {
+		var mark int64
+		if err := tx.QueryRowContext(ctx, qClockMark).Scan(&mark); err != nil {
+			return err
+		}
+		page.Mark = clock.Tick(mark)
 		rows, err := tx.QueryContext(ctx, stmt, cur.key, cur.flow, q.Prefix, prefixEnd(q.Prefix), n+1)
 		if err != nil {
 			return err
@@ -256,6 +264,19 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 		}
 	}
 	return page, nil
+}
+
+const qClockMark = `SELECT clock_mark FROM meta WHERE id = 1`
+
+// ClockMark returns the store's clock mark, the highest tick it has
+// recorded, and nothing else: one row read (Stats, which also counts every
+// event by state, reads the whole events table).
+func (s *Store) ClockMark(ctx context.Context) (clock.Tick, error) {
+	var mark int64
+	if err := s.db.QueryRowContext(ctx, qClockMark).Scan(&mark); err != nil {
+		return 0, fmt.Errorf("clock mark: %w", err)
+	}
+	return clock.Tick(mark), nil
 }
 
 // AuditQuery asks AuditPage for one page of audit rows (of every kind),

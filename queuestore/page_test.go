@@ -194,6 +194,28 @@ func TestFlowsPage_RowsMatchFlows(t *testing.T) {
 	}
 }
 
+func TestFlowsPage_CarriesTheMark(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	seedPaging(t, s, 5)
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.FlowsPage(ctx, FlowQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.ClockMark(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mark != st.ClockMark || m != st.ClockMark || m != 30 {
+		t.Errorf("FlowsPage().Mark = %d, ClockMark() = %d, Stats().ClockMark = %d; want all 30", p.Mark, m, st.ClockMark)
+	}
+}
+
 func TestFlowsPage_RefusesBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

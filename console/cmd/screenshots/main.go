@@ -115,7 +115,7 @@ func run(out string) (err error) {
 	if err := chromedp.Do(bctx,
 		chromedp.SendKeys(chromedp.CSS(`#redrive input[name=reason]`), "receiver back up after the network fix (OPS-1190)"),
 		chromedp.SendKeys(chromedp.CSS(`#redrive input[name=token]`), token),
-		chromedp.Submit(chromedp.CSS(`#redrive`)),
+		chromedp.Click(chromedp.CSS(`#redrive button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result`)),
 	); err != nil {
 		return fmt.Errorf("redrive through the form: %w", err)
