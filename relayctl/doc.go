@@ -11,7 +11,8 @@
 //	relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]
 //
 // The commands are status, flows, events, quarantined, redrive, audit, enqueue,
-// receiver totals, receiver conflicts and snapshot; `relayctl help` lists them
+// receiver totals, receiver conflicts, snapshot and web (the operator console
+// in a browser, see docs/console.md); `relayctl help` lists them
 // and README.md describes each one. Every write takes --now TICK and otherwise
 // acts at the queue's current clock mark. Exit status: 0 on success, 1 when the
 // store refused the operation or could not be read, 2 on a usage error.

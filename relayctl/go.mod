@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
+	github.com/fairrelay/fairrelay/console v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/mattn/go-isatty v0.0.24
@@ -36,3 +37,5 @@ replace github.com/fairrelay/fairrelay/receiverstore => ../receiverstore
 replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
+
+replace github.com/fairrelay/fairrelay/console => ../console

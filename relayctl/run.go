@@ -56,6 +56,7 @@ var commands = []command{
 	{"enqueue", "add one event (--id --flow --body) or a JSONL file of them (--file)", cmdEnqueue},
 	{"receiver", "receiver totals | receiver conflicts", cmdReceiver},
 	{"snapshot", "both stores' full snapshots as JSON", cmdSnapshot},
+	{"web", "the operator console in a browser (--listen ADDR, --token or $FAIRRELAY_TOKEN)", cmdWeb},
 }
 
 // run is relayctl's whole life: it parses args, runs one command and returns
