@@ -187,7 +187,7 @@ func TestPages_ShowTheSeededStores(t *testing.T) {
 		{"/event?id=" + url.QueryEscape(refunds[0].ID), []string{"retry after the deploy of 14:05 (ticket OPS-1182)"}},
 		{"/quarantined", []string{stuck.EventID, `action="/redrive-all"`, itoa(int64(len(qs))) + " matching"}},
 		{"/quarantined?reason=unavailable", []string{"globex/chat-19", "umbrella/alerts"}},
-		{"/audit", []string{"redrive", "OPS-1182"}},
+		{"/audit", []string{"redrive", "OPS-1182", "policy: lease 5 → 8", "OPS-1185"}},
 		{"/receiver", []string{"acme-orders-001", "conflict", "acme/orders"}},
 		{"/static/style.css", []string{"--accent"}},
 		{"/static/console.js", []string{"sessionStorage"}},

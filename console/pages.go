@@ -2,12 +2,14 @@ package console
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -34,6 +36,7 @@ var funcs = template.FuncMap{
 		return strconv.FormatInt(int64(*t), 10)
 	},
 	"q": url.QueryEscape,
+	"detail": describeDetail,
 	"pct": func(n, total int64) string {
 		if total == 0 {
 			return "0"
@@ -550,4 +553,32 @@ func (c *console) receiver(w http.ResponseWriter, r *http.Request) {
 	d.Flows, d.MoreFlows = fs[:min(len(fs), receiverRows)], max(0, len(fs)-receiverRows)
 	d.Conflicts, d.MoreConfls = cs[:min(len(cs), receiverRows)], max(0, len(cs)-receiverRows)
 	c.render(w, r, http.StatusOK, "receiver", d)
+}
+
+// describeDetail says in words what a policy audit row changed ("lease 5 →
+// 8"); other details are shown as they are.
+func describeDetail(a queuestore.AuditRecord) string {
+	if a.Kind != queuestore.AuditPolicy {
+		return a.Detail
+	}
+	var ch struct{ Old, New queuestore.Policy }
+	if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil {
+		return a.Detail
+	}
+	var parts []string
+	diff := func(name string, o, n any) {
+		if o != n {
+			parts = append(parts, fmt.Sprintf("%s %v → %v", name, o, n))
+		}
+	}
+	diff("lease", ch.Old.Lease, ch.New.Lease)
+	diff("max attempts", ch.Old.MaxAttempts, ch.New.MaxAttempts)
+	diff("backoff base", ch.Old.BackoffBase, ch.New.BackoffBase)
+	diff("backoff cap", ch.Old.BackoffCap, ch.New.BackoffCap)
+	diff("jitter", ch.Old.Jitter, ch.New.Jitter)
+	diff("fairness", ch.Old.Fairness, ch.New.Fairness)
+	if len(parts) == 0 {
+		return "policy unchanged"
+	}
+	return "policy: " + strings.Join(parts, ", ")
 }

@@ -123,6 +123,25 @@ func run(out string) (err error) {
 	if err := save(bctx, out, "redriven"); err != nil {
 		return err
 	}
+	// Redrive every event quarantined for unsupported_delta at once.
+	if err := shot("quarantined-filtered", "/quarantined?reason=unsupported_delta"); err != nil {
+		return err
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			// Answer the page's confirmation as the operator would.
+			_, err := chromedp.Evaluate[bool](`window.confirm = () => true; true`)(ctx, t)
+			return err
+		}),
+		chromedp.SendKeys(chromedp.CSS(`#redrive-all input[name=reason]`), "receiver MaxDelta raised to 1000 (OPS-1191)"),
+		chromedp.Click(chromedp.CSS(`#redrive-all button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#audit-written`)),
+	); err != nil {
+		return fmt.Errorf("redrive all through the form: %w", err)
+	}
+	if err := save(bctx, out, "redriven-all"); err != nil {
+		return err
+	}
 	if err := shot("audit", "/audit"); err != nil {
 		return err
 	}

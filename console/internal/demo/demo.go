@@ -47,8 +47,9 @@ var flows = []struct {
 // Seed fills q and r, which must be new (r opened with MaxDelta): a few hundred events over twelve
 // flows of five tenants, delivered round by round until every flow is either
 // done, stuck in quarantine, or waiting; one quarantined event is redriven
-// (an audit row) and fails again, and the receiver records a conflict. It
-// returns the clock mark it reached.
+// (an audit row) and fails again, the receiver records a conflict, and the
+// lease is changed (a policy audit row). It returns the clock mark it
+// reached.
 func Seed(ctx context.Context, q *queuestore.Store, r *receiverstore.Store) (clock.Tick, error) {
 	var es []queuestore.Event
 	for _, f := range flows {
@@ -133,6 +134,16 @@ func Seed(ctx context.Context, q *queuestore.Store, r *receiverstore.Store) (clo
 	}
 	if _, err := q.EnqueueBatch(ctx, late, now); err != nil {
 		return 0, fmt.Errorf("seed: enqueue late: %w", err)
+	}
+	// The operator lengthens the lease for the slow receiver (a policy row
+	// in the audit).
+	p, err := q.Policy(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("seed: policy: %w", err)
+	}
+	p.Lease = 8
+	if err := q.SetPolicy(ctx, p, "longer lease for the slow billing receiver (OPS-1185)", now); err != nil {
+		return 0, fmt.Errorf("seed: set policy: %w", err)
 	}
 	// One more claim leaves an event in flight with a live lease.
 	if _, err := q.ClaimBatch(ctx, now, 1); err != nil {
