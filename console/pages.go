@@ -35,7 +35,7 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatInt(int64(*t), 10)
 	},
-	"q": url.QueryEscape,
+	"q":      url.QueryEscape,
 	"detail": describeDetail,
 	"pct": func(n, total int64) string {
 		if total == 0 {
