@@ -13,5 +13,15 @@
 // or maximum-wait guarantee: a new flow every step starts at served 0 and keeps
 // an older flow waiting forever. The tests keep that counterexample.
 //
+// [Rotation] models the opt-in rotation policy exactly, in the integer
+// arithmetic a store implements: stride scheduling (each flow pays
+// [Stride] = Scale/weight of virtual time per claim, weights 1..1000), a flow
+// that arrives joins at the tail (pass = vtail, the next join number) and ties
+// go to the earlier arrival. Once a flow's head is dispatchable, no flow that
+// arrives later is served before it, and each flow already present is served
+// at most ceil(w_j/w_lo)+1 times meanwhile; always-ready flows share claims in
+// proportion to their weights. [SimulateRotation] is [Simulate] for it.
+// docs/fairness.md states the rules, the bound and its proof.
+//
 // The package is pure: no I/O, no clock, nothing of fairrelay's imported.
 package fairness

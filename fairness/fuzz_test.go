@@ -1,6 +1,10 @@
 package fairness
 
-import "testing"
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
 
 // FuzzMinServed checks, for any candidate list, that MinServed's pick has the
 // minimum Served and, among those, the smallest Flow.
@@ -48,4 +52,47 @@ func decode(served []byte, names string) []Candidate {
 		c[i] = Candidate{Flow: flows[i%len(flows)], Served: int64(s) - 128}
 	}
 	return c
+}
+
+// FuzzRotation runs any sequence of operations on up to eight flows through
+// the oracle: every pick is the smallest (P, J), no later arrival gets ahead
+// of a waiting flow, every wait stays within its bound, the invariants hold,
+// and a call that fails with ErrFlowState or ErrWeight changes nothing.
+func FuzzRotation(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 5, 0, 0, 1, 0, 2, 5, 0, 5, 0, 5, 0, 2, 0, 3, 0, 5, 0})
+	f.Add([]byte{4, 0, 0, 0, 4, 1, 0, 1, 5, 0, 5, 0, 1, 1, 5, 0, 2, 1, 5, 0})
+	f.Add([]byte{3, 0, 2, 0, 0, 0, 0, 0, 4, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		o := newOracle()
+		for i := 0; i+1 < len(ops); i += 2 {
+			flow := string(rune('a' + ops[i+1]%8))
+			before := []any{o.r.Flows(), o.r.Clock()}
+			var err error
+			switch ops[i] % 6 {
+			case 0:
+				err = o.arrive(flow)
+			case 1:
+				err = o.block(flow)
+			case 2:
+				err = o.ready(flow)
+			case 3:
+				err = o.leave(flow)
+			case 4:
+				// Weights 0..1023 from the flow byte: the ones above 1000 and 0 are rejected.
+				err = o.setWeight(flow, int(ops[i+1])<<2|int(ops[i]>>6))
+			default:
+				_, _, err = o.pick()
+			}
+			if errors.Is(err, ErrFlowState) || errors.Is(err, ErrWeight) {
+				if after := []any{o.r.Flows(), o.r.Clock()}; !reflect.DeepEqual(before, after) {
+					t.Fatalf("operation %d failed (%v) but changed the state: %v → %v", i/2, err, before, after)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("operation %d: %v", i/2, err)
+			}
+		}
+	})
 }

@@ -120,3 +120,96 @@ func BenchmarkClaimSettleMemory(b *testing.B) {
 		})
 	}
 }
+
+// quarantinedTemplate returns the bytes of a store file with n flows whose
+// single event is quarantined (reason "unavailable"), made once per n.
+func quarantinedTemplate(b *testing.B, n int) []byte {
+	key := fmt.Sprintf("quarantined/%d", n)
+	if v, ok := benchTemplates.Load(key); ok {
+		return v.([]byte)
+	}
+	dir, err := os.MkdirTemp("", "queuestore-bench-template-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "template.db")
+	s, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var es []Event
+	for f := 0; f < n; f++ {
+		es = append(es, Event{ID: fmt.Sprintf("q%06d", f), Flow: fmt.Sprintf("f%06d", f), Body: []byte(`{"delta": 1}`)})
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		b.Fatal(err)
+	}
+	now := Lease // unused leases never matter: every claim is settled at once
+	for k := 1; k <= MaxAttempts; k++ {
+		cs, err := s.ClaimBatch(ctx, now, n)
+		if err != nil || len(cs) != n {
+			b.Fatalf("ClaimBatch() = %d, %v", len(cs), err)
+		}
+		items := make([]SettleItem, n)
+		for i, c := range cs {
+			items[i] = SettleItem{EventID: c.EventID, Generation: c.Generation, Result: Result{Reason: "unavailable"}}
+		}
+		if _, err := s.SettleBatch(ctx, items, now); err != nil {
+			b.Fatal(err)
+		}
+		now += Backoff(k)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchTemplates.Store(key, data)
+	return data
+}
+
+// BenchmarkRedrive1000 redrives 1,000 quarantined events per op: one
+// Redrive call per event ("each"), or one RedriveAll ("all": two
+// transactions of RedriveChunk). The store is copied from a template
+// before the timer starts; real file, synchronous=FULL.
+func BenchmarkRedrive1000(b *testing.B) {
+	const n = 1000
+	for _, mode := range []string{"each", "all"} {
+		b.Run(mode, func(b *testing.B) {
+			data := quarantinedTemplate(b, n)
+			ctx := context.Background()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				path := filepath.Join(b.TempDir(), "q.db")
+				if err := os.WriteFile(path, data, 0o600); err != nil {
+					b.Fatal(err)
+				}
+				s, err := Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				qs, err := s.Quarantined(ctx)
+				if err != nil || len(qs) != n {
+					b.Fatalf("Quarantined() = %d, %v", len(qs), err)
+				}
+				b.StartTimer()
+				if mode == "each" {
+					for _, q := range qs {
+						if err := s.Redrive(ctx, q.EventID, q.Generation, "bench", 100); err != nil {
+							b.Fatal(err)
+						}
+					}
+				} else if got, err := s.RedriveAll(ctx, RedriveFilter{}, "bench", 100); err != nil || len(got) != n {
+					b.Fatalf("RedriveAll() = %d, %v", len(got), err)
+				}
+				b.StopTimer()
+				s.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

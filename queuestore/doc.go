@@ -1,6 +1,8 @@
 // Package queuestore is fairrelay's durable fair queue: one SQLite file
 // (WAL, synchronous=FULL, BEGIN IMMEDIATE writes) holding flows of events,
-// handed out one head per flow in fairness.MinServed order (SPEC §2).
+// handed out one head per flow in fairness.MinServed order
+// (docs/contract.md §2), with the options of docs/contract.md §7.1–§7.3: a
+// recorded policy, lease extension and real time.
 //
 // # Events and flows
 //
@@ -22,37 +24,82 @@
 //
 //	inflight ──Claim after lease_until (take-over, attempts < MaxAttempts)──► inflight
 //
-// The retry waits Backoff(attempts) ticks (available_at = now + Backoff). A
+// The retry waits the policy's Delay (available_at = now + Delay: the
+// backoff, or its deterministic jitter). A
 // redrive, on an operator's word, starts a new round: generation + 1,
 // attempts 0, available at once, one audit row.
 //
 // A claim adds one to the event's generation, attempts and lifetime
 // attempts, to the flow's served count and to the global ticket, and leases
-// the event until now + Lease. A settle must quote the generation of the
+// the event until now + Lease (Extend renews the lease while a handler
+// runs). A settle must quote the generation of the
 // claim: an older generation, or an event no longer in flight, is Stale; a
 // settle at or after lease_until is Expired. Neither changes anything but
 // the clock mark. A redrive starts a new round of MaxAttempts attempts.
 //
+// # Policy
+//
+// Lease, MaxAttempts, the backoff's base and cap, jitter and the claim's
+// flow order are the queue's Policy, recorded in the file when it is
+// created (WithPolicy, else DefaultPolicy: the constants Lease,
+// MaxAttempts, BackoffBase, BackoffCap, no jitter, FairMinServed). Every
+// process that opens the file uses the recorded policy; opening it with
+// another one is ErrPolicyMismatch; SetPolicy changes it with an audit row.
+// A version-1 file is migrated on Open and gets the default policy.
+//
 // # Time
 //
 // Time is a clock.Tick handed in by the caller. Every write (Enqueue,
-// EnqueueBatch, Claim, ClaimBatch, Settle, SettleBatch, Redrive) refuses a
-// tick below the highest one recorded (ErrTimeRegression, checked right
-// after input validation) and records its tick when it returns without
-// error. A new store's mark is 0, so negative ticks are always refused.
+// EnqueueBatch, Claim, ClaimBatch, Settle, SettleBatch, Extend, ExtendBatch,
+// Redrive, RedriveAll, SetPolicy) checks, right after input validation: a
+// tick that is negative or that a lease or backoff would overflow
+// (Policy.MaxTick) is ErrTickOverflow; a tick below the highest one recorded
+// is ErrTimeRegression. It records its tick when it returns without error.
 //
-// # Limits
+// Ticks in production: use real time. Open the store with
+// WithRealTime(clock.Wall{}, skew) and hand every write clock.Wall{}.Now()
+// (Unix milliseconds, read just before the call), with a Policy in
+// milliseconds too (for example Lease 30000). The skew (for example 1000)
+// absorbs writers that read the clock before they got the write turn: a
+// tick up to skew below the mark is performed at the mark. A tick more than
+// skew ahead of the wall clock is ErrTimeAhead, so one caller handing in
+// seconds-as-milliseconds, or nanoseconds, is refused instead of moving the
+// mark out of everyone's reach. Logical ticks (tests, experiments) need no
+// option.
+//
+// After Expired: the claim's lease ran out. Stop working on the event and
+// do not settle it again; it will be (or was) claimed again with a higher
+// generation, and its next settle, by whoever holds that claim, counts.
+// The receiver's idempotency makes a repeated delivery harmless. To avoid
+// Expired, extend the lease (Extend, ExtendBatch) while the handler runs,
+// well before LeaseUntil, and choose a Lease longer than a typical handler.
+//
+// NextDue tells the earliest tick at which a head becomes dispatchable, so
+// that a relay sleeps until then instead of polling.
+//
+// // # Limits
 //
 // IDs and flows are 1..MaxNameLen bytes of printable UTF-8; bodies are
 // 1..MaxBodyLen bytes; reasons are 1..MaxReasonLen bytes of printable UTF-8.
-// Anything else is ErrInvalid, and changes nothing.
+// Names and reasons hold a non-space character and neither begin nor end
+// with whitespace ("tenant-a " is not a second flow). Anything else is
+// ErrInvalid, and changes nothing; a blank reason is also ErrEmptyReason.
+//
+// # Operators
+//
+// Redrive puts one quarantined event back; RedriveAll puts back every
+// quarantined event that a RedriveFilter selects (all, one flow, one
+// failure reason) with one reason, one audit row per event, in chunks of
+// RedriveChunk per transaction; QuarantinedMatching is its dry run. Audit
+// lists the redrive rows; AuditAll every row, policy changes included.
 //
 // # Cost
 //
 // A claim does not scan events or flows: the flows table keeps each flow's
 // head and the tick from which it is dispatchable, and two partial indexes
 // give the flows whose tick has come and, among the ready ones, the next in
-// MinServed order. See plan_test.go and BenchmarkClaimSettle.
+// MinServed order. NextDue and RedriveAll are index-driven too. See
+// plan_test.go and BenchmarkClaimSettle.
 //
 // # Crash injection
 //

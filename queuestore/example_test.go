@@ -2,6 +2,7 @@ package queuestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -69,4 +70,57 @@ func Example() {
 	// claim ticket 2: order-1 ({"delta": 5}) generation 1, lease until 7
 	// settled: retry_scheduled
 	// order-1 is pending again at tick 4 (reason unavailable)
+}
+
+// ExampleWithRealTime opens a queue whose ticks are wall-clock
+// milliseconds, with a policy in milliseconds, and shows the real-time
+// rules: a write slightly below the mark happens at the mark, a tick far
+// ahead of the wall clock (seconds mistaken for milliseconds ×1000) is
+// refused. A Manual source stands in for clock.Wall{} so the output is
+// fixed.
+func ExampleWithRealTime() {
+	dir, err := os.MkdirTemp("", "queuestore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	wall := clock.NewManual(1_767_323_045_000) // in production: clock.Wall{}
+	policy := queuestore.Policy{Lease: 30_000, MaxAttempts: 5, BackoffBase: 1_000, BackoffCap: 60_000, Jitter: true}
+	s, err := queuestore.Open(filepath.Join(dir, "queue.db"),
+		queuestore.WithPolicy(policy), queuestore.WithRealTime(wall, 1_000))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	now := wall.Now()
+	if _, err := s.Enqueue(ctx, queuestore.Event{ID: "order-1", Flow: "tenant-a", Body: []byte(`{"delta": 5}`)}, now); err != nil {
+		log.Fatal(err)
+	}
+	// A worker that read the clock 200 ms earlier, before it got the write
+	// turn: its claim happens at the mark.
+	c, _, err := s.Claim(ctx, now-200)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("lease ends", c.LeaseUntil-now, "ms after the mark")
+
+	// The handler runs long: extend the lease before it ends.
+	wall.Advance(20_000)
+	o, err := s.Extend(ctx, c.EventID, c.Generation, wall.Now())
+	fmt.Println(o, err)
+
+	// A caller handing in microseconds by mistake is refused; nothing moves.
+	_, err = s.Enqueue(ctx, queuestore.Event{ID: "order-2", Flow: "tenant-a", Body: []byte("x")}, wall.Now()*1000)
+	fmt.Println(errors.Is(err, queuestore.ErrTimeAhead))
+
+	due, ok, err := s.NextDue(ctx)
+	fmt.Println("next due in", due-wall.Now(), "ms", ok, err)
+	// Output:
+	// lease ends 30000 ms after the mark
+	// extended <nil>
+	// true
+	// next due in 30000 ms true <nil>
 }

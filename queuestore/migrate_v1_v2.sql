@@ -14,6 +14,8 @@ ALTER TABLE meta ADD COLUMN jitter INTEGER NOT NULL DEFAULT 0 CHECK (jitter IN (
 -- step
 ALTER TABLE meta ADD COLUMN fairness TEXT NOT NULL DEFAULT 'min_served' CHECK (fairness IN ('min_served', 'rotation'));
 -- step
+ALTER TABLE meta ADD COLUMN policy_rev INTEGER NOT NULL DEFAULT 0 CHECK (policy_rev >= 0);
+-- step
 ALTER TABLE meta ADD COLUMN vnow INTEGER NOT NULL DEFAULT 0;
 -- step
 ALTER TABLE meta ADD COLUMN vtail INTEGER NOT NULL DEFAULT 0;

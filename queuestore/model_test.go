@@ -29,6 +29,7 @@ var (
 // head is found by walking the flow's events, and the pick is
 // fairness.MinServed over the dispatchable heads.
 type model struct {
+	pol    Policy // the store's policy (docs/contract.md §7.1)
 	mark   clock.Tick
 	ticket int64
 	flows  map[string]*mFlow
@@ -41,8 +42,10 @@ type mFlow struct {
 	events          []*SnapshotEvent // by seq
 }
 
-func newModel() *model {
-	return &model{flows: map[string]*mFlow{}, events: map[string]*SnapshotEvent{}}
+func newModel() *model { return newModelPolicy(DefaultPolicy()) }
+
+func newModelPolicy(p Policy) *model {
+	return &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*SnapshotEvent{}}
 }
 
 // admit is the §2.6 check; the mark is only written by a successful op.
@@ -129,7 +132,7 @@ func (m *model) claim(now clock.Tick, n int) ([]Claim, error) {
 			break
 		}
 		h := heads[cands[i].Flow]
-		if h.State == stateInflight && h.Attempts == MaxAttempts {
+		if h.State == stateInflight && h.Attempts >= m.pol.MaxAttempts {
 			h.State, h.Reason, h.LeaseUntil = stateQuarantined, ReasonLeaseExpired, 0
 			continue
 		}
@@ -139,7 +142,7 @@ func (m *model) claim(now clock.Tick, n int) ([]Claim, error) {
 		h.Attempts++
 		h.LifetimeAttempts++
 		h.State = stateInflight
-		h.LeaseUntil = now + Lease
+		h.LeaseUntil = now + m.pol.Lease
 		h.Ticket = m.ticket
 		out = append(out, Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
 			Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil})
@@ -163,8 +166,8 @@ func (m *model) settleOne(it SettleItem, now clock.Tick) (Outcome, error) {
 	case it.Result.OK:
 		e.State, e.LeaseUntil = stateAcked, 0
 		return Acked, nil
-	case e.Attempts < MaxAttempts:
-		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = statePending, 0, now+Backoff(e.Attempts), it.Result.Reason
+	case e.Attempts < m.pol.MaxAttempts:
+		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = statePending, 0, now+m.pol.Delay(e.ID, e.Generation, e.Attempts), it.Result.Reason
 		return RetryScheduled, nil
 	default:
 		e.State, e.LeaseUntil, e.Reason = stateQuarantined, 0, it.Result.Reason
@@ -198,6 +201,50 @@ func (m *model) settleBatch(items []SettleItem, now clock.Tick) ([]SettleResult,
 	return out, nil
 }
 
+// extendOne is §7.2: settle's checks 1-3, then a new lease from now.
+func (m *model) extendOne(it ExtendItem, now clock.Tick) (Outcome, error) {
+	if err := it.validate(); err != nil {
+		return "", ErrInvalid
+	}
+	e := m.events[it.EventID]
+	switch {
+	case e == nil:
+		return "", ErrNotFound
+	case it.Generation != e.Generation || e.State != stateInflight:
+		return Stale, nil
+	case now >= e.LeaseUntil:
+		return Expired, nil
+	}
+	e.LeaseUntil = now + m.pol.Lease
+	return Extended, nil
+}
+
+func (m *model) extendBatch(items []ExtendItem, now clock.Tick) ([]SettleResult, error) {
+	if err := m.admit(now); err != nil {
+		return nil, err
+	}
+	out := make([]SettleResult, len(items))
+	for i, it := range items {
+		out[i].Outcome, out[i].Err = m.extendOne(it, now)
+	}
+	m.mark = now
+	return out, nil
+}
+
+func (m *model) extend(it ExtendItem, now clock.Tick) (Outcome, error) {
+	if err := it.validate(); err != nil {
+		return "", ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return "", err
+	}
+	o, err := m.extendOne(it, now)
+	if err == nil {
+		m.mark = now
+	}
+	return o, err
+}
+
 func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) error {
 	if reason == "" {
 		return ErrEmptyReason
@@ -224,8 +271,45 @@ func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) err
 	return nil
 }
 
+// checkNextDue checks NextDue's answer against the heads: the earliest
+// ready_at of a pending or in-flight head; when that tick has come, any
+// tick up to the mark.
+func (m *model) checkNextDue(due clock.Tick, ok bool) error {
+	var (
+		first clock.Tick
+		any   bool
+	)
+	for _, f := range m.flows {
+		h := m.head(f)
+		if h == nil {
+			continue
+		}
+		var at clock.Tick
+		switch h.State {
+		case statePending:
+			at = h.AvailableAt
+		case stateInflight:
+			at = h.LeaseUntil
+		default:
+			continue
+		}
+		if !any || at < first {
+			first, any = at, true
+		}
+	}
+	switch {
+	case ok != any:
+		return fmt.Errorf("NextDue ok = %v, model %v (earliest %d)", ok, any, first)
+	case any && first <= m.mark && due > m.mark:
+		return fmt.Errorf("NextDue = %d with a head due at %d <= mark %d", due, first, m.mark)
+	case any && first > m.mark && due != first:
+		return fmt.Errorf("NextDue = %d, model %d", due, first)
+	}
+	return nil
+}
+
 func (m *model) clone() *model {
-	c := &model{mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*SnapshotEvent{},
+	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*SnapshotEvent{},
 		audit: append([]AuditEntry(nil), m.audit...)}
 	for name, f := range m.flows {
 		nf := &mFlow{lastSeq: f.lastSeq, served: f.served}
@@ -429,7 +513,7 @@ func (r *runner) newEvent() Event {
 // step runs one random operation on the store(s) and the model.
 func (r *runner) step(ctx context.Context) error {
 	now := r.tick()
-	switch op := r.c.Intn(20); {
+	switch op := r.c.Intn(22); {
 	case op < 6:
 		e := r.newEvent()
 		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, %d)", e.ID, e.Flow, e.Body, now))
@@ -516,6 +600,37 @@ func (r *runner) step(ctx context.Context) error {
 				return fmt.Errorf("SettleBatch item %d = %+v; model %+v", i, got[i], want[i])
 			}
 		}
+	case op < 19:
+		id, gen := r.anyEvent(stateInflight)
+		r.log = append(r.log, fmt.Sprintf("Extend(%q, %d, %d)", id, gen, now))
+		got, err := r.s.Extend(ctx, id, gen, now)
+		want, werr := r.m.extend(ExtendItem{EventID: id, Generation: gen}, now)
+		if r.twin != nil {
+			r.twin.Extend(ctx, id, gen, now)
+		}
+		if !sameErr(err, werr) || got != want {
+			return fmt.Errorf("Extend = %q, %v; model %q, %v", got, err, want, werr)
+		}
+	case op < 20:
+		var items []ExtendItem
+		for n := r.c.Intn(4); n > 0; n-- {
+			id, gen := r.anyEvent(stateInflight)
+			items = append(items, ExtendItem{EventID: id, Generation: gen})
+		}
+		r.log = append(r.log, fmt.Sprintf("ExtendBatch(%+v, %d)", items, now))
+		got, err := r.s.ExtendBatch(ctx, items, now)
+		want, werr := r.m.extendBatch(items, now)
+		if r.twin != nil {
+			r.twin.ExtendBatch(ctx, items, now)
+		}
+		if !sameErr(err, werr) || len(got) != len(want) {
+			return fmt.Errorf("ExtendBatch = %+v, %v; model %+v, %v", got, err, want, werr)
+		}
+		for i := range got {
+			if got[i].Outcome != want[i].Outcome || !sameErr(got[i].Err, want[i].Err) {
+				return fmt.Errorf("ExtendBatch item %d = %+v; model %+v", i, got[i], want[i])
+			}
+		}
 	default:
 		id, gen := r.anyEvent(stateQuarantined)
 		reason := "operator"
@@ -539,6 +654,13 @@ func (r *runner) step(ctx context.Context) error {
 	if err := r.m.check(sn); err != nil {
 		return err
 	}
+	due, ok, err := r.s.NextDue(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.m.checkNextDue(due, ok); err != nil {
+		return err
+	}
 	if r.twin != nil {
 		tw, err := r.twin.Snapshot(ctx)
 		if err != nil {
@@ -553,9 +675,9 @@ func (r *runner) step(ctx context.Context) error {
 
 // emptyStore returns the bytes of a new, empty store file: sequences start
 // from a copy instead of applying the schema each time.
-func emptyStore(t testing.TB, dir string) []byte {
+func emptyStore(t testing.TB, dir string, p Policy) []byte {
 	path := dir + "/template.db"
-	s, err := Open(path)
+	s, err := Open(path, WithPolicy(p))
 	if err != nil {
 		t.Fatalf("Open(template) error = %v", err)
 	}
@@ -578,14 +700,14 @@ func openCopy(path string, template []byte) (*Store, error) {
 }
 
 // runSequence runs steps random operations from seed on a fresh store.
-func runSequence(dir string, template []byte, seed uint64, steps int, withTwin bool) error {
+func runSequence(dir string, template []byte, p Policy, seed uint64, steps int, withTwin bool) error {
 	ctx := context.Background()
 	s, err := openCopy(fmt.Sprintf("%s/q-%d.db", dir, seed), template)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	r := &runner{s: s, m: newModel(), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
+	r := &runner{s: s, m: newModelPolicy(p), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
 	if withTwin {
 		if r.twin, err = openCopy(fmt.Sprintf("%s/twin-%d.db", dir, seed), template); err != nil {
 			return err
@@ -619,9 +741,9 @@ func memTempDir(t testing.TB) string {
 
 // runSequences runs n sequences on all CPUs and fails on the first
 // divergence, naming its seed and operations.
-func runSequences(t *testing.T, n, steps int, withTwin bool, seedBase uint64) {
+func runSequences(t *testing.T, p Policy, n, steps int, withTwin bool, seedBase uint64) {
 	dir := memTempDir(t)
-	template := emptyStore(t, dir)
+	template := emptyStore(t, dir, p)
 	var next atomic.Int64
 	var failed atomic.Bool
 	var mu sync.Mutex
@@ -636,7 +758,7 @@ func runSequences(t *testing.T, n, steps int, withTwin bool, seedBase uint64) {
 				if i >= int64(n) {
 					return
 				}
-				err := runSequence(dir, template, seedBase+uint64(i), steps, withTwin)
+				err := runSequence(dir, template, p, seedBase+uint64(i), steps, withTwin)
 				for _, name := range []string{"q", "twin"} {
 					base := fmt.Sprintf("%s/%s-%d.db", dir, name, seedBase+uint64(i))
 					os.Remove(base)
@@ -673,7 +795,24 @@ func TestModel_2_RandomSequencesMatchReference(t *testing.T) {
 	if *sequences > 0 {
 		n = *sequences
 	}
-	runSequences(t, n, 10, false, 1)
+	runSequences(t, DefaultPolicy(), n, 10, false, 1)
+}
+
+// §7.1: the same with a short, jittered, non-default policy (Lease 3, two
+// attempts per round, backoff 1..3 with jitter): claim, settle, extend and
+// the take-over follow the recorded policy, and retries land at the
+// documented Delay.
+func TestModel_7_1_NonDefaultPolicyWithJitter(t *testing.T) {
+	t.Parallel()
+	n := 1000
+	if *long {
+		n = 50000
+	}
+	if *sequences > 0 {
+		n = *sequences
+	}
+	p := Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: FairMinServed}
+	runSequences(t, p, n, 12, false, 5_000_000)
 }
 
 // Issue 6 §2: ClaimBatch gives exactly what successive Claim calls give
@@ -685,5 +824,5 @@ func TestModel_ClaimBatchEqualsSuccessiveClaims(t *testing.T) {
 	if *long {
 		n = 10000
 	}
-	runSequences(t, n, 14, true, 1_000_000)
+	runSequences(t, DefaultPolicy(), n, 14, true, 1_000_000)
 }

@@ -63,6 +63,17 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"redrive":      {qRedrive, []any{"e1", 1}, "sqlite_autoindex_events_1"},
 		"ready now":    {qSetReadyNow, []any{"f1", 1}, "sqlite_autoindex_flows_1"},
 		"insert audit": {qInsertAudit, []any{"e1", 1, "r", 1}, ""},
+		"extend read":  {qExtendRead, []any{"e1"}, "sqlite_autoindex_events_1"},
+		"extend":       {qExtend, []any{"e1", 9}, "sqlite_autoindex_events_1"},
+		"extend flow":  {qExtendFlow, []any{"f1", 9}, "sqlite_autoindex_flows_1"},
+		"due ready":    {qNextDueReady, nil, "flows_ready"},
+		"due waiting":  {qNextDueWaiting, nil, "flows_waiting"},
+		"policy read":  {qPolicyRead, nil, ""},
+		"policy audit": {qInsertAuditKind, []any{"policy", "r", "{}", 1}, ""},
+		"redrive all":  {qRedriveAll, nil, "events_quarantined"},
+		"by flow":      {qRedriveFlow, []any{"f1"}, "events_quarantined"},
+		"by reason":    {qRedriveReason, []any{"r"}, "events_quarantined_reason"},
+		"by both":      {qRedriveBoth, []any{"f1", "r"}, "events_quarantined_reason"},
 	}
 	for name, tc := range queries {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
@@ -82,6 +93,12 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		text := strings.Join(plan, "\n")
 		t.Logf("%s:\n%s", name, text)
 		for _, line := range plan {
+			// A scan of a partial index that holds exactly the rows the
+			// query returns (RedriveAll without a filter: the quarantined
+			// events) reads no other row: that is index-driven.
+			if strings.HasPrefix(line, "SCAN events USING INDEX events_quarantined") {
+				continue
+			}
 			if strings.HasPrefix(line, "SCAN events") || strings.HasPrefix(line, "SCAN flows") ||
 				strings.HasPrefix(line, "SCAN e") || strings.HasPrefix(line, "SCAN f") {
 				t.Errorf("%s: plan scans a table: %q\nfull plan:\n%s", name, line, text)
@@ -95,6 +112,14 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		}
 	}
 }
+
+// The four forms of RedriveAll's chunk query.
+var (
+	qRedriveAll, _    = RedriveFilter{}.query(RedriveChunk)
+	qRedriveFlow, _   = RedriveFilter{Flow: "f"}.query(RedriveChunk)
+	qRedriveReason, _ = RedriveFilter{Reason: "r"}.query(RedriveChunk)
+	qRedriveBoth, _   = RedriveFilter{Flow: "f", Reason: "r"}.query(RedriveChunk)
+)
 
 func itoa(i int) string {
 	const digits = "0123456789"

@@ -169,7 +169,7 @@ const (
 	qPolicyRead = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness FROM meta WHERE id = 1`
 
 	qPolicyWrite = `UPDATE meta SET lease = ?1, max_attempts = ?2, backoff_base = ?3, backoff_cap = ?4,
-    jitter = ?5, fairness = ?6 WHERE id = 1`
+    jitter = ?5, fairness = ?6, policy_rev = policy_rev + 1 WHERE id = 1`
 
 	qInsertAuditKind = `INSERT INTO audit (kind, event_id, generation, reason, detail, at) VALUES (?1, NULL, NULL, ?2, ?3, ?4)`
 )
@@ -229,8 +229,8 @@ type PolicyChange struct {
 // write). On any error nothing changes.
 //
 // The new policy applies to every write after it, in every process that has
-// the file open (each write transaction reads the policy with the clock
-// mark). Events keep what earlier writes gave them: a lease already handed
+// the file open (each write transaction reads the policy's revision with
+// the clock mark, and the policy itself when the revision moved). Events keep what earlier writes gave them: a lease already handed
 // out, a retry already scheduled. An event in flight whose attempts already
 // reach a lowered MaxAttempts is quarantined by its next failure (or by the
 // claim that finds its lease expired), never claimed again in this round.

@@ -5,7 +5,9 @@
 -- meta holds the store's single row: the clock mark (the highest tick any
 -- write has recorded), the global claim ticket (the last one handed out),
 -- the queue's policy (docs/contract.md §7.1; Open writes it when it creates
--- the file, SetPolicy changes it) and the rotation order's virtual time
+-- the file, SetPolicy changes it and adds one to policy_rev, which every
+-- write reads to know whether its cached policy is current) and the
+-- rotation order's virtual time
 -- (vnow, vtail, joins: used by the FairRotation policy only).
 CREATE TABLE meta (
     id           INTEGER PRIMARY KEY CHECK (id = 1),
@@ -17,6 +19,7 @@ CREATE TABLE meta (
     backoff_cap  INTEGER NOT NULL DEFAULT 8 CHECK (backoff_cap >= backoff_base),
     jitter       INTEGER NOT NULL DEFAULT 0 CHECK (jitter IN (0, 1)),
     fairness     TEXT NOT NULL DEFAULT 'min_served' CHECK (fairness IN ('min_served', 'rotation')),
+    policy_rev   INTEGER NOT NULL DEFAULT 0 CHECK (policy_rev >= 0),
     vnow         INTEGER NOT NULL DEFAULT 0,
     vtail        INTEGER NOT NULL DEFAULT 0,
     joins        INTEGER NOT NULL DEFAULT 0

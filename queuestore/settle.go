@@ -29,10 +29,17 @@ type Result struct {
 // Outcome is what a settle did.
 type Outcome string
 
-// The outcomes of Settle (SPEC §2.4).
+// The outcomes of Settle (docs/contract.md §2.4); Extend answers Stale,
+// Expired or Extended.
+//
+// After Expired (or Stale) the caller stops working on that claim and does
+// not settle or extend it again: the event is, or will be, claimed again
+// with a higher generation, and only that claim's settle counts. A handler
+// that needs longer than Lease extends its claim (Extend) before the lease
+// runs out.
 const (
 	Acked          Outcome = "acked"           // success: the flow's next event becomes its head
-	RetryScheduled Outcome = "retry_scheduled" // failure with attempts left: pending again after Backoff
+	RetryScheduled Outcome = "retry_scheduled" // failure with attempts left: pending again after the policy's Delay
 	Quarantined    Outcome = "quarantined"     // failure on the round's last attempt
 	Stale          Outcome = "stale"           // wrong generation, or the event is not in flight: nothing changed
 	Expired        Outcome = "expired"         // the lease had run out (now >= lease_until): nothing changed
@@ -82,8 +89,9 @@ WHERE e.id = ?1`
 // event's is Stale; an event not in flight is Stale; now >= lease_until is
 // Expired (even if nobody took the event over); then success is Acked,
 // failure with attempts left is RetryScheduled (pending again at
-// now + Backoff(attempts), reason kept), and failure on the last attempt is
-// Quarantined (reason kept). Stale and Expired change nothing but the clock
+// now + Policy.Delay(eventID, generation, attempts): Backoff(attempts), or
+// its jitter; reason kept), and failure on the last attempt (attempts >=
+// the policy's MaxAttempts) is Quarantined (reason kept). Stale and Expired change nothing but the clock
 // mark.
 //
 // Errors: ErrInvalid for a bad ID, a negative generation, or a failure

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -143,6 +144,14 @@ type Store struct {
 	hook   func(HookPoint)
 	stmts  map[string]*sql.Stmt // the read paths' statements, prepared once
 	rt     *realTime            // WithRealTime; nil: logical time
+	pol    atomic.Pointer[cachedPolicy]
+}
+
+// cachedPolicy is the policy a Store last read, with meta.policy_rev as it
+// was then; admit reads the policy again when the revision moved.
+type cachedPolicy struct {
+	pol Policy
+	rev int64
 }
 
 // writeQueries are prepared once, at Open, on the write connection
@@ -162,7 +171,7 @@ var writeQueries = []string{
 // every connection of the pool (database/sql keeps one prepared copy per
 // connection).
 var readQueries = []string{
-	qSnapMeta, qSnapVersion, qSnapFlows, qSnapEvents, qSnapAudit,
+	qSnapMeta, qSnapFlows, qSnapEvents, qSnapAudit,
 	qNextDueReady, qNextDueWaiting, qPolicyRead, qSnapAuditOther, qAuditAll,
 }
 
@@ -505,11 +514,11 @@ func (s *Store) call(p HookPoint) {
 
 const (
 	// qAdmitRead reads, in one row, what every write needs first: the clock
-	// mark, the last ticket and the recorded policy. Reading the policy here
-	// costs no extra statement, and a SetPolicy by any process applies to
-	// the next write of every process.
-	qAdmitRead = `SELECT clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness
-FROM meta WHERE id = 1`
+	// mark, the last ticket and the policy's revision. A write whose cached
+	// policy has another revision reads the policy again (qPolicyRead), so
+	// a SetPolicy by any process applies to the next write of every
+	// process, at the cost of one more integer column per write.
+	qAdmitRead = `SELECT clock_mark, ticket, policy_rev FROM meta WHERE id = 1`
 
 	qAdmit = `UPDATE meta SET clock_mark = ?1 WHERE id = 1`
 )
@@ -534,16 +543,22 @@ type admission struct {
 // RETURNING would build a temporary table in every transaction).
 func (s *Store) admit(ctx context.Context, tx *txn, now clock.Tick) (admission, error) {
 	var (
-		mark, lease, base, bcap, jitter int64
-		a                               admission
-		fair                            string
+		mark, rev int64
+		a         admission
 	)
-	if err := tx.QueryRowContext(ctx, qAdmitRead).Scan(&mark, &a.ticket, &lease, &a.pol.MaxAttempts,
-		&base, &bcap, &jitter, &fair); err != nil {
+	if err := tx.QueryRowContext(ctx, qAdmitRead).Scan(&mark, &a.ticket, &rev); err != nil {
 		return admission{}, fmt.Errorf("read clock mark: %w", err)
 	}
-	a.pol = Policy{Lease: clock.Tick(lease), MaxAttempts: a.pol.MaxAttempts, BackoffBase: clock.Tick(base),
-		BackoffCap: clock.Tick(bcap), Jitter: jitter != 0, Fairness: Fairness(fair)}
+	c := s.pol.Load()
+	if c == nil || c.rev != rev {
+		p, err := readPolicy(ctx, tx)
+		if err != nil {
+			return admission{}, err
+		}
+		c = &cachedPolicy{pol: p, rev: rev}
+		s.pol.Store(c)
+	}
+	a.pol = c.pol
 	if err := a.pol.checkImplemented(); err != nil {
 		return admission{}, fmt.Errorf("recorded policy: %w", err)
 	}

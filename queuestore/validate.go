@@ -2,6 +2,7 @@ package queuestore
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -12,13 +13,17 @@ const (
 	// MaxNameLen is the longest event ID or flow name, in bytes. IDs and
 	// flows are 1..MaxNameLen bytes of valid UTF-8 made of printable
 	// characters (unicode.IsPrint: letters, marks, numbers, punctuation,
-	// symbols and the ASCII space; no control or format characters).
+	// symbols and the ASCII space; no control or format characters), with
+	// at least one character that is not a space, and neither beginning nor
+	// ending with whitespace (unicode.IsSpace): "tenant-a " and "tenant-a"
+	// would otherwise be two flows.
 	MaxNameLen = 200
 	// MaxBodyLen is the largest event body, in bytes; bodies are 1..MaxBodyLen
 	// bytes, any bytes.
 	MaxBodyLen = 65536
 	// MaxReasonLen is the longest failure or redrive reason, in bytes.
-	// Reasons follow the same character rules as names.
+	// Reasons follow the same character rules as names; a reason of spaces
+	// only is blank: ErrEmptyReason as well as ErrInvalid.
 	MaxReasonLen = 1000
 )
 
@@ -34,6 +39,15 @@ func checkText(what, s string, maxLen int) error {
 		if !unicode.IsPrint(r) {
 			return fmt.Errorf("%w: %s has a non-printable character %U at byte %d", ErrInvalid, what, r, i)
 		}
+	}
+	if strings.TrimFunc(s, unicode.IsSpace) == "" {
+		return fmt.Errorf("%w: %s is blank (spaces only)", ErrInvalid, what)
+	}
+	if first, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(first) {
+		return fmt.Errorf("%w: %s %q begins with whitespace", ErrInvalid, what, s)
+	}
+	if last, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(last) {
+		return fmt.Errorf("%w: %s %q ends with whitespace", ErrInvalid, what, s)
 	}
 	return nil
 }
@@ -54,11 +68,14 @@ func (e Event) validate() error {
 	return nil
 }
 
-// checkReason checks an operator's or a failure's reason. An empty reason is
-// both ErrEmptyReason and ErrInvalid.
+// checkReason checks an operator's or a failure's reason. An empty or blank
+// (spaces only) reason is both ErrEmptyReason and ErrInvalid.
 func checkReason(reason string) error {
 	if reason == "" {
 		return fmt.Errorf("%w: %w", ErrInvalid, ErrEmptyReason)
+	}
+	if len(reason) <= MaxReasonLen && strings.TrimFunc(reason, unicode.IsSpace) == "" {
+		return fmt.Errorf("%w: %w: reason is blank (spaces only)", ErrInvalid, ErrEmptyReason)
 	}
 	return checkText("reason", reason, MaxReasonLen)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -74,7 +75,10 @@ func validate(m Message) (int64, error) {
 
 // validName accepts 1..MaxNameLen bytes of valid UTF-8 made only of
 // printable characters (letters, marks, numbers, punctuation, symbols and
-// the ASCII space; see unicode.IsPrint).
+// the ASCII space; see unicode.IsPrint), with at least one character that
+// is not a space, neither beginning nor ending with whitespace
+// (unicode.IsSpace): "tenant-a " is not a second flow beside "tenant-a".
+// It is the queue store's rule for IDs and flows.
 func validName(what, s string) error {
 	switch {
 	case s == "":
@@ -89,13 +93,23 @@ func validName(what, s string) error {
 			return fmt.Errorf("%w: %s holds the unprintable character %U", ErrInvalid, what, r)
 		}
 	}
+	if strings.TrimFunc(s, unicode.IsSpace) == "" {
+		return fmt.Errorf("%w: %s is blank (spaces only)", ErrInvalid, what)
+	}
+	if first, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(first) {
+		return fmt.Errorf("%w: %s %q begins with whitespace", ErrInvalid, what, s)
+	}
+	if last, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(last) {
+		return fmt.Errorf("%w: %s %q ends with whitespace", ErrInvalid, what, s)
+	}
 	return nil
 }
 
 // Receive applies m at most once and reports what it did.
 //
 // The body must be {"delta": N} with an integer N in 1..1000, else
-// [ErrInvalidBody]; ID and Flow must be 1..200 bytes of printable UTF-8 and
+// [ErrInvalidBody]; ID and Flow must be 1..200 bytes of printable UTF-8, not
+// blank and without leading or trailing whitespace, and
 // Seq at least 1, else [ErrInvalid]. Both errors change nothing. A valid
 // message is then checked, in one IMMEDIATE transaction, in the order of
 // SPEC §3: a receipt with this ID ([Duplicate] or [Conflict]); a receipt for

@@ -1,0 +1,318 @@
+package queuestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// copyV1 copies testdata/v1-queue.db (made by the v1 build) into a fresh
+// temporary directory and returns the copy's path.
+func copyV1(t *testing.T) string {
+	t.Helper()
+	src, err := os.Open(filepath.Join("testdata", "v1-queue.db"))
+	if err != nil {
+		t.Fatalf("open testdata: %v", err)
+	}
+	defer src.Close()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	dst, err := os.Create(path)
+	if err != nil {
+		t.Fatalf("create copy: %v", err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatalf("close copy: %v", err)
+	}
+	return path
+}
+
+// rawDump reads a file without this package: its user_version, its schema
+// and every row of every table, as text.
+func rawDump(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatalf("sql.Open: %v", err)
+	}
+	defer db.Close()
+	var b strings.Builder
+	var v int
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		t.Fatalf("user_version: %v", err)
+	}
+	fmt.Fprintf(&b, "user_version %d\n", v)
+	rows, err := db.Query("SELECT type, name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name")
+	if err != nil {
+		t.Fatalf("schema: %v", err)
+	}
+	var tables []string
+	for rows.Next() {
+		var typ, name, text string
+		if err := rows.Scan(&typ, &name, &text); err != nil {
+			t.Fatalf("schema: %v", err)
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", typ, name, text)
+		if typ == "table" {
+			tables = append(tables, name)
+		}
+	}
+	rows.Close()
+	for _, tab := range tables {
+		rows, err := db.Query("SELECT * FROM " + tab + " ORDER BY rowid")
+		if err != nil {
+			t.Fatalf("rows of %s: %v", tab, err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatalf("row of %s: %v", tab, err)
+			}
+			fmt.Fprintf(&b, "%s %v\n", tab, vals)
+		}
+		rows.Close()
+	}
+	return b.String()
+}
+
+// A version-1 file made by the v1 build is migrated on Open: every row is
+// kept (the snapshot is the v1 build's), the version is 2, the default
+// policy is recorded and the redrive audit row reads as kind 'redrive'.
+// The store then works as a new one.
+func TestMigrate_V1FileKeepsEverythingAndGetsDefaultPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := copyV1(t)
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open(v1 file) error = %v", err)
+	}
+	defer s.Close()
+	want, err := os.ReadFile(filepath.Join("testdata", "v1-queue.snapshot.json"))
+	if err != nil {
+		t.Fatalf("read want: %v", err)
+	}
+	if got := jsonOf(snap(t, s)) + "\n"; got != string(want) {
+		t.Fatalf("snapshot after migration:\n%s\nwant (the v1 build's):\n%s", got, want)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil || st.SchemaVersion != 2 {
+		t.Fatalf("Stats() = %+v, %v; want schema version 2", st, err)
+	}
+	if p, err := s.Policy(ctx); err != nil || p != DefaultPolicy() {
+		t.Fatalf("Policy() = %+v, %v; want the default", p, err)
+	}
+	all, err := s.AuditAll(ctx)
+	if err != nil || len(all) != 1 || all[0].Kind != AuditRedrive || all[0].EventID != "r-1" || all[0].Generation != 4 {
+		t.Fatalf("AuditAll() = %s, %v", jsonOf(all), err)
+	}
+	var fk int
+	if err := s.db.QueryRow("PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
+		t.Fatalf("foreign_keys = %d, %v; want 1 on the pool's connections", fk, err)
+	}
+	// The migrated store works: ack the in-flight a-2 (lease 68), claim a-3.
+	e := event(t, s, "a-2")
+	if o := settle(t, s, "a-2", e.Generation, Result{OK: true}, 64); o != Acked {
+		t.Fatalf("settle a-2 = %s", o)
+	}
+	if err := s.SetPolicy(ctx, DefaultPolicy(), "check audit kinds after migration", 64); err != nil {
+		t.Fatalf("SetPolicy() error = %v", err)
+	}
+	q := event(t, s, "q-1")
+	if err := s.Redrive(ctx, "q-1", q.Generation, "again", 65); err != nil {
+		t.Fatalf("Redrive() error = %v", err)
+	}
+	if _, err := s.db.Exec("PRAGMA integrity_check"); err != nil {
+		t.Fatalf("integrity_check: %v", err)
+	}
+	s.Close()
+	// Reopening a migrated file changes nothing.
+	before := rawDump(t, path)
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatalf("reopen error = %v", err)
+	}
+	s2.Close()
+	if after := rawDump(t, path); after != before {
+		t.Fatalf("reopen changed the file:\n%s\nwant\n%s", after, before)
+	}
+}
+
+// A migration that fails midway leaves the file at version 1, untouched:
+// it is one transaction. A later Open migrates it.
+func TestMigrate_FailureMidwayLeavesV1Untouched(t *testing.T) {
+	// Not parallel: migrateStep is package state.
+	path := copyV1(t)
+	before := rawDump(t, path)
+	steps := strings.Count(migrateV1V2SQL, "\n-- step\n") + 1
+	for _, failAt := range []int{1, steps / 2, steps - 1} {
+		migrateStep = func(i int) error {
+			if i == failAt {
+				return errors.New("injected failure")
+			}
+			return nil
+		}
+		_, err := Open(path)
+		migrateStep = nil
+		if err == nil || !strings.Contains(err.Error(), "injected failure") {
+			t.Fatalf("Open with a failure at step %d: error = %v", failAt, err)
+		}
+		if after := rawDump(t, path); after != before {
+			t.Fatalf("failed migration at step %d changed the file:\n%s\nwant\n%s", failAt, after, before)
+		}
+	}
+	// A different explicit policy fails the migration the same way.
+	p := DefaultPolicy()
+	p.Lease = 6
+	_, err := Open(path, WithPolicy(p))
+	wantErr(t, "Open(v1, other policy)", err, ErrPolicyMismatch)
+	if after := rawDump(t, path); after != before {
+		t.Fatalf("refused Open changed the file")
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open after failures error = %v", err)
+	}
+	s.Close()
+}
+
+// The migrated schema is the new file's schema: same columns (with types,
+// defaults, NOT NULL), same indexes, same foreign keys, and the same CHECK
+// constraints (by table SQL
+// here, whitespace collapsed).
+func TestMigrate_SchemaEqualsNewFile(t *testing.T) {
+	t.Parallel()
+	migrated := copyV1(t)
+	s, err := Open(migrated)
+	if err != nil {
+		t.Fatalf("Open(v1) error = %v", err)
+	}
+	s.Close()
+	freshPath := filepath.Join(t.TempDir(), "fresh.db")
+	f2, err := Open(freshPath)
+	if err != nil {
+		t.Fatalf("Open() error = %v", err)
+	}
+	f2.Close()
+	a, b := schemaShape(t, migrated), schemaShape(t, freshPath)
+	if len(a["events table_xinfo"]) != 13 || len(a["index sql"]) != 4 || len(a["events checks"]) != 12 || len(a["meta checks"]) != 10 {
+		t.Fatalf("schemaShape read too little: %s", jsonOf(a))
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("migrated schema:\n%s\nnew file's schema:\n%s", jsonOf(a), jsonOf(b))
+	}
+}
+
+func schemaShape(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatalf("sql.Open: %v", err)
+	}
+	defer db.Close()
+	out := map[string][]string{}
+	for _, tab := range []string{"meta", "flows", "events", "audit"} {
+		for _, pragma := range []string{"table_xinfo", "index_list", "foreign_key_list"} {
+			rows, err := db.Query(fmt.Sprintf("SELECT * FROM pragma_%s('%s')", pragma, tab))
+			if err != nil {
+				t.Fatalf("%s(%s): %v", pragma, tab, err)
+			}
+			cols, _ := rows.Columns()
+			for rows.Next() {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					t.Fatalf("scan: %v", err)
+				}
+				if pragma == "index_list" {
+					vals[0] = nil // seq depends on creation order
+				}
+				out[tab+" "+pragma] = append(out[tab+" "+pragma], fmt.Sprintf("%v", vals))
+			}
+			rows.Close()
+		}
+	}
+	rows, err := db.Query("SELECT name, sql FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+	if err != nil {
+		t.Fatalf("tables: %v", err)
+	}
+	for rows.Next() {
+		var name, text string
+		rows.Scan(&name, &text)
+		checks := checkClauses(text)
+		sort.Strings(checks)
+		out[name+" checks"] = checks
+	}
+	rows.Close()
+	rows, err = db.Query("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name")
+	if err != nil {
+		t.Fatalf("indexes: %v", err)
+	}
+	for rows.Next() {
+		var name, text string
+		rows.Scan(&name, &text)
+		out["index sql"] = append(out["index sql"], name+": "+text)
+	}
+	rows.Close()
+	return out
+}
+
+// checkClauses returns every CHECK (...) of a CREATE TABLE, whitespace
+// collapsed.
+func checkClauses(sqlText string) []string {
+	text := strings.Join(strings.Fields(sqlText), " ")
+	var out []string
+	for {
+		i := strings.Index(text, "CHECK (")
+		if i < 0 {
+			return out
+		}
+		depth, j := 0, i+len("CHECK ")
+		for ; j < len(text); j++ {
+			if text[j] == '(' {
+				depth++
+			} else if text[j] == ')' {
+				depth--
+				if depth == 0 {
+					break
+				}
+			}
+		}
+		out = append(out, text[i:j+1])
+		text = text[j+1:]
+	}
+}
+
+// A file with a version above 2 is still refused.
+func TestMigrate_NewerVersionRefused(t *testing.T) {
+	t.Parallel()
+	path := copyV1(t)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatalf("sql.Open: %v", err)
+	}
+	if _, err := db.Exec("PRAGMA user_version = 3"); err != nil {
+		t.Fatalf("set version: %v", err)
+	}
+	db.Close()
+	_, err = Open(path)
+	wantErr(t, "Open(version 3)", err, ErrSchemaVersion)
+}
