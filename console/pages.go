@@ -197,7 +197,7 @@ func (c *console) flows(w http.ResponseWriter, r *http.Request) {
 		c.badInput(w, r, "Sort by one of: flow, backlog, served, blocked.")
 		return
 	}
-	if !validText(q.Prefix, queuestore.MaxNameLen, true) {
+	if !validPrefix(q.Prefix) {
 		c.badInput(w, r, fmt.Sprintf("The search is a prefix of flow names: up to %d bytes of printable text.", queuestore.MaxNameLen))
 		return
 	}
@@ -228,12 +228,25 @@ func validSort(s string) bool {
 }
 
 // validText applies the stores' rules for names and reasons: valid UTF-8,
-// printable, at most max bytes; empty only when empty is allowed.
+// printable, at most max bytes, not blank, neither beginning nor ending with
+// whitespace; empty only when empty is allowed.
 func validText(s string, max int, empty bool) bool {
 	if s == "" {
 		return empty
 	}
-	return len(s) <= max && printable(s)
+	first, _ := utf8.DecodeRuneInString(s)
+	last, _ := utf8.DecodeLastRuneInString(s)
+	return len(s) <= max && printable(s) && !unicode.IsSpace(first) && !unicode.IsSpace(last)
+}
+
+// validPrefix checks a search prefix: the start of a name, so it may end
+// with a space but not begin with one.
+func validPrefix(s string) bool {
+	if s == "" {
+		return true
+	}
+	first, _ := utf8.DecodeRuneInString(s)
+	return len(s) <= queuestore.MaxNameLen && printable(s) && !unicode.IsSpace(first)
 }
 
 // printable reports whether s is valid UTF-8 made of printable characters

@@ -35,7 +35,7 @@ func refusal(err error) (status int, title, msg string, ok bool) {
 	case errors.Is(err, queuestore.ErrTimeRegression):
 		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark. Nothing was redriven.", true
 	case errors.Is(err, queuestore.ErrInvalid):
-		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters), and the event ID 1..200. Nothing was redriven.", true
+		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end), and the event ID 1..200. Nothing was redriven.", true
 	}
 	return 0, "", "", false
 }
@@ -110,7 +110,7 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(err, queuestore.ErrInvalid) && !errors.Is(err, queuestore.ErrEmptyReason) {
-			msg = "The reason must be 1..1000 bytes of printable text, and the filter's flow and reason as the queue stores them. Nothing was redriven."
+			msg = "The reason must be 1..1000 bytes of printable text (no line breaks, no spaces at either end), and the filter's flow and reason as the queue stores them. Nothing was redriven."
 		}
 		c.log.Info("console: redrive all refused", "flow", f.Flow, "filter_reason", f.Reason, "err", err)
 		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: back})
