@@ -2,12 +2,14 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -301,18 +303,22 @@ const maxFlowEvents = 500
 
 // flowData is one flow's page.
 type flowData struct {
-	Flow      string
-	Events    []queuestore.EventState
-	More      int // events not listed
-	HeadSeq   int64
-	Backlog   int64
-	Acked     int64
-	Receiver  *receiverstore.FlowState
-	Mark      clock.Tick
-	Stuck     *queuestore.EventState // the quarantined head, if any
-	Blocked   string
-	Attempted int
+	Flow     string
+	Events   []queuestore.EventState
+	More     int // events not listed
+	HeadSeq  int64
+	Backlog  int64
+	Acked    int64
+	Receiver *receiverstore.FlowState
+	Mark     clock.Tick
+	Stuck    *queuestore.EventState // the quarantined head, if any
+	Blocked  string
+	Audit    []queuestore.AuditRecord // redrives of the listed events, newest first
 }
+
+// maxFlowAudit is how many redriven events of a flow the flow page reads
+// the audit rows of.
+const maxFlowAudit = 20
 
 func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -366,6 +372,22 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	end := min(len(evs), start+maxFlowEvents)
 	d.Events = evs[start:end]
 	d.More = len(evs) - (end - start)
+	// A redrive adds a generation without an attempt: the events whose
+	// generation is above their lifetime attempts have audit rows.
+	read := 0
+	for _, e := range d.Events {
+		if e.Generation <= int64(e.LifetimeAttempts) || read == maxFlowAudit {
+			continue
+		}
+		read++
+		a, err := c.q.AuditPage(ctx, queuestore.AuditQuery{EventID: e.ID, Limit: c.o.PageSize})
+		if err != nil {
+			c.internal(w, r, err)
+			return
+		}
+		d.Audit = append(d.Audit, a.Entries...)
+	}
+	slices.SortFunc(d.Audit, func(a, b queuestore.AuditRecord) int { return cmp.Compare(b.ID, a.ID) })
 	if c.r != nil {
 		fs, err := c.r.Flows(ctx)
 		if err != nil {
