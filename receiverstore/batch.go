@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
-
-	"github.com/fairrelay/fairrelay/drivertx"
 )
 
 // The batch accept path (ReceiveBatch): each accepted message inserts its
@@ -55,12 +53,12 @@ type flowBatch struct {
 // in the same order. Receipts and conflicts are written at once, so later
 // messages see them in the database; the flow's next expected number is
 // taken from b once the batch has accepted a message in the flow.
-func (s *Store) receiveInBatch(ctx context.Context, tx *drivertx.Tx, b *flowBatch, m Message, delta int64) (Outcome, error) {
+func (s *Store) receiveInBatch(ctx context.Context, tx writeTx, b *flowBatch, m Message, delta int64) (Outcome, error) {
 	var (
 		chk    checkRow
 		fRowid sql.NullInt64
 	)
-	if err := tx.QueryRow(ctx, qCheckRows, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol, &fRowid); err != nil {
+	if err := tx.queryRow(ctx, qCheckRows, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol, &fRowid); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
 	pos, inBatch := b.index[m.Flow]
@@ -77,8 +75,11 @@ func (s *Store) receiveInBatch(ctx context.Context, tx *drivertx.Tx, b *flowBatc
 
 	// Rule 6: accept. The receipt now; the flow's total and next expected
 	// number at the end of the batch (writeFlows).
-	if _, err := tx.Exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
+	}
+	if err := s.runEffect(ctx, tx, m); err != nil {
+		return "", err
 	}
 	if inBatch {
 		b.flows[pos].next++
@@ -99,14 +100,14 @@ func (s *Store) receiveInBatch(ctx context.Context, tx *drivertx.Tx, b *flowBatc
 // one insert each), then calls the hook once per accepted message: each
 // call comes after that message's receipt and its flow's update, before
 // commit.
-func (s *Store) writeFlows(ctx context.Context, tx *drivertx.Tx, b *flowBatch) error {
+func (s *Store) writeFlows(ctx context.Context, tx writeTx, b *flowBatch) error {
 	var (
 		list []byte
 		n    int64
 	)
 	for _, f := range b.flows {
 		if !f.known {
-			if _, err := tx.Exec(ctx, qInsertFlowAt, f.flow, f.next, f.sum); err != nil {
+			if _, err := tx.exec(ctx, qInsertFlowAt, f.flow, f.next, f.sum); err != nil {
 				return fmt.Errorf("insert flow total: %w", err)
 			}
 			continue
@@ -128,7 +129,7 @@ func (s *Store) writeFlows(ctx context.Context, tx *drivertx.Tx, b *flowBatch) e
 		n++
 	}
 	if n > 0 {
-		r, err := tx.Exec(ctx, qAdvanceFlows, string(append(list, ']')))
+		r, err := tx.exec(ctx, qAdvanceFlows, string(append(list, ']')))
 		if err != nil {
 			return fmt.Errorf("update totals: %w", err)
 		}

@@ -34,6 +34,15 @@
 // user_version; records are never deleted. [Store.Snapshot] reads every
 // table in one read transaction, in a stable order, for golden files.
 //
+// [WithEffect] makes the receiver a user's inbox: the user's [Effect] runs
+// for each accepted message inside the receipt's own transaction, through a
+// database/sql-shaped [Tx] on the same file, so that the receipt and the
+// effect commit or roll back together; an effect's error wraps [ErrEffect]
+// and changes nothing. [WithSchema] creates the effect's tables at Open.
+// With an effect the body is any bytes and the built-in delta sum becomes a
+// count of accepted messages; without one (the default) everything above
+// holds unchanged.
+//
 // [WithHook] lets a test harness stop the process inside the accept
 // transaction ([HookAcceptBeforeCommit]); the package does not import the
 // crash injector.

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/fairrelay/fairrelay/drivertx"
 )
 
 // MaxNameLen is the longest Message.ID or Message.Flow, in bytes.
@@ -117,13 +115,18 @@ func validName(what, s string) error {
 // ([Gap]); Seq below it ([Conflict]); delta above MaxDelta
 // ([UnsupportedDelta]); otherwise [Accepted]. SQL errors are returned
 // wrapped and the transaction is rolled back.
+//
+// A store opened [WithEffect] takes any body of 1..[MaxEffectBodyLen] bytes,
+// never answers UnsupportedDelta, and runs the effect inside the accept
+// transaction; an effect's error rolls the accept back and is returned
+// wrapping [ErrEffect].
 func (s *Store) Receive(ctx context.Context, m Message) (Outcome, error) {
-	delta, err := validate(m)
+	delta, err := s.validateFor(m)
 	if err != nil {
 		return "", fmt.Errorf("receive: %w", err)
 	}
 	var out Outcome
-	err = s.withWriteTx(ctx, func(tx *drivertx.Tx) error {
+	err = s.withWriteTx(ctx, func(tx writeTx) error {
 		var err error
 		out, err = s.receiveTx(ctx, tx, m, delta)
 		return err
@@ -147,15 +150,17 @@ type BatchResult struct {
 // give: later messages see the effects of earlier ones in the same batch. A
 // message that fails validation gets its own Err and changes nothing; the
 // others go on. The returned error is for the batch as a whole (an SQL
-// error): then the transaction is rolled back, nothing changes, and the
-// results are nil. The hook, when set, is called after each accepted
-// message's writes, all inside the one transaction.
+// error, or an [Effect]'s error wrapping [ErrEffect]): then the transaction
+// is rolled back, nothing changes, and the results are nil. The effect runs
+// right after each accepted message's receipt insert (the flows' totals are
+// written at the end of the batch); the hook, when set, is called after each
+// accepted message's writes, all inside the one transaction.
 func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, error) {
 	res := make([]BatchResult, len(ms))
 	deltas := make([]int64, len(ms))
 	valid := 0
 	for i, m := range ms {
-		d, err := validate(m)
+		d, err := s.validateFor(m)
 		if err != nil {
 			res[i].Err = fmt.Errorf("receive batch item %d: %w", i, err)
 			continue
@@ -166,7 +171,7 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []Message) ([]BatchResult, 
 	if valid == 0 {
 		return res, nil
 	}
-	err := s.withWriteTx(ctx, func(tx *drivertx.Tx) error {
+	err := s.withWriteTx(ctx, func(tx writeTx) error {
 		var b flowBatch
 		for i, m := range ms {
 			if res[i].Err != nil {
@@ -227,7 +232,7 @@ type checkRow struct {
 // next the flow's next expected number, and records a conflict where a rule
 // says so. accept reports that none applied: rule 6, the caller accepts.
 // Receive and ReceiveBatch both decide here, so the order lives in one place.
-func (s *Store) decide(ctx context.Context, tx *drivertx.Tx, m Message, delta int64, chk *checkRow, next int64) (out Outcome, accept bool, err error) {
+func (s *Store) decide(ctx context.Context, tx writeTx, m Message, delta int64, chk *checkRow, next int64) (out Outcome, accept bool, err error) {
 	// Rule 1: a receipt with this ID.
 	if chk.rFlow.Valid {
 		if chk.rFlow.String == m.Flow && chk.rSeq.Int64 == m.Seq && bytes.Equal(chk.rBody, m.Body) {
@@ -255,9 +260,9 @@ func (s *Store) decide(ctx context.Context, tx *drivertx.Tx, m Message, delta in
 
 // receiveTx runs the SPEC §3 checks for a validated message inside the
 // write transaction tx.
-func (s *Store) receiveTx(ctx context.Context, tx *drivertx.Tx, m Message, delta int64) (Outcome, error) {
+func (s *Store) receiveTx(ctx context.Context, tx writeTx, m Message, delta int64) (Outcome, error) {
 	var chk checkRow
-	if err := tx.QueryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol); err != nil {
+	if err := tx.queryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
 	next, known := int64(1), false
@@ -268,12 +273,13 @@ func (s *Store) receiveTx(ctx context.Context, tx *drivertx.Tx, m Message, delta
 		return out, err
 	}
 
-	// Rule 6: accept. Receipt first, then the effect, then the hook.
-	if _, err := tx.Exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	// Rule 6: accept. Receipt first, then the total (the built-in effect),
+	// then the user's effect (WithEffect), then the hook.
+	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
 	}
 	if known {
-		r, err := tx.Exec(ctx, qAdvanceFlow, delta, m.Flow, next)
+		r, err := tx.exec(ctx, qAdvanceFlow, delta, m.Flow, next)
 		if err != nil {
 			return "", fmt.Errorf("update total: %w", err)
 		}
@@ -284,8 +290,11 @@ func (s *Store) receiveTx(ctx context.Context, tx *drivertx.Tx, m Message, delta
 		if n != 1 {
 			return "", fmt.Errorf("update total: %d rows changed, want 1", n)
 		}
-	} else if _, err := tx.Exec(ctx, qInsertFlow, m.Flow, delta); err != nil {
+	} else if _, err := tx.exec(ctx, qInsertFlow, m.Flow, delta); err != nil {
 		return "", fmt.Errorf("insert flow total: %w", err)
+	}
+	if err := s.runEffect(ctx, tx, m); err != nil {
+		return "", err
 	}
 	if s.hook != nil {
 		s.hook(HookAcceptBeforeCommit)
@@ -294,8 +303,8 @@ func (s *Store) receiveTx(ctx context.Context, tx *drivertx.Tx, m Message, delta
 }
 
 // recordConflict keeps one row per distinct conflicting message.
-func recordConflict(ctx context.Context, tx *drivertx.Tx, m Message, rule, withID, withFlow string, withSeq, next int64) error {
-	if _, err := tx.Exec(ctx, qInsertConflict,
+func recordConflict(ctx context.Context, tx writeTx, m Message, rule, withID, withFlow string, withSeq, next int64) error {
+	if _, err := tx.exec(ctx, qInsertConflict,
 		m.ID, m.Flow, m.Seq, m.Body, rule, withID, withFlow, withSeq, next); err != nil {
 		return fmt.Errorf("record conflict: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/drivertx"
 	"github.com/fairrelay/fairrelay/writerlock"
 )
@@ -54,6 +55,9 @@ type options struct {
 	maxDelta int
 	hook     func(HookPoint)
 	keep     writerlock.Keep
+	readOnly bool // WithReadOnly (open.go)
+	effect   Effect
+	schema   string
 }
 
 // WithMaxDelta sets the receiver's capability: the largest delta it applies.
@@ -90,9 +94,12 @@ func WithWriterKeep(k writerlock.Keep) Option {
 type Store struct {
 	db       *sql.DB
 	writer   *writerlock.Lock // turns among the file\'s writers (writerlock module, docs/performance.md "Fair writers")
-	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx)
+	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx); nil with an effect
 	maxDelta int64
 	hook     func(HookPoint)
+	path     string           // as given to Open, for IsFull's look at the files
+	ro       *dbfile.ReadOnly // set by WithReadOnly: no writer, no w (open.go)
+	effect   Effect           // nil: the built-in delta sum only
 }
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
@@ -119,7 +126,10 @@ func dsn(path string) (string, error) {
 // embedded schema in one transaction. An existing file is never cleared. The
 // default MaxDelta is 1000 and no hook is set. Open returns
 // [ErrInvalidOption] for an option out of range and [ErrSchemaVersion] for a
-// file written by a newer version of this package.
+// file written by a newer version of this package. A path that cannot be
+// opened ([ErrOpen]) or a file that is not a receiver database
+// ([ErrNotReceiver]) is refused before anything is written or created beside
+// it (open.go). [WithReadOnly] opens an existing file without creating any.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{maxDelta: DefaultMaxDelta, keep: writerlock.DefaultKeep}
 	for _, opt := range opts {
@@ -128,40 +138,58 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if o.maxDelta < 1 || o.maxDelta > DefaultMaxDelta {
 		return nil, fmt.Errorf("%w: WithMaxDelta(%d) is outside 1..%d", ErrInvalidOption, o.maxDelta, DefaultMaxDelta)
 	}
+	if o.readOnly {
+		return openReadOnly(path, o)
+	}
+	// A wrong file is refused before anything is created beside it (open.go).
+	if info, err := dbfile.Check(path, true); err != nil {
+		return nil, openError(path, err)
+	} else if err := probe(path, info); err != nil {
+		return nil, err
+	}
 	name, err := dsn(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	wl, err := writerlock.OpenKeep(path, writeTurnTimeout, o.keep)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), wl.Close())
 	}
 	if err := migrate(context.Background(), db, wl); err != nil {
+		err = migrateError(path, err)
+		return nil, errors.Join(err, db.Close(), closeOrRemove(wl, err))
+	}
+	dbfile.ShareSidecars(path)
+	if o.schema != "" {
+		err := withTx(context.Background(), db, wl, nil, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(context.Background(), o.schema)
+			return err
+		})
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("open %s: apply WithSchema: %w", path, err), db.Close(), wl.Close())
+		}
+	}
+	s := &Store{db: db, writer: wl, maxDelta: int64(o.maxDelta), hook: o.hook, path: path, effect: o.effect}
+	if o.effect != nil {
+		// The effect needs a *sql.Tx: writes go through database/sql.
+		return s, nil
+	}
+	if s.w, err = drivertx.Open(context.Background(), db, writeQueries); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
-	w, err := drivertx.Open(context.Background(), db, writeQueries)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
-	}
-	return &Store{db: db, writer: wl, w: w, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
+	return s, nil
 }
 
 // migrate applies the schema unless the file already carries it.
 func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 	return withTx(ctx, db, wl, nil, func(tx *sql.Tx) error {
-		var v int
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-			return fmt.Errorf("read user_version: %w", err)
-		}
-		switch {
-		case v > SchemaVersion:
-			return fmt.Errorf("%w: file has version %d, this package knows up to %d", ErrSchemaVersion, v, SchemaVersion)
-		case v == SchemaVersion:
-			return nil
+		v, err := inspect(ctx, tx)
+		if err != nil || v == SchemaVersion {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
@@ -175,7 +203,14 @@ func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 
 // Close closes the database and the writer lock files.
 func (s *Store) Close() error {
-	return errors.Join(s.w.Close(), s.db.Close(), s.writer.Close())
+	if s.ro != nil {
+		return errors.Join(s.db.Close(), s.ro.Close())
+	}
+	var werr error
+	if s.w != nil {
+		werr = s.w.Close()
+	}
+	return errors.Join(werr, s.db.Close(), s.writer.Close())
 }
 
 // withTx runs fn in one transaction: IMMEDIATE unless opts asks for a
@@ -216,11 +251,20 @@ func withTx(ctx context.Context, db *sql.DB, wl *writerlock.Lock, opts *sql.TxOp
 // connection (drivertx), in this process's turn among the file's writers
 // (the writerlock module), and commits it when fn returns nil; any error rolls
 // everything back. Open's migration and the read-only Snapshot go through
-// database/sql (withTx).
-func (s *Store) withWriteTx(ctx context.Context, fn func(*drivertx.Tx) error) error {
+// database/sql (withTx), and so do the writes of a store with an effect,
+// whose transaction the effect shares as a *sql.Tx.
+func (s *Store) withWriteTx(ctx context.Context, fn func(writeTx) error) error {
+	if s.ro != nil {
+		return ErrReadOnly
+	}
+	if s.effect != nil {
+		return fullError(s.path, withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
+			return fn(&sqlTx{tx: tx})
+		}))
+	}
 	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.Unlock()
-	return s.w.Tx(ctx, fn)
+	return fullError(s.path, s.w.Tx(ctx, func(tx *drivertx.Tx) error { return fn(driverTx{tx: tx}) }))
 }

@@ -73,7 +73,7 @@ func cmdFlows(e *env, args []string) (err error) {
 	if *top < 0 {
 		return usagef("--top %d: want 0 or more", *top)
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,7 @@ func cmdEvents(e *env, args []string) (err error) {
 	if *state != "" && !slices.Contains(eventStates, *state) {
 		return usagef("--state %q: want pending, inflight, acked or quarantined", *state)
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func cmdQuarantined(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}

@@ -5,14 +5,29 @@ go 1.26.0
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/console v0.0.0
+	github.com/fairrelay/fairrelay/inbox v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
+	github.com/fairrelay/fairrelay/relay v0.0.0
+	github.com/fairrelay/fairrelay/webhook v0.0.0
 	github.com/mattn/go-isatty v0.0.24
+	github.com/prometheus/client_golang v1.25.0
 	github.com/rogpeppe/go-internal v1.16.0
 )
 
 require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -37,5 +52,13 @@ replace github.com/fairrelay/fairrelay/receiverstore => ../receiverstore
 replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
+
+replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
+
+replace github.com/fairrelay/fairrelay/inbox => ../inbox
+
+replace github.com/fairrelay/fairrelay/webhook => ../webhook
+
+replace github.com/fairrelay/fairrelay/relay => ../relay
 
 replace github.com/fairrelay/fairrelay/console => ../console

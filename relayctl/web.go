@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/console"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
@@ -29,6 +30,8 @@ func cmdWeb(e *env, args []string) (err error) {
 			"address every page needs the token too, and without a token web refuses to\n"+
 			"start. See docs/console.md for running it behind a TLS reverse proxy.").
 		withQueue().withReceiver(true)
+	f.Var(&e.clock.mode, "clock", "how a redrive reads time: `MODE` auto, logical or wall (see 'relayctl redrive -h')")
+	f.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
 	listen := f.String("listen", "127.0.0.1:8080", "`ADDR` to listen on (host:port); loopback by default")
 	token := f.String("token", "", "operator `TOKEN` for writes (default $"+tokenEnv+"; at least 16 bytes)")
 	secure := f.Bool("secure-cookies", false, "mark cookies Secure (set when a TLS proxy serves the console)")
@@ -59,6 +62,24 @@ func cmdWeb(e *env, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("open queue %s: %w", e.queuePath, err)
 	}
+	// A queue run in real time (its clock mark is Unix milliseconds, or
+	// --clock wall) is written at this machine's clock, as relayctl redrive
+	// writes it; a logical queue at its clock mark.
+	mark, err := q.ClockMark(e.ctx)
+	if err != nil {
+		return errors.Join(fmt.Errorf("read the clock mark: %w", err), q.Close())
+	}
+	var now func(context.Context) (clock.Tick, error)
+	if e.clock.mode == clockWall || e.clock.mode == clockAuto && mark >= wallFloor {
+		if err := q.Close(); err != nil {
+			return err
+		}
+		if q, err = queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(e.clock.wall, e.clock.skew)); err != nil {
+			return fmt.Errorf("open queue %s in real time: %w", e.queuePath, err)
+		}
+		wall := e.clock.wall
+		now = func(context.Context) (clock.Tick, error) { return wall.Now(), nil }
+	}
 	defer closeWith(q, &err)
 	var r console.Receiver
 	if e.receiverPath != "" {
@@ -73,7 +94,7 @@ func cmdWeb(e *env, args []string) (err error) {
 		r = rs
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log})
+	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now})
 	if err != nil {
 		return err
 	}

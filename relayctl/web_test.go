@@ -209,3 +209,71 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// A queue run in real time (its clock mark is Unix milliseconds) is
+// redriven at this machine's clock, as relayctl redrive would.
+func TestWeb_RealTimeQueueRedrivesAtTheWallClock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Wall{}.Now()
+	if _, err := q.Enqueue(ctx, queuestore.Event{ID: "e1", Flow: "f1", Body: []byte(`{"delta": 1}`)}, start); err != nil {
+		t.Fatal(err)
+	}
+	now := start
+	for range 3 {
+		c, ok, err := q.Claim(ctx, now)
+		if err != nil || !ok {
+			t.Fatalf("Claim(%d) = %v, %v", now, ok, err)
+		}
+		if _, err := q.Settle(ctx, c.EventID, c.Generation, queuestore.Result{Reason: "unavailable"}, now); err != nil {
+			t.Fatal(err)
+		}
+		now += 10
+	}
+	q.Close()
+	addr := startWeb(t, dir, "--listen", "127.0.0.1:0", "--token", webToken, "--receiver", "")
+	base := "http://" + addr
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(base + "/event?id=e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	u, _ := url.Parse(base)
+	var csrf string
+	for _, ck := range jar.Cookies(u) {
+		if ck.Name == "fairrelay_csrf" {
+			csrf = ck.Value
+		}
+	}
+	// The mark is start+20 ms; let the wall clock move well past it, so a
+	// redrive at the mark and one at the clock cannot be confused.
+	time.Sleep(100 * time.Millisecond)
+	before := clock.Wall{}.Now()
+	resp, err = c.PostForm(base+"/redrive", url.Values{"id": {"e1"}, "generation": {"3"}, "reason": {"receiver back"}, "csrf": {csrf}, "token": {webToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST /redrive = %d, want 303", resp.StatusCode)
+	}
+	q, err = queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	a, err := q.AuditPage(ctx, queuestore.AuditQuery{EventID: "e1"})
+	if err != nil || len(a.Entries) != 1 {
+		t.Fatalf("audit of e1 = %+v, %v; want one row", a, err)
+	}
+	if at := a.Entries[0].At; at < before {
+		t.Errorf("the redrive was written at tick %d, before the wall clock %d when it was sent: not at the wall clock", at, before)
+	}
+}

@@ -1,0 +1,28 @@
+// Package inbox is fairrelay's receiver side over HTTP and in process: the
+// composition of [receiverstore] (the idempotent receiver), [webhook]
+// (Standard Webhooks signatures) and [relay] (the runtime's Handler).
+//
+// [NewServer] is an http.Handler that receives the relay's deliveries
+// (docs/contract.md, "Delivery over HTTP"): it reads the body under a size
+// cap, verifies both signatures and the timestamp window, parses the event's
+// ID, flow and sequence number from the headers, calls
+// [receiverstore.Store.Receive] and answers with a documented status and a
+// small JSON body:
+//
+//	200 {"outcome":"accepted"} | {"outcome":"duplicate"}
+//	409 {"outcome":"conflict"} | {"outcome":"gap"}
+//	422 {"outcome":"unsupported_delta"}
+//	400 {"error":"invalid_body"} | {"error":"invalid_message"} | {"error":"invalid_header"}
+//	401 {"error":"unauthorized"}
+//	405 {"error":"method_not_allowed"}
+//	413 {"error":"too_large"}
+//	503 {"error":"effect_failed"} | {"error":"canceled"}
+//	500 {"error":"internal"}
+//
+// A refusal before the store (method, size, signature, headers) touches no
+// database. Internal errors never reach the client: their detail goes to the
+// server's log only.
+//
+// [Local] is the same mapping for a relay that delivers in process, without
+// HTTP: what the experiment does with its receiver.
+package inbox

@@ -1,0 +1,66 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/relay"
+)
+
+// Local maps every receiver answer to the settle reason an HTTP delivery to
+// NewServer gets (relay.NewHTTP's status mapping), on a real receiver.db.
+func TestLocal_Mapping(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := receiverstore.Open(filepath.Join(dir, "r.db"), receiverstore.WithMaxDelta(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	failing, err := receiverstore.Open(filepath.Join(dir, "e.db"), receiverstore.WithEffect(
+		func(context.Context, receiverstore.Tx, receiverstore.Message) error { return errors.New("down") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failing.Close()
+	closed, err := receiverstore.Open(filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+
+	ev := func(id string, seq int64, body string) relay.Event {
+		return relay.Event{ID: id, Flow: "f", Seq: seq, Body: []byte(body), Attempt: 1, Generation: 1}
+	}
+	for _, c := range []struct {
+		name   string
+		r      Receiver
+		e      relay.Event
+		reason string // "" = success
+	}{
+		{"accepted", st, ev("e1", 1, `{"delta": 5}`), ""},
+		{"duplicate", st, ev("e1", 1, `{"delta": 5}`), ""},
+		{"conflict", st, ev("e1", 1, `{"delta": 6}`), relay.ReasonConflict},
+		{"gap", st, ev("e3", 3, `{"delta": 1}`), relay.ReasonGap},
+		{"unsupported_delta", st, ev("e2", 2, `{"delta": 50}`), relay.ReasonUnsupportedDelta},
+		{"invalid body", st, ev("e2", 2, `{"delta": 0}`), relay.ReasonInvalidBody},
+		{"invalid message", st, ev("", 2, `{"delta": 1}`), relay.ReasonInvalidBody},
+		{"effect failure", failing, ev("e1", 1, `anything`), relay.ReasonUnavailable},
+		{"store error", closed, ev("e1", 1, `{"delta": 1}`), relay.ReasonUnavailable},
+	} {
+		err := Local(c.r).Handle(context.Background(), c.e)
+		var f *relay.Failure
+		switch {
+		case c.reason == "" && err != nil:
+			t.Errorf("%s: Handle() = %v, want nil", c.name, err)
+		case c.reason != "" && (!errors.As(err, &f) || f.Reason != c.reason):
+			t.Errorf("%s: Handle() = %v, want a failure with reason %s", c.name, err, c.reason)
+		}
+	}
+	if tot, err := st.Total(context.Background(), "f"); err != nil || tot != 5 {
+		t.Errorf("Total(f) = %d, %v; want 5", tot, err)
+	}
+}

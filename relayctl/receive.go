@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fairrelay/fairrelay/inbox"
+	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/webhook"
+)
+
+// secretEnv is the environment variable that holds the signing secret when
+// --secret is not given (a secret on the command line shows in ps).
+const secretEnv = "FAIRRELAY_SECRET"
+
+// cmdReceive serves the receiver over HTTP until it is interrupted.
+func cmdReceive(e *env, args []string) (err error) {
+	c := newFlags(e, "receive", "receive --listen ADDR [--secret S] [flags]",
+		"Serves receiver.db over HTTP: every POST is a signed delivery from 'relayctl relay --to URL'\n"+
+			"(Standard Webhooks signatures, checked with the shared secret), received exactly once, and\n"+
+			"answered 200, 409, 422, 400, 401 or 413 with a JSON body (docs/receiver-server.md).\n"+
+			"GET /metrics serves Prometheus metrics. The receiver database is created if it does not exist.\n"+
+			"The first line of output, printed once the server listens, is the URL to deliver to.\n"+
+			"Ctrl-C or SIGTERM stops it: requests in progress finish (up to --grace), then it exits 0.\n"+
+			"The secret comes from --secret or the environment variable "+secretEnv+" (a \"whsec_<base64>\"\n"+
+			"secret is decoded as Standard Webhooks says).").withReceiver(false)
+	listen := c.String("listen", "127.0.0.1:8080", "`ADDR` to listen on (host:port; port 0 picks a free port)")
+	secretFlag := c.String("secret", "", "signing secret `S` shared with the relay (default $"+secretEnv+")")
+	maxBody := c.Int64("max-body", inbox.DefaultMaxBody, "largest request body in `BYTES` (a longer one is 413)")
+	tolerance := c.Duration("tolerance", webhook.DefaultTolerance, "how far a request's timestamp may be from this clock")
+	grace := c.Duration("grace", 10*time.Second, "how long requests in progress may take to finish at shutdown")
+	jsonLogs := c.Bool("json", false, "log JSON lines (log/slog) on stderr instead of text")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	secret, err := secretFrom(*secretFlag, c.isSet("secret"))
+	if err != nil {
+		return err
+	}
+	switch {
+	case *maxBody < 1:
+		return usagef("--max-body %d is below 1", *maxBody)
+	case *tolerance <= 0:
+		return usagef("--tolerance %s is not positive", *tolerance)
+	case *grace < 0:
+		return usagef("--grace %s is negative", *grace)
+	case e.receiverPath == "":
+		return usagef("--receiver is empty")
+	}
+	log := newLogger(e.stderr, *jsonLogs)
+
+	store, err := receiverstore.Open(e.abs(e.receiverPath))
+	if err != nil {
+		return fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+	}
+	defer closeWith(store, &err)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
+	mux.Handle("/", inbox.NewServer(store, secret, inbox.ServerOptions{
+		MaxBody: *maxBody, Tolerance: *tolerance, Logger: log, Metrics: reg,
+	}))
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(e.ctx) },
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintln(e.stdout, url)
+	log.Info("receiving", "url", url, "receiver", e.receiverPath, "metrics", url+"metrics")
+
+	select {
+	case err := <-served: // Serve failed on its own
+		return fmt.Errorf("serve: %w", err)
+	case <-e.ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in progress", "grace", *grace)
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// Requests still running past the grace: close their connections;
+		// their transactions roll back (nothing was answered, the relay retries).
+		log.Warn("grace over: closing the remaining connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// secretFrom is the signing secret: --secret when given, else $FAIRRELAY_SECRET.
+func secretFrom(flagValue string, flagSet bool) ([]byte, error) {
+	raw, from := flagValue, "--secret"
+	if !flagSet {
+		raw, from = os.Getenv(secretEnv), "$"+secretEnv
+		if raw == "" {
+			return nil, usagef("no secret: give --secret S or set %s", secretEnv)
+		}
+	}
+	secret, err := webhook.ParseSecret(raw)
+	if err != nil {
+		return nil, usagef("%s: %v", from, err)
+	}
+	return secret, nil
+}
+
+// newLogger logs to w: text lines, or JSON lines with --json.
+func newLogger(w io.Writer, jsonLines bool) *slog.Logger {
+	if jsonLines {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
