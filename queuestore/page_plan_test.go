@@ -2,6 +2,7 @@ package queuestore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -29,11 +30,15 @@ func TestPlan_PagedReadsUseIndexes(t *testing.T) {
 		// sorts is set where a temporary B-tree is expected and bounded:
 		// grouping the quarantined events (only those) by reason.
 		sorts bool
+		// seeks is set for a page after a cursor: its index must be
+		// searched (a range that starts at the cursor), never scanned
+		// from its start.
+		seeks bool
 	}
 	queries := map[string]query{
-		"audit":          {qAuditPage, []any{10, 51}, "INTEGER PRIMARY KEY", false},
-		"audit of event": {qAuditPageEvent, []any{10, 51, "e1"}, "audit_event", false},
-		"reasons":        {qQuarantinedReasons, nil, "events_quarantined", true},
+		"audit":          {qAuditPage, []any{10, 51}, "INTEGER PRIMARY KEY", false, true},
+		"audit of event": {qAuditPageEvent, []any{10, 51, "e1"}, "audit_event", false, true},
+		"reasons":        {qQuarantinedReasons, nil, "events_quarantined", true, false},
 	}
 	index := map[FlowSort]string{
 		SortByFlow:    "sqlite_autoindex_flows_1",
@@ -53,8 +58,11 @@ func TestPlan_PagedReadsUseIndexes(t *testing.T) {
 					name += " backward"
 				}
 				args := []any{-3, "f1", "", prefixEnd(""), 51}
-				queries[name] = query{flowsPageQuery(key, cursor, backward, false), args, idx, false}
-				queries[name+" head"] = query{flowsPageQuery(key, cursor, backward, false), args, "sqlite_autoindex_events_2", false}
+				for i, stmt := range flowsPageQueries(key, cursor, backward, false) {
+					n := fmt.Sprintf("%s #%d", name, i+1)
+					queries[n] = query{stmt, args, idx, false, cursor}
+					queries[n+" head"] = query{stmt, args, "sqlite_autoindex_events_2", false, false}
+				}
 			}
 		}
 	}
@@ -64,11 +72,11 @@ func TestPlan_PagedReadsUseIndexes(t *testing.T) {
 		if f.Reason != "" {
 			idx = "events_quarantined_reason"
 		}
-		queries["quarantined page"+name] = query{page, append(append([]any{"", 0}, args...), 51), idx, false}
-		queries["quarantined count"+name] = query{count, args, idx, false}
+		queries["quarantined page"+name] = query{page, append(append([]any{"", 0}, args...), 51), idx, false, true}
+		queries["quarantined count"+name] = query{count, args, idx, false, false}
 	}
 	// A name search is a range of the primary key.
-	queries["flows search"] = query{flowsPageQuery("", true, false, true), []any{0, "f1", "f1", prefixEnd("f1"), 51}, "sqlite_autoindex_flows_1", false}
+	queries["flows search"] = query{flowsPageQueries("", true, false, true)[0], []any{0, "f1", "f1", prefixEnd("f1"), 51}, "sqlite_autoindex_flows_1", false, true}
 	for name, tc := range queries {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
 		if err != nil {
@@ -94,6 +102,9 @@ func TestPlan_PagedReadsUseIndexes(t *testing.T) {
 			if strings.Contains(line, "TEMP B-TREE") && !tc.sorts {
 				t.Errorf("%s: plan sorts in a temporary B-tree: %q\nfull plan:\n%s", name, line, text)
 			}
+		}
+		if tc.seeks && !strings.Contains(text, "SEARCH f USING INDEX "+tc.want) && !strings.Contains(text, "SEARCH audit USING") && !strings.Contains(text, "SEARCH events USING") {
+			t.Errorf("%s: plan does not seek in %s:\n%s", name, tc.want, text)
 		}
 		if !strings.Contains(text, tc.want) {
 			t.Errorf("%s: plan does not use %s:\n%s", name, tc.want, text)
