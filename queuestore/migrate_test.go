@@ -210,7 +210,7 @@ func TestMigrate_SchemaEqualsNewFile(t *testing.T) {
 	}
 	f2.Close()
 	a, b := schemaShape(t, migrated), schemaShape(t, freshPath)
-	if len(a["events table_xinfo"]) != 13 || len(a["index sql"]) != 4 || len(a["events checks"]) != 12 || len(a["meta checks"]) != 10 {
+	if len(a["events table_xinfo"]) != 13 || len(a["index sql"]) != 8 || len(a["events checks"]) != 12 || len(a["meta checks"]) != 10 {
 		t.Fatalf("schemaShape read too little: %s", jsonOf(a))
 	}
 	if !reflect.DeepEqual(a, b) {

@@ -78,3 +78,11 @@ ALTER TABLE audit_v2 RENAME TO audit;
 CREATE INDEX events_quarantined ON events (flow, seq) WHERE state = 'quarantined';
 -- step
 CREATE INDEX events_quarantined_reason ON events (reason, flow, seq) WHERE state = 'quarantined';
+-- step
+CREATE INDEX flows_by_backlog ON flows ((CASE WHEN head_seq IS NULL THEN 0 ELSE head_seq - last_seq - 1 END), flow);
+-- step
+CREATE INDEX flows_by_served ON flows ((-served), flow);
+-- step
+CREATE INDEX flows_by_blocked ON flows ((CASE WHEN head_seq IS NULL THEN 3 WHEN ready_at IS NULL THEN 0 WHEN ready = 0 THEN 1 ELSE 2 END), flow);
+-- step
+CREATE INDEX audit_event ON audit (event_id, id) WHERE event_id IS NOT NULL;

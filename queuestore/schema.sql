@@ -112,3 +112,13 @@ CREATE TABLE audit (
     CHECK ((kind = 'redrive') = (event_id IS NOT NULL AND generation IS NOT NULL)),
     CHECK ((kind = 'redrive') = (detail IS NULL))
 ) STRICT;
+
+-- The console pages through flows in these orders (page.go, FlowsPage):
+-- most backlog first, most served first, blocked first; each ties by flow
+-- name. The expressions are those of page.go's sortKeys, written the same.
+CREATE INDEX flows_by_backlog ON flows ((CASE WHEN head_seq IS NULL THEN 0 ELSE head_seq - last_seq - 1 END), flow);
+CREATE INDEX flows_by_served ON flows ((-served), flow);
+CREATE INDEX flows_by_blocked ON flows ((CASE WHEN head_seq IS NULL THEN 3 WHEN ready_at IS NULL THEN 0 WHEN ready = 0 THEN 1 ELSE 2 END), flow);
+
+-- One event's audit rows, newest first (AuditPage with an EventID).
+CREATE INDEX audit_event ON audit (event_id, id) WHERE event_id IS NOT NULL;

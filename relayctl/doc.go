@@ -12,7 +12,8 @@
 //
 // The commands are status, flows, events, quarantined, redrive (one event, or
 // every match with --all), audit, policy, enqueue, receiver totals, receiver
-// conflicts and snapshot; `relayctl help` lists them and README.md describes
+// conflicts, snapshot and web (the operator console in a browser, see
+// docs/console.md); `relayctl help` lists them and README.md describes
 // each one. Every write takes --now TICK; without it a write acts at the
 // queue's clock mark, or, for a queue run in real time (its clock mark is Unix
 // milliseconds; --clock), at this machine's clock, and a tick more than --skew

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
+	github.com/fairrelay/fairrelay/console v0.0.0
 	github.com/fairrelay/fairrelay/inbox v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
@@ -59,3 +60,5 @@ replace github.com/fairrelay/fairrelay/inbox => ../inbox
 replace github.com/fairrelay/fairrelay/webhook => ../webhook
 
 replace github.com/fairrelay/fairrelay/relay => ../relay
+
+replace github.com/fairrelay/fairrelay/console => ../console

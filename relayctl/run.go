@@ -65,6 +65,7 @@ var commands = []command{
 	{"enqueue", "add one event (--id --flow --body) or a JSONL file of them (--file)", cmdEnqueue},
 	{"receiver", "receiver totals | receiver conflicts", cmdReceiver},
 	{"snapshot", "both stores' full snapshots as JSON", cmdSnapshot},
+	{"web", "the operator console in a browser (--listen ADDR, --token or $FAIRRELAY_TOKEN)", cmdWeb},
 	{"relay", "run the relay over queue.db: deliver --to URL (HTTP) or to --receiver in process", cmdRelay},
 	{"receive", "serve receiver.db over HTTP for 'relayctl relay --to' (--listen ADDR --secret S)", cmdReceive},
 }

@@ -1,0 +1,199 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// Queue is what the console reads from and writes to a queue. Its method set
+// is a part of *queuestore.Store's: the reads are paged through indexes, so
+// no page reads every flow, and the only writes are the audited redrives.
+type Queue interface {
+	Stats(ctx context.Context) (queuestore.Stats, error)
+	ClockMark(ctx context.Context) (clock.Tick, error)
+	Policy(ctx context.Context) (queuestore.Policy, error)
+	FlowsPage(ctx context.Context, q queuestore.FlowQuery) (queuestore.FlowPage, error)
+	FlowEvents(ctx context.Context, flow string) ([]queuestore.EventState, error)
+	Event(ctx context.Context, id string) (queuestore.EventState, error)
+	QuarantinedPage(ctx context.Context, q queuestore.QuarantinedQuery) (queuestore.QuarantinedPage, error)
+	QuarantinedReasons(ctx context.Context) ([]queuestore.ReasonCount, error)
+	AuditPage(ctx context.Context, q queuestore.AuditQuery) (queuestore.AuditPage, error)
+	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
+	RedriveAll(ctx context.Context, f queuestore.RedriveFilter, reason string, now clock.Tick) ([]queuestore.Redriven, error)
+}
+
+// Receiver is what the console reads from a receiver: its flows' totals and
+// its recorded conflicts. *receiverstore.Store has both.
+type Receiver interface {
+	Flows(ctx context.Context) ([]receiverstore.FlowState, error)
+	Conflicts(ctx context.Context) ([]receiverstore.ConflictRecord, error)
+}
+
+// Options configure the console. The zero value is a read-only console
+// whose reads are open (fit for a loopback address only).
+type Options struct {
+	// Token is the operator's secret. Every write must carry it (the form
+	// field "token" or the header "Authorization: Bearer TOKEN"); without a
+	// Token every write is refused with 403 and the console is read-only.
+	Token string
+	// ProtectReads makes every page need the token too: a browser signs in
+	// once on /login (a session cookie derived from the token), a program
+	// sends the Authorization header. New refuses ProtectReads without a
+	// Token. Set it whenever the console listens beyond loopback.
+	ProtectReads bool
+	// Now gives the tick a redrive is written at. nil means the queue's
+	// clock mark (the highest tick it has recorded), as relayctl does.
+	Now func(ctx context.Context) (clock.Tick, error)
+	// Logger receives internal errors (never shown to the browser) and one
+	// line per write. nil means slog.Default().
+	Logger *slog.Logger
+	// PageSize is the number of rows of a paged list, 1..1000; 0 means 50.
+	PageSize int
+	// Secure marks the console's cookies Secure (only sent over HTTPS). Set
+	// it when the console is served through a TLS-terminating proxy.
+	Secure bool
+}
+
+// Errors of New.
+var (
+	// ErrOptions reports options New refuses.
+	ErrOptions = errors.New("console: invalid options")
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// console is the handler New returns.
+type console struct {
+	q       Queue
+	r       Receiver
+	o       Options
+	log     *slog.Logger
+	tmpl    map[string]*template.Template
+	mux     *http.ServeMux
+	session string // the session cookie's value: an HMAC of the token
+}
+
+// New returns the console's handler over q and r. r may be nil (the
+// receiver page then says there is none). Options it refuses are
+// ErrOptions.
+func New(q Queue, r Receiver, o Options) (http.Handler, error) {
+	if q == nil {
+		return nil, fmt.Errorf("%w: no queue", ErrOptions)
+	}
+	if o.ProtectReads && o.Token == "" {
+		return nil, fmt.Errorf("%w: ProtectReads needs a Token", ErrOptions)
+	}
+	if o.Token != "" && (len(o.Token) < MinTokenLen || len(o.Token) > 1000 || strings.TrimSpace(o.Token) != o.Token) {
+		return nil, fmt.Errorf("%w: the token must be %d..1000 bytes without surrounding spaces", ErrOptions, MinTokenLen)
+	}
+	if o.PageSize == 0 {
+		o.PageSize = 50
+	}
+	if o.PageSize < 1 || o.PageSize > queuestore.MaxPageLimit {
+		return nil, fmt.Errorf("%w: PageSize %d is outside 1..%d", ErrOptions, o.PageSize, queuestore.MaxPageLimit)
+	}
+	c := &console{q: q, r: r, o: o, log: o.Logger}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if o.Token != "" {
+		c.session = sessionValue(o.Token)
+	}
+	var err error
+	if c.tmpl, err = parseTemplates(); err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	m := http.NewServeMux()
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /{$}", c.read(c.overview))
+	m.HandleFunc("GET /flows", c.read(c.flows))
+	m.HandleFunc("GET /flow", c.read(c.flow))
+	m.HandleFunc("GET /event", c.read(c.event))
+	m.HandleFunc("GET /quarantined", c.read(c.quarantined))
+	m.HandleFunc("GET /audit", c.read(c.audit))
+	m.HandleFunc("GET /receiver", c.read(c.receiver))
+	m.HandleFunc("GET /login", c.loginPage)
+	m.HandleFunc("POST /login", c.write(c.login, false))
+	m.HandleFunc("POST /redrive", c.write(c.redrive, true))
+	m.HandleFunc("POST /redrive-all", c.write(c.redriveAll, true))
+	// A write path asked for with GET (a link, a prefetch, a crawler)
+	// changes nothing.
+	for _, p := range []string{"/redrive", "/redrive-all"} {
+		m.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "POST")
+			c.fail(w, r, http.StatusMethodNotAllowed, "Writes are POST only",
+				"This address changes the queue, so it only answers a form sent with POST.")
+		})
+	}
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "Not found", "There is no page at this address.")
+	})
+	c.mux = m
+	return c, nil
+}
+
+// MinTokenLen is the shortest token New accepts.
+const MinTokenLen = 16
+
+// ServeHTTP sets the headers every answer carries and dispatches.
+func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	// Nothing is loaded from elsewhere: scripts, styles and images come from
+	// this console only; no frame may embed it.
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	c.mux.ServeHTTP(w, r)
+}
+
+// internal logs err with a reference and shows the browser a generic page
+// with that reference only.
+func (c *console) internal(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the browser went away
+	}
+	ref := randomHex(6)
+	c.log.Error("console: internal error", "ref", ref, "method", r.Method, "path", r.URL.Path, "err", err)
+	c.fail(w, r, http.StatusInternalServerError, "Something went wrong",
+		"The console could not read or write the stores. The details are in the server log under reference "+ref+".")
+}
+
+// fail shows an error page with status, a title and a plain message.
+func (c *console) fail(w http.ResponseWriter, r *http.Request, status int, title, msg string) {
+	c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status})
+}
+
+type errorData struct {
+	Title, Message string
+	Status         int
+	Back           string // a page to go back to, if any
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,153 @@
+// Package demo seeds a realistic queue and receiver for the console's
+// browser tests and screenshots: several tenants, events delivered through a
+// real receiver, events quarantined for different reasons, a redrive in the
+// audit and a conflict at the receiver. Everything goes through the stores'
+// public API, as a relay would.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// MaxDelta is the receiver's largest delta: open the receiver given to Seed
+// with receiverstore.WithMaxDelta(MaxDelta).
+const MaxDelta = 500
+
+// Tenants and their flows. A flow's events carry {"delta": N}; the
+// receiver's MaxDelta refuses the big ones (unsupported_delta).
+var flows = []struct {
+	name   string
+	events int
+	delta  int
+	// unavailable fails the first claims of the flow's head with
+	// "unavailable" (a receiver that did not answer).
+	unavailable bool
+}{
+	{"acme/orders", 18, 3, false},
+	{"acme/invoices", 9, 40, false},
+	{"acme/refunds", 4, 900, false}, // over MaxDelta: unsupported_delta
+	{"globex/chat-17", 24, 1, false},
+	{"globex/chat-18", 12, 1, false},
+	{"globex/chat-19", 6, 1, true},     // receiver down: unavailable
+	{"initech/billing", 7, 750, false}, // over MaxDelta too
+	{"initech/reports", 15, 7, false},
+	{"umbrella/sensors", 30, 2, false},
+	{"umbrella/alerts", 5, 9, true},
+	{"hooli/signup", 11, 4, false},
+	{"hooli/search", 8, 6, false},
+}
+
+// Seed fills q and r, which must be new (r opened with MaxDelta): a few hundred events over twelve
+// flows of five tenants, delivered round by round until every flow is either
+// done, stuck in quarantine, or waiting; one quarantined event is redriven
+// (an audit row) and fails again, the receiver records a conflict, and the
+// lease is changed (a policy audit row). It returns the clock mark it
+// reached.
+func Seed(ctx context.Context, q *queuestore.Store, r *receiverstore.Store) (clock.Tick, error) {
+	var es []queuestore.Event
+	for _, f := range flows {
+		for i := 1; i <= f.events; i++ {
+			es = append(es, queuestore.Event{
+				ID:   fmt.Sprintf("%s-%03d", strings.ReplaceAll(f.name, "/", "-"), i),
+				Flow: f.name,
+				Body: fmt.Appendf(nil, `{"delta": %d}`, f.delta),
+			})
+		}
+	}
+	if _, err := q.EnqueueBatch(ctx, es, 0); err != nil {
+		return 0, fmt.Errorf("seed: enqueue: %w", err)
+	}
+	unavailable := map[string]bool{}
+	for _, f := range flows {
+		unavailable[f.name] = f.unavailable
+	}
+	now := clock.Tick(1)
+	deliver := func(rounds int, claimsPerTick int) error {
+		for range rounds {
+			cs, err := q.ClaimBatch(ctx, now, claimsPerTick)
+			if err != nil {
+				return err
+			}
+			var items []queuestore.SettleItem
+			for _, c := range cs {
+				res := queuestore.Result{OK: true}
+				if unavailable[c.Flow] {
+					res = queuestore.Result{Reason: "unavailable"}
+				} else {
+					out, err := r.Receive(ctx, receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
+					if err != nil {
+						return err
+					}
+					if out != receiverstore.Accepted && out != receiverstore.Duplicate {
+						res = queuestore.Result{Reason: string(out)}
+					}
+				}
+				items = append(items, queuestore.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: res})
+			}
+			if _, err := q.SettleBatch(ctx, items, now); err != nil {
+				return err
+			}
+			now++
+		}
+		return nil
+	}
+	// Eight claims a tick among twelve flows: the fair selector shares them.
+	if err := deliver(30, 8); err != nil {
+		return 0, fmt.Errorf("seed: deliver: %w", err)
+	}
+	// An operator redrives the stuck refund without fixing anything; it
+	// fails three more times (the audit keeps the redrive).
+	qs, err := q.Quarantined(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("seed: %w", err)
+	}
+	for _, e := range qs {
+		if e.Flow == "acme/refunds" {
+			if err := q.Redrive(ctx, e.EventID, e.Generation, "retry after the deploy of 14:05 (ticket OPS-1182)", now); err != nil {
+				return 0, fmt.Errorf("seed: redrive: %w", err)
+			}
+		}
+	}
+	if err := deliver(12, 8); err != nil {
+		return 0, fmt.Errorf("seed: deliver: %w", err)
+	}
+	// A misconfigured second sender reuses an event ID with another body:
+	// the receiver records the conflict and refuses it.
+	out, err := r.Receive(ctx, receiverstore.Message{ID: "acme-orders-001", Flow: "acme/orders", Seq: 1, Body: []byte(`{"delta": 300}`)})
+	if err != nil {
+		return 0, fmt.Errorf("seed: conflict: %w", err)
+	}
+	if out != receiverstore.Conflict {
+		return 0, errors.New("seed: the reused ID was not a conflict")
+	}
+	// Late arrivals: new events the relay has not claimed yet.
+	var late []queuestore.Event
+	for i := 1; i <= 6; i++ {
+		late = append(late, queuestore.Event{ID: fmt.Sprintf("hooli-search-late-%d", i), Flow: "hooli/search", Body: []byte(`{"delta": 1}`)})
+	}
+	if _, err := q.EnqueueBatch(ctx, late, now); err != nil {
+		return 0, fmt.Errorf("seed: enqueue late: %w", err)
+	}
+	// The operator lengthens the lease for the slow receiver (a policy row
+	// in the audit).
+	p, err := q.Policy(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("seed: policy: %w", err)
+	}
+	p.Lease = 8
+	if err := q.SetPolicy(ctx, p, "longer lease for the slow billing receiver (OPS-1185)", now); err != nil {
+		return 0, fmt.Errorf("seed: set policy: %w", err)
+	}
+	// One more claim leaves an event in flight with a live lease.
+	if _, err := q.ClaimBatch(ctx, now, 1); err != nil {
+		return 0, fmt.Errorf("seed: claim: %w", err)
+	}
+	return now, nil
+}

@@ -1,0 +1,619 @@
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// layout is what every page template gets: the page's own data in Data.
+type layout struct {
+	Title     string
+	Nav       string // the menu entry to highlight
+	CSRF      string // the double-submit value for forms
+	Writable  bool   // a token is configured: write forms are shown
+	Protected bool   // reads need the token too
+	Data      any
+}
+
+var funcs = template.FuncMap{
+	"tick": func(t *clock.Tick) string {
+		if t == nil {
+			return "–"
+		}
+		return strconv.FormatInt(int64(*t), 10)
+	},
+	"q":      url.QueryEscape,
+	"detail": describeDetail,
+	"pct": func(n, total int64) string {
+		if total == 0 {
+			return "0"
+		}
+		return strconv.FormatFloat(float64(n)*100/float64(total), 'f', 1, 64)
+	},
+}
+
+// pageTitles gives each page template its title and menu entry.
+var pageTitles = map[string][2]string{
+	"overview":    {"Overview", "overview"},
+	"flows":       {"Flows", "flows"},
+	"flow":        {"Flow", "flows"},
+	"event":       {"Event", "flows"},
+	"quarantined": {"Quarantined", "quarantined"},
+	"redriven":    {"Redriven", "quarantined"},
+	"audit":       {"Audit", "audit"},
+	"receiver":    {"Receiver", "receiver"},
+	"login":       {"Sign in", ""},
+	"error":       {"Error", ""},
+}
+
+func parseTemplates() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for name := range pageTitles {
+		t, err := template.New("base.html").Funcs(funcs).ParseFS(templateFS, "templates/base.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// render executes page name into a buffer first, so that a template error
+// becomes the generic error page, never half a page.
+func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	t := c.tmpl[name]
+	l := layout{
+		Title:     pageTitles[name][0],
+		Nav:       pageTitles[name][1],
+		CSRF:      c.csrfFor(w, r),
+		Writable:  c.o.Token != "",
+		Protected: c.o.ProtectReads,
+		Data:      data,
+	}
+	if e, ok := data.(*errorData); ok {
+		l.Title = e.Title
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, l); err != nil {
+		c.log.Error("console: template", "page", name, "err", err)
+		if name != "error" {
+			c.internal(w, r, err)
+			return
+		}
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// badInput answers 400 with a message the operator can act on.
+func (c *console) badInput(w http.ResponseWriter, r *http.Request, msg string) {
+	c.fail(w, r, http.StatusBadRequest, "Bad request", msg)
+}
+
+// overviewData is the overview page.
+type overviewData struct {
+	Stats    queuestore.Stats
+	Reasons  []queuestore.ReasonCount
+	Policy   queuestore.Policy
+	Backlog  chart
+	Served   chart
+	States   chart
+	Receiver *receiverTotals
+}
+
+// chartFlows is how many flows the overview's charts show.
+const chartFlows = 10
+
+func (c *console) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	st, err := c.q.Stats(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	reasons, err := c.q.QuarantinedReasons(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	busiest, err := c.q.FlowsPage(ctx, queuestore.FlowQuery{Sort: queuestore.SortByBacklog, Limit: chartFlows})
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	served, err := c.q.FlowsPage(ctx, queuestore.FlowQuery{Sort: queuestore.SortByServed, Limit: chartFlows})
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	pol, err := c.q.Policy(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	d := &overviewData{Stats: st, Reasons: reasons, Policy: pol}
+	d.Backlog = flowChart("Backlog of the busiest flows", "events not yet delivered, head included", busiest.Flows,
+		func(f queuestore.FlowState) int64 { return f.Backlog }, "backlog")
+	d.Served = flowChart("Served turns per flow", "claims handed to each flow: who is getting their turns", served.Flows,
+		func(f queuestore.FlowState) int64 { return f.Served }, "served")
+	d.States = stateChart(st.Events)
+	if c.r != nil {
+		if d.Receiver, err = c.receiverTotals(r); err != nil {
+			c.internal(w, r, err)
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "overview", d)
+}
+
+// flowsData is the flows page.
+type flowsData struct {
+	Prefix, Sort string
+	Sorts        []string
+	Rows         []flowRow
+	Page         queuestore.FlowPage
+	Mark         clock.Tick
+	First        bool // the page is the first one
+}
+
+type flowRow struct {
+	queuestore.FlowState
+	Blocked string
+}
+
+var sorts = []string{"flow", "backlog", "served", "blocked"}
+
+func (c *console) flows(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	v := r.URL.Query()
+	q := queuestore.FlowQuery{
+		Prefix: v.Get("q"),
+		Sort:   queuestore.FlowSort(v.Get("sort")),
+		After:  v.Get("after"),
+		Before: v.Get("before"),
+		Last:   v.Get("last") == "1",
+		Limit:  c.o.PageSize,
+	}
+	if q.Sort == "" {
+		q.Sort = queuestore.SortByFlow
+	}
+	if !validSort(string(q.Sort)) {
+		c.badInput(w, r, "Sort by one of: flow, backlog, served, blocked.")
+		return
+	}
+	if !validPrefix(q.Prefix) {
+		c.badInput(w, r, fmt.Sprintf("The search is a prefix of flow names: up to %d bytes of printable text.", queuestore.MaxNameLen))
+		return
+	}
+	p, err := c.q.FlowsPage(ctx, q)
+	if errors.Is(err, queuestore.ErrInvalid) {
+		c.badInput(w, r, "This page address is not one the console made (a bad page cursor). Start again from the first page.")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	d := &flowsData{Prefix: q.Prefix, Sort: string(q.Sort), Sorts: sorts, Page: p, Mark: p.Mark,
+		First: q.After == "" && q.Before == "" && !q.Last}
+	for _, f := range p.Flows {
+		d.Rows = append(d.Rows, flowRow{f, blockedWhy(f, p.Mark)})
+	}
+	c.render(w, r, http.StatusOK, "flows", d)
+}
+
+func validSort(s string) bool {
+	for _, x := range sorts {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// validText applies the stores' rules for names and reasons: valid UTF-8,
+// printable, at most max bytes, not blank, neither beginning nor ending with
+// whitespace; empty only when empty is allowed.
+func validText(s string, max int, empty bool) bool {
+	if s == "" {
+		return empty
+	}
+	first, _ := utf8.DecodeRuneInString(s)
+	last, _ := utf8.DecodeLastRuneInString(s)
+	return len(s) <= max && printable(s) && !unicode.IsSpace(first) && !unicode.IsSpace(last)
+}
+
+// validPrefix checks a search prefix: the start of a name, so it may end
+// with a space but not begin with one.
+func validPrefix(s string) bool {
+	if s == "" {
+		return true
+	}
+	first, _ := utf8.DecodeRuneInString(s)
+	return len(s) <= queuestore.MaxNameLen && printable(s) && !unicode.IsSpace(first)
+}
+
+// printable reports whether s is valid UTF-8 made of printable characters
+// (unicode.IsPrint), the stores' rule for names and reasons.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// showable reports whether a body can be shown as text: valid UTF-8 whose
+// only control characters are tabs and line breaks.
+func showable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if !unicode.IsPrint(r) && r != '\n' && r != '\r' && r != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// blockedWhy says why a flow's head holds back the rest of its flow at the
+// mark (docs/contract.md §2.2), or "" when it does not; relayctl flows says
+// the same.
+func blockedWhy(f queuestore.FlowState, mark clock.Tick) string {
+	switch f.HeadState {
+	case "quarantined":
+		return "quarantined"
+	case "inflight":
+		if f.ReadyAt != nil && mark < *f.ReadyAt {
+			return "inflight"
+		}
+	case "pending":
+		if f.ReadyAt != nil && mark < *f.ReadyAt {
+			return "backoff"
+		}
+	}
+	return ""
+}
+
+// maxFlowEvents is how many events the flow page lists.
+const maxFlowEvents = 500
+
+// flowData is one flow's page.
+type flowData struct {
+	Flow     string
+	Events   []queuestore.EventState
+	More     int // events not listed
+	HeadSeq  int64
+	Backlog  int64
+	Acked    int64
+	Receiver *receiverstore.FlowState
+	Mark     clock.Tick
+	Stuck    *queuestore.EventState // the quarantined head, if any
+	Blocked  string
+	Audit    []queuestore.AuditRecord // redrives of the listed events, newest first
+}
+
+// maxFlowAudit is how many redriven events of a flow the flow page reads
+// the audit rows of.
+const maxFlowAudit = 20
+
+func (c *console) flow(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	name := r.URL.Query().Get("name")
+	if !validText(name, queuestore.MaxNameLen, false) {
+		c.badInput(w, r, fmt.Sprintf("Give a flow name: 1..%d bytes of printable text.", queuestore.MaxNameLen))
+		return
+	}
+	evs, err := c.q.FlowEvents(ctx, name)
+	if errors.Is(err, queuestore.ErrNotFound) {
+		c.fail(w, r, http.StatusNotFound, "No such flow", "The queue has never had an event in flow "+strconv.Quote(name)+".")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	mark, err := c.q.ClockMark(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	d := &flowData{Flow: name, Mark: mark}
+	for i := range evs {
+		e := &evs[i]
+		if e.State == "acked" {
+			d.Acked++
+			continue
+		}
+		d.Backlog++
+		if d.HeadSeq == 0 {
+			d.HeadSeq = e.Seq
+			if e.State == "quarantined" {
+				d.Stuck = e
+			}
+			var ready *clock.Tick
+			switch e.State {
+			case "pending":
+				ready = &e.AvailableAt
+			case "inflight":
+				ready = &e.LeaseUntil
+			}
+			d.Blocked = blockedWhy(queuestore.FlowState{HeadState: e.State, ReadyAt: ready}, mark)
+		}
+	}
+	// List the events around the head first when there are many.
+	start := 0
+	if len(evs) > maxFlowEvents && d.HeadSeq > 0 {
+		start = max(0, min(int(d.HeadSeq)-1-10, len(evs)-maxFlowEvents))
+	}
+	end := min(len(evs), start+maxFlowEvents)
+	d.Events = evs[start:end]
+	d.More = len(evs) - (end - start)
+	// A redrive adds a generation without an attempt: the events whose
+	// generation is above their lifetime attempts have audit rows.
+	read := 0
+	for _, e := range d.Events {
+		if e.Generation <= int64(e.LifetimeAttempts) || read == maxFlowAudit {
+			continue
+		}
+		read++
+		a, err := c.q.AuditPage(ctx, queuestore.AuditQuery{EventID: e.ID, Limit: c.o.PageSize})
+		if err != nil {
+			c.internal(w, r, err)
+			return
+		}
+		d.Audit = append(d.Audit, a.Entries...)
+	}
+	slices.SortFunc(d.Audit, func(a, b queuestore.AuditRecord) int { return cmp.Compare(b.ID, a.ID) })
+	if c.r != nil {
+		fs, err := c.r.Flows(ctx)
+		if err != nil {
+			c.internal(w, r, err)
+			return
+		}
+		for i := range fs {
+			if fs[i].Flow == name {
+				d.Receiver = &fs[i]
+			}
+		}
+	}
+	c.render(w, r, http.StatusOK, "flow", d)
+}
+
+// eventData is one event's page.
+type eventData struct {
+	Event    queuestore.EventState
+	Audit    queuestore.AuditPage
+	Mark     clock.Tick
+	Redriven string // "OLD->NEW" after a successful redrive
+	Body     string
+	Binary   bool
+}
+
+func (c *console) event(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.URL.Query().Get("id")
+	if !validText(id, queuestore.MaxNameLen, false) {
+		c.badInput(w, r, fmt.Sprintf("Give an event ID: 1..%d bytes of printable text.", queuestore.MaxNameLen))
+		return
+	}
+	e, err := c.q.Event(ctx, id)
+	if errors.Is(err, queuestore.ErrNotFound) {
+		c.fail(w, r, http.StatusNotFound, "No such event", "The queue has no event with ID "+strconv.Quote(id)+".")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	a, err := c.q.AuditPage(ctx, queuestore.AuditQuery{EventID: id, Limit: c.o.PageSize})
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	mark, err := c.q.ClockMark(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	d := &eventData{Event: e, Audit: a, Mark: mark}
+	if g := r.URL.Query().Get("redriven"); g != "" {
+		if n, err := strconv.ParseInt(g, 10, 64); err == nil && n >= 0 {
+			d.Redriven = fmt.Sprintf("generation %d → %d", n, e.Generation)
+		}
+	}
+	if showable(e.Body) {
+		d.Body = string(e.Body)
+	} else {
+		d.Body, d.Binary = fmt.Sprintf("%x", e.Body), true
+	}
+	c.render(w, r, http.StatusOK, "event", d)
+}
+
+// quarantinedData is the quarantined page.
+type quarantinedData struct {
+	Flow, Reason string
+	Reasons      []queuestore.ReasonCount
+	Page         queuestore.QuarantinedPage
+	First        bool
+	Query        string // the filter as a query string, for the next page
+}
+
+func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	v := r.URL.Query()
+	f := queuestore.RedriveFilter{Flow: v.Get("flow"), Reason: v.Get("reason")}
+	q := queuestore.QuarantinedQuery{Filter: f, After: v.Get("after"), Limit: c.o.PageSize}
+	if !validText(f.Flow, queuestore.MaxNameLen, true) || !validText(f.Reason, queuestore.MaxReasonLen, true) {
+		c.badInput(w, r, "Filter by a flow name and a reason: printable text, as the queue stores them.")
+		return
+	}
+	reasons, err := c.q.QuarantinedReasons(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	p, err := c.q.QuarantinedPage(ctx, q)
+	if errors.Is(err, queuestore.ErrInvalid) {
+		c.badInput(w, r, "This page address is not one the console made (a bad page cursor). Start again from the first page.")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "quarantined", &quarantinedData{Flow: f.Flow, Reason: f.Reason, Reasons: reasons,
+		Page: p, First: q.After == "", Query: filterQuery(f)})
+}
+
+// auditData is the audit page.
+type auditData struct {
+	EventID string
+	Page    queuestore.AuditPage
+	First   bool
+}
+
+// filterQuery is f as a query string.
+func filterQuery(f queuestore.RedriveFilter) string {
+	v := url.Values{}
+	if f.Flow != "" {
+		v.Set("flow", f.Flow)
+	}
+	if f.Reason != "" {
+		v.Set("reason", f.Reason)
+	}
+	return v.Encode()
+}
+
+func (c *console) audit(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	v := r.URL.Query()
+	q := queuestore.AuditQuery{EventID: v.Get("event"), Limit: c.o.PageSize}
+	if !validText(q.EventID, queuestore.MaxNameLen, true) {
+		c.badInput(w, r, "Filter by an event ID: printable text, as the queue stores it.")
+		return
+	}
+	if b := v.Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			c.badInput(w, r, "This page address is not one the console made. Start again from the first page.")
+			return
+		}
+		q.Before = n
+	}
+	p, err := c.q.AuditPage(ctx, q)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "audit", &auditData{EventID: q.EventID, Page: p, First: q.Before == 0})
+}
+
+// receiverTotals sums the receiver.
+type receiverTotals struct {
+	Flows, Sum, Conflicts int64
+}
+
+func (c *console) receiverTotals(r *http.Request) (*receiverTotals, error) {
+	fs, err := c.r.Flows(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	cs, err := c.r.Conflicts(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	t := &receiverTotals{Flows: int64(len(fs)), Conflicts: int64(len(cs))}
+	for _, f := range fs {
+		t.Sum += f.Total
+	}
+	return t, nil
+}
+
+// receiverRows is how many flows and conflicts the receiver page lists.
+const receiverRows = 200
+
+// receiverData is the receiver page.
+type receiverData struct {
+	None       bool
+	Totals     receiverTotals
+	Flows      []receiverstore.FlowState
+	MoreFlows  int
+	Conflicts  []receiverstore.ConflictRecord
+	MoreConfls int
+}
+
+func (c *console) receiver(w http.ResponseWriter, r *http.Request) {
+	if c.r == nil {
+		c.render(w, r, http.StatusOK, "receiver", &receiverData{None: true})
+		return
+	}
+	fs, err := c.r.Flows(r.Context())
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	cs, err := c.r.Conflicts(r.Context())
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	d := &receiverData{Totals: receiverTotals{Flows: int64(len(fs)), Conflicts: int64(len(cs))}}
+	for _, f := range fs {
+		d.Totals.Sum += f.Total
+	}
+	d.Flows, d.MoreFlows = fs[:min(len(fs), receiverRows)], max(0, len(fs)-receiverRows)
+	d.Conflicts, d.MoreConfls = cs[:min(len(cs), receiverRows)], max(0, len(cs)-receiverRows)
+	c.render(w, r, http.StatusOK, "receiver", d)
+}
+
+// describeDetail says in words what a policy audit row changed ("lease 5 →
+// 8"); other details are shown as they are.
+func describeDetail(a queuestore.AuditRecord) string {
+	if a.Kind != queuestore.AuditPolicy {
+		return a.Detail
+	}
+	var ch struct{ Old, New queuestore.Policy }
+	if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil {
+		return a.Detail
+	}
+	var parts []string
+	diff := func(name string, o, n any) {
+		if o != n {
+			parts = append(parts, fmt.Sprintf("%s %v → %v", name, o, n))
+		}
+	}
+	diff("lease", ch.Old.Lease, ch.New.Lease)
+	diff("max attempts", ch.Old.MaxAttempts, ch.New.MaxAttempts)
+	diff("backoff base", ch.Old.BackoffBase, ch.New.BackoffBase)
+	diff("backoff cap", ch.Old.BackoffCap, ch.New.BackoffCap)
+	diff("jitter", ch.Old.Jitter, ch.New.Jitter)
+	diff("fairness", ch.Old.Fairness, ch.New.Fairness)
+	if len(parts) == 0 {
+		return "policy unchanged"
+	}
+	return "policy: " + strings.Join(parts, ", ")
+}

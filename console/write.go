@@ -1,0 +1,145 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+)
+
+// now is the tick a write is made at: Options.Now, or the queue's clock
+// mark.
+func (c *console) now(ctx context.Context) (clock.Tick, error) {
+	if c.o.Now != nil {
+		return c.o.Now(ctx)
+	}
+	return c.q.ClockMark(ctx)
+}
+
+// refusal turns a store's refusal of a redrive into a status and plain
+// words; ok is false for an error that is not a refusal (an internal one).
+func refusal(err error) (status int, title, msg string, ok bool) {
+	switch {
+	case errors.Is(err, queuestore.ErrEmptyReason):
+		return http.StatusBadRequest, "A reason is required", "Say why the event may go again (what was fixed): the reason is kept in the audit. Nothing was redriven.", true
+	case errors.Is(err, queuestore.ErrStaleGeneration):
+		return http.StatusConflict, "The event changed", "The event is no longer at the generation you saw: it changed since the page was read. Nothing was redriven; look at it again.", true
+	case errors.Is(err, queuestore.ErrNotQuarantined):
+		return http.StatusConflict, "Not quarantined", "Only a quarantined event can be redriven, and this one is not (any more). Nothing was redriven.", true
+	case errors.Is(err, queuestore.ErrNotFound):
+		return http.StatusNotFound, "No such event", "The queue has no such event. Nothing was redriven.", true
+	case errors.Is(err, queuestore.ErrTimeRegression):
+		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark. Nothing was redriven.", true
+	case errors.Is(err, queuestore.ErrInvalid):
+		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end), and the event ID 1..200. Nothing was redriven.", true
+	}
+	return 0, "", "", false
+}
+
+// redrive redrives one quarantined event at the generation the form shows,
+// then sends the browser to the event's page, which shows the result and
+// the audit row.
+func (c *console) redrive(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PostFormValue("id")
+	gen, err := strconv.ParseInt(r.PostFormValue("generation"), 10, 64)
+	if id == "" || err != nil || gen < 0 {
+		c.badInput(w, r, "The form needs the event ID and the generation it was read at. Nothing was redriven.")
+		return
+	}
+	reason := r.PostFormValue("reason")
+	now, err := c.now(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	if err := c.q.Redrive(ctx, id, gen, reason, now); err != nil {
+		status, title, msg, ok := refusal(err)
+		if !ok {
+			c.internal(w, r, err)
+			return
+		}
+		c.log.Info("console: redrive refused", "event", id, "generation", gen, "err", err)
+		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: "/event?id=" + url.QueryEscape(id)})
+		return
+	}
+	c.log.Info("console: redrive", "event", id, "generation", gen, "reason", reason, "tick", now, "remote", r.RemoteAddr)
+	http.Redirect(w, r, "/event?id="+url.QueryEscape(id)+"&redriven="+strconv.FormatInt(gen, 10), http.StatusSeeOther)
+}
+
+// redrivenData is the result page of a bulk redrive.
+type redrivenData struct {
+	Filter queuestore.RedriveFilter
+	Reason string
+	Tick   clock.Tick
+	Done   []queuestore.Redriven
+	Count  int                      // events redriven
+	Audit  []queuestore.AuditRecord // the audit rows the redrive wrote
+	More   int                      // rows written but not listed
+}
+
+// maxResultRows is how many redriven events and audit rows the result page
+// lists.
+const maxResultRows = 200
+
+// redriveAll redrives every quarantined event that matches the form's flow
+// and reason filter ("" matches any), with the operator's reason, and shows
+// what it redrove and the audit rows it wrote.
+func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	f := queuestore.RedriveFilter{Flow: r.PostFormValue("flow"), Reason: r.PostFormValue("filter_reason")}
+	reason := r.PostFormValue("reason")
+	back := "/quarantined"
+	if q := filterQuery(f); q != "" {
+		back += "?" + q
+	}
+	now, err := c.now(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	done, err := c.q.RedriveAll(ctx, f, reason, now)
+	if err != nil {
+		status, title, msg, ok := refusal(err)
+		if !ok {
+			c.internal(w, r, err)
+			return
+		}
+		if errors.Is(err, queuestore.ErrInvalid) && !errors.Is(err, queuestore.ErrEmptyReason) {
+			msg = "The reason must be 1..1000 bytes of printable text (no line breaks, no spaces at either end), and the filter's flow and reason as the queue stores them. Nothing was redriven."
+		}
+		c.log.Info("console: redrive all refused", "flow", f.Flow, "filter_reason", f.Reason, "err", err)
+		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: back})
+		return
+	}
+	c.log.Info("console: redrive all", "flow", f.Flow, "filter_reason", f.Reason, "redriven", len(done), "reason", reason, "tick", now, "remote", r.RemoteAddr)
+	d := &redrivenData{Filter: f, Reason: reason, Tick: now, Done: done, Count: len(done)}
+	// Show the audit rows the redrive wrote, read back from the audit
+	// itself: the newest rows naming a redriven event at its new
+	// generation (other writers' rows in between are left out).
+	if len(done) > 0 {
+		page, err := c.q.AuditPage(ctx, queuestore.AuditQuery{Limit: min(2*len(done), queuestore.MaxPageLimit)})
+		if err != nil {
+			c.internal(w, r, err)
+			return
+		}
+		wrote := map[string]int64{}
+		for _, e := range done {
+			wrote[e.EventID] = e.Generation
+		}
+		for _, a := range page.Entries {
+			if g, ok := wrote[a.EventID]; ok && a.Kind == queuestore.AuditRedrive && a.Generation == g && len(d.Audit) < maxResultRows {
+				d.Audit = append(d.Audit, a)
+			}
+		}
+	}
+	if len(d.Done) > maxResultRows {
+		d.More = len(d.Done) - maxResultRows
+		d.Done = d.Done[:maxResultRows]
+	}
+	c.render(w, r, http.StatusOK, "redriven", d)
+}

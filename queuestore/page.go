@@ -1,0 +1,510 @@
+package queuestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+// Paged reads for an operator's console: each page is one index range read
+// (keyset paging), so a page costs the same on the first page of 100,000
+// flows as on the last, and no read scans every flow or every audit row.
+// See page_plan_test.go for the plans.
+
+// FlowSort is an order of FlowsPage. Every order breaks ties by flow name.
+type FlowSort string
+
+// The orders of FlowsPage.
+const (
+	// SortByFlow orders flows by name (byte order).
+	SortByFlow FlowSort = "flow"
+	// SortByBacklog puts the largest backlog (events not acked) first.
+	SortByBacklog FlowSort = "backlog"
+	// SortByServed puts the most served flow first.
+	SortByServed FlowSort = "served"
+	// SortByBlocked puts flows whose head is quarantined first, then flows
+	// whose head waits for a tick (in flight, or pending with a backoff or
+	// not yet promoted), then flows with a ready head, then flows with
+	// nothing left to deliver.
+	SortByBlocked FlowSort = "blocked"
+)
+
+// DefaultPageLimit is the page size when a query leaves Limit at 0;
+// MaxPageLimit is the largest page a query may ask for.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 1000
+)
+
+// FlowQuery asks FlowsPage for one page of flows.
+type FlowQuery struct {
+	// Prefix keeps the flows whose name starts with Prefix (a prefix of
+	// bytes, case-sensitive; it is not a substring search). "" keeps all.
+	Prefix string
+	// Sort is the order; "" means SortByFlow.
+	Sort FlowSort
+	// After is the Next of the page before: the page starts after it.
+	// Before is the Prev of the page after: the page ends before it. At most
+	// one of them is set; neither gives the first page, or with Last the
+	// last page.
+	After, Before string
+	// Last asks for the last page (After and Before must be empty).
+	Last bool
+	// Limit is the page size, 1..MaxPageLimit; 0 means DefaultPageLimit.
+	Limit int
+}
+
+// FlowPage is one page of flows. Prev and Next are opaque cursors for the
+// neighbouring pages (FlowQuery.Before and FlowQuery.After); "" when there
+// is none. They are valid for the query's Sort and Prefix only.
+type FlowPage struct {
+	Flows      []FlowState `json:"flows"`
+	Prev, Next string
+	// Mark is the clock mark as of the page's read (the same transaction),
+	// the tick against which a head's ReadyAt tells whether it blocks.
+	Mark clock.Tick `json:"mark"`
+}
+
+// sortKeys are the key expressions of the orders other than by name, each
+// backed by an index on (expression, flow) in schema.sql. The expressions
+// must be written here exactly as in the index for SQLite to use it; their
+// columns are all flows columns (events has none of these names).
+var sortKeys = map[FlowSort]string{
+	// -backlog: a flow's backlog is last_seq - head_seq + 1 (events after
+	// the head are never claimed, so all of them wait).
+	SortByBacklog: `(CASE WHEN head_seq IS NULL THEN 0 ELSE head_seq - last_seq - 1 END)`,
+	SortByServed:  `(-served)`,
+	SortByBlocked: `(CASE WHEN head_seq IS NULL THEN 3 WHEN ready_at IS NULL THEN 0 WHEN ready = 0 THEN 1 ELSE 2 END)`,
+}
+
+// validate checks q and returns its sort key expression ("" for by name)
+// and limit.
+func (q FlowQuery) validate() (string, int, error) {
+	key := ""
+	switch q.Sort {
+	case "", SortByFlow:
+	case SortByBacklog, SortByServed, SortByBlocked:
+		key = sortKeys[q.Sort]
+	default:
+		return "", 0, fmt.Errorf("%w: sort %q is not one of flow, backlog, served, blocked", ErrInvalid, q.Sort)
+	}
+	n := q.Limit
+	if n == 0 {
+		n = DefaultPageLimit
+	}
+	if n < 1 || n > MaxPageLimit {
+		return "", 0, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalid, q.Limit, MaxPageLimit)
+	}
+	if len(q.Prefix) > MaxNameLen {
+		return "", 0, fmt.Errorf("%w: prefix is %d bytes, more than %d", ErrInvalid, len(q.Prefix), MaxNameLen)
+	}
+	set := 0
+	for _, b := range []bool{q.After != "", q.Before != "", q.Last} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		return "", 0, fmt.Errorf("%w: give at most one of After, Before and Last", ErrInvalid)
+	}
+	return key, n, nil
+}
+
+// flowCursor is a position in one order: the key value (unused by name) and
+// the flow name. Its text form is "KEY:FLOW".
+type flowCursor struct {
+	key  int64
+	flow string
+}
+
+func (c flowCursor) String() string { return strconv.FormatInt(c.key, 10) + ":" + c.flow }
+
+func parseFlowCursor(s string) (flowCursor, error) {
+	k, flow, ok := strings.Cut(s, ":")
+	n, err := strconv.ParseInt(k, 10, 64)
+	if !ok || err != nil || checkText("cursor flow", flow, MaxNameLen) != nil {
+		return flowCursor{}, fmt.Errorf("%w: page cursor %q is not one FlowsPage handed out", ErrInvalid, s)
+	}
+	return flowCursor{key: n, flow: flow}, nil
+}
+
+// prefixEnd is the smallest string above every valid UTF-8 string that
+// starts with p: p followed by the byte 0xF5, which valid UTF-8 never holds
+// (names compare as bytes).
+func prefixEnd(p string) string { return p + "\xf5" }
+
+const qFlowCols = `f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0), coalesce(e.state, ''), f.ready_at,
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END`
+
+// flowsPageQueries builds the statements of one page, run in order until
+// the page is full: forward (ascending from a cursor) or backward
+// (descending to a cursor, reversed by the caller). A cursor in an order by
+// a key takes two statements, each an index range (SEARCH, never a scan from
+// the index's start): the rest of the cursor's key (key = ?1 and the name
+// past ?2), then the keys past ?1. One row-value comparison, (key, flow) >
+// (?1, ?2), is not a range SQLite can seek to in an expression index: it
+// would walk the index from its start. Parameters: ?1 cursor key, ?2 cursor
+// flow, ?3 prefix, ?4 prefix end, ?5 rows wanted.
+func flowsPageQueries(key string, cursor, backward, prefix bool) []string {
+	op, dir := ">", ""
+	if backward {
+		op, dir = "<", " DESC"
+	}
+	k := key
+	if k == "" {
+		k = "0"
+	}
+	build := func(byKey bool, where ...string) string {
+		if prefix {
+			where = append(where, "f.flow >= ?3 AND f.flow < ?4")
+		}
+		var b strings.Builder
+		b.WriteString("SELECT " + qFlowCols + ", " + k + `
+FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq`)
+		if len(where) > 0 {
+			b.WriteString("\nWHERE " + strings.Join(where, " AND "))
+		}
+		b.WriteString("\nORDER BY ")
+		if key != "" && byKey {
+			b.WriteString(key + dir + ", ")
+		}
+		b.WriteString("f.flow" + dir + "\nLIMIT ?5")
+		return b.String()
+	}
+	switch {
+	case !cursor:
+		return []string{build(true)}
+	case key == "":
+		return []string{build(true, "f.flow "+op+" ?2")}
+	}
+	// Within one key the order is by name alone (SQLite sorts again when
+	// told to order by a key the WHERE holds constant).
+	return []string{build(false, key+" = ?1", "f.flow "+op+" ?2"), build(true, key+" "+op+" ?1")}
+}
+
+// FlowsPage returns one page of flows in the query's order, read through an
+// index: a page seeks to its cursor and reads Limit+1 index entries,
+// whatever its position (BenchmarkFlowsPage). With a
+// Prefix and an order other than by name, SQLite chooses between walking
+// the order's index (filtering names) and reading the prefix's range of
+// names and sorting it; both stay within the prefix's flows or the page.
+// Bad input (unknown sort, limit outside 1..MaxPageLimit, a cursor it did
+// not hand out, more than one of After/Before/Last) is ErrInvalid.
+func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
+	key, n, err := q.validate()
+	if err != nil {
+		return FlowPage{}, fmt.Errorf("flows page: %w", err)
+	}
+	var cur flowCursor
+	cursor := q.After != "" || q.Before != ""
+	if cursor {
+		if cur, err = parseFlowCursor(q.After + q.Before); err != nil {
+			return FlowPage{}, fmt.Errorf("flows page: %w", err)
+		}
+	}
+	backward := q.Before != "" || q.Last
+	stmts := flowsPageQueries(key, cursor, backward, q.Prefix != "")
+	var page FlowPage
+	var keys []int64
+	err = s.withReadTx(ctx, func(tx *txn) error {
+		var mark int64
+		if err := tx.QueryRowContext(ctx, qClockMark).Scan(&mark); err != nil {
+			return err
+		}
+		page.Mark = clock.Tick(mark)
+		for _, stmt := range stmts {
+			if len(page.Flows) > n {
+				break
+			}
+			rows, err := tx.QueryContext(ctx, stmt, cur.key, cur.flow, q.Prefix, prefixEnd(q.Prefix), n+1-len(page.Flows))
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var f FlowState
+				var readyAt sql.NullInt64
+				var k int64
+				if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &k); err != nil {
+					rows.Close()
+					return err
+				}
+				if readyAt.Valid {
+					t := clock.Tick(readyAt.Int64)
+					f.ReadyAt = &t
+				}
+				page.Flows = append(page.Flows, f)
+				keys = append(keys, k)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return FlowPage{}, fmt.Errorf("flows page: %w", err)
+	}
+	more := len(page.Flows) > n
+	if more {
+		page.Flows, keys = page.Flows[:n], keys[:n]
+	}
+	if backward {
+		slices.Reverse(page.Flows)
+		slices.Reverse(keys)
+	}
+	if len(page.Flows) == 0 {
+		return page, nil
+	}
+	first := flowCursor{keys[0], page.Flows[0].Flow}.String()
+	last := flowCursor{keys[len(keys)-1], page.Flows[len(keys)-1].Flow}.String()
+	switch {
+	case backward:
+		// Read towards the start: more rows before; a page after exists
+		// when it was asked for with Before.
+		if more {
+			page.Prev = first
+		}
+		if q.Before != "" {
+			page.Next = last
+		}
+	default:
+		if more {
+			page.Next = last
+		}
+		if q.After != "" {
+			page.Prev = first
+		}
+	}
+	return page, nil
+}
+
+const qClockMark = `SELECT clock_mark FROM meta WHERE id = 1`
+
+// ClockMark returns the store's clock mark, the highest tick it has
+// recorded, and nothing else: one row read (Stats, which also counts every
+// event by state, reads the whole events table).
+func (s *Store) ClockMark(ctx context.Context) (clock.Tick, error) {
+	var mark int64
+	if err := s.db.QueryRowContext(ctx, qClockMark).Scan(&mark); err != nil {
+		return 0, fmt.Errorf("clock mark: %w", err)
+	}
+	return clock.Tick(mark), nil
+}
+
+// AuditQuery asks AuditPage for one page of audit rows (of every kind),
+// newest first.
+type AuditQuery struct {
+	// EventID keeps the redrive rows of one event; "" keeps all rows.
+	EventID string
+	// Before keeps rows whose ID is below it (the Next of the page before);
+	// 0 starts at the newest row.
+	Before int64
+	// Limit is the page size, 1..MaxPageLimit; 0 means DefaultPageLimit.
+	Limit int
+}
+
+// AuditPage is one page of audit rows, newest first. Next is the Before of
+// the next (older) page; 0 when there is none.
+type AuditPage struct {
+	Entries []AuditRecord `json:"entries"`
+	Next    int64         `json:"next"`
+}
+
+const (
+	qAuditPage = `SELECT id, kind, event_id, generation, reason, detail, at FROM audit
+WHERE id < ?1 ORDER BY id DESC LIMIT ?2`
+	qAuditPageEvent = `SELECT id, kind, event_id, generation, reason, detail, at FROM audit
+WHERE event_id = ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2`
+)
+
+// AuditPage returns one page of the audit, newest first, read through the
+// audit's primary key (or the audit_event index for one event). Bad input
+// (a negative Before, a limit outside 1..MaxPageLimit, an event ID that
+// could never be stored) is ErrInvalid.
+func (s *Store) AuditPage(ctx context.Context, q AuditQuery) (AuditPage, error) {
+	n := q.Limit
+	if n == 0 {
+		n = DefaultPageLimit
+	}
+	if n < 1 || n > MaxPageLimit {
+		return AuditPage{}, fmt.Errorf("audit page: %w: limit %d is outside 1..%d", ErrInvalid, q.Limit, MaxPageLimit)
+	}
+	if q.Before < 0 {
+		return AuditPage{}, fmt.Errorf("audit page: %w: before %d is negative", ErrInvalid, q.Before)
+	}
+	stmt := qAuditPage
+	if q.EventID != "" {
+		if err := checkID(q.EventID); err != nil {
+			return AuditPage{}, fmt.Errorf("audit page: %w", err)
+		}
+		stmt = qAuditPageEvent
+	}
+	before := q.Before
+	if before == 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := s.db.QueryContext(ctx, stmt, before, n+1, q.EventID)
+	if err != nil {
+		return AuditPage{}, fmt.Errorf("audit page: %w", err)
+	}
+	defer rows.Close()
+	page := AuditPage{Entries: []AuditRecord{}}
+	for rows.Next() {
+		var (
+			a      AuditRecord
+			kind   string
+			ev     sql.NullString
+			gen    sql.NullInt64
+			detail sql.NullString
+			at     int64
+		)
+		if err := rows.Scan(&a.ID, &kind, &ev, &gen, &a.Reason, &detail, &at); err != nil {
+			return AuditPage{}, fmt.Errorf("audit page: %w", err)
+		}
+		a.Kind, a.EventID, a.Generation, a.Detail, a.At = AuditKind(kind), ev.String, gen.Int64, detail.String, clock.Tick(at)
+		page.Entries = append(page.Entries, a)
+	}
+	if err := rows.Err(); err != nil {
+		return AuditPage{}, fmt.Errorf("audit page: %w", err)
+	}
+	if len(page.Entries) > n {
+		page.Entries = page.Entries[:n]
+		page.Next = page.Entries[n-1].ID
+	}
+	return page, nil
+}
+
+// QuarantinedQuery asks QuarantinedPage for one page of quarantined events
+// in flow and sequence order.
+type QuarantinedQuery struct {
+	// Filter keeps the events RedriveAll with the same filter would
+	// redrive (exact flow, exact reason; "" matches all).
+	Filter RedriveFilter
+	// After is the Next of the page before; "" starts at the first event.
+	After string
+	// Limit is the page size, 1..MaxPageLimit; 0 means DefaultPageLimit.
+	Limit int
+}
+
+// QuarantinedPage is one page of quarantined events. Next is the After of
+// the next page ("" when none); Total counts every event that matches the
+// query's Filter, on every page.
+type QuarantinedPage struct {
+	Events []QuarantinedEvent `json:"events"`
+	Next   string             `json:"next"`
+	Total  int64              `json:"total"`
+}
+
+// quarantinedPageQuery is the statement of one page of quarantined events
+// matching f after the cursor (?1 flow, ?2 seq), and the count of all that
+// match; each goes through events_quarantined, or events_quarantined_reason
+// when f has a reason (page_plan_test.go).
+func quarantinedPageQuery(f RedriveFilter) (page, count string, args []any) {
+	where := "state = 'quarantined'"
+	if f.Flow != "" {
+		args = append(args, f.Flow)
+		where += fmt.Sprintf(" AND flow = ?%d", len(args)+2)
+	}
+	if f.Reason != "" {
+		args = append(args, f.Reason)
+		where += fmt.Sprintf(" AND reason = ?%d", len(args)+2)
+	}
+	page = `SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events
+WHERE ` + where + ` AND (flow, seq) > (?1, ?2) ORDER BY flow, seq LIMIT ?` + strconv.Itoa(len(args)+3)
+	count = `SELECT count(*) FROM events WHERE ` + strings.NewReplacer("?3", "?1", "?4", "?2").Replace(where)
+	return page, count, args
+}
+
+const qQuarantinedReasons = `SELECT reason, count(*) FROM events WHERE state = 'quarantined'
+GROUP BY reason ORDER BY count(*) DESC, reason`
+
+// QuarantinedPage returns one page of quarantined events, read through the
+// events_quarantined index (which holds only quarantined events), and the
+// number that match in all. Bad input (a flow or reason that could never be
+// stored, a cursor it did not hand out, a limit outside 1..MaxPageLimit) is
+// ErrInvalid. Its pages together list what QuarantinedMatching returns.
+func (s *Store) QuarantinedPage(ctx context.Context, q QuarantinedQuery) (QuarantinedPage, error) {
+	n := q.Limit
+	if n == 0 {
+		n = DefaultPageLimit
+	}
+	if n < 1 || n > MaxPageLimit {
+		return QuarantinedPage{}, fmt.Errorf("quarantined page: %w: limit %d is outside 1..%d", ErrInvalid, q.Limit, MaxPageLimit)
+	}
+	if err := q.Filter.validate(); err != nil {
+		return QuarantinedPage{}, fmt.Errorf("quarantined page: %w", err)
+	}
+	afterFlow, afterSeq := "", int64(0)
+	if q.After != "" {
+		c, err := parseFlowCursor(q.After)
+		if err != nil {
+			return QuarantinedPage{}, fmt.Errorf("quarantined page: %w", err)
+		}
+		afterFlow, afterSeq = c.flow, c.key
+	}
+	page := QuarantinedPage{Events: []QuarantinedEvent{}}
+	qPage, qCount, args := quarantinedPageQuery(q.Filter)
+	err := s.withReadTx(ctx, func(tx *txn) error {
+		if err := tx.QueryRowContext(ctx, qCount, args...).Scan(&page.Total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, qPage, append(append([]any{afterFlow, afterSeq}, args...), n+1)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e QuarantinedEvent
+			if err := rows.Scan(&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason); err != nil {
+				return err
+			}
+			page.Events = append(page.Events, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return QuarantinedPage{}, fmt.Errorf("quarantined page: %w", err)
+	}
+	if len(page.Events) > n {
+		page.Events = page.Events[:n]
+		last := page.Events[n-1]
+		page.Next = flowCursor{key: last.Seq, flow: last.Flow}.String()
+	}
+	return page, nil
+}
+
+// ReasonCount is how many quarantined events carry one reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Count  int64  `json:"count"`
+}
+
+// QuarantinedReasons counts the quarantined events by reason, the most
+// common first (ties by reason). It reads only the quarantined events.
+func (s *Store) QuarantinedReasons(ctx context.Context) ([]ReasonCount, error) {
+	rows, err := s.db.QueryContext(ctx, qQuarantinedReasons)
+	if err != nil {
+		return nil, fmt.Errorf("quarantined reasons: %w", err)
+	}
+	defer rows.Close()
+	out := []ReasonCount{}
+	for rows.Next() {
+		var r ReasonCount
+		if err := rows.Scan(&r.Reason, &r.Count); err != nil {
+			return nil, fmt.Errorf("quarantined reasons: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("quarantined reasons: %w", err)
+	}
+	return out, nil
+}

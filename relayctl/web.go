@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/console"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// tokenEnv is the environment variable that carries the console's token
+// (better than --token, which other users of the machine can see in the
+// process list).
+const tokenEnv = "FAIRRELAY_TOKEN"
+
+func cmdWeb(e *env, args []string) (err error) {
+	f := newFlags(e, "web", "web [--listen ADDR] [--token TOKEN] [--secure-cookies]",
+		"Web serves the operator console: the same views as status, flows, events,\n"+
+			"quarantined, audit and receiver as web pages, and redrives through forms.\n"+
+			"Every write needs the token (--token, or $"+tokenEnv+"); without one the\n"+
+			"console is read-only. On a loopback address the pages are open; on any other\n"+
+			"address every page needs the token too, and without a token web refuses to\n"+
+			"start. See docs/console.md for running it behind a TLS reverse proxy.").
+		withQueue().withReceiver(true)
+	f.Var(&e.clock.mode, "clock", "how a redrive reads time: `MODE` auto, logical or wall (see 'relayctl redrive -h')")
+	f.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
+	listen := f.String("listen", "127.0.0.1:8080", "`ADDR` to listen on (host:port); loopback by default")
+	token := f.String("token", "", "operator `TOKEN` for writes (default $"+tokenEnv+"; at least 16 bytes)")
+	secure := f.Bool("secure-cookies", false, "mark cookies Secure (set when a TLS proxy serves the console)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if !f.isSet("token") {
+		*token = os.Getenv(tokenEnv)
+	}
+	if *token != "" && len(*token) < console.MinTokenLen {
+		return usagef("the token is %d bytes; use at least %d (for example: openssl rand -hex 32)", len(*token), console.MinTokenLen)
+	}
+	loopback, err := isLoopback(*listen)
+	if err != nil {
+		return usagef("--listen %q: %v", *listen, err)
+	}
+	if !loopback && *token == "" {
+		return usagef("--listen %s is not a loopback address: give a token (--token or $%s), so that no page is open to the network", *listen, tokenEnv)
+	}
+	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+		return err
+	}
+	q, err := queuestore.Open(e.abs(e.queuePath))
+	if err != nil {
+		return fmt.Errorf("open queue %s: %w", e.queuePath, err)
+	}
+	// A queue run in real time (its clock mark is Unix milliseconds, or
+	// --clock wall) is written at this machine's clock, as relayctl redrive
+	// writes it; a logical queue at its clock mark.
+	mark, err := q.ClockMark(e.ctx)
+	if err != nil {
+		return errors.Join(fmt.Errorf("read the clock mark: %w", err), q.Close())
+	}
+	var now func(context.Context) (clock.Tick, error)
+	if e.clock.mode == clockWall || e.clock.mode == clockAuto && mark >= wallFloor {
+		if err := q.Close(); err != nil {
+			return err
+		}
+		if q, err = queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(e.clock.wall, e.clock.skew)); err != nil {
+			return fmt.Errorf("open queue %s in real time: %w", e.queuePath, err)
+		}
+		wall := e.clock.wall
+		now = func(context.Context) (clock.Tick, error) { return wall.Now(), nil }
+	}
+	defer closeWith(q, &err)
+	var r console.Receiver
+	if e.receiverPath != "" {
+		if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
+			return fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
+		}
+		rs, err := receiverstore.Open(e.abs(e.receiverPath))
+		if err != nil {
+			return fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+		}
+		defer closeWith(rs, &err)
+		r = rs
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	mode := "read-only (no token)"
+	switch {
+	case *token != "" && loopback:
+		mode = "pages open on loopback, writes need the token"
+	case *token != "":
+		mode = "every page and write needs the token"
+	}
+	fmt.Fprintf(e.stdout, "relayctl web: serving http://%s (%s); Ctrl-C stops\n", ln.Addr(), mode)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-e.ctx.Done():
+	}
+	// Let requests in progress finish, for a few seconds at most.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fmt.Fprintln(e.stdout, "relayctl web: stopped")
+	return nil
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only:
+// a loopback IP or "localhost". An empty host means every interface.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
