@@ -18,6 +18,19 @@ import (
 // Experiment groups the targets that run the experiment.
 type Experiment mg.Namespace
 
+// Console groups the targets of the operator's web console.
+type Console mg.Namespace
+
+// Screenshots seeds a demo queue and receiver, serves the console and saves a
+// PNG of each page under docs/console/ (needs Debian's chromium).
+func (Console) Screenshots() error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	return run(filepath.Join(root, "console"), "go", "run", "./cmd/screenshots", "-out", filepath.Join(root, "docs", "console"))
+}
+
 // Fairness groups the targets of the fairness module.
 type Fairness mg.Namespace
 
