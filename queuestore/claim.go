@@ -110,6 +110,13 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 		}
 		now = a.now
 		ticket, pol := a.ticket, a.pol
+		if pol.rotation() {
+			if _, err := tx.ExecContext(ctx, qRotPromote, int64(now)); err != nil {
+				return fmt.Errorf("promote ready flows: %w", err)
+			}
+			out, err = claimRot(ctx, tx, pol, now, n, ticket)
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, qPromote, int64(now)); err != nil {
 			return fmt.Errorf("promote ready flows: %w", err)
 		}
