@@ -190,7 +190,7 @@ func (s *Store) SetWeight(ctx context.Context, flow string, weight int, reason s
 		if err != nil {
 			return err
 		}
-		var hasHead bool
+		var hasHead int64
 		var old int
 		err = tx.QueryRowContext(ctx, qFlowHeadWeight, flow).Scan(&hasHead, &old)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -248,12 +248,12 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 	next := int64(1)
 	arrives := true
 	if lastSeq.Valid {
-		var hasHead bool
+		var hasHead int64
 		var old int
 		if err := tx.QueryRowContext(ctx, qFlowHeadWeight, e.Flow).Scan(&hasHead, &old); err != nil {
 			return Enqueued{}, fmt.Errorf("read flow: %w", err)
 		}
-		arrives = !hasHead
+		arrives = hasHead == 0
 		next = lastSeq.Int64 + 1
 		if _, err := tx.ExecContext(ctx, qNextSeq, e.Flow, next, int64(now)); err != nil {
 			return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
