@@ -1053,7 +1053,7 @@ func TestModel_7_6_RotationMatchesModel(t *testing.T) {
 	}
 	p := DefaultPolicy()
 	p.Fairness = FairRotation
-	runSequences(t, p, n, 10, false, 7_000_000)
+	runSequences(t, p, n, 14, false, 7_000_000)
 }
 
 // §7.6 with the short jittered policy: more retries, expiries and
