@@ -11,5 +11,6 @@ func Scenarios() []Scenario {
 	all = append(all, crashScenarios()...)
 	all = append(all, concurrentScenarios()...)
 	all = append(all, fairScenarios()[3:]...) // starvation bound
+	all = append(all, rotationScenarios()...) // §7.6
 	return all
 }
