@@ -201,3 +201,34 @@ func bytesContains(b []byte, s string) bool {
 	}
 	return false
 }
+
+// §7.6: Flows shows each flow's weight, and under rotation its position:
+// the flows with a backlog in (max(pass, vnow), joined) order.
+func TestRotation_7_6_FlowsPosition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openPolicy(t, rotationPolicy())
+	enqueue(t, s, "a1", "a", "x", 0)
+	enqueue(t, s, "a2", "a", "x", 0)
+	enqueue(t, s, "b1", "b", "x", 0)
+	if _, err := s.Enqueue(ctx, Event{ID: "c1", Flow: "c", Body: []byte("x"), Weight: 4}, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := mustClaim(t, s, 1) // a: pass 720720, in flight
+	if _, err := s.Settle(ctx, c.EventID, c.Generation, Result{OK: true}, 1); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, s, 1) // b, its only event in flight
+	flows, err := s.Flows(ctx)
+	if err != nil {
+		t.Fatalf("Flows() error = %v", err)
+	}
+	var got []string
+	for _, f := range flows {
+		got = append(got, f.Flow+":"+itoa(f.Weight)+":"+itoa(int(f.Position)))
+	}
+	// c (pass 0, joined 3) is next, then a (720720, 1) and b (720720, 2).
+	if want := []string{"a:1:2", "b:1:3", "c:4:1"}; jsonOf(got) != jsonOf(want) {
+		t.Fatalf("flows = %v, want %v", got, want)
+	}
+}

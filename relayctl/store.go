@@ -26,6 +26,11 @@ type queueStore interface {
 	Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error)
 	EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error)
 	Snapshot(ctx context.Context) (any, error)
+	// Rotation reports whether the queue's recorded policy is the rotation
+	// order (docs/contract.md §7.6).
+	Rotation(ctx context.Context) (bool, error)
+	// SetWeight sets a flow's weight, audited with the reason.
+	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
 }
 
 // receiverStore is what relayctl needs from receiver.db; receiverstore.go
