@@ -18,6 +18,20 @@ import (
 // Experiment groups the targets that run the experiment.
 type Experiment mg.Namespace
 
+// Fairness groups the targets of the fairness module.
+type Fairness mg.Namespace
+
+// Figure draws docs/fairness-crowding.svg from the fairness module's
+// simulators: an old flow's claims under min-served and under rotation while
+// a new flow arrives before every claim.
+func (Fairness) Figure() error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	return run(filepath.Join(root, "fairness"), "go", "run", "./cmd/fairfigure", "-o", filepath.Join(root, "docs", "fairness-crowding.svg"))
+}
+
 // Test runs go vet and go test in every module of the workspace, with the race
 // detector where this machine can build it (cgo and a C compiler present;
 // FAIRRELAY_RACE=0 turns it off).
@@ -26,7 +40,9 @@ func Test() error {
 	if err != nil {
 		return err
 	}
-	testArgs := []string{"test", "-count=1"}
+	// A package gets 30 minutes rather than go test's 10: the randomized model
+	// tests under -race run for minutes on a busy 2-core machine.
+	testArgs := []string{"test", "-count=1", "-timeout", "30m"}
 	if raceAvailable() {
 		testArgs = append(testArgs, "-race")
 		fmt.Println("mage test: race detector on")

@@ -154,6 +154,7 @@ var sentinels = []error{
 	queuestore.ErrTimeRegression, queuestore.ErrConflict, queuestore.ErrNotFound,
 	queuestore.ErrEmptyReason, queuestore.ErrNotQuarantined, queuestore.ErrStaleGeneration,
 	queuestore.ErrInvalid, receiverstore.ErrInvalidBody, receiverstore.ErrInvalid,
+	queuestore.ErrTimeAhead, queuestore.ErrTickOverflow, queuestore.ErrPolicyMismatch,
 }
 
 // errText names an error for a trace line by its sentinel ("refused:

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/drivertx"
 	"github.com/fairrelay/fairrelay/writerlock"
 
@@ -73,6 +75,7 @@ type Option func(*options)
 type options struct {
 	hook     func(HookPoint)
 	keep     writerlock.Keep
+	readOnly bool // WithReadOnly (open.go)
 	policy   *Policy
 	realTime *realTime
 }
@@ -144,6 +147,8 @@ type Store struct {
 	hook   func(HookPoint)
 	stmts  map[string]*sql.Stmt // the read paths' statements, prepared once
 	rt     *realTime            // WithRealTime; nil: logical time
+	path   string               // as given to Open, for IsFull's look at the files
+	ro     *dbfile.ReadOnly     // set by WithReadOnly: no writer, no w (open.go)
 	pol    atomic.Pointer[cachedPolicy]
 }
 
@@ -258,7 +263,10 @@ func dsn(path string) string {
 // Open opens the queue store at path, creating the file and its schema when
 // they do not exist. An existing store is opened as it is: nothing is
 // cleared. A file with a newer (or unknown) schema version is refused with
-// ErrSchemaVersion. The path is a plain file path (any '?', '#' or '%' in
+// ErrSchemaVersion. A path that cannot be opened (ErrOpen) or a file that is
+// not a queue store (ErrNotQueue) is refused before anything is written or
+// created beside it (open.go); WithReadOnly opens an existing file without
+// creating any. The path is a plain file path (any '?', '#' or '%' in
 // it is escaped for SQLite's URI form).
 //
 // A new file records the policy given by WithPolicy, or DefaultPolicy; an
@@ -292,9 +300,18 @@ func Open(path string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("open: %w: WithRealTime skew %d is negative", ErrInvalid, rt.skew)
 		}
 	}
+	if o.readOnly {
+		return openReadOnly(path, o)
+	}
+	// A wrong file is refused before anything is created beside it (open.go).
+	if info, err := dbfile.Check(path, true); err != nil {
+		return nil, openError(path, err)
+	} else if err := probe(path, info); err != nil {
+		return nil, err
+	}
 	wl, err := writerlock.OpenKeep(path, BusyTimeoutMillis*time.Millisecond, o.keep)
 	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", path, err)
+		return nil, openError(path, err)
 	}
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
@@ -308,11 +325,13 @@ func Open(path string, opts ...Option) (*Store, error) {
 		wl.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	s := &Store{db: db, writer: wl, w: w, hook: o.hook, rt: o.realTime}
+	s := &Store{db: db, writer: wl, w: w, hook: o.hook, rt: o.realTime, path: path}
 	if err := s.migrate(ctx, o.policy); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("open %q: %w", path, err)
+		err = migrateError(path, err)
+		s.closeRefused(err)
+		return nil, err
 	}
+	dbfile.ShareSidecars(path)
 	if err := w.Prepare(ctx, writeQueries); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %q: %w", path, err)
@@ -336,6 +355,9 @@ func (s *Store) Close() error {
 		if err := st.Close(); err != nil && first == nil {
 			first = err
 		}
+	}
+	if s.ro != nil { // WithReadOnly: no write connection, no lock files
+		return errors.Join(first, s.db.Close(), s.ro.Close())
 	}
 	if err := s.w.Close(); err != nil && first == nil {
 		first = err
@@ -480,11 +502,14 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 // (the writerlock module): the turn is taken before BEGIN and given back after
 // COMMIT or ROLLBACK.
 func (s *Store) withTx(ctx context.Context, fn func(tx *txn) error) error {
+	if s.ro != nil {
+		return ErrReadOnly
+	}
 	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.Unlock()
-	return s.w.Tx(ctx, func(tx *drivertx.Tx) error { return fn(&txn{raw: tx}) })
+	return fullError(s.path, s.w.Tx(ctx, func(tx *drivertx.Tx) error { return fn(&txn{raw: tx}) }))
 }
 
 // withReadTx runs fn in one read transaction: every read inside sees the

@@ -2,6 +2,7 @@ package receiverstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -88,4 +89,45 @@ func ExampleWithMaxDelta() {
 	// Output:
 	// unsupported_delta <nil>
 	// accepted <nil>
+}
+
+// An operator reads a receiver without creating a file beside it, and a
+// file that is not a receiver is refused before anything is written.
+func ExampleWithReadOnly() {
+	dir, err := os.MkdirTemp("", "receiverstore-readonly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "receiver.db")
+	s, err := receiverstore.Open(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Receive(ctx, receiverstore.Message{ID: "ev-1", Flow: "agent-7", Seq: 1, Body: []byte(`{"delta": 5}`)}); err != nil {
+		log.Fatal(err)
+	}
+	s.Close()
+	for _, name := range []string{"receiver.db-writer", "receiver.db-writer-gate"} {
+		os.Remove(filepath.Join(dir, name)) // only to show that nothing comes back
+	}
+
+	r, err := receiverstore.Open(path, receiverstore.WithReadOnly())
+	if err != nil {
+		log.Fatal(err)
+	}
+	total, _ := r.Total(ctx, "agent-7")
+	_, err = r.Receive(ctx, receiverstore.Message{ID: "ev-2", Flow: "agent-7", Seq: 2, Body: []byte(`{"delta": 1}`)})
+	r.Close()
+	entries, _ := os.ReadDir(dir)
+	fmt.Println("total", total, "| files", len(entries), "|", errors.Is(err, receiverstore.ErrReadOnly))
+
+	notes := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notes, []byte("shopping list\n"), 0o644)
+	_, err = receiverstore.Open(notes)
+	fmt.Println(errors.Is(err, receiverstore.ErrNotReceiver))
+	// Output:
+	// total 5 | files 1 | true
+	// true
 }

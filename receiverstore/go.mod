@@ -6,6 +6,7 @@ require modernc.org/sqlite v1.62.0
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/dbfile v0.0.0
 	github.com/fairrelay/fairrelay/drivertx v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
@@ -21,3 +22,5 @@ require (
 replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
+
+replace github.com/fairrelay/fairrelay/dbfile => ../dbfile

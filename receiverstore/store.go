@@ -11,6 +11,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/drivertx"
 	"github.com/fairrelay/fairrelay/writerlock"
 )
@@ -54,6 +55,7 @@ type options struct {
 	maxDelta int
 	hook     func(HookPoint)
 	keep     writerlock.Keep
+	readOnly bool // WithReadOnly (open.go)
 }
 
 // WithMaxDelta sets the receiver's capability: the largest delta it applies.
@@ -93,6 +95,8 @@ type Store struct {
 	w        *drivertx.Conn   // the connection every write transaction runs on (drivertx)
 	maxDelta int64
 	hook     func(HookPoint)
+	path     string           // as given to Open, for IsFull's look at the files
+	ro       *dbfile.ReadOnly // set by WithReadOnly: no writer, no w (open.go)
 }
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
@@ -119,7 +123,10 @@ func dsn(path string) (string, error) {
 // embedded schema in one transaction. An existing file is never cleared. The
 // default MaxDelta is 1000 and no hook is set. Open returns
 // [ErrInvalidOption] for an option out of range and [ErrSchemaVersion] for a
-// file written by a newer version of this package.
+// file written by a newer version of this package. A path that cannot be
+// opened ([ErrOpen]) or a file that is not a receiver database
+// ([ErrNotReceiver]) is refused before anything is written or created beside
+// it (open.go). [WithReadOnly] opens an existing file without creating any.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{maxDelta: DefaultMaxDelta, keep: writerlock.DefaultKeep}
 	for _, opt := range opts {
@@ -128,40 +135,45 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if o.maxDelta < 1 || o.maxDelta > DefaultMaxDelta {
 		return nil, fmt.Errorf("%w: WithMaxDelta(%d) is outside 1..%d", ErrInvalidOption, o.maxDelta, DefaultMaxDelta)
 	}
+	if o.readOnly {
+		return openReadOnly(path, o)
+	}
+	// A wrong file is refused before anything is created beside it (open.go).
+	if info, err := dbfile.Check(path, true); err != nil {
+		return nil, openError(path, err)
+	} else if err := probe(path, info); err != nil {
+		return nil, err
+	}
 	name, err := dsn(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	wl, err := writerlock.OpenKeep(path, writeTurnTimeout, o.keep)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), wl.Close())
 	}
 	if err := migrate(context.Background(), db, wl); err != nil {
-		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
+		err = migrateError(path, err)
+		return nil, errors.Join(err, db.Close(), closeOrRemove(wl, err))
 	}
+	dbfile.ShareSidecars(path)
 	w, err := drivertx.Open(context.Background(), db, writeQueries)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
-	return &Store{db: db, writer: wl, w: w, maxDelta: int64(o.maxDelta), hook: o.hook}, nil
+	return &Store{db: db, writer: wl, w: w, maxDelta: int64(o.maxDelta), hook: o.hook, path: path}, nil
 }
 
 // migrate applies the schema unless the file already carries it.
 func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 	return withTx(ctx, db, wl, nil, func(tx *sql.Tx) error {
-		var v int
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-			return fmt.Errorf("read user_version: %w", err)
-		}
-		switch {
-		case v > SchemaVersion:
-			return fmt.Errorf("%w: file has version %d, this package knows up to %d", ErrSchemaVersion, v, SchemaVersion)
-		case v == SchemaVersion:
-			return nil
+		v, err := inspect(ctx, tx)
+		if err != nil || v == SchemaVersion {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
@@ -175,6 +187,9 @@ func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 
 // Close closes the database and the writer lock files.
 func (s *Store) Close() error {
+	if s.ro != nil {
+		return errors.Join(s.db.Close(), s.ro.Close())
+	}
 	return errors.Join(s.w.Close(), s.db.Close(), s.writer.Close())
 }
 
@@ -218,9 +233,12 @@ func withTx(ctx context.Context, db *sql.DB, wl *writerlock.Lock, opts *sql.TxOp
 // everything back. Open's migration and the read-only Snapshot go through
 // database/sql (withTx).
 func (s *Store) withWriteTx(ctx context.Context, fn func(*drivertx.Tx) error) error {
+	if s.ro != nil {
+		return ErrReadOnly
+	}
 	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer s.writer.Unlock()
-	return s.w.Tx(ctx, fn)
+	return fullError(s.path, s.w.Tx(ctx, fn))
 }

@@ -10,11 +10,15 @@
 //
 //	relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]
 //
-// The commands are status, flows, events, quarantined, redrive, audit, enqueue,
-// receiver totals, receiver conflicts and snapshot; `relayctl help` lists them
-// and README.md describes each one. Every write takes --now TICK and otherwise
-// acts at the queue's current clock mark. Exit status: 0 on success, 1 when the
-// store refused the operation or could not be read, 2 on a usage error.
+// The commands are status, flows, events, quarantined, redrive (one event, or
+// every match with --all), audit, policy, enqueue, receiver totals, receiver
+// conflicts and snapshot; `relayctl help` lists them and README.md describes
+// each one. Every write takes --now TICK; without it a write acts at the
+// queue's clock mark, or, for a queue run in real time (its clock mark is Unix
+// milliseconds; --clock), at this machine's clock, and a tick more than --skew
+// ahead of that clock is refused (docs/contract.md §7.3). Exit status: 0 on
+// success, 1 when the store refused the operation or could not be read, 2 on a
+// usage error.
 //
 // Only enqueue may create a database: every other command refuses a path that
 // does not exist instead of opening an empty one.

@@ -21,7 +21,7 @@ const (
 
 func cmdEnqueue(e *env, args []string) (err error) {
 	f := newFlags(e, "enqueue",
-		"enqueue --id ID --flow FLOW --body BODY [--now TICK]\n"+
+		"enqueue --id ID --flow FLOW (--body BODY | --body-file PATH) [--now TICK]\n"+
 			"       relayctl enqueue --file EVENTS.jsonl [--chunk N] [--now TICK]",
 		"Enqueue adds one event, or every event of a JSONL file (\"-\" reads standard\n"+
 			"input), at the end of its flow. A file is written in chunks, one transaction\n"+
@@ -30,12 +30,15 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			"file can be enqueued again after a fix. Each line is one JSON object:\n"+
 			"  {\"id\": \"e1\", \"flow\": \"tenant-a\", \"body\": {\"delta\": 5}}\n"+
 			"A body that is a JSON string is enqueued as the string's text; any other JSON\n"+
-			"value as its bytes exactly as written. Enqueue creates the queue when the\n"+
+			"value as its bytes exactly as written. --body-file reads one event's body\n"+
+			"byte for byte from a file (\"-\": standard input), for a body too long or too\n"+
+			"binary for the command line. Enqueue creates the queue when the\n"+
 			"file does not exist yet. A progress bar is drawn on a terminal only.").
 		withQueue().withNow()
 	id := f.String("id", "", "event `ID` (unique forever)")
 	flow := f.String("flow", "", "the event's `FLOW`")
 	bodyText := f.String("body", "", "the event's `BODY`, e.g. '{\"delta\":5}'")
+	bodyFile := f.String("body-file", "", "read the event's body from `PATH` (\"-\": standard input)")
 	file := f.String("file", "", "enqueue every event of this JSONL `FILE` (\"-\": standard input)")
 	chunk := f.Int("chunk", defaultChunk, fmt.Sprintf("events per transaction with --file (1..%d)", maxChunk))
 	pos, err := f.parse(args)
@@ -47,7 +50,7 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	}
 	bulk := f.isSet("file")
 	if bulk {
-		for _, name := range []string{"id", "flow", "body"} {
+		for _, name := range []string{"id", "flow", "body", "body-file"} {
 			if f.isSet(name) {
 				return usagef("--%s goes with a single event, not with --file", name)
 			}
@@ -59,10 +62,18 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			return usagef("--chunk %d: want 1..%d", *chunk, maxChunk)
 		}
 	} else {
-		for _, name := range []string{"id", "flow", "body"} {
+		for _, name := range []string{"id", "flow"} {
 			if !f.isSet(name) {
 				return usagef("--%s is required (or --file for many events)", name)
 			}
+		}
+		switch {
+		case f.isSet("body") && f.isSet("body-file"):
+			return usagef("--body and --body-file both give the body: use one")
+		case !f.isSet("body") && !f.isSet("body-file"):
+			return usagef("--body or --body-file is required (or --file for many events)")
+		case f.isSet("body-file") && *bodyFile == "":
+			return usagef("--body-file is empty")
 		}
 		if f.isSet("chunk") {
 			return usagef("--chunk goes with --file")
@@ -91,6 +102,14 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			in = fh
 		}
 	}
+	body := []byte(*bodyText)
+	if f.isSet("body-file") {
+		// Read the body before the queue is opened: a wrong path or a body
+		// the queue would refuse creates nothing.
+		if body, err = readBody(e, *bodyFile); err != nil {
+			return err
+		}
+	}
 	q, err := e.openQueue(true)
 	if err != nil {
 		return err
@@ -103,7 +122,7 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	if bulk {
 		return enqueueFile(e, q, *file, in, size, *chunk, now)
 	}
-	ev := newEvent{ID: *id, Flow: *flow, Body: []byte(*bodyText)}
+	ev := newEvent{ID: *id, Flow: *flow, Body: body}
 	res, err := q.Enqueue(e.ctx, ev, now)
 	if err != nil {
 		if kindOf(err) == kindConflict {
@@ -117,6 +136,38 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	}
 	fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at tick %d\n", ev.ID, ev.Flow, res.Seq, now)
 	return nil
+}
+
+// readBody reads one event's body from the file name ("-": standard input),
+// byte for byte. It reads at most one byte more than the queue takes, so a
+// huge input is refused without being read whole; an empty one too.
+func readBody(e *env, name string) ([]byte, error) {
+	var in io.Reader = e.stdin
+	shown := name
+	if name == "-" {
+		shown = "stdin"
+	} else {
+		fh, err := os.Open(e.abs(name))
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is said once, as given
+			}
+			return nil, fmt.Errorf("body file %s: %w; nothing changed", name, err)
+		}
+		defer fh.Close()
+		in = fh
+	}
+	body, err := io.ReadAll(io.LimitReader(in, maxBodyBytes+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("body file %s: %w; nothing changed", shown, err)
+	case len(body) > maxBodyBytes:
+		return nil, fmt.Errorf("body file %s: longer than %d bytes, the largest body the queue takes; nothing changed", shown, maxBodyBytes)
+	case len(body) == 0:
+		return nil, fmt.Errorf("body file %s is empty: a body has 1..%d bytes; nothing changed", shown, maxBodyBytes)
+	}
+	return body, nil
 }
 
 // explainEnqueue turns a refused enqueue into plain words.

@@ -53,9 +53,13 @@ func (c *cmdFlags) withJSON() *cmdFlags {
 	return c
 }
 
-// withNow adds --now TICK.
+// withNow adds --now TICK, and accepts --clock and --skew after the command
+// too.
 func (c *cmdFlags) withNow() *cmdFlags {
-	c.Var(&c.now, "now", "logical `TICK` of the write (default: the queue's current clock mark)")
+	c.Var(&c.now, "now", "`TICK` of the write (default: the queue's clock mark, or this machine's clock in Unix ms in wall-clock mode)")
+	c.Var(&c.e.clock.mode, "clock", "how the write reads time: `MODE` auto, logical or wall")
+	c.Var(tickValue{&c.e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
+	c.now.clock = &c.e.clock
 	return c
 }
 
@@ -94,10 +98,12 @@ func (c *cmdFlags) isSet(name string) bool {
 	return set
 }
 
-// tickFlag is --now: a logical tick that remembers whether it was given.
+// tickFlag is --now: a tick that remembers whether it was given, and the
+// clock configuration of the command it belongs to.
 type tickFlag struct {
-	set  bool
-	tick clock.Tick
+	set   bool
+	tick  clock.Tick
+	clock *clockConfig
 }
 
 func (t *tickFlag) String() string {

@@ -80,7 +80,7 @@ func cmdFlows(e *env, args []string) (err error) {
 	if *top < 0 {
 		return usagef("--top %d: want 0 or more", *top)
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}
@@ -93,10 +93,11 @@ func cmdFlows(e *env, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("read flows: %w", err)
 	}
-	rot, err := q.Rotation(e.ctx)
+	pol, err := q.Policy(e.ctx)
 	if err != nil {
 		return fmt.Errorf("read the policy: %w", err)
 	}
+	rot := pol.Fairness == string(queuestore.FairRotation)
 	out := rows[:0]
 	for _, r := range rows {
 		r.Blocked = blockedWhy(r, st.ClockMark)
@@ -217,7 +218,7 @@ func cmdEvents(e *env, args []string) (err error) {
 	if *state != "" && !slices.Contains(eventStates, *state) {
 		return usagef("--state %q: want pending, inflight, acked or quarantined", *state)
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}
@@ -269,7 +270,7 @@ func cmdQuarantined(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func TestJSONParsesBack(t *testing.T) {
 	t.Run("audit", func(t *testing.T) {
 		var got []auditRow
 		decodeStrict(t, mustRun(t, dir, "audit", "--json"), &got)
-		want := auditRow{EventID: "b1", Generation: 4, Reason: "cap raised", Tick: 7}
+		want := auditRow{Kind: "redrive", EventID: "b1", Generation: 4, Reason: "cap raised", Tick: 7}
 		if len(got) != 1 || got[0] != want {
 			t.Fatalf("audit --json = %+v, want [%+v]", got, want)
 		}

@@ -2,15 +2,46 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
+// maxBodyBytes is the largest event body the queue takes.
+const maxBodyBytes = queuestore.MaxBodyLen
+
 // queueDB adapts *queuestore.Store to queueStore.
 type queueDB struct {
-	s *queuestore.Store
+	s    *queuestore.Store
+	path string
+	// follow, when set, is the wall clock that every write acts at, or later
+	// (UseRealTime with follow).
+	follow clock.Source
+}
+
+// at is the tick a write acts at: now, or the clock when following it and
+// the clock has moved past now (a long bulk enqueue).
+func (q *queueDB) at(now clock.Tick) clock.Tick {
+	if q.follow != nil {
+		if w := q.follow.Now(); w > now {
+			return w
+		}
+	}
+	return now
+}
+
+// readQueueStore opens the queue read-only: it creates no file (no lock
+// file, no -wal or -shm), so an operator can run a read command on a
+// service's queue without write permission and without leaving files the
+// service could not open.
+func readQueueStore(path string) (queueStore, error) {
+	s, err := queuestore.Open(path, queuestore.WithReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	return &queueDB{s: s, path: path}, nil
 }
 
 func openQueueStore(path string) (queueStore, error) {
@@ -18,7 +49,25 @@ func openQueueStore(path string) (queueStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return queueDB{s}, nil
+	return &queueDB{s: s, path: path}, nil
+}
+
+// UseRealTime closes the store and opens the file again in real time.
+func (q *queueDB) UseRealTime(src clock.Source, skew clock.Tick, follow bool) error {
+	if follow {
+		q.follow = src
+	}
+	if err := q.s.Close(); err != nil {
+		return err
+	}
+	s, err := queuestore.Open(q.path, queuestore.WithRealTime(src, skew))
+	if err != nil {
+		// Keep a closed store: every later call fails with the store's
+		// own "closed" error instead of a nil pointer.
+		return err
+	}
+	q.s = s
+	return nil
 }
 
 // kindOf classifies an error of either store. ErrEmptyReason comes before
@@ -37,32 +86,38 @@ func kindOf(err error) errKind {
 		return kindTimeRegression
 	case errors.Is(err, queuestore.ErrConflict):
 		return kindConflict
+	case errors.Is(err, queuestore.ErrTimeAhead):
+		return kindTimeAhead
+	case errors.Is(err, queuestore.ErrTickOverflow):
+		return kindTickOverflow
+	case errors.Is(err, queuestore.ErrPolicyMismatch):
+		return kindPolicyMismatch
 	case errors.Is(err, queuestore.ErrInvalid):
 		return kindInvalid
 	}
 	return kindOther
 }
 
-func (q queueDB) Close() error { return q.s.Close() }
+func (q *queueDB) Close() error { return q.s.Close() }
 
-func (q queueDB) Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error {
-	return q.s.Redrive(ctx, id, generation, reason, now)
+func (q *queueDB) Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error {
+	return q.s.Redrive(ctx, id, generation, reason, q.at(now))
 }
 
-func (q queueDB) Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error) {
-	r, err := q.s.Enqueue(ctx, queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}, now)
+func (q *queueDB) Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error) {
+	r, err := q.s.Enqueue(ctx, queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}, q.at(now))
 	if err != nil {
 		return enqueuedRow{}, err
 	}
 	return enqueuedRow{ID: ev.ID, Flow: ev.Flow, Seq: r.Seq, Duplicate: r.Duplicate}, nil
 }
 
-func (q queueDB) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error) {
+func (q *queueDB) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error) {
 	in := make([]queuestore.Event, len(evs))
 	for i, ev := range evs {
 		in[i] = queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}
 	}
-	rs, err := q.s.EnqueueBatch(ctx, in, now)
+	rs, err := q.s.EnqueueBatch(ctx, in, q.at(now))
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +128,7 @@ func (q queueDB) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tic
 	return out, nil
 }
 
-func (q queueDB) Stats(ctx context.Context) (statsRow, error) {
+func (q *queueDB) Stats(ctx context.Context) (statsRow, error) {
 	st, err := q.s.Stats(ctx)
 	if err != nil {
 		return statsRow{}, err
@@ -92,19 +147,11 @@ func (q queueDB) Stats(ctx context.Context) (statsRow, error) {
 	}, nil
 }
 
-func (q queueDB) Rotation(ctx context.Context) (bool, error) {
-	p, err := q.s.Policy(ctx)
-	if err != nil {
-		return false, err
-	}
-	return p.Fairness == queuestore.FairRotation, nil
-}
-
-func (q queueDB) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
+func (q *queueDB) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
 	return q.s.SetWeight(ctx, flow, weight, reason, now)
 }
 
-func (q queueDB) Flows(ctx context.Context) ([]flowRow, error) {
+func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
 	fs, err := q.s.Flows(ctx)
 	if err != nil {
 		return nil, err
@@ -134,7 +181,7 @@ func eventFrom(e queuestore.EventState) eventRow {
 	}
 }
 
-func (q queueDB) Event(ctx context.Context, id string) (eventRow, error) {
+func (q *queueDB) Event(ctx context.Context, id string) (eventRow, error) {
 	e, err := q.s.Event(ctx, id)
 	if err != nil {
 		return eventRow{}, err
@@ -142,7 +189,7 @@ func (q queueDB) Event(ctx context.Context, id string) (eventRow, error) {
 	return eventFrom(e), nil
 }
 
-func (q queueDB) FlowEvents(ctx context.Context, flow string) ([]eventRow, error) {
+func (q *queueDB) FlowEvents(ctx context.Context, flow string) ([]eventRow, error) {
 	es, err := q.s.FlowEvents(ctx, flow)
 	if err != nil {
 		return nil, err
@@ -154,11 +201,15 @@ func (q queueDB) FlowEvents(ctx context.Context, flow string) ([]eventRow, error
 	return out, nil
 }
 
-func (q queueDB) Quarantined(ctx context.Context) ([]quarantinedRow, error) {
+func (q *queueDB) Quarantined(ctx context.Context) ([]quarantinedRow, error) {
 	qs, err := q.s.Quarantined(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return quarantinedRows(qs), nil
+}
+
+func quarantinedRows(qs []queuestore.QuarantinedEvent) []quarantinedRow {
 	out := make([]quarantinedRow, 0, len(qs))
 	for _, e := range qs {
 		out = append(out, quarantinedRow{
@@ -166,21 +217,82 @@ func (q queueDB) Quarantined(ctx context.Context) ([]quarantinedRow, error) {
 			LifetimeAttempts: e.LifetimeAttempts, Reason: e.Reason,
 		})
 	}
-	return out, nil
+	return out
 }
 
-func (q queueDB) Audit(ctx context.Context) ([]auditRow, error) {
-	as, err := q.s.Audit(ctx)
+func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
+	as, err := q.s.AuditAll(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]auditRow, 0, len(as))
 	for _, a := range as {
-		out = append(out, auditRow{EventID: a.EventID, Generation: a.Generation, Reason: a.Reason, Tick: int64(a.At)})
+		r := auditRow{Kind: string(a.Kind), EventID: a.EventID, Generation: a.Generation, Reason: a.Reason, Tick: int64(a.At)}
+		if a.Kind == queuestore.AuditPolicy {
+			var ch queuestore.PolicyChange
+			if err := json.Unmarshal([]byte(a.Detail), &ch); err == nil {
+				old, new := policyFrom(ch.Old), policyFrom(ch.New)
+				r.Policy = &policyChangeRow{Old: old, New: new}
+				r.Change = policyDiff(old, new)
+			}
+		}
+		if r.Change == "" && a.Detail != "" {
+			r.Change = a.Detail
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
 
-func (q queueDB) Snapshot(ctx context.Context) (any, error) {
+func (q *queueDB) Snapshot(ctx context.Context) (any, error) {
 	return q.s.Snapshot(ctx)
+}
+
+func policyFrom(p queuestore.Policy) policyRow {
+	f := p.Fairness
+	if f == "" {
+		f = queuestore.FairMinServed
+	}
+	return policyRow{
+		Lease: int64(p.Lease), MaxAttempts: p.MaxAttempts,
+		BackoffBase: int64(p.BackoffBase), BackoffCap: int64(p.BackoffCap),
+		Jitter: p.Jitter, Fairness: string(f),
+	}
+}
+
+func (q *queueDB) Policy(ctx context.Context) (policyRow, error) {
+	p, err := q.s.Policy(ctx)
+	if err != nil {
+		return policyRow{}, err
+	}
+	return policyFrom(p), nil
+}
+
+// SetPolicy reads the recorded policy and changes the fields policyRow
+// shows; the fairness order is kept as recorded.
+func (q *queueDB) SetPolicy(ctx context.Context, p policyRow, reason string, now clock.Tick) error {
+	cur, err := q.s.Policy(ctx)
+	if err != nil {
+		return err
+	}
+	cur.Lease, cur.MaxAttempts = clock.Tick(p.Lease), p.MaxAttempts
+	cur.BackoffBase, cur.BackoffCap, cur.Jitter = clock.Tick(p.BackoffBase), clock.Tick(p.BackoffCap), p.Jitter
+	return q.s.SetPolicy(ctx, cur, reason, q.at(now))
+}
+
+func (q *queueDB) RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error) {
+	rs, err := q.s.RedriveAll(ctx, queuestore.RedriveFilter{Flow: f.Flow, Reason: f.Reason}, reason, q.at(now))
+	out := make([]redrivenRow, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, redrivenRow{ID: r.EventID, Flow: r.Flow, Seq: r.Seq, Generation: r.Generation})
+	}
+	return out, err
+}
+
+func (q *queueDB) QuarantinedMatching(ctx context.Context, f redriveFilter) ([]quarantinedRow, error) {
+	qs, err := q.s.QuarantinedMatching(ctx, queuestore.RedriveFilter{Flow: f.Flow, Reason: f.Reason})
+	if err != nil {
+		return nil, err
+	}
+	return quarantinedRows(qs), nil
 }

@@ -24,6 +24,13 @@ type readmeStep struct {
 // ok is false when the file or the section does not exist.
 func readmeSteps(t *testing.T, path string) (steps []readmeStep, ok bool) {
 	t.Helper()
+	return readmeSection(t, path, "Operating a queue")
+}
+
+// readmeSection reads the ```sh blocks of the README section titled title
+// ("## title") and the output blocks that follow them.
+func readmeSection(t *testing.T, path, title string) (steps []readmeStep, ok bool) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false
@@ -32,7 +39,7 @@ func readmeSteps(t *testing.T, path string) (steps []readmeStep, ok bool) {
 		t.Fatal(err)
 	}
 	text := string(data)
-	start := strings.Index(text, "\n## Operating a queue\n")
+	start := strings.Index(text, "\n## "+title+"\n")
 	if start < 0 {
 		return nil, false
 	}

@@ -34,7 +34,7 @@ func cmdReceiverTotals(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	r, err := e.openReceiver(false)
+	r, err := e.readReceiver(false)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func cmdReceiverConflicts(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	r, err := e.openReceiver(false)
+	r, err := e.readReceiver(false)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,16 @@ type receiverDB struct {
 	s *receiverstore.Store
 }
 
+// readReceiverStore opens the receiver read-only, creating no file (see
+// readQueueStore).
+func readReceiverStore(path string) (receiverStore, error) {
+	s, err := receiverstore.Open(path, receiverstore.WithReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	return receiverDB{s}, nil
+}
+
 func openReceiverStore(path string) (receiverStore, error) {
 	s, err := receiverstore.Open(path)
 	if err != nil {

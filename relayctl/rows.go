@@ -107,12 +107,19 @@ type quarantinedRow struct {
 	Reason           string `json:"reason"`
 }
 
-// auditRow is one redrive in the audit.
+// auditRow is one row of the audit: a redrive (kind "redrive", with the
+// event and the generation the redrive gave it), a policy change (kind
+// "policy", with the old and new policy) or another operator action.
 type auditRow struct {
+	Kind       string `json:"kind"`
 	EventID    string `json:"event_id"`
 	Generation int64  `json:"generation"` // the generation the redrive gave the event
 	Reason     string `json:"reason"`
 	Tick       int64  `json:"tick"`
+	// Change says in words what a row other than a redrive changed
+	// ("lease 5 -> 30"); Policy is a policy change's old and new policy.
+	Change string           `json:"change,omitempty"`
+	Policy *policyChangeRow `json:"policy,omitempty"`
 }
 
 // newEvent is one event to enqueue.

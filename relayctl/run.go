@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/fairrelay/fairrelay/clock"
 )
 
 // Exit statuses.
@@ -33,9 +35,15 @@ type env struct {
 	// the queue, may be created); tests wrap them.
 	openQueueAt    func(path string) (queueStore, error)
 	openReceiverAt func(path string) (receiverStore, error)
+	// readQueueAt and readReceiverAt open a database that exists for the
+	// read commands: read-only, creating no file (store.go).
+	readQueueAt    func(path string) (queueStore, error)
+	readReceiverAt func(path string) (receiverStore, error)
 	// isTerminal reports whether w is a terminal (the progress bar of a bulk
 	// enqueue is drawn only there).
 	isTerminal func(w io.Writer) bool
+	// clock is how writes read time: --clock and --skew.
+	clock clockConfig
 }
 
 // command is one subcommand.
@@ -51,8 +59,9 @@ var commands = []command{
 	{"flows", "one row per flow: served, head, ready tick, backlog (--blocked, --sort, --top)", cmdFlows},
 	{"events", "a flow's events with state, generation, attempts and reason (--flow F)", cmdEvents},
 	{"quarantined", "every quarantined event and the reason it was quarantined", cmdQuarantined},
-	{"redrive", "put a quarantined event back in its flow, with an audited --reason", cmdRedrive},
-	{"audit", "the redrive audit: who was redriven, at which tick, and why", cmdAudit},
+	{"redrive", "put a quarantined event back in its flow, with an audited --reason (--all: every match)", cmdRedrive},
+	{"audit", "the audit: every redrive and policy change, at which tick, and why", cmdAudit},
+	{"policy", "the queue's policy (lease, attempts, backoff, jitter) | policy set ... --reason", cmdPolicy},
 	{"enqueue", "add one event (--id --flow --body) or a JSONL file of them (--file)", cmdEnqueue},
 	{"receiver", "receiver totals | receiver conflicts", cmdReceiver},
 	{"snapshot", "both stores' full snapshots as JSON", cmdSnapshot},
@@ -83,6 +92,9 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 		isTerminal:     isTerminal,
 		openQueueAt:    openQueueStore,
 		openReceiverAt: openReceiverStore,
+		clock:          clockConfig{mode: clockAuto, skew: defaultSkew, wall: clock.Wall{}},
+		readQueueAt:    readQueueStore,
+		readReceiverAt: readReceiverStore,
 	}
 }
 
@@ -91,6 +103,8 @@ func (e *env) main(args []string) int {
 	top.SetOutput(e.stderr)
 	top.StringVar(&e.queuePath, "queue", "queue.db", "queue database `PATH`")
 	top.StringVar(&e.receiverPath, "receiver", "receiver.db", "receiver database `PATH`")
+	top.Var(&e.clock.mode, "clock", "how writes read time: `MODE` auto, logical or wall")
+	top.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
 	top.Usage = func() { e.topUsage(e.stderr) }
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -111,7 +125,8 @@ func (e *env) main(args []string) int {
 	for _, c := range commands {
 		if c.name == name {
 			label := name
-			if name == "receiver" && len(rest) > 1 && (rest[1] == "totals" || rest[1] == "conflicts") {
+			if name == "receiver" && len(rest) > 1 && (rest[1] == "totals" || rest[1] == "conflicts") ||
+				name == "policy" && len(rest) > 1 && rest[1] == "set" {
 				label += " " + rest[1] // messages name the whole command
 			}
 			return e.finish(label, c.run(e, rest[1:]))
@@ -139,6 +154,9 @@ func (e *env) finish(name string, err error) int {
 		return exitUsage
 	default:
 		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, err)
+		if kindOf(err) == kindTimeAhead {
+			fmt.Fprintf(e.stderr, "In wall-clock mode a tick is Unix milliseconds, at most --skew ahead of this machine's clock; leave out --now to act at the clock.\n")
+		}
 		return exitFail
 	}
 }
@@ -154,6 +172,8 @@ func (e *env) topUsage(w io.Writer) {
 	b.WriteString("\nGlobal flags (also accepted after the command):\n")
 	b.WriteString("  --queue PATH      queue database (default queue.db)\n")
 	b.WriteString("  --receiver PATH   receiver database (default receiver.db)\n")
+	b.WriteString("  --clock MODE      how writes read time: auto (default), logical or wall\n")
+	b.WriteString("  --skew MS         wall-clock mode's tolerance (default 1000)\n")
 	b.WriteString("\nRun 'relayctl COMMAND -h' for a command's flags.\n")
 	b.WriteString("Exit status: 0 ok, 1 refused by the store or unreadable database, 2 usage error.\n")
 	io.WriteString(w, b.String())

@@ -21,7 +21,7 @@ func cmdSnapshot(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func cmdSnapshot(e *env, args []string) (err error) {
 	}
 	if e.receiverPath != "" {
 		var r receiverStore
-		if r, err = e.openReceiver(true); err != nil {
+		if r, err = e.readReceiver(true); err != nil {
 			return err
 		}
 		defer closeWith(r, &err)

@@ -27,7 +27,7 @@ func cmdStatus(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func cmdStatus(e *env, args []string) (err error) {
 	}
 	if e.receiverPath != "" {
 		var r receiverStore
-		if r, err = e.openReceiver(true); err != nil {
+		if r, err = e.readReceiver(true); err != nil {
 			return err
 		}
 		defer closeWith(r, &err)

@@ -26,10 +26,20 @@ type queueStore interface {
 	Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error)
 	EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error)
 	Snapshot(ctx context.Context) (any, error)
-	// Rotation reports whether the queue's recorded policy is the rotation
-	// order (docs/contract.md §7.6).
-	Rotation(ctx context.Context) (bool, error)
-	// SetWeight sets a flow's weight, audited with the reason.
+	// UseRealTime reopens the file in real time (docs/contract.md §7.3)
+	// with src as the wall clock and skew as the tolerance. With follow,
+	// every later write acts at src's tick when it is made, if that is
+	// past the tick it is given: the chunks of a long bulk enqueue keep up
+	// with the relays writing at the clock meanwhile.
+	UseRealTime(src clock.Source, skew clock.Tick, follow bool) error
+	Policy(ctx context.Context) (policyRow, error)
+	// SetPolicy records p, keeping every part of the recorded policy that
+	// policyRow does not show, with an audit row.
+	SetPolicy(ctx context.Context, p policyRow, reason string, now clock.Tick) error
+	RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error)
+	QuarantinedMatching(ctx context.Context, f redriveFilter) ([]quarantinedRow, error)
+	// SetWeight sets a flow's weight (docs/contract.md §7.6), audited with
+	// the reason.
 	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
 }
 
@@ -56,6 +66,9 @@ const (
 	kindTimeRegression
 	kindConflict
 	kindInvalid
+	kindTimeAhead
+	kindTickOverflow
+	kindPolicyMismatch
 )
 
 // mustExist refuses a database path that does not exist or is not a file, so
@@ -119,22 +132,39 @@ func (e *env) openReceiver(optional bool) (receiverStore, error) {
 	return r, nil
 }
 
+// readQueue opens the queue at e.queuePath for a read command: it must
+// exist, and it is opened read-only, so that nothing is created beside it
+// and no write permission is needed (docs/operations.md).
+func (e *env) readQueue() (queueStore, error) {
+	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+		return nil, err
+	}
+	q, err := e.readQueueAt(e.abs(e.queuePath))
+	if err != nil {
+		return nil, fmt.Errorf("open queue %s: %w", e.queuePath, err)
+	}
+	return q, nil
+}
+
+// readReceiver is openReceiver for a read command: read-only, creating
+// nothing.
+func (e *env) readReceiver(optional bool) (receiverStore, error) {
+	if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
+		if optional && !errors.As(err, new(*usageError)) {
+			err = fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
+		}
+		return nil, err
+	}
+	r, err := e.readReceiverAt(e.abs(e.receiverPath))
+	if err != nil {
+		return nil, fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+	}
+	return r, nil
+}
+
 // closeWith closes c and keeps the first error.
 func closeWith(c interface{ Close() error }, err *error) {
 	if cerr := c.Close(); cerr != nil && *err == nil {
 		*err = fmt.Errorf("close: %w", cerr)
 	}
-}
-
-// currentTick is the tick a write acts at: --now when given, otherwise the
-// queue's clock mark (an operator acts at the present logical time).
-func currentTick(ctx context.Context, q queueStore, now tickFlag) (clock.Tick, error) {
-	if now.set {
-		return now.tick, nil
-	}
-	st, err := q.Stats(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("read the clock mark: %w", err)
-	}
-	return clock.Tick(st.ClockMark), nil
 }

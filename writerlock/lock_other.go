@@ -36,3 +36,6 @@ func (*Lock) Unlock() {}
 
 // Close does nothing.
 func (*Lock) Close() error { return nil }
+
+// Remove does nothing: there are no lock files.
+func (*Lock) Remove() error { return nil }

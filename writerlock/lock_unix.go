@@ -43,7 +43,8 @@ type Lock struct {
 	keep       Keep
 	sem        chan struct{} // one writer at a time in this process
 	files      [2]*os.File
-	turn, gate int // their descriptors
+	created    [2]bool // this Open created the file (Remove deletes it)
+	turn, gate int     // their descriptors
 	closeOnce  sync.Once
 
 	mu        sync.Mutex  // guards the fields below
@@ -58,6 +59,14 @@ type Lock struct {
 // Open opens (creating them if needed) the two lock files of the database at
 // path: path+"-writer" and path+"-writer-gate". timeout bounds every wait for
 // a turn; it must be positive.
+//
+// When the database file exists, the lock files get its permission bits
+// (without execute) and its group, where this process owns them and the
+// system allows it (the process's user is in the group, or is root), so
+// that a service user and an operator who share the database's group share
+// its lock files too; a lock file of another owner is used as it is. A new
+// database's lock files are made 0644 less the umask, as SQLite makes the
+// database itself.
 func Open(path string, timeout time.Duration) (*Lock, error) {
 	return OpenKeep(path, timeout, DefaultKeep)
 }
@@ -72,13 +81,18 @@ func OpenKeep(path string, timeout time.Duration, keep Keep) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{timeout: timeout, keep: keep, sem: make(chan struct{}, 1)}
+	db, dbErr := os.Stat(path)
 	for i, name := range []string{path + "-writer", path + "-writer-gate"} {
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		f, created, err := openFile(name)
 		if err != nil {
-			l.Close()
+			l.Remove()
 			return nil, fmt.Errorf("writerlock: %w", err)
 		}
 		l.files[i] = f
+		l.created[i] = created
+		if dbErr == nil {
+			share(f, db)
+		}
 	}
 	l.turn, l.gate = int(l.files[0].Fd()), int(l.files[1].Fd())
 	return l, nil
@@ -274,6 +288,24 @@ func (l *Lock) Close() error {
 	return err
 }
 
+// Remove closes the Lock and deletes the lock files that its Open created
+// (not those that existed already). It is for a store whose Open fails
+// after the Lock is opened, for instance on a file that is not a database,
+// so that a refused open leaves nothing behind. Call it only where no other
+// process can be using the same lock files yet: one that had opened a lock
+// file before Remove deletes it would take turns on a file nobody else sees.
+func (l *Lock) Remove() error {
+	err := l.Close()
+	for i, f := range l.files {
+		if f != nil && l.created[i] {
+			if rerr := os.Remove(f.Name()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}
+	return err
+}
+
 // closeFiles closes the lock files. The caller holds l.mu.
 func (l *Lock) closeFiles() error {
 	var errs []error
@@ -290,5 +322,46 @@ func flock(fd, how int) error {
 		if err := syscall.Flock(fd, how); !errors.Is(err, syscall.EINTR) {
 			return err
 		}
+	}
+}
+
+// openFile opens the lock file name for reading and writing, creating it if
+// needed, and reports whether it did.
+func openFile(name string) (*os.File, bool, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(name, os.O_RDWR, 0)
+	return f, false, err
+}
+
+// share gives the lock file f the database's permission bits (execute bits
+// dropped) and group, when this process owns f or is root. Best effort: a
+// refusal leaves the file as it is.
+func share(f *os.File, db os.FileInfo) {
+	dst, ok := db.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	if uid := os.Geteuid(); uid != 0 && int(st.Uid) != uid {
+		return
+	}
+	if perm := db.Mode().Perm() &^ 0o111; fi.Mode().Perm() != perm {
+		_ = f.Chmod(perm)
+	}
+	if st.Gid != dst.Gid {
+		_ = f.Chown(-1, int(dst.Gid))
 	}
 }

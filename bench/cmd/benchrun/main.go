@@ -3,6 +3,7 @@
 // measured, to stdout and to the -out file. Progress goes to stderr.
 //
 //	go run ./cmd/benchrun -out ../docs/performance.md [-quick]
+//	go run ./cmd/benchrun -bulk-redrive-only [-quick]   # only the bulk redrive rows
 //
 // It re-runs itself as the claimant processes of the multi-process drains.
 package main
@@ -38,6 +39,8 @@ func main() {
 	drainFor := flag.Duration("drain-for", 0, "how long each drain runs (0: the mode's default)")
 	drainRounds := flag.Int("drain-rounds", 0, "drain rounds (0: the mode's default)")
 	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_queue, raw-writer_keep)")
+	redriveOnly := flag.Bool("bulk-redrive-only", false, "measure only the bulk redrive rows (for working on them)")
+	runtimeOnly := flag.Bool("runtime-only", false, "measure only the relay runtime and the batched cycles it is compared with (for working on it)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchrun: ")
@@ -48,6 +51,8 @@ func main() {
 		switch *child {
 		case "queue":
 			err = bench.QueueChild(ctx, *db)
+		case "wake":
+			err = bench.RuntimeWakeChild(ctx)
 		case "raw":
 			var proc int
 			fmt.Sscan(os.Getenv(bench.EnvProc), &proc)
@@ -82,6 +87,11 @@ func main() {
 		cfg.drainRnds = *drainRounds
 	}
 	cfg.drainOnly = *drainOnly
+	cfg.redriveOnly = *redriveOnly
+	if cfg.redriveOnly && (cfg.drainsOnly || cfg.drainOnly != "") {
+		log.Fatal("-bulk-redrive-only measures no drain: leave out -drains-only and -drain")
+	}
+	cfg.runtimeOnly = *runtimeOnly
 	report, err := run(ctx, dir, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -108,8 +118,18 @@ type config struct {
 	drainFlow int // flows × perFlow in the drain backlog
 	drainPer  int
 
-	drainsOnly bool
-	drainOnly  string
+	redriveN   int // quarantined events of the bulk redrive rows
+	redriveRnd int
+
+	runtimePer int           // events per flow (1000 flows) in the runtime backlogs
+	wakeN      int           // same-process wake-up samples
+	wakeOtherN int           // other-process wake-up samples
+	idleFor    time.Duration // idle CPU measurement
+
+	drainsOnly  bool
+	drainOnly   string
+	redriveOnly bool
+	runtimeOnly bool
 }
 
 var (
@@ -119,6 +139,8 @@ var (
 		flows: []int{10, 1000, 100000}, minEvents: 30000,
 		batches: []int{1, 16, 64},
 		procs:   8, drainFor: 5 * time.Second, drainRnds: 3, drainFlow: 1000, drainPer: 40,
+		redriveN: 10000, redriveRnd: 3,
+		runtimePer: 100, wakeN: 50, wakeOtherN: 10, idleFor: 3 * time.Second,
 	}
 	quickCfg = config{
 		name:  "quick",
@@ -126,6 +148,8 @@ var (
 		flows: []int{10, 1000, 10000}, minEvents: 4000,
 		batches: []int{1, 16, 64},
 		procs:   8, drainFor: time.Second, drainRnds: 1, drainFlow: 1000, drainPer: 5,
+		redriveN: 1000, redriveRnd: 1,
+		runtimePer: 15, wakeN: 10, wakeOtherN: 3, idleFor: time.Second,
 	}
 )
 
@@ -147,16 +171,92 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	for _, b := range cfg.batches {
 		cases = append(cases, bench.BatchedRelayCycle(b))
 	}
+	if cfg.runtimeOnly {
+		cases = []bench.Case{bench.BatchedRelayCycle(16), bench.BatchedRelayCycle(64)}
+	}
+	cases = append(cases, runtimeCases(cfg)...)
 	rates := bench.Rates{}
-	if !cfg.drainsOnly {
+	var once runtimeOnce
+	if !cfg.drainsOnly && !cfg.redriveOnly {
 		log.Printf("setting up %d cases (loading backlogs)", len(cases))
 		rates, err = bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, progress)
+		if err != nil {
+			return nil, err
+		}
+		if once, err = measureRuntimeOnce(ctx, filepath.Join(dir, "runtime"), cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.runtimeOnly {
+		var b bytes.Buffer
+		if err := bench.WriteTable(&b, runtimeRows(rates, once)); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "\nbatched relay cycle at 16: %.0f events/s, at 64: %.0f events/s\n",
+			bench.Summarize(rates["relay/batch-16"]).Median, bench.Summarize(rates["relay/batch-64"]).Median)
+		return b.Bytes(), nil
+	}
+
+	// Bulk redrive against one Redrive call per event.
+	var redrives []bench.BulkRedriveRound
+	if !cfg.drainsOnly {
+		log.Printf("quarantining %d events for the bulk redrive template", cfg.redriveN)
+		tmpl := filepath.Join(dir, "quarantined-template.db")
+		if err := bench.MakeQuarantinedTemplate(ctx, tmpl, cfg.redriveN); err != nil {
+			return nil, err
+		}
+		redrives, err = bench.MeasureBulkRedrive(ctx, filepath.Join(dir, "redrive"), tmpl, cfg.redriveN, cfg.redriveRnd,
+			func(round int, r bench.BulkRedriveRound) {
+				log.Printf("round %d bulk redrive %8.0f/s, one at a time %6.0f/s, ratio %.1f", round, r.Bulk, r.OneByOne, r.Bulk/r.OneByOne)
+			})
 		if err != nil {
 			return nil, err
 		}
 	}
 
 	// Multi-process drains, interleaved.
+	drains := map[string][]bench.DrainRound{}
+	if !cfg.redriveOnly {
+		if drains, err = measureDrains(ctx, dir, cfg); err != nil {
+			return nil, err
+		}
+	}
+
+	var rows []bench.Row
+	if !cfg.drainsOnly && !cfg.redriveOnly {
+		rows = singleRows(cfg, rates)
+		rows = append(rows, runtimeRows(rates, once)...)
+	}
+	if !cfg.drainsOnly {
+		rows = append(rows, redriveRows(cfg, redrives)...)
+	}
+	rows = append(rows, drainRows(cfg, drains)...)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Performance\n\n")
+	fmt.Fprintf(&b, "Generated by `mage bench` (bench/cmd/benchrun, %s mode) on %s UTC; the run took %s.\n\n",
+		cfg.name, start.UTC().Format("2006-01-02 15:04"), time.Since(start).Round(time.Second))
+	fmt.Fprintf(&b, "- Machine: %s; shared and noisy, so read ranges, not single numbers.\n", bench.Machine())
+	fmt.Fprintf(&b, "- Go %s, SQLite %s (modernc.org/sqlite v1.62.0, pure Go), real files under %s.\n", runtime.Version(), version, os.TempDir())
+	fmt.Fprintf(&b, "- Every case uses the stores' pragmas: WAL, synchronous=FULL, busy_timeout 10000 ms, foreign_keys ON, write transactions BEGIN IMMEDIATE.\n")
+	fmt.Fprintf(&b, "- Single-process cases: each is set up first (backlogs loaded untimed with EnqueueBatch), warmed up for %s, then run for %s per round, %d rounds, the cases interleaved in an order rotated every round. A rate is items done ÷ wall time of the slice. A ratio is taken within one round, so both sides share that round's noise; the table gives median (min–max) over the rounds, and `met` judges the median.\n",
+		cfg.plan.Warmup, cfg.plan.Slice, cfg.plan.Rounds)
+	fmt.Fprintf(&b, "- Bulk redrive: %d rounds; in each, two fresh copies of one queue holding %s quarantined events (one per flow, quarantined untimed by a policy of MaxAttempts 1) are redriven, one with a single `RedriveAll` (every quarantined head, 500 events and their audit rows per transaction), the other with `Quarantined` then one `Redrive` call (one transaction) per event; the two alternate which goes first. A rate is events redriven ÷ wall time of the redrive alone; the ratio is taken within the round.\n",
+		cfg.redriveRnd, thousands(cfg.redriveN))
+	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone (busy_timeout), with the writerlock module handing the turn over after every write (writer_queue), and with the writerlock module as the stores use it, kept runs of turns (writer_keep).\n\n",
+		cfg.drainRnds, cfg.procs, cfg.drainFlow, cfg.drainPer, cfg.drainFor)
+	if err := bench.WriteTable(&b, rows); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&b, "\n## Targets missed in this run\n\n")
+	if err := bench.WriteMisses(&b, rows); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&b, "\n%s", notes)
+	return b.Bytes(), nil
+}
+
+// measureDrains runs the multi-process drains.
+func measureDrains(ctx context.Context, dir string, cfg config) (map[string][]bench.DrainRound, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -192,35 +292,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 				round, name, r.One.Rate, r.Many.Procs, r.Many.Rate, r.Many.MinShare, r.Many.MaxShare,
 				r.Many.MaxWrite.Round(time.Millisecond), r.Many.Busy, r.Many.OtherErrs)
 		})
-	if err != nil {
-		return nil, err
-	}
-
-	var rows []bench.Row
-	if !cfg.drainsOnly {
-		rows = singleRows(cfg, rates)
-	}
-	rows = append(rows, drainRows(cfg, drains)...)
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Performance\n\n")
-	fmt.Fprintf(&b, "Generated by `mage bench` (bench/cmd/benchrun, %s mode) on %s UTC; the run took %s.\n\n",
-		cfg.name, start.UTC().Format("2006-01-02 15:04"), time.Since(start).Round(time.Second))
-	fmt.Fprintf(&b, "- Machine: %s; shared and noisy, so read ranges, not single numbers.\n", bench.Machine())
-	fmt.Fprintf(&b, "- Go %s, SQLite %s (modernc.org/sqlite v1.62.0, pure Go), real files under %s.\n", runtime.Version(), version, os.TempDir())
-	fmt.Fprintf(&b, "- Every case uses the stores' pragmas: WAL, synchronous=FULL, busy_timeout 10000 ms, foreign_keys ON, write transactions BEGIN IMMEDIATE.\n")
-	fmt.Fprintf(&b, "- Single-process cases: each is set up first (backlogs loaded untimed with EnqueueBatch), warmed up for %s, then run for %s per round, %d rounds, the cases interleaved in an order rotated every round. A rate is items done ÷ wall time of the slice. A ratio is taken within one round, so both sides share that round's noise; the table gives median (min–max) over the rounds, and `met` judges the median.\n",
-		cfg.plan.Warmup, cfg.plan.Slice, cfg.plan.Rounds)
-	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone (busy_timeout), with the writerlock module handing the turn over after every write (writer_queue), and with the writerlock module as the stores use it, kept runs of turns (writer_keep).\n\n",
-		cfg.drainRnds, cfg.procs, cfg.drainFlow, cfg.drainPer, cfg.drainFor)
-	if err := bench.WriteTable(&b, rows); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(&b, "\n## Targets missed in this run\n\n")
-	if err := bench.WriteMisses(&b, rows); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(&b, "\n%s", notes)
-	return b.Bytes(), nil
+	return drains, err
 }
 
 // singleRows are the rows of the single-process cases.
@@ -258,6 +330,33 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// redriveRows are the rows of the bulk redrive: both rates and their ratio.
+func redriveRows(cfg config, rounds []bench.BulkRedriveRound) []bench.Row {
+	var bulk, each, ratio []float64
+	for _, r := range rounds {
+		bulk = append(bulk, r.Bulk)
+		each = append(each, r.OneByOne)
+	}
+	ratio = bench.Ratio(bulk, each, 1)
+	n := thousands(cfg.redriveN)
+	rs := bench.Summarize(ratio)
+	return []bench.Row{
+		{What: fmt.Sprintf("bulk redrive of %s quarantined events (`RedriveAll`, 500 a transaction, one audit row each)", n), Value: bench.Summarize(bulk), Unit: "events/s"},
+		{What: fmt.Sprintf("one-at-a-time `Redrive` of the same %s events", n), Value: bench.Summarize(each), Unit: "events/s"},
+		{What: "bulk redrive ÷ one-at-a-time `Redrive`", Value: rs, Verb: "%.1f", Unit: "ratio", Target: "≥ 20", Met: bench.AtLeast(rs.Median, 20),
+			Why: "One-at-a-time pays one durable commit (an fsync) per event, the bulk redrive one per 500 events, so the ratio is about the commit's cost over the per-event SQL of the bulk transaction (an event update, a flow update and an audit insert); a fast disk or busy cores shrink it. Compare the one-at-a-time rate with the storage ceiling of the same run."},
+	}
+}
+
+// thousands writes n with a comma every three digits (10000 → "10,000").
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // drainRows are the rows of the multi-process drains.

@@ -1,0 +1,533 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+	relayrt "github.com/fairrelay/fairrelay/relay"
+	"github.com/fairrelay/fairrelay/webhook"
+)
+
+// RuntimePolicy is the queue policy of the runtime cases: ticks are wall
+// milliseconds (the store is opened WithRealTime), leases of 30 s.
+func RuntimePolicy() queuestore.Policy {
+	return queuestore.Policy{Lease: 30_000, MaxAttempts: 3, BackoffBase: 1_000, BackoffCap: 8_000, Fairness: queuestore.FairMinServed}
+}
+
+// openRuntimeQueue opens a queue for the runtime: real time (clock.Wall,
+// 1 s skew) and RuntimePolicy.
+func openRuntimeQueue(path string) (*queuestore.Store, error) {
+	return queuestore.Open(path, queuestore.WithPolicy(RuntimePolicy()), queuestore.WithRealTime(clock.Wall{}, 1000))
+}
+
+// Receiver is an in-process relayrt.Handler that delivers to a receiverstore
+// with group commit: the handlers running at one moment share one
+// ReceiveBatch (up to 64 messages). Outcomes map as the HTTP protocol does:
+// accepted and duplicate are success, conflict, gap and unsupported_delta
+// fail with that reason.
+type Receiver struct {
+	s    *receiverstore.Store
+	reqs chan recvReq
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+type recvReq struct {
+	m     receiverstore.Message
+	reply chan recvRes
+}
+
+type recvRes struct {
+	out receiverstore.Outcome
+	err error
+}
+
+// NewReceiver starts the receiver's batching goroutine; Close stops it.
+func NewReceiver(s *receiverstore.Store) *Receiver {
+	r := &Receiver{s: s, reqs: make(chan recvReq, 256), done: make(chan struct{})}
+	r.wg.Add(1)
+	go r.loop()
+	return r
+}
+
+func (r *Receiver) loop() {
+	defer r.wg.Done()
+	batch := make([]recvReq, 0, 64)
+	ms := make([]receiverstore.Message, 0, 64)
+	for {
+		select {
+		case <-r.done:
+			return
+		case q := <-r.reqs:
+			batch = append(batch[:0], q)
+		}
+		for more := true; more && len(batch) < cap(batch); {
+			select {
+			case q := <-r.reqs:
+				batch = append(batch, q)
+			default:
+				more = false
+			}
+		}
+		ms = ms[:0]
+		for _, q := range batch {
+			ms = append(ms, q.m)
+		}
+		rs, err := r.s.ReceiveBatch(context.Background(), ms)
+		for i, q := range batch {
+			switch {
+			case err != nil:
+				q.reply <- recvRes{err: err}
+			default:
+				q.reply <- recvRes{out: rs[i].Outcome, err: rs[i].Err}
+			}
+		}
+	}
+}
+
+// Receive hands m to the batcher and waits for its outcome.
+func (r *Receiver) Receive(ctx context.Context, m receiverstore.Message) (receiverstore.Outcome, error) {
+	reply := make(chan recvRes, 1)
+	select {
+	case r.reqs <- recvReq{m: m, reply: reply}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	res := <-reply
+	return res.out, res.err
+}
+
+// Handle receives e and maps the outcome.
+func (r *Receiver) Handle(ctx context.Context, e relayrt.Event) error {
+	out, err := r.Receive(ctx, receiverstore.Message{ID: e.ID, Flow: e.Flow, Seq: e.Seq, Body: e.Body})
+	if err != nil {
+		return relayrt.Fail(relayrt.ReasonUnavailable, err)
+	}
+	return outcomeErr(out)
+}
+
+func outcomeErr(out receiverstore.Outcome) error {
+	switch out {
+	case receiverstore.Accepted, receiverstore.Duplicate:
+		return nil
+	default:
+		return relayrt.Fail(string(out), nil)
+	}
+}
+
+// Close stops the batching goroutine.
+func (r *Receiver) Close() {
+	close(r.done)
+	r.wg.Wait()
+}
+
+// receiverServer is a minimal receiver over HTTP for the loopback case:
+// it verifies both signatures, receives through a Receiver and answers with
+// the protocol's statuses.
+func receiverServer(rc *Receiver, secret []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, `{"error":"read"}`, http.StatusBadRequest)
+			return
+		}
+		now := time.Now()
+		if err := webhook.Verify(secret, r.Header, body, now, 0); err != nil {
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		flow, seq, err := webhook.VerifyRoute(secret, r.Header, now, 0)
+		if err != nil {
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		out, err := rc.Receive(r.Context(), receiverstore.Message{ID: r.Header.Get(webhook.HeaderID), Flow: flow, Seq: seq, Body: body})
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case err != nil:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, `{"error":%q}`, err.Error())
+			return
+		case out == receiverstore.Accepted || out == receiverstore.Duplicate:
+			w.WriteHeader(http.StatusOK)
+		case out == receiverstore.UnsupportedDelta:
+			w.WriteHeader(http.StatusUnprocessableEntity)
+		default:
+			w.WriteHeader(http.StatusConflict)
+		}
+		json.NewEncoder(w).Encode(map[string]string{"outcome": string(out)})
+	})
+}
+
+// runtimeRun is a prepared runtime case: a loaded queue, a handler, and the
+// relay options. Each Step runs one relay for step and counts the events
+// its handler completed successfully (all settled by the relay's shutdown).
+type runtimeRun struct {
+	q       *queuestore.Store
+	h       relayrt.Handler
+	o       relayrt.Options
+	step    time.Duration
+	ok      atomic.Int64
+	closers []func() error
+}
+
+func (w *runtimeRun) Handle(ctx context.Context, e relayrt.Event) error {
+	err := w.h.Handle(ctx, e)
+	if err == nil {
+		w.ok.Add(1)
+	} else {
+		return fmt.Errorf("bench handler: %w", err)
+	}
+	return nil
+}
+
+// Step runs a relay for w.step and returns the events it delivered.
+func (w *runtimeRun) Step(ctx context.Context) (int, error) {
+	before := w.ok.Load()
+	r, err := relayrt.New(w.q, w, w.o)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.step)
+	defer cancel()
+	if err := r.Run(rctx); err != nil {
+		return 0, err
+	}
+	n := int(w.ok.Load() - before)
+	if n == 0 {
+		return 0, ErrBacklogEmpty
+	}
+	st, err := w.q.Stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if st.Events.Quarantined > 0 || st.Events.Pending == 0 {
+		return 0, fmt.Errorf("runtime case: %d quarantined, %d pending: %w", st.Events.Quarantined, st.Events.Pending, ErrBacklogEmpty)
+	}
+	return n, nil
+}
+
+// Close closes what the case opened, in reverse order.
+func (w *runtimeRun) Close() error {
+	var errs []error
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		errs = append(errs, w.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// RuntimeKind names the handler of a runtime case.
+type RuntimeKind string
+
+// The runtime cases' handlers.
+const (
+	RuntimeInProcess RuntimeKind = "in-process" // Receiver into receiverstore
+	RuntimeHTTP      RuntimeKind = "http"       // relayrt.NewHTTP to a loopback receiver server into receiverstore
+	RuntimeSleep     RuntimeKind = "sleep-50ms" // a handler that waits 50 ms
+)
+
+// RuntimeCase is the relay runtime draining a backlog of flows × perFlow
+// events with the given concurrency and batch, through the handler kind.
+func RuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow int, step time.Duration) Case {
+	return Case{
+		Name: fmt.Sprintf("runtime/%s/c%d-b%d", kind, concurrency, batch),
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			w := &runtimeRun{step: step, o: relayrt.Options{Concurrency: concurrency, Batch: batch, Poll: time.Second, ShutdownGrace: 30 * time.Second}}
+			fail := func(err error) (Workload, error) { w.Close(); return nil, err }
+			q, err := openRuntimeQueue(filepath.Join(dir, "queue.db"))
+			if err != nil {
+				return nil, err
+			}
+			w.q = q
+			w.closers = append(w.closers, q.Close)
+			if err := LoadBacklog(ctx, q, "e", flows, perFlow); err != nil {
+				return fail(err)
+			}
+			if kind == RuntimeSleep {
+				w.h = relayrt.HandlerFunc(func(ctx context.Context, e relayrt.Event) error {
+					select {
+					case <-time.After(50 * time.Millisecond):
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				})
+				return w, nil
+			}
+			rs, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+			if err != nil {
+				return fail(err)
+			}
+			w.closers = append(w.closers, rs.Close)
+			rc := NewReceiver(rs)
+			w.closers = append(w.closers, func() error { rc.Close(); return nil })
+			if kind == RuntimeInProcess {
+				w.h = rc
+				return w, nil
+			}
+			secret := []byte("bench-secret")
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return fail(err)
+			}
+			srv := &http.Server{Handler: receiverServer(rc, secret)}
+			go srv.Serve(ln)
+			w.closers = append(w.closers, srv.Close)
+			h, err := relayrt.NewHTTP("http://"+ln.Addr().String()+"/events", secret, relayrt.HTTPOptions{MaxIdleConns: concurrency})
+			if err != nil {
+				return fail(err)
+			}
+			w.h = h
+			return w, nil
+		},
+	}
+}
+
+// FairnessResult is the runtime fairness measurement.
+type FairnessResult struct {
+	Deliveries int // deliveries (of every flow) by the time every small flow had finished
+	BigServed  int // of them, events of the big flow
+}
+
+// RuntimeFairness runs the relay (concurrency 16, batch 64, a handler that
+// only counts) on one flow of bigEvents events and small flows of
+// smallEvents each, enqueued big flow first, and returns the number of
+// deliveries after which every small flow had all its events delivered.
+func RuntimeFairness(ctx context.Context, dir string, bigEvents, small, smallEvents int) (FairnessResult, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return FairnessResult{}, err
+	}
+	q, err := openRuntimeQueue(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		return FairnessResult{}, err
+	}
+	defer q.Close()
+	var es []queuestore.Event
+	for i := range bigEvents {
+		es = append(es, queuestore.Event{ID: fmt.Sprintf("big-%d", i), Flow: "big", Body: body})
+	}
+	for f := range small {
+		for i := range smallEvents {
+			es = append(es, queuestore.Event{ID: fmt.Sprintf("s%d-%d", f, i), Flow: fmt.Sprintf("small-%03d", f), Body: body})
+		}
+	}
+	for len(es) > 0 {
+		n := min(len(es), 1000)
+		if _, err := q.EnqueueBatch(ctx, es[:n], now); err != nil {
+			return FairnessResult{}, err
+		}
+		es = es[n:]
+	}
+	var mu sync.Mutex
+	var res FairnessResult
+	delivered, smallLeft := 0, small*smallEvents
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := relayrt.HandlerFunc(func(_ context.Context, e relayrt.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		delivered++
+		if e.Flow == "big" {
+			res.BigServed++
+		} else if smallLeft--; smallLeft == 0 {
+			res.Deliveries = delivered
+			cancel()
+		}
+		return nil
+	})
+	r, err := relayrt.New(q, h, relayrt.Options{Concurrency: 16, Batch: 64})
+	if err != nil {
+		return FairnessResult{}, err
+	}
+	if err := r.Run(rctx); err != nil {
+		return FairnessResult{}, err
+	}
+	if res.Deliveries == 0 {
+		return res, errors.New("runtime fairness: the small flows did not finish")
+	}
+	return res, nil
+}
+
+// RuntimeWakeSameProcess measures, n times, the time from the return of an
+// Enqueue (its commit) followed by Notify to the start of the handler, with
+// an idle relay (poll interval 1 s, so only Notify can explain a short
+// latency). It includes the relay's ClaimBatch transaction.
+func RuntimeWakeSameProcess(ctx context.Context, dir string, n int) ([]time.Duration, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	q, err := openRuntimeQueue(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	started := make(chan time.Time, 1)
+	h := relayrt.HandlerFunc(func(context.Context, relayrt.Event) error { started <- time.Now(); return nil })
+	r, err := relayrt.New(q, h, relayrt.Options{Poll: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	var out []time.Duration
+	for i := range n {
+		time.Sleep(20 * time.Millisecond) // let the relay go idle
+		if _, err := q.Enqueue(ctx, queuestore.Event{ID: fmt.Sprintf("w%d", i), Flow: "wake", Body: body}, clock.Wall{}.Now()); err != nil {
+			return nil, err
+		}
+		t0 := time.Now() // the enqueue is committed
+		r.Notify()
+		select {
+		case t1 := <-started:
+			out = append(out, t1.Sub(t0))
+		case <-time.After(10 * time.Second):
+			return nil, errors.New("wake-up: handler did not start")
+		}
+	}
+	return out, nil
+}
+
+// EnvWakeDB names the queue file of the wake-up child (RuntimeWakeChild).
+const EnvWakeDB = "FAIRRELAY_BENCH_WAKE_DB"
+
+// RuntimeWakeOtherProcess measures, n times, the time from an Enqueue made
+// by another OS process (exe with args, running RuntimeWakeChild) to the
+// start of the handler in this process. The relay learns of such work only
+// by polling, every poll.
+func RuntimeWakeOtherProcess(ctx context.Context, dir string, n int, poll time.Duration, exe string, args ...string) ([]time.Duration, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "queue.db")
+	q, err := openRuntimeQueue(path)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	started := make(chan relayrt.Event, 1)
+	at := make(chan time.Time, 1)
+	h := relayrt.HandlerFunc(func(_ context.Context, e relayrt.Event) error { at <- time.Now(); started <- e; return nil })
+	r, err := relayrt.New(q, h, relayrt.Options{Poll: poll})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	var out []time.Duration
+	for i := range n {
+		// The child enqueues at a time that does not line up with the poll.
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.Env = append(os.Environ(), EnvWakeDB+"="+path, "FAIRRELAY_BENCH_WAKE_ID="+strconv.Itoa(i))
+		outb, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("wake child: %w", err)
+		}
+		var enq int64
+		if _, err := fmt.Sscan(string(outb), &enq); err != nil {
+			return nil, fmt.Errorf("wake child output %q: %w", outb, err)
+		}
+		select {
+		case t1 := <-at:
+			<-started
+			out = append(out, t1.Sub(time.Unix(0, enq)))
+		case <-time.After(10 * poll):
+			return nil, errors.New("wake-up (other process): handler did not start")
+		}
+	}
+	return out, nil
+}
+
+// RuntimeWakeChild is the other process of RuntimeWakeOtherProcess: it
+// opens the queue, waits a pseudo-random part of a second so that its
+// enqueue falls anywhere in the relay's poll interval, enqueues one event
+// and prints the enqueue's end time in Unix nanoseconds.
+func RuntimeWakeChild(ctx context.Context) error {
+	path, id := os.Getenv(EnvWakeDB), os.Getenv("FAIRRELAY_BENCH_WAKE_ID")
+	q, err := openRuntimeQueue(path)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	i, _ := strconv.Atoi(id)
+	time.Sleep(time.Duration((i*7919)%1000) * time.Millisecond)
+	if _, err := q.Enqueue(ctx, queuestore.Event{ID: "other-" + id, Flow: "other", Body: body}, clock.Wall{}.Now()); err != nil {
+		return err
+	}
+	fmt.Println(time.Now().UnixNano())
+	return nil
+}
+
+// RuntimeIdleCPU runs an idle relay (nothing to do, poll interval 1 s) for
+// d and returns the CPU time this process used per second meanwhile.
+func RuntimeIdleCPU(ctx context.Context, dir string, d time.Duration) (time.Duration, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	q, err := openRuntimeQueue(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		return 0, err
+	}
+	defer q.Close()
+	r, err := relayrt.New(q, relayrt.HandlerFunc(func(context.Context, relayrt.Event) error { return nil }), relayrt.Options{})
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	time.Sleep(100 * time.Millisecond)
+	c0 := cpuTime()
+	t0 := time.Now()
+	time.Sleep(d)
+	used, el := cpuTime()-c0, time.Since(t0)
+	cancel()
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(used) / el.Seconds()), nil
+}
+
+// cpuTime is this process's user + system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Percentile returns the p-th percentile (0..100) of ds, nearest rank.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	k := int(p/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(len(s)-1, k))]
+}

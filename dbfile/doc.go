@@ -1,0 +1,21 @@
+// Package dbfile looks at an SQLite database file before a store opens it,
+// so that a wrong file is refused before anything is written or created
+// beside it, and opens a database read-only without creating a file.
+//
+// [Check] reads the file's 100-byte header and the file system's answer
+// about the path: a directory, a missing folder, a file without write
+// permission, a file that is not SQLite, a truncated copy and a newer
+// schema version are told apart with typed errors ([ErrNotDatabase],
+// [ErrTruncated], [ErrPath]) that wrap the operating system's cause, so
+// errors.Is(err, fs.ErrPermission) works.
+//
+// [OpenReadOnly] gives the SQLite URI of a read-only connection that creates
+// no -wal, -shm or lock file (see its documentation for how, and for the one
+// limit). [ShareSidecars] gives the -wal and -shm files that SQLite made the
+// database file's group and permission bits. [IsFull] recognises a write
+// that failed for want of space.
+//
+// fairrelay's queuestore and receiverstore use it, so that neither carries a
+// copy and neither imports the other. It imports only modernc.org/sqlite
+// (for the error codes of [IsFull]).
+package dbfile

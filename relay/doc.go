@@ -1,0 +1,69 @@
+// Package relay is fairrelay's relay runtime (docs/contract.md §7.4, §7.5):
+// a long-running loop that claims events from a queue in the queue's fair
+// order, runs a Handler on each with bounded concurrency, keeps their leases
+// alive while the handlers run, and settles their results in batches.
+//
+// A program opens a queue store, builds a Relay with New and calls Run
+// until its context ends:
+//
+//	q, _ := queuestore.Open(path, queuestore.WithRealTime(clock.Wall{}, 1000))
+//	r, _ := relay.New(q, handler, relay.Options{Concurrency: 16})
+//	err := r.Run(ctx)
+//
+// # The handler contract
+//
+// The handler gets the Event (ID, flow, sequence number, body, attempt,
+// generation) and a context. It returns nil for success, an error made by
+// Fail to fail with a reason, or any other error to fail with ReasonHandler;
+// a panic fails with ReasonPanic and never stops the relay. The context is
+// cancelled with cause ErrLeaseLost when the lease is lost, and with
+// ErrShutdown when the shutdown grace period ends.
+//
+// # Claims and leases
+//
+// The relay claims with ClaimBatch, at most min(Options.Batch, free handler
+// slots) at a time, and runs the claims in the order the queue gave. Freed
+// slots and finished results wait up to Options.Linger for others, so that
+// claims and settles share transactions. It
+// extends a lease, with one ExtendBatch for every lease due, once a third of
+// the lease (rounded up, at least one tick) is left, so a handler may run
+// for many leases and the event is still delivered once. An extension
+// answered stale or expired, or a lease that ran out before it could be
+// extended, loses the claim: the handler's context is cancelled and its
+// result is never settled (the queue hands the event out again).
+//
+// Two handlers of one flow never run at once. The queue hands out a flow
+// only when its head is not in flight under a live lease, so a flow claimed
+// again while its handler still runs means that handler's lease was lost:
+// the new claim waits (parked, its lease extended, one handler slot taken)
+// until the old handler returns.
+//
+// # Waiting
+//
+// After a claim that returned fewer events than asked, the relay asks the
+// queue's NextDue and sleeps until that tick, until Notify (work enqueued by
+// the same process) or until Options.Poll has passed (work enqueued by other
+// processes), whichever comes first. An idle relay makes one NextDue call
+// per Poll interval and nothing else.
+//
+// # Time
+//
+// Options.Clock defaults to clock.Wall: ticks are Unix milliseconds, and the
+// queue should be opened with queuestore.WithRealTime. A MovingSource, such
+// as ManualClock, gives logical time for tests: the relay then waits for
+// ticks by watching the clock move.
+//
+// # Delivery over HTTP
+//
+// NewHTTP returns a Handler that posts each event as a Standard Webhooks
+// request (package webhook) and maps the answer's status to success or a
+// failure reason; see HTTP.
+//
+// # Metrics
+//
+// With Options.Metrics set, the relay registers Prometheus collectors named
+// fairrelay_*: claims, settles by outcome, lease extensions by outcome,
+// leases lost, handler duration, handlers in flight, queue errors, and, read
+// from the queue at scrape time, the backlog, the quarantined events and the
+// age of the oldest due head.
+package relay

@@ -1,0 +1,219 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairrelay/fairrelay/relay"
+	"github.com/fairrelay/fairrelay/webhook"
+)
+
+var (
+	hookSecret = []byte("relay-test-secret")
+	hookEvent  = relay.Event{ID: "evt-9", Flow: "orders/7 eu", Seq: 12, Body: []byte(`{"total":3}`), Attempt: 1, Generation: 1}
+)
+
+func newHTTP(t *testing.T, url string, o relay.HTTPOptions) *relay.HTTP {
+	t.Helper()
+	h, err := relay.NewHTTP(url, hookSecret, o)
+	if err != nil {
+		t.Fatalf("NewHTTP() error = %v", err)
+	}
+	return h
+}
+
+// reason returns "" for success, else the Failure's reason.
+func reason(t *testing.T, err error) string {
+	t.Helper()
+	if err == nil {
+		return ""
+	}
+	var f *relay.Failure
+	if !errors.As(err, &f) {
+		t.Fatalf("error %v is not a *relay.Failure", err)
+	}
+	return f.Reason
+}
+
+func TestHTTPStatusMapping(t *testing.T) {
+	tests := []struct {
+		status int
+		body   string
+		want   string
+	}{
+		{200, `{"outcome":"accepted","total":5}`, ""},
+		{200, `{"outcome":"duplicate"}`, ""},
+		{204, ``, ""},
+		{409, `{"outcome":"conflict"}`, relay.ReasonConflict},
+		{409, `{"outcome":"gap"}`, relay.ReasonGap},
+		{409, `not json`, relay.ReasonConflict},
+		{422, `{"outcome":"unsupported_delta"}`, relay.ReasonUnsupportedDelta},
+		{400, `{"error":"body is not JSON"}`, relay.ReasonInvalidBody},
+		{413, ``, relay.ReasonTooLarge},
+		{401, `{"error":"bad signature"}`, relay.ReasonUnauthorized},
+		{500, ``, relay.ReasonUnavailable},
+		{503, `{"error":"database locked"}`, relay.ReasonUnavailable},
+		{404, ``, "http_404"},
+		{429, ``, "http_429"},
+		{302, ``, "http_302"},
+	}
+	for _, tt := range tests {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tt.status == 302 {
+				w.Header().Set("Location", "/elsewhere")
+			}
+			w.WriteHeader(tt.status)
+			io.WriteString(w, tt.body)
+		}))
+		got := reason(t, newHTTP(t, srv.URL, relay.HTTPOptions{}).Handle(context.Background(), hookEvent))
+		srv.Close()
+		if got != tt.want {
+			t.Errorf("status %d %s: reason %q, want %q", tt.status, tt.body, got, tt.want)
+		}
+	}
+}
+
+// TestHTTPRequestIsSignedAndVerifiable checks the request a receiver gets:
+// method, content type, byte-identical body, idempotency key, and both
+// signatures verifiable with the webhook package.
+func TestHTTPRequestIsSignedAndVerifiable(t *testing.T) {
+	got := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		err := func() error {
+			switch {
+			case r.Method != http.MethodPost:
+				return errors.New("method " + r.Method)
+			case r.Header.Get("Content-Type") != "application/json":
+				return errors.New("content type " + r.Header.Get("Content-Type"))
+			case !bytes.Equal(body, hookEvent.Body):
+				return errors.New("body " + string(body))
+			case r.Header.Get(webhook.HeaderIdempotencyKey) != hookEvent.ID:
+				return errors.New("idempotency key " + r.Header.Get(webhook.HeaderIdempotencyKey))
+			}
+			if err := webhook.Verify(hookSecret, r.Header, body, time.Now(), 0); err != nil {
+				return err
+			}
+			flow, seq, err := webhook.VerifyRoute(hookSecret, r.Header, time.Now(), 0)
+			if err != nil {
+				return err
+			}
+			if flow != hookEvent.Flow || seq != hookEvent.Seq {
+				return errors.New("route " + flow)
+			}
+			return nil
+		}()
+		got <- err
+		io.WriteString(w, `{"outcome":"accepted"}`)
+	}))
+	defer srv.Close()
+	if err := newHTTP(t, srv.URL, relay.HTTPOptions{}).Handle(context.Background(), hookEvent); err != nil {
+		t.Fatalf("Handle() error = %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("receiver saw: %v", err)
+	}
+}
+
+func TestHTTPTimeoutAndRefused(t *testing.T) {
+	block := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(block)
+	err := newHTTP(t, slow.URL, relay.HTTPOptions{Timeout: 50 * time.Millisecond}).Handle(context.Background(), hookEvent)
+	if reason(t, err) != relay.ReasonUnavailable || !relay.IsTimeout(err) {
+		t.Fatalf("slow server: %v, want unavailable and a timeout", err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	err = newHTTP(t, "http://"+addr+"/events", relay.HTTPOptions{}).Handle(context.Background(), hookEvent)
+	if reason(t, err) != relay.ReasonUnavailable || relay.IsTimeout(err) {
+		t.Fatalf("refused: %v, want unavailable, not a timeout", err)
+	}
+}
+
+// TestHTTPReusesConnections: 20 requests one after the other, and 8 at a
+// time, open no more connections than requests run at once.
+func TestHTTPReusesConnections(t *testing.T) {
+	var opened atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"outcome":"accepted"}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	h := newHTTP(t, srv.URL, relay.HTTPOptions{MaxIdleConns: 8})
+	for range 20 {
+		if err := h.Handle(context.Background(), hookEvent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Fatalf("connections for 20 sequential requests = %d, want 1", n)
+	}
+	// A large answer is capped, and the connection survives a small one.
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- h.Handle(context.Background(), hookEvent) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := opened.Load(); n > 8 {
+		t.Fatalf("connections = %d, want at most 8", n)
+	}
+}
+
+func TestHTTPCapsTheAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(409)
+		w.Write(bytes.Repeat([]byte("x"), 1<<20))
+	}))
+	defer srv.Close()
+	err := newHTTP(t, srv.URL, relay.HTTPOptions{MaxResponseBytes: 1024}).Handle(context.Background(), hookEvent)
+	if reason(t, err) != relay.ReasonConflict {
+		t.Fatalf("Handle() = %v, want conflict", err)
+	}
+}
+
+func TestNewHTTPRefusesBadInput(t *testing.T) {
+	for _, tt := range []struct {
+		url    string
+		secret []byte
+		o      relay.HTTPOptions
+	}{
+		{"ftp://x/", hookSecret, relay.HTTPOptions{}},
+		{"/relative", hookSecret, relay.HTTPOptions{}},
+		{"http://%zz", hookSecret, relay.HTTPOptions{}},
+		{"http://127.0.0.1/", nil, relay.HTTPOptions{}},
+		{"http://127.0.0.1/", hookSecret, relay.HTTPOptions{Timeout: -1}},
+	} {
+		if _, err := relay.NewHTTP(tt.url, tt.secret, tt.o); !errors.Is(err, relay.ErrInvalid) {
+			t.Errorf("NewHTTP(%q, %q, %+v) error = %v, want ErrInvalid", tt.url, tt.secret, tt.o, err)
+		}
+	}
+}

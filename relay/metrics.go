@@ -1,0 +1,151 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// scrapeTimeout bounds the queue reads of one scrape.
+const scrapeTimeout = 5 * time.Second
+
+// metrics holds the relay's collectors; a nil *metrics records nothing.
+type metrics struct {
+	claims      prometheus.Counter
+	settles     *prometheus.CounterVec
+	extensions  *prometheus.CounterVec
+	lost        prometheus.Counter
+	duration    *prometheus.HistogramVec
+	inflight    prometheus.Gauge
+	storeErrors *prometheus.CounterVec
+}
+
+// newMetrics registers the collectors on reg (nil: no metrics).
+func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		claims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fairrelay_claims_total", Help: "Events claimed by this relay.",
+		}),
+		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fairrelay_settles_total",
+			Help: "Settled claims by outcome (acked, retry_scheduled, quarantined, stale, expired, error).",
+		}, []string{"outcome"}),
+		extensions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fairrelay_lease_extensions_total",
+			Help: "Lease extensions by outcome (extended, stale, expired, error).",
+		}, []string{"outcome"}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fairrelay_leases_lost_total",
+			Help: "Claims whose lease this relay lost; their results are not settled.",
+		}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fairrelay_handler_duration_seconds",
+			Help:    "Handler run time by result (ok, failure, panic).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms .. about 65 s
+		}, []string{"result"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fairrelay_handlers_in_flight", Help: "Handlers running now.",
+		}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fairrelay_store_errors_total", Help: "Queue calls that failed, by operation.",
+		}, []string{"op"}),
+	}
+	for _, c := range []prometheus.Collector{m.claims, m.settles, m.extensions, m.lost, m.duration, m.inflight, m.storeErrors, &queueCollector{r: r}} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("relay: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) claimed(n int) {
+	if m != nil {
+		m.claims.Add(float64(n))
+	}
+}
+
+func (m *metrics) settled(outcome string) {
+	if m != nil {
+		m.settles.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *metrics) extended(outcome string) {
+	if m != nil {
+		m.extensions.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *metrics) leaseLost() {
+	if m != nil {
+		m.lost.Inc()
+	}
+}
+
+func (m *metrics) ran(result string, d time.Duration) {
+	if m != nil {
+		m.duration.WithLabelValues(result).Observe(d.Seconds())
+	}
+}
+
+func (m *metrics) running(n int) {
+	if m != nil {
+		m.inflight.Set(float64(n))
+	}
+}
+
+func (m *metrics) storeError(op string) {
+	if m != nil {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// queueCollector reads the queue at scrape time, so that an idle relay makes
+// no queue calls for its gauges.
+type queueCollector struct{ r *Relay }
+
+var (
+	descBacklog = prometheus.NewDesc("fairrelay_backlog_events",
+		"Events not yet acked or quarantined (pending + in flight); needs a StatsQueue.", nil, nil)
+	descQuarantined = prometheus.NewDesc("fairrelay_quarantined_events",
+		"Events quarantined in the queue; needs a StatsQueue.", nil, nil)
+	descOldestDue = prometheus.NewDesc("fairrelay_oldest_due_age_seconds",
+		"How long the earliest dispatchable head has been due (0 when none is due); ticks read as milliseconds. "+
+			"Without an OldestDueQueue it is read from NextDue, which may report the queue's clock mark instead of the head's due tick: then it is a lower bound.", nil, nil)
+)
+
+// Describe sends the queue gauges' descriptions.
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descBacklog
+	ch <- descQuarantined
+	ch <- descOldestDue
+}
+
+// Collect reads NextDue (and Stats on a StatsQueue) and sends the gauges. A
+// failed read leaves its gauge out of this scrape.
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	if sq, ok := c.r.q.(StatsQueue); ok {
+		if st, err := sq.Stats(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(st.Events.Pending+st.Events.Inflight))
+			ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(st.Quarantined))
+		}
+	}
+	next := c.r.q.NextDue
+	if oq, ok := c.r.q.(OldestDueQueue); ok {
+		next = oq.OldestDue
+	}
+	if due, ok, err := next(ctx); err == nil {
+		age := 0.0
+		if now := c.r.src.Now(); ok && due < now {
+			age = float64(now-due) / 1000
+		}
+		ch <- prometheus.MustNewConstMetric(descOldestDue, prometheus.GaugeValue, age)
+	}
+}

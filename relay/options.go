@@ -1,0 +1,173 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Queue is what the relay needs of a queue store. *queuestore.Store
+// satisfies it; so does any backend that keeps the queue contract
+// (docs/contract.md §2, §7).
+type Queue interface {
+	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queuestore.Claim, error)
+	SettleBatch(ctx context.Context, items []queuestore.SettleItem, now clock.Tick) ([]queuestore.SettleResult, error)
+	ExtendBatch(ctx context.Context, items []queuestore.ExtendItem, now clock.Tick) ([]queuestore.SettleResult, error)
+	NextDue(ctx context.Context) (clock.Tick, bool, error)
+	Policy(ctx context.Context) (queuestore.Policy, error)
+}
+
+// StatsQueue is a Queue that can also summarise itself. When the queue
+// given to New is one and Options.Metrics is set, the backlog and
+// quarantined gauges are read from Stats at scrape time.
+type StatsQueue interface {
+	Queue
+	Stats(ctx context.Context) (queuestore.Stats, error)
+}
+
+// OldestDueQueue is a Queue that can tell the due tick of its
+// longest-waiting dispatchable head. The fairrelay_oldest_due_age_seconds
+// gauge uses OldestDue when the queue has it, and NextDue otherwise. NextDue
+// of queuestore answers the clock mark, not the head's own due tick, for a
+// head already marked dispatchable, so the gauge is then a lower bound.
+type OldestDueQueue interface {
+	Queue
+	OldestDue(ctx context.Context) (clock.Tick, bool, error)
+}
+
+// Defaults of the zero Options.
+const (
+	DefaultConcurrency   = 16
+	DefaultBatch         = 64
+	DefaultPoll          = time.Second
+	DefaultLinger        = 2 * time.Millisecond
+	DefaultShutdownGrace = 10 * time.Second
+	// AbandonWait is how long Run still waits for handlers after it has
+	// cancelled their contexts at the end of the shutdown grace period.
+	AbandonWait = time.Second
+)
+
+// Options tune a Relay. The zero value of every field means its default.
+type Options struct {
+	// Concurrency is the most handlers running at once (default 16). The
+	// relay never claims more events than it has free handler slots.
+	Concurrency int
+	// Batch is the most events one ClaimBatch asks for, and the most
+	// items one SettleBatch or ExtendBatch carries (default 64).
+	Batch int
+	// Clock tells the ticks the relay hands to the queue (default
+	// clock.Wall: Unix milliseconds, for a store opened with the real-time
+	// option). A MovingSource (such as ManualClock) is waited on by its
+	// Moved channel; with any other source a tick is one millisecond.
+	Clock clock.Source
+	// Poll is the longest the relay sleeps without asking the queue
+	// whether another process made work due (default 1 s). Work enqueued
+	// by this process is seen at once through Notify.
+	Poll time.Duration
+	// Linger is how long a finished handler's result may wait for others
+	// to share its SettleBatch, and how long a freed handler slot may wait
+	// for others to share a ClaimBatch (default 2 ms). A settle batch is
+	// flushed earlier when it holds min(Batch, Concurrency) results or no
+	// handler is running; a claim is made earlier when half of
+	// min(Batch, Concurrency) slots are free or no handler is running.
+	Linger time.Duration
+	// ShutdownGrace is how long Run waits for running handlers once its
+	// context ends (default 10 s). Then their contexts are cancelled
+	// (cause ErrShutdown) and Run waits at most AbandonWait more.
+	ShutdownGrace time.Duration
+	// Logger receives the relay's logs (default: none).
+	Logger *slog.Logger
+	// Metrics registers the relay's Prometheus collectors (default: none).
+	Metrics prometheus.Registerer
+}
+
+// Relay is the runtime: it claims events from a Queue in the queue's order,
+// runs the Handler on each with bounded concurrency, keeps their leases
+// alive and settles their results. Make one with New and start it with Run.
+type Relay struct {
+	q       Queue
+	h       Handler
+	o       Options
+	src     clock.Source
+	moving  MovingSource // src when it is one, else nil
+	log     *slog.Logger
+	m       *metrics
+	wake    chan struct{}
+	started atomic.Bool
+	last    atomic.Int64 // the highest tick handed to the queue
+}
+
+// New returns a Relay for q and h. It refuses a nil queue or handler and
+// negative options (ErrInvalid), and reports a Metrics registration that
+// fails (for example collectors already registered).
+func New(q Queue, h Handler, o Options) (*Relay, error) {
+	if q == nil || h == nil {
+		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalid)
+	}
+	if o.Concurrency < 0 || o.Batch < 0 || o.Poll < 0 || o.Linger < 0 || o.ShutdownGrace < 0 {
+		return nil, fmt.Errorf("%w: negative Concurrency, Batch, Poll, Linger or ShutdownGrace", ErrInvalid)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Batch == 0 {
+		o.Batch = DefaultBatch
+	}
+	if o.Poll == 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
+	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = DefaultShutdownGrace
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Wall{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r := &Relay{q: q, h: h, o: o, src: o.Clock, log: o.Logger, wake: make(chan struct{}, 1)}
+	if ms, ok := o.Clock.(MovingSource); ok {
+		r.moving = ms
+	}
+	m, err := newMetrics(o.Metrics, r)
+	if err != nil {
+		return nil, err
+	}
+	r.m = m
+	return r, nil
+}
+
+// Notify wakes the relay to claim at once. Call it after enqueueing in the
+// same process; work enqueued by other processes is found within Options.Poll.
+// It never blocks and is safe to call at any time, from any goroutine.
+func (r *Relay) Notify() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// now returns the source's tick, never below one already handed to the
+// queue, so that the relay itself never makes the queue's clock regress.
+func (r *Relay) now() clock.Tick {
+	t := r.src.Now()
+	for {
+		last := r.last.Load()
+		if int64(t) <= last {
+			return clock.Tick(last)
+		}
+		if r.last.CompareAndSwap(last, int64(t)) {
+			return t
+		}
+	}
+}

@@ -1,0 +1,616 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+)
+
+// noDue is a claim time that never comes by itself: only Notify, the poll
+// interval or a NextDue answer move it.
+const noDue = clock.Tick(math.MaxInt64)
+
+// claimState is where a claim held by the relay stands.
+type claimState int
+
+const (
+	parked   claimState = iota // claimed while a lost handler of its flow still runs
+	running                    // its handler runs
+	finished                   // its handler returned; the settle waits for its batch
+)
+
+// claim is one claim the relay holds.
+type claim struct {
+	c           queuestore.Claim
+	lease       clock.Tick // the lease end as this relay last set it
+	state       claimState
+	cancel      context.CancelCauseFunc
+	lost        bool // the lease is gone: never settled
+	interrupted bool // cancelled at the end of the shutdown grace period
+	res         queuestore.Result
+}
+
+// outcome is what a handler goroutine reports.
+type outcome struct {
+	cl       *claim
+	err      error
+	panicked bool
+	took     time.Duration
+}
+
+// loop is the state of one Run. Only Run's goroutine touches it; handler
+// goroutines talk to it through done.
+type loop struct {
+	r      *Relay
+	sctx   context.Context // store calls: never cancelled, so a shutdown can still settle
+	base   context.Context // parent of the handler contexts
+	lease  clock.Tick
+	margin clock.Tick // extend when at most this much of a lease is left
+
+	holds      map[*claim]struct{} // claims whose lease the relay keeps
+	byFlow     map[string]*claim   // the handler goroutine running per flow (perhaps lost)
+	parked     map[string]*claim   // a claim waiting for its flow's lost handler to return
+	goroutines int
+	done       chan outcome
+
+	pending      []*claim // finished, to settle
+	pendingSince time.Time
+
+	nextClaim clock.Tick // claim when now >= nextClaim
+	freedAt   time.Time  // when the first slot freed since the last claim; zero when none
+	lastAsk   time.Time  // the last ClaimBatch or NextDue
+	retryAt   time.Time  // after a failed queue call, no queue call before this
+	failures  int
+
+	stopping   bool
+	graceEnd   time.Time
+	cancelled  bool
+	abandonEnd time.Time
+}
+
+// Run claims, runs and settles until ctx ends, then shuts down: it stops
+// claiming, drops claims not yet started (the queue hands them out again
+// after their lease), keeps extending the leases of running handlers and
+// waits for them up to Options.ShutdownGrace, settles what finished, and
+// returns. Handlers still running at the end of the grace period get their
+// contexts cancelled (cause ErrShutdown); a result they return after that is
+// settled only when it is a success. Run returns nil after a complete
+// shutdown, an error wrapping ErrAbandoned when handlers were still running
+// AbandonWait after the cancellation, and an error when the queue's policy
+// cannot be read or the last settle batch fails. A Relay runs once
+// (ErrRunning).
+//
+// Failed queue calls during the run are logged, counted
+// (fairrelay_store_errors_total) and retried after a backoff that doubles
+// from 10 ms up to Options.Poll; they do not end Run.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	sctx := context.WithoutCancel(ctx)
+	p, err := r.q.Policy(sctx)
+	if err != nil {
+		return fmt.Errorf("relay: read policy: %w", err)
+	}
+	if p.Lease <= 0 {
+		return fmt.Errorf("%w: the queue's lease is %d ticks", ErrInvalid, p.Lease)
+	}
+	base, cancelAll := context.WithCancelCause(sctx)
+	defer cancelAll(ErrShutdown)
+	l := &loop{
+		r:         r,
+		sctx:      sctx,
+		base:      base,
+		lease:     p.Lease,
+		margin:    extendMargin(p.Lease),
+		holds:     make(map[*claim]struct{}),
+		byFlow:    make(map[string]*claim),
+		parked:    make(map[string]*claim),
+		done:      make(chan outcome, r.o.Concurrency),
+		nextClaim: math.MinInt64,
+	}
+	return l.run(ctx)
+}
+
+// extendMargin is a third of the lease, rounded up, at least one tick: the
+// relay extends a lease once no more than this is left.
+func extendMargin(lease clock.Tick) clock.Tick {
+	return max(1, lease/3+min(1, lease%3))
+}
+
+func (l *loop) run(ctx context.Context) error {
+	for {
+		if !l.stopping && ctx.Err() != nil {
+			l.beginShutdown()
+		}
+		var moved <-chan struct{}
+		if l.r.moving != nil {
+			moved = l.r.moving.Moved() // before reading now, so no move is missed
+		}
+		now := l.r.now()
+		l.expire(now)
+		l.extend(now)
+		if !l.stopping {
+			l.poll(now)
+			l.claim(now)
+		}
+		l.flush(now, false)
+		if l.stopping {
+			if l.goroutines == 0 {
+				return l.finalFlush()
+			}
+			if !l.cancelled && !time.Now().Before(l.graceEnd) {
+				l.cancelRunning()
+			}
+			if l.cancelled && !time.Now().Before(l.abandonEnd) {
+				err := l.finalFlush()
+				l.r.log.Warn("relay: returning with handlers still running", "handlers", l.goroutines)
+				return errors.Join(fmt.Errorf("%w: %d handlers", ErrAbandoned, l.goroutines), err)
+			}
+		}
+		l.wait(ctx, now, moved)
+	}
+}
+
+// wait blocks until a handler finishes, Notify, the context's end, the
+// clock's next move (a MovingSource with a tick to wait for) or the earliest
+// real-time deadline: the settle linger, a retry, the poll interval, a tick
+// (as milliseconds) or the shutdown deadlines.
+func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) {
+	var deadline time.Time
+	at := func(t time.Time) {
+		if deadline.IsZero() || t.Before(deadline) {
+			deadline = t
+		}
+	}
+	tick := noDue
+	blocked := l.blocked()
+	if len(l.pending) > 0 && !blocked {
+		at(l.pendingSince.Add(l.r.o.Linger))
+	}
+	if blocked {
+		at(l.retryAt)
+	} else {
+		for cl := range l.holds {
+			tick = min(tick, cl.lease-l.margin)
+		}
+	}
+	if !l.stopping && l.free() > 0 {
+		at(l.lastAsk.Add(l.r.o.Poll))
+		if l.gathering() {
+			at(l.freedAt.Add(l.r.o.Linger))
+		} else if !blocked {
+			tick = min(tick, l.nextClaim)
+		}
+	}
+	if l.stopping {
+		if l.cancelled {
+			at(l.abandonEnd)
+		} else {
+			at(l.graceEnd)
+		}
+	}
+	if tick != noDue {
+		if tick <= now {
+			return
+		}
+		if l.r.moving == nil {
+			at(time.Now().Add(time.Duration(tick-now) * time.Millisecond))
+		}
+	}
+	if l.r.moving == nil || tick == noDue {
+		moved = nil
+	}
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var ctxDone <-chan struct{}
+	if !l.stopping {
+		ctxDone = ctx.Done()
+	}
+	select {
+	case o := <-l.done:
+		l.finish(o)
+		for more := true; more; {
+			select {
+			case o := <-l.done:
+				l.finish(o)
+			default:
+				more = false
+			}
+		}
+	case <-l.r.wake:
+		l.nextClaim = math.MinInt64
+	case <-ctxDone:
+	case <-moved:
+	case <-timeout:
+	}
+}
+
+// free is the number of handler slots left; a parked claim holds one.
+func (l *loop) free() int {
+	return l.r.o.Concurrency - l.goroutines - len(l.parked)
+}
+
+// blocked reports a queue-call backoff in progress.
+func (l *loop) blocked() bool {
+	return !l.retryAt.IsZero() && time.Now().Before(l.retryAt)
+}
+
+func (l *loop) storeFailed(op string, err error) {
+	l.failures++
+	backoff := min(l.r.o.Poll, 10*time.Millisecond<<min(l.failures-1, 20))
+	l.retryAt = time.Now().Add(backoff)
+	l.r.m.storeError(op)
+	l.r.log.Error("relay: queue call failed", "op", op, "err", err, "retry_in", backoff)
+}
+
+func (l *loop) storeOK() {
+	l.failures = 0
+	l.retryAt = time.Time{}
+}
+
+// poll asks the queue for the next due tick once Options.Poll has passed
+// since the last question, to find work other processes made due.
+func (l *loop) poll(now clock.Tick) {
+	if l.blocked() || l.free() == 0 || now >= l.nextClaim || time.Since(l.lastAsk) < l.r.o.Poll {
+		return
+	}
+	l.askNextDue(now, false)
+}
+
+// askNextDue sets nextClaim from the queue's NextDue. Right after a claim
+// that came back short (afterClaim), a due tick <= now means the queue's mark
+// is ahead of this relay's clock: the relay then tries one tick later
+// instead of claiming again at once.
+func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
+	due, ok, err := l.r.q.NextDue(l.sctx)
+	l.lastAsk = time.Now()
+	if err != nil {
+		l.storeFailed("next_due", err)
+		return
+	}
+	l.storeOK()
+	switch {
+	case !ok:
+		l.nextClaim = noDue
+	case afterClaim && due <= now:
+		l.nextClaim = now + 1
+	default:
+		l.nextClaim = due
+	}
+}
+
+// claim claims while slots are free and work is due, in batches of at most
+// min(Batch, free slots), in the queue's order.
+func (l *loop) claim(now clock.Tick) {
+	for !l.blocked() && l.free() > 0 && now >= l.nextClaim && !l.gathering() {
+		n := min(l.r.o.Batch, l.free())
+		cs, err := l.r.q.ClaimBatch(l.sctx, now, n)
+		l.lastAsk = time.Now()
+		l.freedAt = time.Time{}
+		if err != nil {
+			l.storeFailed("claim", err)
+			return
+		}
+		l.storeOK()
+		l.r.m.claimed(len(cs))
+		for _, c := range cs {
+			l.take(c)
+		}
+		if len(cs) < n {
+			// Nothing else is dispatchable now; ask when something will be.
+			l.askNextDue(now, true)
+			return
+		}
+	}
+}
+
+// gathering reports that the relay waits for more free slots before it
+// claims: fewer than half of min(Batch, Concurrency) are free, handlers are
+// still running (they will free more), and the first free slot has waited
+// less than Linger. Claiming for every slot as it frees would split the
+// handlers into small waves, each paying a claim and a settle transaction.
+func (l *loop) gathering() bool {
+	want := max(1, min(l.r.o.Batch, l.r.o.Concurrency)/2)
+	return l.free() < want && l.goroutines > 0 && !l.freedAt.IsZero() && time.Since(l.freedAt) < l.r.o.Linger
+}
+
+// take starts a new claim, or parks it when a handler of its flow still
+// runs. The queue hands out a flow whose head is in flight only after that
+// lease expired, so any earlier claim of the flow that this relay still has
+// is lost: its handler's context is cancelled and it is never settled.
+func (l *loop) take(c queuestore.Claim) {
+	cl := &claim{c: c, lease: c.LeaseUntil}
+	l.holds[cl] = struct{}{}
+	if old := l.parked[c.Flow]; old != nil {
+		l.lose(old, "the flow was claimed again")
+	}
+	if run := l.byFlow[c.Flow]; run != nil {
+		if !run.lost {
+			l.lose(run, "the flow was claimed again")
+		}
+		cl.state = parked
+		l.parked[c.Flow] = cl
+		l.r.log.Warn("relay: claim parked until the lost handler of its flow returns",
+			"event", c.EventID, "flow", c.Flow, "lost_event", run.c.EventID)
+		return
+	}
+	l.start(cl)
+}
+
+// lose gives up a claim whose lease is gone.
+func (l *loop) lose(cl *claim, why string) {
+	if cl.lost {
+		return
+	}
+	cl.lost = true
+	delete(l.holds, cl)
+	l.r.m.leaseLost()
+	l.r.log.Warn("relay: lease lost", "event", cl.c.EventID, "flow", cl.c.Flow, "generation", cl.c.Generation, "why", why)
+	switch cl.state {
+	case parked:
+		if l.parked[cl.c.Flow] == cl {
+			delete(l.parked, cl.c.Flow)
+		}
+	case running:
+		cl.cancel(ErrLeaseLost)
+	}
+}
+
+func (l *loop) start(cl *claim) {
+	cl.state = running
+	ctx, cancel := context.WithCancelCause(l.base)
+	cl.cancel = cancel
+	l.byFlow[cl.c.Flow] = cl
+	l.goroutines++
+	l.r.m.running(l.goroutines)
+	e := Event{ID: cl.c.EventID, Flow: cl.c.Flow, Seq: cl.c.Seq, Body: cl.c.Body, Attempt: cl.c.Attempts, Generation: cl.c.Generation}
+	h, log, done := l.r.h, l.r.log, l.done
+	go func() {
+		defer cancel(context.Canceled)
+		began := time.Now()
+		o := outcome{cl: cl}
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					o.panicked = true
+					o.err = panicError{v}
+					log.Error("relay: handler panicked", "event", e.ID, "flow", e.Flow, "panic", v, "stack", string(debug.Stack()))
+				}
+			}()
+			o.err = h.Handle(ctx, e)
+		}()
+		o.took = time.Since(began)
+		done <- o
+	}()
+}
+
+// finish takes a handler's result: a lost claim is dropped, an interrupted
+// failure is dropped (the queue hands it out again after its lease), and
+// anything else waits for its settle batch. A claim parked behind the
+// handler starts now.
+func (l *loop) finish(o outcome) {
+	cl := o.cl
+	if l.freedAt.IsZero() {
+		l.freedAt = time.Now()
+	}
+	l.goroutines--
+	l.r.m.running(l.goroutines)
+	if l.byFlow[cl.c.Flow] == cl {
+		delete(l.byFlow, cl.c.Flow)
+	}
+	kind := "ok"
+	switch {
+	case o.panicked:
+		kind = "panic"
+	case o.err != nil:
+		kind = "failure"
+	}
+	l.r.m.ran(kind, o.took)
+	switch {
+	case cl.lost:
+	case cl.interrupted && o.err != nil:
+		delete(l.holds, cl)
+		l.r.log.Info("relay: handler interrupted by shutdown, left to its lease", "event", cl.c.EventID, "err", o.err)
+	default:
+		cl.state = finished
+		if o.panicked {
+			cl.res = queuestore.Result{Reason: ReasonPanic}
+		} else {
+			cl.res = result(o.err)
+		}
+		if len(l.pending) == 0 {
+			l.pendingSince = time.Now()
+		}
+		l.pending = append(l.pending, cl)
+	}
+	if p := l.parked[cl.c.Flow]; p != nil && l.byFlow[cl.c.Flow] == nil {
+		delete(l.parked, cl.c.Flow)
+		l.start(p)
+	}
+}
+
+// expire gives up the claims whose lease ran out before an extension (a
+// queue outage longer than the margin, or a clock that jumped).
+func (l *loop) expire(now clock.Tick) {
+	for cl := range l.holds {
+		if cl.state != finished && cl.lease <= now {
+			l.lose(cl, "the lease ran out")
+		}
+	}
+}
+
+// extend extends, in batches, every held lease with at most margin ticks
+// left, together with those that will be there within half the margin.
+func (l *loop) extend(now clock.Tick) {
+	if l.blocked() {
+		return
+	}
+	var due bool
+	for cl := range l.holds {
+		if cl.lease-l.margin <= now {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return
+	}
+	var batch []*claim
+	for cl := range l.holds {
+		if cl.lease-l.margin <= now+l.margin/2 {
+			batch = append(batch, cl)
+		}
+	}
+	for len(batch) > 0 {
+		part := batch[:min(len(batch), l.r.o.Batch)]
+		batch = batch[len(part):]
+		items := make([]queuestore.ExtendItem, len(part))
+		for i, cl := range part {
+			items[i] = queuestore.ExtendItem{EventID: cl.c.EventID, Generation: cl.c.Generation}
+		}
+		rs, err := l.r.q.ExtendBatch(l.sctx, items, now)
+		if err == nil && len(rs) != len(items) {
+			err = fmt.Errorf("%d results for %d items", len(rs), len(items))
+		}
+		if err != nil {
+			l.storeFailed("extend", err)
+			return
+		}
+		l.storeOK()
+		for i, cl := range part {
+			switch {
+			case rs[i].Err != nil:
+				l.r.m.extended("error")
+				l.lose(cl, rs[i].Err.Error())
+			case rs[i].Outcome == queuestore.Extended:
+				l.r.m.extended(string(rs[i].Outcome))
+				cl.lease = now + l.lease
+			default:
+				l.r.m.extended(string(rs[i].Outcome))
+				l.lose(cl, "extend answered "+string(rs[i].Outcome))
+			}
+		}
+	}
+}
+
+// flush settles finished claims in one batch when it holds
+// min(Batch, Concurrency) results (a full set of slots), the oldest has
+// lingered for Linger, no handler is running (nothing else is coming soon),
+// or force.
+func (l *loop) flush(now clock.Tick, force bool) {
+	for len(l.pending) > 0 && !l.blocked() {
+		if !force && len(l.pending) < min(l.r.o.Batch, l.r.o.Concurrency) && time.Since(l.pendingSince) < l.r.o.Linger && l.goroutines > 0 {
+			return
+		}
+		if err := l.settleBatch(now); err != nil {
+			return
+		}
+	}
+}
+
+// settleBatch settles up to Batch pending claims. Lost claims are dropped
+// unsettled.
+func (l *loop) settleBatch(now clock.Tick) error {
+	var part []*claim
+	n := 0
+	for n < len(l.pending) && len(part) < l.r.o.Batch {
+		if cl := l.pending[n]; !cl.lost {
+			part = append(part, cl)
+		}
+		n++
+	}
+	if len(part) > 0 {
+		items := make([]queuestore.SettleItem, len(part))
+		for i, cl := range part {
+			items[i] = queuestore.SettleItem{EventID: cl.c.EventID, Generation: cl.c.Generation, Result: cl.res}
+		}
+		rs, err := l.r.q.SettleBatch(l.sctx, items, now)
+		if err == nil && len(rs) != len(items) {
+			err = fmt.Errorf("%d results for %d items", len(rs), len(items))
+		}
+		if err != nil {
+			l.storeFailed("settle", err)
+			return err
+		}
+		l.storeOK()
+		for i, cl := range part {
+			delete(l.holds, cl)
+			if rs[i].Err != nil {
+				l.r.m.settled("error")
+				l.r.log.Error("relay: settle refused", "event", cl.c.EventID, "err", rs[i].Err)
+				continue
+			}
+			l.r.m.settled(string(rs[i].Outcome))
+			if rs[i].Outcome != queuestore.Stale && rs[i].Outcome != queuestore.Expired {
+				// The flow's head moved (or waits for a backoff): what is
+				// due changed, so claim again before trusting NextDue.
+				l.nextClaim = math.MinInt64
+			}
+			if rs[i].Outcome == queuestore.Stale || rs[i].Outcome == queuestore.Expired {
+				l.r.log.Info("relay: late settle", "event", cl.c.EventID, "outcome", rs[i].Outcome)
+			}
+		}
+	}
+	l.pending = l.pending[n:]
+	l.pendingSince = time.Now()
+	return nil
+}
+
+// finalFlush settles everything finished, retrying a failed batch up to
+// three times (the backoff of storeFailed in between).
+func (l *loop) finalFlush() error {
+	var err error
+	for try := 0; len(l.pending) > 0 && try < 3; try++ {
+		if l.blocked() {
+			time.Sleep(time.Until(l.retryAt))
+		}
+		if err = l.settleBatch(l.r.now()); err == nil {
+			try = -1
+		}
+	}
+	if len(l.pending) > 0 {
+		return fmt.Errorf("relay: %d results not settled at shutdown: %w", len(l.pending), err)
+	}
+	return nil
+}
+
+// beginShutdown stops claiming and drops the parked claims, which never
+// started: the queue hands them out again after their lease.
+func (l *loop) beginShutdown() {
+	l.stopping = true
+	l.graceEnd = time.Now().Add(l.r.o.ShutdownGrace)
+	for flow, cl := range l.parked {
+		delete(l.parked, flow)
+		delete(l.holds, cl)
+	}
+	l.r.log.Info("relay: shutting down", "handlers", l.goroutines, "grace", l.r.o.ShutdownGrace)
+}
+
+// cancelRunning ends the grace period: every running handler's context is
+// cancelled with ErrShutdown.
+func (l *loop) cancelRunning() {
+	l.cancelled = true
+	l.abandonEnd = time.Now().Add(AbandonWait)
+	for cl := range l.holds {
+		if cl.state == running {
+			cl.interrupted = true
+			cl.cancel(ErrShutdown)
+		}
+	}
+	l.r.log.Warn("relay: grace period over, handler contexts cancelled", "handlers", l.goroutines)
+}

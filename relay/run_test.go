@@ -1,0 +1,680 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/relay"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// running is a Relay started by start.
+type running struct {
+	r      *relay.Relay
+	cancel context.CancelFunc
+	errc   chan error
+}
+
+// start runs a relay on q until the test stops it (stop) or ends.
+func start(t *testing.T, q relay.Queue, h relay.Handler, o relay.Options) *running {
+	t.Helper()
+	r, err := relay.New(q, h, o)
+	if err != nil {
+		t.Fatalf("New() error = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{r: r, cancel: cancel, errc: make(chan error, 1)}
+	go func() { run.errc <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-run.errc:
+		case <-time.After(30 * time.Second):
+			t.Errorf("Run did not return after its context ended")
+		}
+	})
+	return run
+}
+
+// stop ends the relay's context and returns Run's error.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.errc:
+		r.errc <- err // for the cleanup
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return after its context ended")
+		return nil
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { return nil })
+	for _, o := range []relay.Options{{Concurrency: -1}, {Batch: -1}, {Poll: -time.Second}, {Linger: -1}, {ShutdownGrace: -1}} {
+		if _, err := relay.New(q, h, o); !errors.Is(err, relay.ErrInvalid) {
+			t.Errorf("New(%+v) error = %v, want ErrInvalid", o, err)
+		}
+	}
+	if _, err := relay.New(nil, h, relay.Options{}); !errors.Is(err, relay.ErrInvalid) {
+		t.Errorf("New(nil queue) error = %v, want ErrInvalid", err)
+	}
+	if _, err := relay.New(q, nil, relay.Options{}); !errors.Is(err, relay.ErrInvalid) {
+		t.Errorf("New(nil handler) error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestRunTwiceAndPolicyError(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.fail["policy"] = errors.New("disk gone")
+	r, err := relay.New(q, relay.HandlerFunc(func(context.Context, relay.Event) error { return nil }), relay.Options{Clock: relay.NewManualClock(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "disk gone") {
+		t.Fatalf("Run() error = %v, want the policy error", err)
+	}
+	if err := r.Run(context.Background()); !errors.Is(err, relay.ErrRunning) {
+		t.Fatalf("second Run() error = %v, want ErrRunning", err)
+	}
+}
+
+// TestResults checks how handler returns become settle results: nil is
+// success, Fail carries its reason, a plain error is ReasonHandler, a bad
+// Fail reason falls back to ReasonHandler, and a panic is ReasonPanic and
+// does not stop the relay (the next events are still delivered).
+func TestResults(t *testing.T) {
+	q := newFake(testPolicy(6, 1))
+	for _, flow := range []string{"ok", "gap", "plain", "badreason", "panic"} {
+		q.enqueue(flow, 2)
+	}
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error {
+		if e.Seq == 2 {
+			return nil
+		}
+		switch e.Flow {
+		case "gap":
+			return relay.Fail("gap", errors.New("seq 3 expected"))
+		case "plain":
+			return errors.New("boom")
+		case "badreason":
+			return relay.Fail("bad\nreason", nil)
+		case "panic":
+			panic("handler bug")
+		}
+		return nil
+	})
+	run := start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 2, Poll: time.Hour})
+	want := map[string]string{"ok/1": "acked", "gap/1": "quarantined:gap", "plain/1": "quarantined:" + relay.ReasonHandler,
+		"badreason/1": "quarantined:" + relay.ReasonHandler, "panic/1": "quarantined:" + relay.ReasonPanic, "ok/2": "acked"}
+	got := func(id string) string {
+		e := q.byID[id]
+		if e.state == "quarantined" {
+			return e.state + ":" + e.reason
+		}
+		return e.state
+	}
+	q.waitFor(t, "every first event settled", func() bool {
+		for id, w := range want {
+			if got(id) != w {
+				return false
+			}
+		}
+		return true
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	// A quarantined head blocks its flow: only ok/2 was delivered after them.
+	if e := q.event("panic/2"); e.state != "pending" || e.attempts != 0 {
+		t.Fatalf("panic/2 = %+v, want pending and never claimed", e)
+	}
+}
+
+// TestPanicKeepsRelaying: a handler that panics on every first attempt; the
+// relay retries after the backoff and the second attempt succeeds.
+func TestPanicKeepsRelaying(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 3)
+	clk := relay.NewManualClock(0)
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error {
+		if e.Attempt == 1 {
+			panic(fmt.Sprintf("first try of %s", e.ID))
+		}
+		return nil
+	})
+	start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour})
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("a/%d", i)
+		q.waitFor(t, id+" retried after its panic", func() bool { return q.byID[id].state == "pending" && q.byID[id].reason == relay.ReasonPanic })
+		clk.Advance(queuestore.BackoffBase)
+		q.waitFor(t, id+" acked", func() bool { return q.byID[id].state == "acked" })
+	}
+}
+
+// TestHandlerOutlivesThreeLeases: a handler runs while the clock moves one
+// tick at a time through more than three leases; the relay extends the
+// lease before it runs out, the event is delivered once and acked by its
+// first claim.
+func TestHandlerOutlivesThreeLeases(t *testing.T) {
+	const lease = 6
+	q := newFake(testPolicy(lease, 3))
+	q.enqueue("long", 1)
+	clk := relay.NewManualClock(100)
+	started, release := make(chan struct{}), make(chan struct{})
+	var deliveries atomic.Int32
+	var ctxErr atomic.Value
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		deliveries.Add(1)
+		close(started)
+		<-release
+		if ctx.Err() != nil {
+			ctxErr.Store(context.Cause(ctx))
+		}
+		return nil
+	})
+	start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour})
+	<-started
+	for clk.Now() < 100+4*lease {
+		now := clk.Advance(1)
+		// The relay extends once a third (2 ticks) or less is left.
+		q.waitFor(t, fmt.Sprintf("the lease kept alive at tick %d", now), func() bool {
+			return q.byID["long/1"].lease-now > 2
+		})
+	}
+	close(release)
+	q.waitFor(t, "long/1 acked", func() bool { return q.byID["long/1"].state == "acked" })
+	e := q.event("long/1")
+	if deliveries.Load() != 1 || e.gen != 1 || e.attempts != 1 {
+		t.Fatalf("deliveries = %d, generation = %d, attempts = %d, want 1, 1, 1", deliveries.Load(), e.gen, e.attempts)
+	}
+	if v := ctxErr.Load(); v != nil {
+		t.Fatalf("handler context cancelled: %v", v)
+	}
+	var extends int
+	q.get(func() { extends = q.calls["extend"] })
+	if extends < 3*lease/3 { // at least one extension per lease
+		t.Fatalf("extend calls = %d, want at least %d", extends, 3)
+	}
+}
+
+// TestLostLeaseCancelsHandler: an extension answered expired cancels the
+// handler's context with ErrLeaseLost, and its result is not settled.
+func TestLostLeaseCancelsHandler(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 1)
+	q.extend = func(queuestore.ExtendItem) (queuestore.Outcome, bool) { return queuestore.Expired, true }
+	clk := relay.NewManualClock(0)
+	cause := make(chan error, 1)
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	run := start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour})
+	q.waitFor(t, "a/1 claimed", func() bool { return len(q.claimed) == 1 })
+	clk.Set(4) // 2 ticks left: the relay extends and hears "expired"
+	if err := <-cause; !errors.Is(err, relay.ErrLeaseLost) {
+		t.Fatalf("handler context cause = %v, want ErrLeaseLost", err)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	q.get(func() {
+		if len(q.settles) != 0 {
+			t.Fatalf("settles = %v, want none for a lost claim", q.settles)
+		}
+	})
+}
+
+// TestLostLeaseFlowClaimedAgain: extensions fail (the queue is unreachable
+// for them), the lease runs out, the queue hands the same event out again
+// while the first handler ignores its cancelled context. The new claim waits
+// until the old handler returns: one flow never has two handlers at once.
+func TestLostLeaseFlowClaimedAgain(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 1)
+	clk := relay.NewManualClock(0)
+	var mu sync.Mutex
+	var active, maxActive int
+	var attempts []int
+	release := make(chan struct{})
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		mu.Lock()
+		active++
+		maxActive = max(maxActive, active)
+		attempts = append(attempts, e.Attempt)
+		mu.Unlock()
+		defer func() { mu.Lock(); active--; mu.Unlock() }()
+		if e.Attempt == 1 {
+			<-release // ignores ctx on purpose
+			return nil
+		}
+		return nil
+	})
+	start(t, q, h, relay.Options{Clock: clk, Poll: 10 * time.Millisecond})
+	q.waitFor(t, "a/1 claimed", func() bool { return len(q.claimed) == 1 })
+	q.get(func() { q.fail["extend"] = errors.New("extend unavailable") })
+	clk.Set(6) // the lease ran out: the fake hands a/1 out again
+	q.waitFor(t, "a/1 claimed again", func() bool { return len(q.claimed) == 2 })
+	mu.Lock()
+	n := len(attempts)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("handler calls before the lost one returned = %d, want 1", n)
+	}
+	q.get(func() { delete(q.fail, "extend") })
+	close(release)
+	q.waitFor(t, "a/1 acked by its second claim", func() bool { return q.byID["a/1"].state == "acked" })
+	q.get(func() {
+		for _, batch := range q.settles {
+			for _, it := range batch {
+				if it.Generation != 2 {
+					t.Errorf("settled generation %d, want only the live claim's 2", it.Generation)
+				}
+			}
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if maxActive != 1 || len(attempts) != 2 {
+		t.Fatalf("max handlers of the flow at once = %d, calls = %v; want 1 and two calls", maxActive, attempts)
+	}
+}
+
+// TestClaimsNeverExceedFreeSlotsAndSettlesBatch: with 4 slots and Batch 64
+// the relay asks for at most 4; four handlers that finish together are
+// settled in one SettleBatch.
+func TestClaimsNeverExceedFreeSlotsAndSettlesBatch(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	for i := range 10 {
+		q.enqueue(fmt.Sprintf("f%02d", i), 1)
+	}
+	var wg sync.WaitGroup
+	wg.Add(4)
+	gate := make(chan struct{})
+	var calls atomic.Int32
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		if calls.Add(1) <= 4 {
+			wg.Done()
+			<-gate
+		}
+		return nil
+	})
+	run := start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Batch: 64, Linger: time.Hour, Poll: time.Hour})
+	wg.Wait()
+	close(gate)
+	q.waitFor(t, "all acked", func() bool {
+		for _, e := range q.byID {
+			if e.state != "acked" {
+				return false
+			}
+		}
+		return true
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	q.get(func() {
+		for _, n := range q.claimNs {
+			if n > 4 {
+				t.Errorf("ClaimBatch(n = %d) with 4 slots", n)
+			}
+		}
+		if len(q.settles[0]) < 4 || len(q.settles) > 3 {
+			t.Errorf("SettleBatch sizes %v, want the first with at least the 4 that finished together", sizes(q.settles))
+		}
+		// The claims follow the queue's order: flows by served then ID.
+		for i, id := range q.claimed {
+			if want := fmt.Sprintf("f%02d/1", i); id != want {
+				t.Errorf("claim %d = %s, want %s", i, id, want)
+			}
+		}
+	})
+}
+
+// TestNeverTwoHandlersOfOneFlow runs many events of few flows at
+// concurrency 8 and records the most handlers of one flow at once.
+func TestNeverTwoHandlersOfOneFlow(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	for i := range 4 {
+		q.enqueue(fmt.Sprintf("f%d", i), 25)
+	}
+	var mu sync.Mutex
+	active := map[string]int{}
+	last := map[string]int64{}
+	var worst int
+	var order []string
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error {
+		mu.Lock()
+		active[e.Flow]++
+		worst = max(worst, active[e.Flow])
+		if e.Seq != last[e.Flow]+1 {
+			order = append(order, fmt.Sprintf("%s after seq %d", e.ID, last[e.Flow]))
+		}
+		last[e.Flow] = e.Seq
+		mu.Unlock()
+		runtime.Gosched()
+		mu.Lock()
+		active[e.Flow]--
+		mu.Unlock()
+		return nil
+	})
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 8, Poll: time.Hour})
+	q.waitFor(t, "100 events acked", func() bool {
+		for _, e := range q.byID {
+			if e.state != "acked" {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if worst != 1 || len(order) > 0 {
+		t.Fatalf("most handlers of one flow at once = %d, out of order: %v", worst, order)
+	}
+}
+
+// TestShutdownMidFlight: three handlers hold every slot and more work
+// waits. On shutdown the relay claims nothing more; the handler that
+// finishes within the grace period is settled; the one that only returns
+// when its context is cancelled (cause ErrShutdown) is left to its lease.
+func TestShutdownMidFlight(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	for _, flow := range []string{"a", "b", "c", "d", "e"} {
+		q.enqueue(flow, 1)
+	}
+	startedN := make(chan struct{}, 5)
+	finishB := make(chan struct{})
+	causeC := make(chan error, 5)
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		startedN <- struct{}{}
+		switch e.Flow {
+		case "a":
+			return nil
+		case "b":
+			<-finishB
+			return nil
+		default:
+			<-ctx.Done()
+			causeC <- context.Cause(ctx)
+			return ctx.Err()
+		}
+	})
+	run := start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 3, ShutdownGrace: 200 * time.Millisecond, Poll: time.Hour})
+	for range 3 {
+		<-startedN
+	}
+	q.waitFor(t, "a/1 acked", func() bool { return q.byID["a/1"].state == "acked" })
+	// a's slot is free again and d waits: the relay claims d.
+	q.waitFor(t, "d/1 claimed", func() bool { return len(q.claimed) == 4 })
+	run.cancel()
+	close(finishB)
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	if err := <-causeC; !errors.Is(err, relay.ErrShutdown) {
+		t.Fatalf("cause = %v, want ErrShutdown", err)
+	}
+	q.get(func() {
+		if len(q.claimed) != 4 {
+			t.Errorf("claims = %v, want none after shutdown", q.claimed)
+		}
+		if s := q.byID["b/1"].state; s != "acked" {
+			t.Errorf("b/1 = %s, want acked (finished within the grace period)", s)
+		}
+		for _, id := range []string{"c/1", "d/1"} {
+			if e := q.byID[id]; e.state != "inflight" || e.attempts != 1 {
+				t.Errorf("%s = %+v, want inflight, left to its lease", id, *e)
+			}
+		}
+		if s := q.byID["e/1"].state; s != "pending" {
+			t.Errorf("e/1 = %s, want pending", s)
+		}
+	})
+}
+
+// TestShutdownAbandonsStubbornHandler: a handler that ignores its context
+// makes Run return ErrAbandoned after the grace period and AbandonWait.
+func TestShutdownAbandonsStubbornHandler(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 1)
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { close(started); <-release; return nil })
+	run := start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), ShutdownGrace: time.Millisecond, Poll: time.Hour})
+	<-started
+	if err := run.stop(t); !errors.Is(err, relay.ErrAbandoned) {
+		t.Fatalf("Run() error = %v, want ErrAbandoned", err)
+	}
+}
+
+// TestNotifyWakesAtOnce: with a one-hour poll interval, an idle relay still
+// delivers an event enqueued after it went to sleep, because Notify wakes it.
+func TestNotifyWakesAtOnce(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	got := make(chan string, 1)
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error { got <- e.ID; return nil })
+	run := start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Poll: time.Hour})
+	q.waitFor(t, "the relay asked NextDue (idle)", func() bool { return q.calls["next_due"] >= 1 })
+	q.enqueue("late", 1)
+	run.r.Notify()
+	if id := <-got; id != "late/1" {
+		t.Fatalf("handled %s, want late/1", id)
+	}
+}
+
+// TestIdleRelayPollsBoundedly: an idle relay makes one NextDue per poll
+// interval and no other call; moving the clock without due work costs no
+// call; work enqueued without Notify (another process's) is found by the poll.
+func TestIdleRelayPollsBoundedly(t *testing.T) {
+	const poll = 20 * time.Millisecond
+	q := newFake(testPolicy(6, 3))
+	clk := relay.NewManualClock(0)
+	got := make(chan string, 1)
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error { got <- e.ID; return nil })
+	began := time.Now()
+	start(t, q, h, relay.Options{Clock: clk, Poll: poll})
+	q.waitFor(t, "the first poll", func() bool { return q.calls["next_due"] >= 2 })
+	for range 100 {
+		clk.Advance(1)
+	}
+	time.Sleep(10 * poll)
+	var calls map[string]int
+	q.get(func() { calls = maps(q.calls) })
+	elapsed := time.Since(began)
+	bound := 2 + int(elapsed/poll) + 1
+	if calls["next_due"] > bound || calls["claim"] > 1 || calls["settle"]+calls["extend"] > 0 {
+		t.Fatalf("idle calls over %v = %v, want next_due <= %d, one claim, nothing else", elapsed, calls, bound)
+	}
+	q.enqueue("other", 1) // no Notify
+	if id := <-got; id != "other/1" {
+		t.Fatalf("handled %s, want other/1", id)
+	}
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// TestStoreErrorsAreRetried: failing claims are retried with backoff and
+// the relay delivers once the queue answers again.
+func TestStoreErrorsAreRetried(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 1)
+	q.fail["claim"] = errors.New("disk I/O error")
+	got := make(chan string, 1)
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error { got <- e.ID; return nil })
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Poll: 50 * time.Millisecond})
+	q.waitFor(t, "three failed claims", func() bool { return q.calls["claim"] >= 3 })
+	q.get(func() { delete(q.fail, "claim") })
+	if id := <-got; id != "a/1" {
+		t.Fatalf("handled %s", id)
+	}
+}
+
+// TestRetryAfterBackoffWithLogicalTime: a failed attempt is claimed again
+// when the logical clock reaches its backoff, not before.
+func TestRetryAfterBackoffWithLogicalTime(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 1)
+	clk := relay.NewManualClock(0)
+	var calls atomic.Int32
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		if calls.Add(1) == 1 {
+			return relay.Fail("unavailable", nil)
+		}
+		return nil
+	})
+	start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour})
+	q.waitFor(t, "a/1 retry scheduled", func() bool { return q.byID["a/1"].state == "pending" && q.byID["a/1"].attempts == 1 })
+	q.waitFor(t, "the relay asked NextDue", func() bool { return q.calls["next_due"] >= 2 })
+	clk.Advance(queuestore.BackoffBase - 1)
+	time.Sleep(20 * time.Millisecond)
+	if c := calls.Load(); c != 1 {
+		t.Fatalf("handler calls before the backoff ended = %d, want 1", c)
+	}
+	clk.Advance(1)
+	q.waitFor(t, "a/1 acked", func() bool { return q.byID["a/1"].state == "acked" })
+}
+
+// TestNoGoroutineOutlivesRun checks that Run leaves no goroutine behind.
+func TestNoGoroutineOutlivesRun(t *testing.T) {
+	before := runtime.NumGoroutine()
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 20)
+	q.enqueue("b", 20)
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { return nil })
+	run := start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Poll: time.Hour})
+	q.waitFor(t, "all acked", func() bool { return q.byID["a/20"].state == "acked" && q.byID["b/20"].state == "acked" })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("goroutines %d > %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func sizes(b [][]queuestore.SettleItem) []int {
+	var out []int
+	for _, x := range b {
+		out = append(out, len(x))
+	}
+	return out
+}
+
+// TestOldestDueAgeMetric: with its one slot busy, the relay leaves a due
+// head waiting; the gauge reports how long (ticks read as milliseconds).
+func TestOldestDueAgeMetric(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	q.enqueue("busy", 1)
+	q.enqueue("waiting", 1)
+	clk := relay.NewManualClock(0)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { started <- struct{}{}; <-release; return nil })
+	reg := prometheus.NewRegistry()
+	start(t, q, h, relay.Options{Clock: clk, Concurrency: 1, Poll: time.Hour, Metrics: reg})
+	<-started
+	clk.Set(250)
+	if got := testutil.ToFloat64(gauge(t, reg, "fairrelay_oldest_due_age_seconds")); got != 0.25 {
+		t.Fatalf("oldest due age = %v, want 0.25", got)
+	}
+	close(release)
+	q.waitFor(t, "both acked", func() bool { return q.byID["waiting/1"].state == "acked" })
+	if got := testutil.ToFloat64(gauge(t, reg, "fairrelay_oldest_due_age_seconds")); got != 0 {
+		t.Fatalf("oldest due age with nothing waiting = %v, want 0", got)
+	}
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	return counter(t, reg, name, "")
+}
+
+// TestClaimsGatherFreedSlots: with 4 slots, a slot freed while the other
+// handlers still run waits (up to Linger, here an hour) until half the slots
+// are free, so that one ClaimBatch serves them together.
+func TestClaimsGatherFreedSlots(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	for i := range 8 {
+		q.enqueue(fmt.Sprintf("f%d", i), 1)
+	}
+	release := map[string]chan struct{}{}
+	for i := range 8 {
+		release[fmt.Sprintf("f%d", i)] = make(chan struct{})
+	}
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error { <-release[e.Flow]; return nil })
+	reg := prometheus.NewRegistry()
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Linger: time.Hour, Poll: time.Hour, Metrics: reg})
+	q.waitFor(t, "4 claimed", func() bool { return len(q.claimed) == 4 })
+	close(release["f0"])
+	// The relay has taken f0's result (3 handlers in flight) and not claimed.
+	inFlight := gauge(t, reg, "fairrelay_handlers_in_flight")
+	claimedMore := func() (n int) { q.get(func() { n = len(q.claimed) }); return n }
+	for deadline := time.Now().Add(20 * time.Second); testutil.ToFloat64(inFlight) != 3 && claimedMore() == 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for 3 handlers in flight")
+		}
+	}
+	close(release["f1"])
+	q.waitFor(t, "6 claimed", func() bool { return len(q.claimed) == 6 })
+	for i := 2; i < 8; i++ {
+		close(release[fmt.Sprintf("f%d", i)])
+	}
+	q.waitFor(t, "8 acked", func() bool {
+		for _, e := range q.byID {
+			if e.state != "acked" {
+				return false
+			}
+		}
+		return true
+	})
+	q.get(func() {
+		if len(q.claimNs) < 2 || q.claimNs[1] != 2 {
+			t.Fatalf("ClaimBatch sizes %v, want the second to ask for the 2 freed slots together", q.claimNs)
+		}
+	})
+}
+
+// TestSettleErrorsAreRetriedWithoutSpinning: a refused SettleBatch keeps its
+// results and is retried after a backoff (10 ms doubling, at most Poll), so
+// the calls stay few, and the results are settled once the queue answers.
+func TestSettleErrorsAreRetriedWithoutSpinning(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	q.enqueue("a", 1)
+	q.enqueue("b", 1)
+	q.fail["settle"] = errors.New("database is locked")
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { return nil })
+	began := time.Now()
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Poll: 40 * time.Millisecond})
+	q.waitFor(t, "4 refused settles", func() bool { return q.calls["settle"] >= 4 })
+	time.Sleep(100 * time.Millisecond)
+	var calls int
+	q.get(func() { calls = q.calls["settle"]; delete(q.fail, "settle") })
+	// 10, 20, 40, 40 … ms apart: at most one call per 10 ms, plus the first.
+	if bound := 1 + int(time.Since(began)/(10*time.Millisecond)); calls > bound {
+		t.Fatalf("settle calls = %d in %v, want at most %d", calls, time.Since(began), bound)
+	}
+	q.waitFor(t, "both acked", func() bool { return q.byID["a/1"].state == "acked" && q.byID["b/1"].state == "acked" })
+}
