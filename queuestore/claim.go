@@ -65,6 +65,9 @@ const ReasonLeaseExpired = "lease_expired"
 // the smallest flow ID: fairness.MinServed) among the flows whose head is
 // dispatchable at now: pending with available_at <= now, or inflight with an
 // expired lease (a take-over). ok is false when nothing is dispatchable.
+// Under the FairRotation policy the flow is instead the one with the
+// smallest (pass, joined), and the claim advances the rotation's virtual
+// time (docs/contract.md §7.6).
 //
 // In the same transaction the global ticket, the flow's served count, the
 // event's generation, attempts and lifetime attempts grow by one, and the
