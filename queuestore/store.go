@@ -90,7 +90,8 @@ type realTime struct {
 // DefaultPolicy). On an existing file, a policy different from the one
 // recorded is ErrPolicyMismatch and Open fails; the same policy, or no
 // WithPolicy, opens the file with its recorded policy. An invalid policy is
-// ErrInvalid, and so is one this build does not implement (FairRotation).
+// ErrInvalid. A new file with FairRotation gets the rotation's index
+// (docs/contract.md §7.6).
 func WithPolicy(p Policy) Option {
 	return func(o *options) { o.policy = &p }
 }
