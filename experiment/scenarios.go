@@ -12,5 +12,6 @@ func Scenarios() []Scenario {
 	all = append(all, concurrentScenarios()...)
 	all = append(all, fairScenarios()[3:]...) // starvation bound
 	all = append(all, policyScenarios()...)   // docs/contract.md §7.1–§7.3 and bulk redrive
+	all = append(all, rotationScenarios()...) // docs/contract.md §7.6
 	return all
 }

@@ -65,6 +65,9 @@ const ReasonLeaseExpired = "lease_expired"
 // the smallest flow ID: fairness.MinServed) among the flows whose head is
 // dispatchable at now: pending with available_at <= now, or inflight with an
 // expired lease (a take-over). ok is false when nothing is dispatchable.
+// Under the FairRotation policy the flow is instead the one with the
+// smallest (pass, joined), and the claim advances the rotation's virtual
+// time (docs/contract.md §7.6).
 //
 // In the same transaction the global ticket, the flow's served count, the
 // event's generation, attempts and lifetime attempts grow by one, and the
@@ -110,6 +113,13 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 		}
 		now = a.now
 		ticket, pol := a.ticket, a.pol
+		if pol.rotation() {
+			if _, err := tx.ExecContext(ctx, qRotPromote, int64(now)); err != nil {
+				return fmt.Errorf("promote ready flows: %w", err)
+			}
+			out, err = claimRot(ctx, tx, pol, now, n, ticket)
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, qPromote, int64(now)); err != nil {
 			return fmt.Errorf("promote ready flows: %w", err)
 		}

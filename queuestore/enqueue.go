@@ -10,10 +10,17 @@ import (
 )
 
 // Event is what a producer enqueues: an ID unique in the store, the flow it
-// belongs to, and an opaque body.
+// belongs to, and an opaque body; optionally the flow's weight.
 type Event struct {
 	ID, Flow string // 1..MaxNameLen bytes of printable UTF-8 each
 	Body     []byte // 1..MaxBodyLen bytes
+	// Weight is the flow's weight (docs/contract.md §7.6): 0 keeps the
+	// flow's weight (1 for a new flow); MinWeight..MaxWeight gives a new
+	// flow that weight, and changes an existing flow's weight to it when it
+	// differs, with a 'weight' audit row of reason ReasonEnqueueWeight. A
+	// duplicate (a byte-identical retry) changes nothing, whatever its
+	// weight. Anything else is ErrInvalid.
+	Weight int
 }
 
 // Enqueued is the result of an enqueue: the event's sequence number in its
@@ -69,7 +76,7 @@ func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued,
 		if err != nil {
 			return err
 		}
-		out, err = s.enqueueOne(ctx, tx, e, a.now)
+		out, err = s.enqueueOne(ctx, tx, a.pol, e, a.now)
 		return err
 	})
 	if err != nil {
@@ -97,7 +104,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 		}
 		now = a.now
 		for i, e := range es {
-			r, err := s.enqueueOne(ctx, tx, e, now)
+			r, err := s.enqueueOne(ctx, tx, a.pol, e, now)
 			if err != nil {
 				return fmt.Errorf("event %d (%q): %w", i, e.ID, err)
 			}
@@ -113,7 +120,12 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 
 // enqueueOne does the work of one enqueue inside tx. The sequence number is
 // taken first (the first write), then the event is inserted (the second).
-func (s *Store) enqueueOne(ctx context.Context, tx *txn, e Event, now clock.Tick) (Enqueued, error) {
+// An event with a weight, or any event under FairRotation, goes through
+// enqueueWeighted.
+func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, now clock.Tick) (Enqueued, error) {
+	if e.Weight != 0 || pol.rotation() {
+		return s.enqueueWeighted(ctx, tx, pol, e, now)
+	}
 	var (
 		flow    sql.NullString
 		seq     sql.NullInt64

@@ -34,10 +34,10 @@ func TestInspect_FlowsEventsStatsQuarantined(t *testing.T) {
 	}
 	tick := func(v clock.Tick) *clock.Tick { return &v }
 	want := []FlowState{
-		{Flow: "a", Served: 1, LastSeq: 3, HeadSeq: 1, HeadState: stateInflight, ReadyAt: tick(a.LeaseUntil), Backlog: 3},
-		{Flow: "b", Served: 1, LastSeq: 1, HeadSeq: 0, HeadState: "", ReadyAt: nil, Backlog: 0},
-		{Flow: "c", Served: 1, LastSeq: 1, HeadSeq: 1, HeadState: statePending, ReadyAt: tick(now + 2), Backlog: 1},
-		{Flow: "q", Served: 3, LastSeq: 2, HeadSeq: 1, HeadState: stateQuarantined, ReadyAt: nil, Backlog: 2},
+		{Flow: "a", Served: 1, LastSeq: 3, HeadSeq: 1, HeadState: stateInflight, ReadyAt: tick(a.LeaseUntil), Backlog: 3, Weight: 1},
+		{Flow: "b", Served: 1, LastSeq: 1, HeadSeq: 0, HeadState: "", ReadyAt: nil, Backlog: 0, Weight: 1},
+		{Flow: "c", Served: 1, LastSeq: 1, HeadSeq: 1, HeadState: statePending, ReadyAt: tick(now + 2), Backlog: 1, Weight: 1},
+		{Flow: "q", Served: 3, LastSeq: 2, HeadSeq: 1, HeadState: stateQuarantined, ReadyAt: nil, Backlog: 2, Weight: 1},
 	}
 	if jsonOf(flows) != jsonOf(want) {
 		t.Fatalf("Flows() = %s\nwant %s", jsonOf(flows), jsonOf(want))

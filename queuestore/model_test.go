@@ -2,6 +2,7 @@ package queuestore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,17 +36,78 @@ type model struct {
 	flows  map[string]*mFlow
 	events map[string]*SnapshotEvent
 	audit  []AuditEntry
+	// Under FairRotation (docs/contract.md §7.6) the pick is rot's, driven
+	// by the same operations: Arrive when an enqueue gives a flow a head,
+	// Block when a claim or quarantine takes the head out of the ready set,
+	// Ready where the store turns its ready flag on (an ack whose next head
+	// is due, a redrive, the promotion of due heads at a claim), Leave at
+	// the last ack, SetWeight. nil under FairMinServed.
+	rot     *fairness.Rotation
+	opAudit []AuditRecord // 'weight' rows
+	auditID int64         // the last audit row's id (one sequence for every kind)
 }
 
 type mFlow struct {
 	lastSeq, served int64
+	weight          int
 	events          []*SnapshotEvent // by seq
 }
 
 func newModel() *model { return newModelPolicy(DefaultPolicy()) }
 
 func newModelPolicy(p Policy) *model {
-	return &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*SnapshotEvent{}}
+	m := &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*SnapshotEvent{}}
+	if p.Fairness == FairRotation {
+		m.rot = &fairness.Rotation{}
+	}
+	return m
+}
+
+// weight records flow f's new weight w (known flow), with the audit row.
+func (m *model) setWeight(name string, f *mFlow, w int, reason string, now clock.Tick) {
+	b, _ := json.Marshal(WeightChange{Flow: name, Old: f.weight, New: w})
+	detail := string(b)
+	f.weight = w
+	m.auditID++
+	m.opAudit = append(m.opAudit, AuditRecord{ID: m.auditID, Kind: AuditWeight, Reason: reason, Detail: detail, At: now})
+	if m.rot != nil {
+		if err := m.rot.SetWeight(name, w); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// rotDo applies a rotation operation; an error is a bug of the model.
+func (m *model) rotDo(op func(string) error, flow string) {
+	if m.rot == nil {
+		return
+	}
+	if err := op(flow); err != nil {
+		panic(fmt.Sprintf("model rotation: %v", err))
+	}
+}
+
+// setWeightOp is SetWeight on the model, with the store's checks in order.
+func (m *model) setWeightOp(flow string, w int, reason string, now clock.Tick) error {
+	if w < MinWeight || w > MaxWeight {
+		return ErrInvalid
+	}
+	if reason == "" {
+		return ErrEmptyReason
+	}
+	if checkReason(reason) != nil || checkName("flow", flow) != nil {
+		return ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return err
+	}
+	f := m.flows[flow]
+	if f == nil {
+		return ErrNotFound
+	}
+	m.setWeight(flow, f, w, reason, now)
+	m.mark = now
+	return nil
 }
 
 // admit is the §2.6 check; the mark is only written by a successful op.
@@ -65,8 +127,19 @@ func (m *model) enqueueOne(e Event, now clock.Tick) (Enqueued, error) {
 	}
 	f := m.flows[e.Flow]
 	if f == nil {
-		f = &mFlow{}
+		f = &mFlow{weight: 1}
 		m.flows[e.Flow] = f
+		if e.Weight != 0 {
+			f.weight = e.Weight
+		}
+		if m.rot != nil {
+			m.rot.SetWeight(e.Flow, f.weight)
+		}
+	} else if e.Weight != 0 && e.Weight != f.weight {
+		m.setWeight(e.Flow, f, e.Weight, ReasonEnqueueWeight, now)
+	}
+	if m.head(f) == nil {
+		m.rotDo(m.rot.Arrive, e.Flow)
 	}
 	f.lastSeq++
 	ev := &SnapshotEvent{ID: e.ID, Flow: e.Flow, Seq: f.lastSeq, Body: Bytes(string(e.Body)), State: statePending,
@@ -85,13 +158,20 @@ func (m *model) enqueueBatch(es []Event, now clock.Tick) ([]Enqueued, error) {
 	if err := m.admit(now); err != nil {
 		return nil, err
 	}
-	saved := m.clone()
+	// A conflict refuses the whole batch: try it on a copy first (the
+	// rotation, which cannot be copied, is not touched by the try).
+	try := m.clone()
+	try.rot = nil
+	for _, e := range es {
+		if _, err := try.enqueueOne(e, now); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]Enqueued, len(es))
 	for i, e := range es {
 		r, err := m.enqueueOne(e, now)
 		if err != nil {
-			*m = *saved
-			return nil, err
+			panic(err)
 		}
 		out[i] = r
 	}
@@ -111,6 +191,9 @@ func (m *model) head(f *mFlow) *SnapshotEvent {
 func (m *model) claim(now clock.Tick, n int) ([]Claim, error) {
 	if err := m.admit(now); err != nil {
 		return nil, err
+	}
+	if m.rot != nil {
+		return m.claimRot(now, n)
 	}
 	var out []Claim
 	for len(out) < n {
@@ -151,6 +234,58 @@ func (m *model) claim(now clock.Tick, n int) ([]Claim, error) {
 	return out, nil
 }
 
+// dispatchable reports whether head h can be claimed at now.
+func dispatchable(h *SnapshotEvent, now clock.Tick) bool {
+	return h != nil && ((h.State == statePending && h.AvailableAt <= now) || (h.State == stateInflight && now >= h.LeaseUntil))
+}
+
+// claimRot is claim under FairRotation: the due heads return (Ready), then
+// each claim is the rotation's pick.
+func (m *model) claimRot(now clock.Tick, n int) ([]Claim, error) {
+	names := make([]string, 0, len(m.flows))
+	for name := range m.flows {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rf, _ := m.rot.Flow(name)
+		if h := m.head(m.flows[name]); h != nil && !rf.Ready && dispatchable(h, now) {
+			m.rotDo(m.rot.Ready, name)
+		}
+	}
+	var out []Claim
+	for len(out) < n {
+		name, ok := m.rot.Peek()
+		if !ok {
+			break
+		}
+		f := m.flows[name]
+		h := m.head(f)
+		if !dispatchable(h, now) {
+			panic(fmt.Sprintf("model rotation picks %q whose head is not dispatchable", name))
+		}
+		if h.State == stateInflight && h.Attempts >= m.pol.MaxAttempts {
+			h.State, h.Reason, h.LeaseUntil = stateQuarantined, ReasonLeaseExpired, 0
+			m.rotDo(m.rot.Block, name)
+			continue
+		}
+		m.rot.Pick()
+		m.rotDo(m.rot.Block, name)
+		m.ticket++
+		f.served++
+		h.Generation++
+		h.Attempts++
+		h.LifetimeAttempts++
+		h.State = stateInflight
+		h.LeaseUntil = now + m.pol.Lease
+		h.Ticket = m.ticket
+		out = append(out, Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
+			Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil})
+	}
+	m.mark = now
+	return out, nil
+}
+
 func (m *model) settleOne(it SettleItem, now clock.Tick) (Outcome, error) {
 	if err := it.validate(); err != nil {
 		return "", ErrInvalid
@@ -165,6 +300,14 @@ func (m *model) settleOne(it SettleItem, now clock.Tick) (Outcome, error) {
 		return Expired, nil
 	case it.Result.OK:
 		e.State, e.LeaseUntil = stateAcked, 0
+		if m.rot != nil {
+			switch h := m.head(m.flows[e.Flow]); {
+			case h == nil:
+				m.rotDo(m.rot.Leave, e.Flow)
+			case h.AvailableAt <= now: // the store turns ready on at once
+				m.rotDo(m.rot.Ready, e.Flow)
+			}
+		}
 		return Acked, nil
 	case e.Attempts < m.pol.MaxAttempts:
 		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = statePending, 0, now+m.pol.Delay(e.ID, e.Generation, e.Attempts), it.Result.Reason
@@ -266,7 +409,9 @@ func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) err
 	}
 	e.Generation++
 	e.Attempts, e.State, e.AvailableAt, e.Reason, e.LeaseUntil = 0, statePending, now, "", 0
-	m.audit = append(m.audit, AuditEntry{ID: int64(len(m.audit) + 1), EventID: id, Generation: e.Generation, Reason: reason, At: now})
+	m.auditID++
+	m.audit = append(m.audit, AuditEntry{ID: m.auditID, EventID: id, Generation: e.Generation, Reason: reason, At: now})
+	m.rotDo(m.rot.Ready, e.Flow)
 	m.mark = now
 	return nil
 }
@@ -310,9 +455,9 @@ func (m *model) checkNextDue(due clock.Tick, ok bool) error {
 
 func (m *model) clone() *model {
 	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*SnapshotEvent{},
-		audit: append([]AuditEntry(nil), m.audit...)}
+		audit: append([]AuditEntry(nil), m.audit...), opAudit: append([]AuditRecord(nil), m.opAudit...), auditID: m.auditID, rot: m.rot}
 	for name, f := range m.flows {
-		nf := &mFlow{lastSeq: f.lastSeq, served: f.served}
+		nf := &mFlow{lastSeq: f.lastSeq, served: f.served, weight: f.weight}
 		for _, e := range f.events {
 			ce := *e
 			nf.events = append(nf.events, &ce)
@@ -363,6 +508,43 @@ func (m *model) check(sn Snapshot) error {
 		}
 		if got.Ready && (got.ReadyAt == nil || *got.ReadyAt > sn.ClockMark) {
 			return fmt.Errorf("flow %s is ready but its tick has not come: %s (mark %d)", name, jsonOf(got), sn.ClockMark)
+		}
+		if m.rot == nil {
+			want := f.weight
+			if want == 1 {
+				want = 0
+			}
+			if got.Weight != want || got.Pass != nil || got.Joined != nil {
+				return fmt.Errorf("flow %s = %s, model weight %d and no rotation state", name, jsonOf(got), f.weight)
+			}
+			continue
+		}
+		rf, _ := m.rot.Flow(name)
+		if got.Pass == nil || got.Joined == nil || *got.Pass != rf.Pass || *got.Joined != rf.Joined ||
+			got.Weight != rf.Weight || got.Served != rf.Served || got.Ready != rf.Ready || rf.Backlogged != (h != nil) {
+			return fmt.Errorf("flow %s = %s, model rotation %+v", name, jsonOf(got), rf)
+		}
+	}
+	if m.rot == nil && sn.Rotation != nil {
+		return fmt.Errorf("rotation state %s under %s", jsonOf(sn.Rotation), m.pol.Fairness)
+	}
+	if m.rot != nil {
+		c := m.rot.Clock()
+		if sn.Rotation == nil || *sn.Rotation != (RotationState{VNow: c.VNow, VTail: c.VTail, Joins: c.Joins}) {
+			return fmt.Errorf("rotation state %s, model %+v", jsonOf(sn.Rotation), c)
+		}
+	}
+	var wantOp []AuditRecord
+	for _, a := range sn.OperatorAudit {
+		if a.Kind == AuditPolicy {
+			wantOp = append(wantOp, a) // written by the test itself, not by a random step
+		}
+	}
+	wantOp = append(wantOp, m.opAudit...)
+	sort.Slice(wantOp, func(i, j int) bool { return wantOp[i].ID < wantOp[j].ID })
+	if len(sn.OperatorAudit) > 0 || len(wantOp) > 0 {
+		if !reflect.DeepEqual(sn.OperatorAudit, wantOp) {
+			return fmt.Errorf("operator audit = %s, model %s", jsonOf(sn.OperatorAudit), jsonOf(wantOp))
 		}
 	}
 	if wantEvents == nil {
@@ -507,13 +689,32 @@ func (r *runner) newEvent() Event {
 		return Event{ID: "", Flow: "a", Body: []byte("x")} // invalid
 	}
 	return Event{ID: fmt.Sprintf("e%d", len(r.m.events)+r.c.Intn(3)), Flow: flowNames[r.c.Intn(len(flowNames))],
-		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3)))}
+		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3))), Weight: r.weight(6)}
+}
+
+// weight is an event's or an operator's weight: 0 (keep) one time in
+// zeroOdds, else 1..4 mostly, now and then 1000, 0 (for SetWeight: invalid)
+// or 1001 (invalid).
+func (r *runner) weight(zeroOdds int) int {
+	if r.c.Intn(zeroOdds) != 0 {
+		return 0
+	}
+	switch k := r.c.Intn(12); {
+	case k < 8:
+		return 1 + k%4
+	case k < 10:
+		return 1000
+	case k < 11:
+		return 0
+	default:
+		return 1001
+	}
 }
 
 // step runs one random operation on the store(s) and the model.
 func (r *runner) step(ctx context.Context) error {
 	now := r.tick()
-	switch op := r.c.Intn(22); {
+	switch op := r.c.Intn(23); {
 	case op < 6:
 		e := r.newEvent()
 		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, %d)", e.ID, e.Flow, e.Body, now))
@@ -630,6 +831,25 @@ func (r *runner) step(ctx context.Context) error {
 			if got[i].Outcome != want[i].Outcome || !sameErr(got[i].Err, want[i].Err) {
 				return fmt.Errorf("ExtendBatch item %d = %+v; model %+v", i, got[i], want[i])
 			}
+		}
+	case op < 21:
+		flow := flowNames[r.c.Intn(len(flowNames))]
+		if r.c.Intn(10) == 0 {
+			flow = "never"
+		}
+		w := r.weight(1)
+		reason := "tenant upgraded"
+		if r.c.Intn(10) == 0 {
+			reason = ""
+		}
+		r.log = append(r.log, fmt.Sprintf("SetWeight(%q, %d, %q, %d)", flow, w, reason, now))
+		err := r.s.SetWeight(ctx, flow, w, reason, now)
+		werr := r.m.setWeightOp(flow, w, reason, now)
+		if r.twin != nil {
+			r.twin.SetWeight(ctx, flow, w, reason, now)
+		}
+		if !sameErr(err, werr) {
+			return fmt.Errorf("SetWeight = %v; model %v", err, werr)
 		}
 	default:
 		id, gen := r.anyEvent(stateQuarantined)
@@ -813,6 +1033,55 @@ func TestModel_7_1_NonDefaultPolicyWithJitter(t *testing.T) {
 	}
 	p := Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: FairMinServed}
 	runSequences(t, p, n, 12, false, 5_000_000)
+}
+
+// §7.6: under FairRotation, random sequences of enqueue (with weights),
+// claim, claim batch, settle (acks, retries, quarantine), extend, expiry
+// take-overs (and their quarantine), redrive and SetWeight agree with the
+// reference model after every step, where every claim's flow is
+// fairness.Rotation's pick and every flow's (weight, pass, joined, served,
+// ready) and the queue's (vnow, vtail, joins) are the model's. 2,000
+// sequences by default; -long runs 100,000.
+func TestModel_7_6_RotationMatchesModel(t *testing.T) {
+	t.Parallel()
+	n := 2000
+	if *long {
+		n = 100000
+	}
+	if *sequences > 0 {
+		n = *sequences
+	}
+	p := DefaultPolicy()
+	p.Fairness = FairRotation
+	runSequences(t, p, n, 14, false, 7_000_000)
+}
+
+// §7.6 with the short jittered policy: more retries, expiries and
+// quarantines per sequence, and longer sequences.
+func TestModel_7_6_RotationShortPolicy(t *testing.T) {
+	t.Parallel()
+	n := 500
+	if *long {
+		n = 20000
+	}
+	if *sequences > 0 {
+		n = *sequences
+	}
+	p := Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: FairRotation}
+	runSequences(t, p, n, 30, false, 8_000_000)
+}
+
+// §7.6: under FairRotation too, ClaimBatch (paging through (pass, joined))
+// gives exactly what successive Claim calls give.
+func TestModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T) {
+	t.Parallel()
+	n := 150
+	if *long {
+		n = 10000
+	}
+	p := DefaultPolicy()
+	p.Fairness = FairRotation
+	runSequences(t, p, n, 20, true, 9_000_000)
 }
 
 // Issue 6 §2: ClaimBatch gives exactly what successive Claim calls give

@@ -25,11 +25,7 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 	if _, err := s.db.ExecContext(ctx, "ANALYZE"); err != nil {
 		t.Fatalf("ANALYZE error = %v", err)
 	}
-	queries := map[string]struct {
-		q    string
-		args []any
-		want string // an index the plan must name
-	}{
+	queries := map[string]planCase{
 		"admit":        {qAdmit, []any{1}, ""},
 		"admit read":   {qAdmitRead, nil, ""},
 		"promote":      {qPromote, []any{1}, "flows_waiting"},
@@ -75,6 +71,21 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"by reason":    {qRedriveReason, []any{"r"}, "events_quarantined_reason"},
 		"by both":      {qRedriveBoth, []any{"f1", "r"}, "events_quarantined_reason"},
 	}
+	checkPlans(t, s, queries)
+}
+
+// planCase is a statement, its arguments and an index its plan must name.
+type planCase struct {
+	q    string
+	args []any
+	want string // an index the plan must name; "" for none
+}
+
+// checkPlans explains every statement on s and fails on a scan of events
+// or flows, a temporary B-tree, or a missing index.
+func checkPlans(t *testing.T, s *Store, queries map[string]planCase) {
+	t.Helper()
+	ctx := context.Background()
 	for name, tc := range queries {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
 		if err != nil {

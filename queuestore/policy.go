@@ -22,8 +22,8 @@ const (
 	// smallest flow ID (fairness.MinServed).
 	FairMinServed Fairness = "min_served"
 	// FairRotation is the opt-in order with bounded waiting and weights
-	// (docs/contract.md §7.6). A policy naming it is valid, but this build
-	// does not implement it: Open and SetPolicy refuse it with ErrInvalid.
+	// (docs/contract.md §7.6): stride scheduling in integer virtual time,
+	// new flows joining at the tail (fairness.Rotation is its model).
 	FairRotation Fairness = "rotation"
 )
 
@@ -80,14 +80,6 @@ func (p Policy) Validate() error {
 	case "", FairMinServed, FairRotation:
 	default:
 		return fmt.Errorf("%w: policy Fairness is %q, want %q or %q", ErrInvalid, p.Fairness, FairMinServed, FairRotation)
-	}
-	return nil
-}
-
-// checkImplemented refuses a valid policy that this build cannot run.
-func (p Policy) checkImplemented() error {
-	if p.normal().Fairness == FairRotation {
-		return fmt.Errorf("%w: policy Fairness %q is not implemented in this build", ErrInvalid, FairRotation)
 	}
 	return nil
 }
@@ -223,8 +215,7 @@ type PolicyChange struct {
 // policy (PolicyChange as JSON in the row's detail). Setting the policy
 // already recorded is not an error and still writes the audit row.
 //
-// Checks, in this order: p (ErrInvalid; a Fairness this build does not
-// implement is ErrInvalid too), the reason (as Redrive's), the tick
+// Checks, in this order: p (ErrInvalid), the reason (as Redrive's), the tick
 // (ErrTickOverflow under the new and the old policy, then the clock as every
 // write). On any error nothing changes.
 //
@@ -234,11 +225,15 @@ type PolicyChange struct {
 // out, a retry already scheduled. An event in flight whose attempts already
 // reach a lowered MaxAttempts is quarantined by its next failure (or by the
 // claim that finds its lease expired), never claimed again in this round.
+//
+// A change of Fairness from FairMinServed to FairRotation joins every flow
+// that has a head at the rotation's tail, in flow ID order, in the same
+// transaction: one pass over the flows table, at switch time (an operator
+// action, not a hot path). Back to FairMinServed, the rotation's state is
+// kept as it is and no longer maintained; a later switch to FairRotation
+// joins the flows again. See docs/contract.md §7.6.
 func (s *Store) SetPolicy(ctx context.Context, p Policy, reason string, now clock.Tick) error {
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("set policy: %w", err)
-	}
-	if err := p.checkImplemented(); err != nil {
 		return fmt.Errorf("set policy: %w", err)
 	}
 	if err := checkReason(reason); err != nil {
@@ -256,6 +251,9 @@ func (s *Store) SetPolicy(ctx context.Context, p Policy, reason string, now cloc
 		detail, err := json.Marshal(PolicyChange{Old: a.pol, New: p})
 		if err != nil {
 			return fmt.Errorf("encode policy change: %w", err)
+		}
+		if err := switchFairness(ctx, tx, a.pol.Fairness, p.Fairness); err != nil {
+			return err
 		}
 		if err := writePolicy(ctx, tx, p); err != nil {
 			return err

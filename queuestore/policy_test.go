@@ -171,11 +171,14 @@ func TestPolicy_7_1_RecordedAtCreation(t *testing.T) {
 	wantErr(t, "Open(invalid policy)", err, ErrInvalid)
 	rot := DefaultPolicy()
 	rot.Fairness = FairRotation
-	_, err = Open(filepath.Join(t.TempDir(), "q.db"), WithPolicy(rot))
-	wantErr(t, "Open(rotation)", err, ErrInvalid)
-	if err == nil || !strings.Contains(err.Error(), "not implemented") {
-		t.Fatalf("Open(rotation) error = %v, want it to say not implemented", err)
+	rs, err := Open(filepath.Join(t.TempDir(), "q.db"), WithPolicy(rot))
+	if err != nil {
+		t.Fatalf("Open(rotation) error = %v", err)
 	}
+	if got, err := rs.Policy(ctx); err != nil || got != rot {
+		t.Fatalf("rotation file Policy() = %+v, %v", got, err)
+	}
+	rs.Close()
 
 	// A new file without WithPolicy records the default.
 	d, _ := openTest(t)
@@ -257,9 +260,9 @@ func TestPolicy_7_1_SetPolicyAudited(t *testing.T) {
 	wantErr(t, "SetPolicy(no reason)", s.SetPolicy(ctx, p, "", 2), ErrInvalid, ErrEmptyReason)
 	wantErr(t, "SetPolicy(blank reason)", s.SetPolicy(ctx, p, "   ", 2), ErrInvalid, ErrEmptyReason)
 	wantErr(t, "SetPolicy(past tick)", s.SetPolicy(ctx, p, "r", 0), ErrTimeRegression)
-	rot := p
-	rot.Fairness = FairRotation
-	wantErr(t, "SetPolicy(rotation)", s.SetPolicy(ctx, rot, "r", 2), ErrInvalid)
+	unknown := p
+	unknown.Fairness = "round_robin"
+	wantErr(t, "SetPolicy(unknown fairness)", s.SetPolicy(ctx, unknown, "r", 2), ErrInvalid)
 	assertUnchanged(t, "refused SetPolicy", before, snap(t, s))
 
 	if err := s.SetPolicy(ctx, p, "longer handlers in prod", 3); err != nil {

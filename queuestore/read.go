@@ -238,38 +238,85 @@ type FlowState struct {
 	ReadyAt *clock.Tick `json:"ready_at"`
 	// Backlog counts the flow's events that are not acked.
 	Backlog int64 `json:"backlog"`
+	// Weight is the flow's weight (docs/contract.md §7.6): 1 unless set.
+	Weight int `json:"weight"`
+	// Position is the flow's place in the rotation under FairRotation: 1
+	// for the flow a claim would pick next if every head were dispatchable
+	// now, 2 for the one after it, …, in (max(pass, vnow), joined) order
+	// over the flows with a backlog; 0 for a flow without a backlog and
+	// under FairMinServed.
+	Position int64 `json:"position,omitempty"`
 }
 
-// Flows returns every flow, ordered by flow ID.
+// Flows returns every flow, ordered by flow ID, read in one read
+// transaction.
 func (s *Store) Flows(ctx context.Context) ([]FlowState, error) {
+	var out []FlowState
+	err := s.withReadTx(ctx, func(tx *txn) error {
+		p, err := readPolicy(ctx, tx)
+		if err != nil {
+			return err
+		}
+		out, err = readFlows(ctx, tx, p.rotation())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flows: %w", err)
+	}
+	return out, nil
+}
+
+// qFlowsPosition numbers the flows with a backlog in rotation order.
+const qFlowsPosition = `SELECT flow, row_number() OVER (ORDER BY max(pass, (SELECT vnow FROM meta WHERE id = 1)), joined)
+FROM flows WHERE head_seq IS NOT NULL`
+
+func readFlows(ctx context.Context, tx *txn, rot bool) ([]FlowState, error) {
+	pos := map[string]int64{}
+	if rot {
+		prow, err := tx.QueryContext(ctx, qFlowsPosition)
+		if err != nil {
+			return nil, err
+		}
+		for prow.Next() {
+			var f string
+			var k int64
+			if err := prow.Scan(&f, &k); err != nil {
+				prow.Close()
+				return nil, err
+			}
+			pos[f] = k
+		}
+		prow.Close()
+		if err := prow.Err(); err != nil {
+			return nil, err
+		}
+	}
 	// Events after the head are never claimed, so they are all pending and
 	// the backlog is last_seq - head_seq + 1.
-	rows, err := s.db.QueryContext(ctx, `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
+	rows, err := tx.QueryContext(ctx, `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
     coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight
 FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq
 ORDER BY f.flow`)
 	if err != nil {
-		return nil, fmt.Errorf("flows: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []FlowState
 	for rows.Next() {
 		var f FlowState
 		var readyAt sql.NullInt64
-		if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog); err != nil {
-			return nil, fmt.Errorf("flows: %w", err)
+		if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight); err != nil {
+			return nil, err
 		}
+		f.Position = pos[f.Flow]
 		if readyAt.Valid {
 			t := clock.Tick(readyAt.Int64)
 			f.ReadyAt = &t
 		}
 		out = append(out, f)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("flows: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // EventCounts counts events by state.

@@ -69,7 +69,7 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 			return fmt.Errorf("update event: %w", err)
 		}
 		// A quarantined event is its flow's head: make the flow ready now.
-		if _, err := tx.ExecContext(ctx, qSetReadyNow, flow, int64(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, setReadyNow(a.pol), flow, int64(now)); err != nil {
 			return fmt.Errorf("update flow %q: %w", flow, err)
 		}
 		s.call(HookRedriveBeforeAudit)
@@ -85,3 +85,12 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 }
 
 const qSetReadyNow = `UPDATE flows SET ready_at = ?2, ready = 1 WHERE flow = ?1`
+
+// setReadyNow is qSetReadyNow, or under FairRotation its variant that
+// clamps the returning flow's pass to vnow.
+func setReadyNow(p Policy) string {
+	if p.rotation() {
+		return qRotSetReadyNow
+	}
+	return qSetReadyNow
+}

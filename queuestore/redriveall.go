@@ -136,7 +136,7 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 				if err := tx.QueryRowContext(ctx, qRedrive, e.EventID, int64(at)).Scan(&newGen); err != nil {
 					return fmt.Errorf("update event %q: %w", e.EventID, err)
 				}
-				if _, err := tx.ExecContext(ctx, qSetReadyNow, e.Flow, int64(at)); err != nil {
+				if _, err := tx.ExecContext(ctx, setReadyNow(a.pol), e.Flow, int64(at)); err != nil {
 					return fmt.Errorf("update flow %q: %w", e.Flow, err)
 				}
 				s.call(HookRedriveBeforeAudit)

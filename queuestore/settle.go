@@ -160,7 +160,7 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 			out[i].Outcome = o
 			wrote = wrote || o.wrote()
 		}
-		if err := acks.write(ctx, tx, now); err != nil {
+		if err := acks.write(ctx, tx, a.pol, now); err != nil {
 			return err
 		}
 		if wrote {
@@ -218,7 +218,7 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 		if _, err := tx.ExecContext(ctx, qAck, it.EventID); err != nil {
 			return "", fmt.Errorf("ack: %w", err)
 		}
-		if err := advanceHead(ctx, tx, flow, seq, last, next, now); err != nil {
+		if err := advanceHead(ctx, tx, pol, flow, seq, last, next, now); err != nil {
 			return "", err
 		}
 		return Acked, nil
@@ -255,7 +255,7 @@ func failHead(ctx context.Context, tx *txn, pol Policy, it SettleItem, flow stri
 // without a head when seq was its last event. last is the flow's last seq
 // and next the available_at of the event after seq, both read by
 // qSettleRead in this transaction.
-func advanceHead(ctx context.Context, tx *txn, flow string, seq int64, last, next sql.NullInt64, now clock.Tick) error {
+func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, seq int64, last, next sql.NullInt64, now clock.Tick) error {
 	if !last.Valid {
 		return fmt.Errorf("read flow %q: %w", flow, sql.ErrNoRows)
 	}
@@ -267,7 +267,11 @@ func advanceHead(ctx context.Context, tx *txn, flow string, seq int64, last, nex
 		head = sql.NullInt64{Int64: seq + 1, Valid: true}
 		readyAt = next
 	}
-	if _, err := tx.ExecContext(ctx, qSetHead, flow, head, readyAt, int64(now)); err != nil {
+	q := qSetHead
+	if pol.rotation() {
+		q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
+	}
+	if _, err := tx.ExecContext(ctx, q, flow, head, readyAt, int64(now)); err != nil {
 		return fmt.Errorf("move head of flow %q: %w", flow, err)
 	}
 	return nil
@@ -376,7 +380,7 @@ func (b *ackBatch) settle(ctx context.Context, tx *txn, pol Policy, it SettleIte
 }
 
 // write makes the collected acks: the events acked, the flows' heads moved.
-func (b *ackBatch) write(ctx context.Context, tx *txn, now clock.Tick) error {
+func (b *ackBatch) write(ctx context.Context, tx *txn, pol Policy, now clock.Tick) error {
 	if b.n == 0 {
 		return nil
 	}
@@ -387,7 +391,11 @@ func (b *ackBatch) write(ctx context.Context, tx *txn, now clock.Tick) error {
 	if k, err := res.RowsAffected(); err != nil || k != int64(b.n) {
 		return fmt.Errorf("ack: updated %d rows (%v), want %d", k, err, b.n)
 	}
-	res, err = tx.ExecContext(ctx, qSetHeads, string(append(b.heads, ']')), int64(now))
+	q := qSetHeads
+	if pol.rotation() {
+		q = qRotSetHeads
+	}
+	res, err = tx.ExecContext(ctx, q, string(append(b.heads, ']')), int64(now))
 	if err != nil {
 		return fmt.Errorf("move heads: %w", err)
 	}

@@ -34,6 +34,17 @@ type Snapshot struct {
 	// OperatorAudit holds the audit rows of the other kinds (AuditPolicy,
 	// AuditWeight), ordered by id; nil when there are none.
 	OperatorAudit []AuditRecord `json:"operator_audit,omitempty"`
+	// Rotation is the rotation's virtual time under FairRotation; nil
+	// under FairMinServed.
+	Rotation *RotationState `json:"rotation,omitempty"`
+}
+
+// RotationState is the queue-wide state of FairRotation (docs/fairness.md):
+// meta.vnow, meta.vtail and meta.joins.
+type RotationState struct {
+	VNow  int64 `json:"vnow"`  // the pass of the flow claimed last
+	VTail int64 `json:"vtail"` // the largest pass ever assigned
+	Joins int64 `json:"joins"` // arrivals so far
 }
 
 // SnapshotFormat is the layout version a Snapshot reports in its
@@ -51,6 +62,13 @@ type SnapshotFlow struct {
 	// Ready caches ready_at <= the clock mark as of the last claim or head
 	// change; it is an index key, not part of the contract.
 	Ready bool `json:"ready"`
+	// Weight is the flow's weight, shown under FairRotation and whenever
+	// it is not 1; 0 (omitted) otherwise.
+	Weight int `json:"weight,omitempty"`
+	// Pass and Joined are the flow's rotation state (docs/fairness.md),
+	// shown under FairRotation only.
+	Pass   *int64 `json:"pass,omitempty"`
+	Joined *int64 `json:"joined,omitempty"`
 }
 
 // SnapshotEvent is one row of the events table.
@@ -112,7 +130,8 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 // The snapshot's queries (prepared at Open).
 const (
 	qSnapMeta   = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
-	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready FROM flows ORDER BY flow`
+	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined FROM flows ORDER BY flow`
+	qSnapRot    = `SELECT vnow, vtail, joins FROM meta WHERE id = 1`
 	qSnapEvents = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM events ORDER BY flow, seq`
 	qSnapAudit = `SELECT id, event_id, generation, reason, at FROM audit WHERE kind = 'redrive' ORDER BY id`
@@ -140,7 +159,14 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 		if p != DefaultPolicy() {
 			snap.Policy = &p
 		}
-		if err := snapshotFlows(ctx, tx, &snap); err != nil {
+		if p.rotation() {
+			var r RotationState
+			if err := tx.QueryRowContext(ctx, qSnapRot).Scan(&r.VNow, &r.VTail, &r.Joins); err != nil {
+				return fmt.Errorf("rotation: %w", err)
+			}
+			snap.Rotation = &r
+		}
+		if err := snapshotFlows(ctx, tx, &snap, p.rotation()); err != nil {
 			return fmt.Errorf("flows: %w", err)
 		}
 		if err := snapshotEvents(ctx, tx, &snap); err != nil {
@@ -166,7 +192,7 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 	return snap, nil
 }
 
-func snapshotFlows(ctx context.Context, tx *txn, snap *Snapshot) error {
+func snapshotFlows(ctx context.Context, tx *txn, snap *Snapshot, rot bool) error {
 	rows, err := tx.QueryContext(ctx, qSnapFlows)
 	if err != nil {
 		return err
@@ -175,8 +201,14 @@ func snapshotFlows(ctx context.Context, tx *txn, snap *Snapshot) error {
 	for rows.Next() {
 		var f SnapshotFlow
 		var head, readyAt sql.NullInt64
-		if err := rows.Scan(&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready); err != nil {
+		var pass, joined int64
+		if err := rows.Scan(&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined); err != nil {
 			return err
+		}
+		if rot {
+			f.Pass, f.Joined = &pass, &joined
+		} else if f.Weight == MinWeight {
+			f.Weight = 0
 		}
 		if head.Valid {
 			f.HeadSeq = &head.Int64

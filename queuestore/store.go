@@ -90,7 +90,8 @@ type realTime struct {
 // DefaultPolicy). On an existing file, a policy different from the one
 // recorded is ErrPolicyMismatch and Open fails; the same policy, or no
 // WithPolicy, opens the file with its recorded policy. An invalid policy is
-// ErrInvalid, and so is one this build does not implement (FairRotation).
+// ErrInvalid. A new file with FairRotation gets the rotation's index
+// (docs/contract.md §7.6).
 func WithPolicy(p Policy) Option {
 	return func(o *options) { o.policy = &p }
 }
@@ -289,9 +290,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 		if err := o.policy.Validate(); err != nil {
 			return nil, fmt.Errorf("open: %w", err)
 		}
-		if err := o.policy.checkImplemented(); err != nil {
-			return nil, fmt.Errorf("open: %w", err)
-		}
 		p := o.policy.normal()
 		o.policy = &p
 	}
@@ -475,6 +473,11 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 		if _, err := conn.ExecContext(ctx, qPolicyWrite, int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter), string(p.normal().Fairness)); err != nil {
 			return fmt.Errorf("record policy: %w", err)
 		}
+		if p.normal().Fairness == FairRotation {
+			if _, err := conn.ExecContext(ctx, qRotIndex); err != nil {
+				return fmt.Errorf("create rotation index: %w", err)
+			}
+		}
 	default:
 		return fmt.Errorf("%w: file has version %d, this build knows %d", ErrSchemaVersion, v, SchemaVersion)
 	}
@@ -489,9 +492,6 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 	}
 	if want != nil && got != *want {
 		return fmt.Errorf("%w: the file records %+v, Open was given %+v", ErrPolicyMismatch, got, *want)
-	}
-	if err := got.checkImplemented(); err != nil {
-		return fmt.Errorf("recorded policy: %w", err)
 	}
 	return nil
 }
@@ -584,9 +584,6 @@ func (s *Store) admit(ctx context.Context, tx *txn, now clock.Tick) (admission, 
 		s.pol.Store(c)
 	}
 	a.pol = c.pol
-	if err := a.pol.checkImplemented(); err != nil {
-		return admission{}, fmt.Errorf("recorded policy: %w", err)
-	}
 	if err := a.pol.checkTick(now); err != nil {
 		return admission{}, err
 	}

@@ -65,8 +65,14 @@ func (e Event) validate() error {
 	if len(e.Body) == 0 || len(e.Body) > MaxBodyLen {
 		return fmt.Errorf("%w: body is %d bytes, want 1..%d", ErrInvalid, len(e.Body), MaxBodyLen)
 	}
+	if e.Weight != 0 {
+		return checkWeight(e.Weight)
+	}
 	return nil
 }
+
+// checkName checks a flow name given to an operator call.
+func checkName(what, s string) error { return checkText(what, s, MaxNameLen) }
 
 // checkReason checks an operator's or a failure's reason. An empty or blank
 // (spaces only) reason is both ErrEmptyReason and ErrInvalid.

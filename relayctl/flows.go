@@ -2,8 +2,12 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+
+	"github.com/fairrelay/fairrelay/queuestore"
 )
 
 // flowOrders are the --sort keys of `flows`, each with its comparison; ties
@@ -50,6 +54,9 @@ func blockedWhy(r flowRow, mark int64) string {
 }
 
 func cmdFlows(e *env, args []string) (err error) {
+	if len(args) > 0 && args[0] == "set-weight" {
+		return cmdSetWeight(e, args[1:])
+	}
 	f := newFlags(e, "flows", "flows [--blocked] [--sort flow|served|backlog|ready] [--top N] [--json]",
 		"Flows prints one row per flow: how often it was served, its head (lowest event\n"+
 			"not acked), the head's state, the tick at which the head can next be claimed,\n"+
@@ -86,6 +93,11 @@ func cmdFlows(e *env, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("read flows: %w", err)
 	}
+	pol, err := q.Policy(e.ctx)
+	if err != nil {
+		return fmt.Errorf("read the policy: %w", err)
+	}
+	rot := pol.Fairness == string(queuestore.FairRotation)
 	out := rows[:0]
 	for _, r := range rows {
 		r.Blocked = blockedWhy(r, st.ClockMark)
@@ -111,7 +123,13 @@ func cmdFlows(e *env, args []string) (err error) {
 		}
 		return nil
 	}
-	t := newTable(e.stdout, "FLOW", "SERVED", "HEAD", "STATE", "READY", "BACKLOG", "BLOCKED")
+	cols := []string{"FLOW", "SERVED", "HEAD", "STATE", "READY", "BACKLOG", "BLOCKED"}
+	if rot {
+		// Under the rotation policy (docs/contract.md §7.6) only: a
+		// min_served queue's table keeps its columns.
+		cols = append(cols, "WEIGHT", "POSITION")
+	}
+	t := newTable(e.stdout, cols...)
 	for _, r := range out {
 		head, state, ready := "-", "-", "-"
 		if r.HeadSeq != 0 {
@@ -120,9 +138,64 @@ func cmdFlows(e *env, args []string) (err error) {
 		if r.ReadyTick != nil {
 			ready = itoa(*r.ReadyTick)
 		}
-		t.row(r.Flow, itoa(r.Served), head, state, ready, itoa(r.Backlog), r.Blocked)
+		cells := []string{r.Flow, itoa(r.Served), head, state, ready, itoa(r.Backlog), r.Blocked}
+		if rot {
+			pos := "-"
+			if r.Position != 0 {
+				pos = itoa(r.Position)
+			}
+			cells = append(cells, itoa(int64(max(r.Weight, 1))), pos)
+		}
+		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// cmdSetWeight is `flows set-weight FLOW WEIGHT --reason TEXT`.
+func cmdSetWeight(e *env, args []string) (err error) {
+	f := newFlags(e, "flows set-weight", "flows set-weight FLOW WEIGHT --reason TEXT [--now TICK]",
+		"Set-weight sets a flow's weight (1..1000) and writes the reason into the audit\n"+
+			"in the same transaction. Under the rotation policy a flow of weight w gets w\n"+
+			"claims for every claim of a flow of weight 1, from its next claim on; under\n"+
+			"min_served the weight is kept but does not change the order.").
+		withQueue().withNow()
+	reason := f.String("reason", "", "why the weight changes (required; kept in the audit)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 2:
+		return usagef("want FLOW WEIGHT, got %d arguments", len(pos))
+	case !f.isSet("reason"):
+		return usagef("--reason is required: say why the weight changes (it is kept in the audit)")
+	}
+	w, perr := strconv.Atoi(pos[1])
+	if perr != nil || w < queuestore.MinWeight || w > queuestore.MaxWeight {
+		return usagef("WEIGHT %q: want an integer %d..%d", pos[1], queuestore.MinWeight, queuestore.MaxWeight)
+	}
+	q, err := e.openQueue(false)
+	if err != nil {
+		return err
+	}
+	defer closeWith(q, &err)
+	now, err := currentTick(e.ctx, q, f.now)
+	if err != nil {
+		return err
+	}
+	if err := q.SetWeight(e.ctx, pos[0], w, *reason, now); err != nil {
+		switch kindOf(err) {
+		case kindNotFound:
+			return fmt.Errorf("flow %q not found (run 'relayctl flows' for the list)", pos[0])
+		case kindEmptyReason:
+			return errors.New("the reason is empty: say why the weight changes (it is kept in the audit); nothing changed")
+		case kindTimeRegression:
+			return timeRegression(e, q, now)
+		}
+		return fmt.Errorf("set weight of %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(e.stdout, "flow %s: weight %d at tick %d; reason kept in the audit\n", pos[0], w, now)
+	return nil
 }
 
 func cmdEvents(e *env, args []string) (err error) {

@@ -147,6 +147,10 @@ func (q *queueDB) Stats(ctx context.Context) (statsRow, error) {
 	}, nil
 }
 
+func (q *queueDB) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
+	return q.s.SetWeight(ctx, flow, weight, reason, now)
+}
+
 func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
 	fs, err := q.s.Flows(ctx)
 	if err != nil {
@@ -154,7 +158,11 @@ func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
 	}
 	out := make([]flowRow, 0, len(fs))
 	for _, f := range fs {
-		r := flowRow{Flow: f.Flow, Served: f.Served, HeadSeq: f.HeadSeq, HeadState: f.HeadState, Backlog: f.Backlog}
+		r := flowRow{Flow: f.Flow, Served: f.Served, HeadSeq: f.HeadSeq, HeadState: f.HeadState, Backlog: f.Backlog,
+			Position: f.Position}
+		if f.Weight != 1 || f.Position != 0 {
+			r.Weight = f.Weight
+		}
 		if f.ReadyAt != nil {
 			t := int64(*f.ReadyAt)
 			r.ReadyTick = &t

@@ -40,6 +40,14 @@ type flowRow struct {
 	// (SPEC §2.2): "quarantined", "inflight" (a live lease) or "backoff"
 	// (pending, not yet available); "" when it does not.
 	Blocked string `json:"blocked"`
+	// Weight is the flow's weight (docs/contract.md §7.6), shown under the
+	// rotation policy, or under min_served when it is not 1; omitted
+	// otherwise.
+	Weight int `json:"weight,omitempty"`
+	// Position is the flow's place in the rotation under the rotation
+	// policy (1: next if every head were dispatchable now); omitted for a
+	// flow without backlog and under min_served.
+	Position int64 `json:"position,omitempty"`
 }
 
 // eventRow is one event as `events`, `quarantined` and `redrive` show it.

@@ -38,6 +38,9 @@ type queueStore interface {
 	SetPolicy(ctx context.Context, p policyRow, reason string, now clock.Tick) error
 	RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error)
 	QuarantinedMatching(ctx context.Context, f redriveFilter) ([]quarantinedRow, error)
+	// SetWeight sets a flow's weight (docs/contract.md §7.6), audited with
+	// the reason.
+	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
 }
 
 // receiverStore is what relayctl needs from receiver.db; receiverstore.go

@@ -41,6 +41,7 @@ func main() {
 	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_queue, raw-writer_keep)")
 	redriveOnly := flag.Bool("bulk-redrive-only", false, "measure only the bulk redrive rows (for working on them)")
 	runtimeOnly := flag.Bool("runtime-only", false, "measure only the relay runtime and the batched cycles it is compared with (for working on it)")
+	claimSettleOnly := flag.Bool("claim-settle-only", false, "measure only the claim+settle rows, min_served and rotation (for working on them)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchrun: ")
@@ -92,6 +93,10 @@ func main() {
 		log.Fatal("-bulk-redrive-only measures no drain: leave out -drains-only and -drain")
 	}
 	cfg.runtimeOnly = *runtimeOnly
+	cfg.claimSettleOnly = *claimSettleOnly
+	if cfg.claimSettleOnly && (cfg.drainsOnly || cfg.redriveOnly || cfg.runtimeOnly || cfg.drainOnly != "") {
+		log.Fatal("-claim-settle-only measures nothing else: leave out the other -*-only flags and -drain")
+	}
 	report, err := run(ctx, dir, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -130,6 +135,8 @@ type config struct {
 	drainOnly   string
 	redriveOnly bool
 	runtimeOnly bool
+
+	claimSettleOnly bool
 }
 
 var (
@@ -168,12 +175,37 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	for _, n := range cfg.flows {
 		cases = append(cases, bench.ClaimSettle(n, (cfg.minEvents+n-1)/n))
 	}
+	// The opt-in rotation order at the smallest and the largest backlog.
+	rotLo, rotHi := cfg.flows[0], cfg.flows[len(cfg.flows)-1]
+	rotCases := []bench.Case{
+		bench.ClaimSettleRotation(rotLo, (cfg.minEvents+rotLo-1)/rotLo),
+		bench.ClaimSettleRotation(rotHi, (cfg.minEvents+rotHi-1)/rotHi),
+	}
+	cases = append(cases, rotCases...)
+	if cfg.claimSettleOnly {
+		cases = nil
+		for _, n := range cfg.flows {
+			cases = append(cases, bench.ClaimSettle(n, (cfg.minEvents+n-1)/n))
+		}
+		cases = append(cases, rotCases...)
+		log.Printf("setting up %d cases (loading backlogs)", len(cases))
+		rates, err := bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, progress)
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		if err := bench.WriteTable(&b, claimSettleRows(cfg, rates)); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	}
 	for _, b := range cfg.batches {
 		cases = append(cases, bench.BatchedRelayCycle(b))
 	}
 	if cfg.runtimeOnly {
 		cases = []bench.Case{bench.BatchedRelayCycle(16), bench.BatchedRelayCycle(64)}
 	}
+
 	cases = append(cases, runtimeCases(cfg)...)
 	rates := bench.Rates{}
 	var once runtimeOnce
@@ -304,14 +336,7 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 		{What: "goqite v0.4.0 send → receive → delete", Value: bench.Summarize(goq), Unit: "events/s"},
 		{What: "goqite cycle ÷ (ceiling/4)", Value: bench.Summarize(bench.Ratio(goq, ceil, 4)), Verb: "%.2f", Unit: "ratio"},
 	}
-	lo, hi := cfg.flows[0], cfg.flows[len(cfg.flows)-1]
-	for _, n := range cfg.flows {
-		rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle at %d flows", n), Value: bench.Summarize(rates[fmt.Sprintf("claim+settle/%d", n)]), Unit: "events/s"})
-	}
-	cost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("claim+settle/%d", lo)], rates[fmt.Sprintf("claim+settle/%d", hi)], 1))
-	rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle cost at %d flows ÷ at %d flows", hi, lo), Value: cost, Verb: "%.2f", Unit: "ratio",
-		Target: "≤ 1.5", Met: bench.AtMost(cost.Median, 1.5),
-		Why: "A claim is meant to be index-driven at any number of flows (queuestore's query-plan tests); a miss means either a plan regression there or noise: compare the range with the other rows of this run."})
+	rows = append(rows, claimSettleRows(cfg, rates)...)
 
 	relay := rates["relay/1-by-1"]
 	rows = append(rows, bench.Row{What: "single-event relay cycle (enqueue → claim → receive → settle)", Value: bench.Summarize(relay), Unit: "events/s"})
@@ -329,6 +354,29 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 		}
 		rows = append(rows, row)
 	}
+	return rows
+}
+
+// claimSettleRows are the claim+settle rows: the default order at every
+// backlog and its cost ratio, then the rotation order (docs/contract.md
+// §7.6) at the smallest and the largest backlog and its cost ratio.
+func claimSettleRows(cfg config, rates bench.Rates) []bench.Row {
+	var rows []bench.Row
+	lo, hi := cfg.flows[0], cfg.flows[len(cfg.flows)-1]
+	for _, n := range cfg.flows {
+		rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle at %d flows", n), Value: bench.Summarize(rates[fmt.Sprintf("claim+settle/%d", n)]), Unit: "events/s"})
+	}
+	cost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("claim+settle/%d", lo)], rates[fmt.Sprintf("claim+settle/%d", hi)], 1))
+	rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle cost at %d flows ÷ at %d flows", hi, lo), Value: cost, Verb: "%.2f", Unit: "ratio",
+		Target: "≤ 1.5", Met: bench.AtMost(cost.Median, 1.5),
+		Why: "A claim is meant to be index-driven at any number of flows (queuestore's query-plan tests); a miss means either a plan regression there or noise: compare the range with the other rows of this run."})
+	for _, n := range []int{lo, hi} {
+		rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle at %d flows, rotation order", n), Value: bench.Summarize(rates[fmt.Sprintf("claim+settle-rotation/%d", n)]), Unit: "events/s"})
+	}
+	rcost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("claim+settle-rotation/%d", lo)], rates[fmt.Sprintf("claim+settle-rotation/%d", hi)], 1))
+	rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle cost at %d flows ÷ at %d flows, rotation order", hi, lo), Value: rcost, Verb: "%.2f", Unit: "ratio",
+		Target: "≤ 1.5", Met: bench.AtMost(rcost.Median, 1.5),
+		Why: "The rotation's pick walks flows_rotation (ready, pass, joined) and its clamps read meta by key (queuestore's query-plan tests cover every rotation statement); a miss means a plan regression there or noise."})
 	return rows
 }
 
