@@ -47,6 +47,18 @@ type Receiver struct {
 	reqs chan recvReq
 	done chan struct{}
 	wg   sync.WaitGroup
+
+	mu sync.Mutex
+	st OpStats // ReceiveBatch calls, for RuntimeProbe
+}
+
+// stats returns a copy of the ReceiveBatch counts so far.
+func (r *Receiver) stats() OpStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.st
+	st.Took = append([]time.Duration(nil), r.st.Took...)
+	return st
 }
 
 type recvReq struct {
@@ -90,7 +102,11 @@ func (r *Receiver) loop() {
 		for _, q := range batch {
 			ms = append(ms, q.m)
 		}
+		began := time.Now()
 		rs, err := r.s.ReceiveBatch(context.Background(), ms)
+		r.mu.Lock()
+		r.st.add(len(ms), time.Since(began))
+		r.mu.Unlock()
 		for i, q := range batch {
 			switch {
 			case err != nil:
@@ -181,6 +197,8 @@ func receiverServer(rc *Receiver, secret []byte) http.Handler {
 // its handler completed successfully (all settled by the relay's shutdown).
 type runtimeRun struct {
 	q       *queuestore.Store
+	rq      relayrt.Queue // the queue the relay uses, when not q (RuntimeProbe)
+	rc      *Receiver
 	h       relayrt.Handler
 	o       relayrt.Options
 	step    time.Duration
@@ -201,7 +219,11 @@ func (w *runtimeRun) Handle(ctx context.Context, e relayrt.Event) error {
 // Step runs a relay for w.step and returns the events it delivered.
 func (w *runtimeRun) Step(ctx context.Context) (int, error) {
 	before := w.ok.Load()
-	r, err := relayrt.New(w.q, w, w.o)
+	var q relayrt.Queue = w.q
+	if w.rq != nil {
+		q = w.rq
+	}
+	r, err := relayrt.New(q, w, w.o)
 	if err != nil {
 		return 0, err
 	}
@@ -281,6 +303,7 @@ func RuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow int, step 
 			}
 			w.closers = append(w.closers, rs.Close)
 			rc := NewReceiver(rs)
+			w.rc = rc
 			w.closers = append(w.closers, func() error { rc.Close(); return nil })
 			if kind == RuntimeInProcess {
 				w.h = rc
