@@ -204,10 +204,33 @@ type runtimeRun struct {
 	step    time.Duration
 	ok      atomic.Int64
 	closers []func() error
+
+	ht        *HandlerTimes // when not nil, told each Step's mean handler time
+	took, ran atomic.Int64  // handler time (ns) and runs in the current Step
+}
+
+// HandlerTimes collects, Step by Step (the warm-up's included), the mean
+// time the handler of an observed runtime case took: for the 50 ms handler,
+// how long its wait really lasted on the loaded machine.
+type HandlerTimes struct {
+	mu    sync.Mutex
+	means []time.Duration
+}
+
+// Means returns the per-Step means so far, in Step order.
+func (h *HandlerTimes) Means() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Duration(nil), h.means...)
 }
 
 func (w *runtimeRun) Handle(ctx context.Context, e relayrt.Event) error {
+	began := time.Now()
 	err := w.h.Handle(ctx, e)
+	if w.ht != nil {
+		w.took.Add(int64(time.Since(began)))
+		w.ran.Add(1)
+	}
 	if err == nil {
 		w.ok.Add(1)
 	} else {
@@ -219,6 +242,8 @@ func (w *runtimeRun) Handle(ctx context.Context, e relayrt.Event) error {
 // Step runs a relay for w.step and returns the events it delivered.
 func (w *runtimeRun) Step(ctx context.Context) (int, error) {
 	before := w.ok.Load()
+	w.took.Store(0)
+	w.ran.Store(0)
 	var q relayrt.Queue = w.q
 	if w.rq != nil {
 		q = w.rq
@@ -233,6 +258,11 @@ func (w *runtimeRun) Step(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := int(w.ok.Load() - before)
+	if ran := w.ran.Load(); w.ht != nil && ran > 0 {
+		w.ht.mu.Lock()
+		w.ht.means = append(w.ht.means, time.Duration(w.took.Load()/ran))
+		w.ht.mu.Unlock()
+	}
 	if n == 0 {
 		return 0, ErrBacklogEmpty
 	}
@@ -268,6 +298,12 @@ const (
 // RuntimeCase is the relay runtime draining a backlog of flows × perFlow
 // events with the given concurrency and batch, through the handler kind.
 func RuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow int, step time.Duration) Case {
+	return ObservedRuntimeCase(kind, concurrency, batch, flows, perFlow, step, nil)
+}
+
+// ObservedRuntimeCase is RuntimeCase that also tells ht, when not nil, the
+// mean handler time of every Step.
+func ObservedRuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow int, step time.Duration, ht *HandlerTimes) Case {
 	return Case{
 		Name: fmt.Sprintf("runtime/%s/c%d-b%d", kind, concurrency, batch),
 		Unit: "events/s",
@@ -275,7 +311,7 @@ func RuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow int, step 
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
-			w := &runtimeRun{step: step, o: relayrt.Options{Concurrency: concurrency, Batch: batch, Poll: time.Second, ShutdownGrace: 30 * time.Second}}
+			w := &runtimeRun{step: step, o: relayrt.Options{Concurrency: concurrency, Batch: batch, Poll: time.Second, ShutdownGrace: 30 * time.Second}, ht: ht}
 			fail := func(err error) (Workload, error) { w.Close(); return nil, err }
 			q, err := openRuntimeQueue(filepath.Join(dir, "queue.db"))
 			if err != nil {

@@ -52,3 +52,30 @@ func TestRuntimeFairnessSmallFlowsFinishFirst(t *testing.T) {
 		t.Fatalf("RuntimeFairness() = %+v, want the 30 small events done within 60 deliveries", res)
 	}
 }
+
+// TestObservedRuntimeCaseTellsHandlerTimes: the observed sleep case reports
+// one mean handler time per Step, and a handler that waits 50 ms cannot
+// average less than 50 ms.
+func TestObservedRuntimeCaseTellsHandlerTimes(t *testing.T) {
+	ctx := context.Background()
+	var ht HandlerTimes
+	w, err := ObservedRuntimeCase(RuntimeSleep, 8, 8, 10, 40, 120*time.Millisecond, &ht).Setup(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for range 2 {
+		if _, err := w.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := ht.Means()
+	if len(ms) != 2 {
+		t.Fatalf("Means() = %v, want one per Step (2)", ms)
+	}
+	for _, m := range ms {
+		if m < 50*time.Millisecond {
+			t.Fatalf("mean handler time %s, want at least the handler's 50 ms wait", m)
+		}
+	}
+}
