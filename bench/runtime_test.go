@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	relayrt "github.com/fairrelay/fairrelay/relay"
 )
 
 // TestRuntimeCasesDeliver runs one Step of each runtime case on a small
@@ -77,5 +79,20 @@ func TestObservedRuntimeCaseTellsHandlerTimes(t *testing.T) {
 		if m < 50*time.Millisecond {
 			t.Fatalf("mean handler time %s, want at least the handler's 50 ms wait", m)
 		}
+	}
+}
+
+// TestRuntimeCaseFailedDeliveryFailsStep: a delivery that fails ends the
+// measurement with an error, never a silently lower rate.
+func TestRuntimeCaseFailedDeliveryFailsStep(t *testing.T) {
+	ctx := context.Background()
+	w, err := RuntimeCase(RuntimeSleep, 4, 4, 10, 4, 100*time.Millisecond).Setup(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.(*runtimeRun).h = relayrt.HandlerFunc(func(context.Context, relayrt.Event) error { return errors.New("down") })
+	if n, err := w.Step(ctx); err == nil || errors.Is(err, ErrBacklogEmpty) {
+		t.Fatalf("Step() with a failing handler = %d, %v; want a failure error", n, err)
 	}
 }

@@ -39,19 +39,28 @@ func (o *OpStats) Total() time.Duration {
 
 // probeQueue is a relayrt.Queue that times every call of the queue it wraps.
 type probeQueue struct {
-	q  relayrt.Queue
-	mu sync.Mutex
-	op map[string]*OpStats
+	q     relayrt.Queue
+	mu    sync.Mutex
+	op    map[string]*OpStats
+	spans map[string][]span // claim and settle calls, in call order
+}
+
+// span is one queue call: when it began and ended, and its items.
+type span struct {
+	from, to time.Time
+	n        int
 }
 
 func newProbeQueue(q relayrt.Queue) *probeQueue {
-	return &probeQueue{q: q, op: map[string]*OpStats{}}
+	return &probeQueue{q: q, op: map[string]*OpStats{}, spans: map[string][]span{}}
 }
 
 func (p *probeQueue) rec(op string, items int, began time.Time) {
-	d := time.Since(began)
+	end := time.Now()
+	d := end.Sub(began)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.spans[op] = append(p.spans[op], span{began, end, items})
 	s := p.op[op]
 	if s == nil {
 		s = &OpStats{}
@@ -95,12 +104,22 @@ func (p *probeQueue) Policy(ctx context.Context) (queuestore.Policy, error) {
 // ProbeResult is what RuntimeProbe measured over one run of the relay.
 type ProbeResult struct {
 	Name      string
-	Wall      time.Duration // Run, start to return
+	Wall      time.Duration // Step, start to return
+	Run       time.Duration // of which Run, start to return
 	Delivered int
 	Ops       map[string]*OpStats // the relay's queue calls by operation
 	Receive   OpStats             // the receiver adapter's ReceiveBatch calls
 	Handler   OpStats             // handler runs (Items: 1 each)
 	Slots     int                 // Concurrency
+
+	// Idle splits the time handler slots stood empty, summed over slots:
+	// "before claim" (from the slot's handler end, or the start, to the
+	// start of the ClaimBatch that refilled it; of which "behind settle"
+	// overlapped a SettleBatch call), "in claim" (that ClaimBatch), and
+	// "end" (slots empty from their last handler's end to Run's return).
+	Idle map[string]time.Duration
+	// Refills is the number of slot refills (claimed events).
+	Refills int
 }
 
 // Rate is the delivered events per second of wall time.
@@ -109,7 +128,7 @@ func (r ProbeResult) Rate() float64 { return float64(r.Delivered) / r.Wall.Secon
 // Write prints the result: rate, per-operation calls, items per call, mean
 // and median time per call, and the share of slot time spent in handlers.
 func (r ProbeResult) Write(w io.Writer) {
-	fmt.Fprintf(w, "%s: %d events in %s = %.0f/s\n", r.Name, r.Delivered, r.Wall.Round(time.Millisecond), r.Rate())
+	fmt.Fprintf(w, "%s: %d events in %s = %.0f/s (Run took %s of it)\n", r.Name, r.Delivered, r.Wall.Round(time.Millisecond), r.Rate(), r.Run.Round(time.Millisecond))
 	names := make([]string, 0, len(r.Ops))
 	for k := range r.Ops {
 		names = append(names, k)
@@ -139,6 +158,10 @@ func (r ProbeResult) Write(w io.Writer) {
 	}
 	if r.Slots > 0 && r.Wall > 0 {
 		fmt.Fprintf(w, "  slot occupancy (handler time ÷ slots × wall): %.2f\n", r.Handler.Total().Seconds()/(float64(r.Slots)*r.Wall.Seconds()))
+	}
+	if r.Refills > 0 {
+		fmt.Fprintf(w, "  empty slot time per refill: before claim %.2f ms (behind settle %.2f ms), in claim %.2f ms; at the end %.0f ms in all\n",
+			ms(r.Idle["before claim"])/float64(r.Refills), ms(r.Idle["behind settle"])/float64(r.Refills), ms(r.Idle["in claim"])/float64(r.Refills), ms(r.Idle["end"]))
 	}
 }
 
@@ -172,14 +195,16 @@ func RuntimeProbe(ctx context.Context, dir string, kind RuntimeKind, concurrency
 	pq := newProbeQueue(w.q)
 	w.rq = pq
 	var hmu sync.Mutex
+	var ends []time.Time
 	res := ProbeResult{Name: c.Name, Slots: concurrency}
 	inner := w.h
 	w.h = relayrt.HandlerFunc(func(ctx context.Context, e relayrt.Event) error {
 		t := time.Now()
 		err := inner.Handle(ctx, e)
-		took := time.Since(t)
+		end := time.Now()
 		hmu.Lock()
-		res.Handler.add(1, took)
+		res.Handler.add(1, end.Sub(t))
+		ends = append(ends, end)
 		hmu.Unlock()
 		return err
 	})
@@ -191,7 +216,9 @@ func RuntimeProbe(ctx context.Context, dir string, kind RuntimeKind, concurrency
 		return res, err
 	}
 	res.Delivered = n
+	res.Run = w.runTook
 	res.Ops = pq.op
+	res.Idle, res.Refills = idleSplit(t0, t0.Add(res.Wall), concurrency, ends, pq.spans["claim"], pq.spans["settle"])
 	if rc != nil {
 		res.Receive = rc.stats()
 	}
@@ -259,4 +286,60 @@ func TxCosts(ctx context.Context, dir string, sizes []int, reps int) ([]TxCost, 
 		out[i] = TxCost{Size: size, Enqueue: median(took[i][0]), Claim: median(took[i][1]), Settle: median(took[i][2]), Receive: median(took[i][3])}
 	}
 	return out, nil
+}
+
+// idleSplit attributes the empty time of slots handler slots between start
+// and end: each claimed event refills the slot that has been empty longest
+// (slots free up at the handler ends given, and all at start).
+func idleSplit(start, end time.Time, slots int, ends []time.Time, claims, settles []span) (map[string]time.Duration, int) {
+	sort.Slice(ends, func(i, j int) bool { return ends[i].Before(ends[j]) })
+	free := make([]time.Time, 0, slots+len(ends))
+	for range slots {
+		free = append(free, start)
+	}
+	out := map[string]time.Duration{}
+	refills := 0
+	next := 0 // ends[next:] not yet added to free
+	overlap := func(a, b time.Time) time.Duration {
+		var d time.Duration
+		for _, s := range settles {
+			lo, hi := s.from, s.to
+			if lo.Before(a) {
+				lo = a
+			}
+			if hi.After(b) {
+				hi = b
+			}
+			if hi.After(lo) {
+				d += hi.Sub(lo)
+			}
+		}
+		return d
+	}
+	for _, c := range claims {
+		for next < len(ends) && !ends[next].After(c.from) {
+			free = append(free, ends[next])
+			next++
+		}
+		for range c.n {
+			if len(free) == 0 {
+				break
+			}
+			f := free[0]
+			free = free[1:]
+			refills++
+			if c.from.After(f) {
+				out["before claim"] += c.from.Sub(f)
+				out["behind settle"] += overlap(f, c.from)
+			}
+			out["in claim"] += c.to.Sub(c.from)
+		}
+	}
+	free = append(free, ends[next:]...)
+	for _, f := range free {
+		if end.After(f) {
+			out["end"] += end.Sub(f)
+		}
+	}
+	return out, refills
 }
