@@ -7,7 +7,11 @@
 // other, so that the noise of a shared machine falls on all of them alike.
 // Ratios are taken within a round and summarized as a median and a range over
 // the rounds. Nothing here asserts a speed: the tests check that the harness
-// counts correctly, and cmd/benchrun writes the report.
+// counts correctly, and cmd/benchrun writes the report. cmd/relayprobe is an
+// instrument, not a report: it times every queue call, receive batch and
+// handler run of one relay runtime case (RuntimeProbe), or single
+// transactions by kind and size (TxCosts), to show where a runtime row's
+// time goes.
 //
 // This module is the only one that depends on goqite, so no core module
 // carries what it is compared with.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	relayrt "github.com/fairrelay/fairrelay/relay"
 )
 
 // TestRuntimeCasesDeliver runs one Step of each runtime case on a small
@@ -50,5 +52,47 @@ func TestRuntimeFairnessSmallFlowsFinishFirst(t *testing.T) {
 	}
 	if res.Deliveries < 30 || res.Deliveries > 60 || res.BigServed > 30 {
 		t.Fatalf("RuntimeFairness() = %+v, want the 30 small events done within 60 deliveries", res)
+	}
+}
+
+// TestObservedRuntimeCaseTellsHandlerTimes: the observed sleep case reports
+// one mean handler time per Step, and a handler that waits 50 ms cannot
+// average less than 50 ms.
+func TestObservedRuntimeCaseTellsHandlerTimes(t *testing.T) {
+	ctx := context.Background()
+	var ht HandlerTimes
+	w, err := ObservedRuntimeCase(RuntimeSleep, 8, 8, 10, 40, 120*time.Millisecond, &ht).Setup(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for range 2 {
+		if _, err := w.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := ht.Means()
+	if len(ms) != 2 {
+		t.Fatalf("Means() = %v, want one per Step (2)", ms)
+	}
+	for _, m := range ms {
+		if m < 50*time.Millisecond {
+			t.Fatalf("mean handler time %s, want at least the handler's 50 ms wait", m)
+		}
+	}
+}
+
+// TestRuntimeCaseFailedDeliveryFailsStep: a delivery that fails ends the
+// measurement with an error, never a silently lower rate.
+func TestRuntimeCaseFailedDeliveryFailsStep(t *testing.T) {
+	ctx := context.Background()
+	w, err := RuntimeCase(RuntimeSleep, 4, 4, 10, 4, 100*time.Millisecond).Setup(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.(*runtimeRun).h = relayrt.HandlerFunc(func(context.Context, relayrt.Event) error { return errors.New("down") })
+	if n, err := w.Step(ctx); err == nil || errors.Is(err, ErrBacklogEmpty) {
+		t.Fatalf("Step() with a failing handler = %d, %v; want a failure error", n, err)
 	}
 }

@@ -206,7 +206,8 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		cases = []bench.Case{bench.BatchedRelayCycle(16), bench.BatchedRelayCycle(64)}
 	}
 
-	cases = append(cases, runtimeCases(cfg)...)
+	sleepTimes := &bench.HandlerTimes{}
+	cases = append(cases, runtimeCases(cfg, sleepTimes)...)
 	rates := bench.Rates{}
 	var once runtimeOnce
 	if !cfg.drainsOnly && !cfg.redriveOnly {
@@ -221,7 +222,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	}
 	if cfg.runtimeOnly {
 		var b bytes.Buffer
-		if err := bench.WriteTable(&b, runtimeRows(rates, once)); err != nil {
+		if err := bench.WriteTable(&b, runtimeRows(rates, once, sleepTimes.Means())); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(&b, "\nbatched relay cycle at 16: %.0f events/s, at 64: %.0f events/s\n",
@@ -257,7 +258,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	var rows []bench.Row
 	if !cfg.drainsOnly && !cfg.redriveOnly {
 		rows = singleRows(cfg, rates)
-		rows = append(rows, runtimeRows(rates, once)...)
+		rows = append(rows, runtimeRows(rates, once, sleepTimes.Means())...)
 	}
 	if !cfg.drainsOnly {
 		rows = append(rows, redriveRows(cfg, redrives)...)

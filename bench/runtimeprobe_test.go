@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestRuntimeProbeCountsAgree: after a graceful stop every claimed event was
+// handled, received and settled once, and the probe's counts say so.
+func TestRuntimeProbeCountsAgree(t *testing.T) {
+	res, err := RuntimeProbe(context.Background(), t.TempDir(), RuntimeInProcess, 8, 8, 10, 40, 150*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, settle := res.Ops["claim"], res.Ops["settle"]
+	if res.Delivered == 0 || claim == nil || settle == nil {
+		t.Fatalf("RuntimeProbe() = %+v, want deliveries, claims and settles", res)
+	}
+	if claim.Items != res.Delivered || settle.Items != res.Delivered || res.Handler.Calls != res.Delivered || res.Receive.Items != res.Delivered {
+		t.Fatalf("claimed %d, settled %d, handled %d, received %d; want all %d", claim.Items, settle.Items, res.Handler.Calls, res.Receive.Items, res.Delivered)
+	}
+	if len(claim.Took) != claim.Calls || claim.Items > 8*claim.Calls {
+		t.Fatalf("claim stats %d calls, %d times, %d items; want one time per call and at most 8 items each", claim.Calls, len(claim.Took), claim.Items)
+	}
+}
+
+// TestTxCostsTimesEveryKind: every kind and size gets a median.
+func TestTxCostsTimesEveryKind(t *testing.T) {
+	cs, err := TxCosts(context.Background(), t.TempDir(), []int{1, 4}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 || cs[1].Size != 4 {
+		t.Fatalf("TxCosts() = %+v, want sizes 1 and 4", cs)
+	}
+	for _, c := range cs {
+		if c.Enqueue <= 0 || c.Claim <= 0 || c.Receive <= 0 || c.Settle <= 0 {
+			t.Fatalf("TxCosts() size %d = %+v, want every kind timed", c.Size, c)
+		}
+	}
+}
