@@ -959,6 +959,22 @@ func memTempDir(t testing.TB) string {
 	return t.TempDir()
 }
 
+// sequenceCount is how many randomized sequences a model test runs: def by
+// default, long with -long, the -sequences flag when set; a race-built run
+// without those flags runs a tenth of def (at least 50), and `mage test`
+// runs the model tests once more at full count without the race detector.
+func sequenceCount(def, longN int) int {
+	switch {
+	case *sequences > 0:
+		return *sequences
+	case *long:
+		return longN
+	case raceBuild:
+		return max(def/10, 50)
+	}
+	return def
+}
+
 // runSequences runs n sequences on all CPUs and fails on the first
 // divergence, naming its seed and operations.
 func runSequences(t *testing.T, p Policy, n, steps int, withTwin bool, seedBase uint64) {
@@ -1008,13 +1024,7 @@ func runSequences(t *testing.T, p Policy, n, steps int, withTwin bool, seedBase 
 // 2,000 sequences by default; -long runs 100,000.
 func TestModel_2_RandomSequencesMatchReference(t *testing.T) {
 	t.Parallel()
-	n := 2000
-	if *long {
-		n = 100000
-	}
-	if *sequences > 0 {
-		n = *sequences
-	}
+	n := sequenceCount(2000, 100000)
 	runSequences(t, DefaultPolicy(), n, 10, false, 1)
 }
 
@@ -1024,13 +1034,7 @@ func TestModel_2_RandomSequencesMatchReference(t *testing.T) {
 // documented Delay.
 func TestModel_7_1_NonDefaultPolicyWithJitter(t *testing.T) {
 	t.Parallel()
-	n := 1000
-	if *long {
-		n = 50000
-	}
-	if *sequences > 0 {
-		n = *sequences
-	}
+	n := sequenceCount(1000, 50000)
 	p := Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: FairMinServed}
 	runSequences(t, p, n, 12, false, 5_000_000)
 }
@@ -1044,13 +1048,7 @@ func TestModel_7_1_NonDefaultPolicyWithJitter(t *testing.T) {
 // sequences by default; -long runs 100,000.
 func TestModel_7_6_RotationMatchesModel(t *testing.T) {
 	t.Parallel()
-	n := 2000
-	if *long {
-		n = 100000
-	}
-	if *sequences > 0 {
-		n = *sequences
-	}
+	n := sequenceCount(2000, 100000)
 	p := DefaultPolicy()
 	p.Fairness = FairRotation
 	runSequences(t, p, n, 14, false, 7_000_000)
@@ -1060,13 +1058,7 @@ func TestModel_7_6_RotationMatchesModel(t *testing.T) {
 // quarantines per sequence, and longer sequences.
 func TestModel_7_6_RotationShortPolicy(t *testing.T) {
 	t.Parallel()
-	n := 500
-	if *long {
-		n = 20000
-	}
-	if *sequences > 0 {
-		n = *sequences
-	}
+	n := sequenceCount(500, 20000)
 	p := Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: FairRotation}
 	runSequences(t, p, n, 30, false, 8_000_000)
 }
