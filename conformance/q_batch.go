@@ -10,7 +10,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// Issue 6 §2: ClaimBatch hands out up to n heads of n different flows in
+// Batches: ClaimBatch hands out up to n heads of n different flows in
 // MinServed order, with the tickets, served counts, generations and leases
 // of n successive claims (the randomized twin test checks the equality on
 // random states; this one pins a concrete case).
@@ -60,7 +60,7 @@ func queueClaimBatch_DifferentFlowsInMinServedOrder(t *testing.T, bk *QueueBacke
 	}
 }
 
-// Issue 6 §2: SettleBatch gives each item the outcome Settle would give, in
+// Batches: SettleBatch gives each item the outcome Settle would give, in
 // order; bad items get their own error without failing the others; a time
 // regression refuses the whole batch.
 func queueSettleBatch_EachItemAsSettle(t *testing.T, bk *QueueBackend) {
@@ -120,7 +120,7 @@ func queueSettleBatch_EachItemAsSettle(t *testing.T, bk *QueueBackend) {
 	}
 }
 
-// Issue 6 §2: SettleBatch calls the settle hook once, before its commit, and
+// Batches: SettleBatch calls the settle hook once, before its commit, and
 // only when an item changed an event.
 func queueSettleBatch_HookOnlyWhenSomethingChanged(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
@@ -149,7 +149,7 @@ func queueSettleBatch_HookOnlyWhenSomethingChanged(t *testing.T, bk *QueueBacken
 	}
 }
 
-// Issue 6 §2, docs/contract.md §2.3: when the first heads ClaimBatch reads are used-up
+// docs/contract.md §2.3: when the first heads ClaimBatch reads are used-up
 // take-overs, it quarantines them (lease_expired) and reads further heads
 // until it has n claims, exactly as successive Claims would. Five flows are
 // claimed three times each; a and b never settle (their last lease
@@ -209,7 +209,7 @@ func queueClaimBatch_ReadsPastUsedUpTakeOvers(t *testing.T, bk *QueueBackend) {
 	}
 }
 
-// Issue 6 §2, docs/contract.md §2.1: the batch operations pass IDs and flows to SQLite
+// docs/contract.md §2.1: the batch operations pass IDs and flows to SQLite
 // and read them back as JSON; names holding JSON's special characters and
 // non-ASCII letters come back byte-exact, and bodies that are not UTF-8
 // too, as successive Claims and Settles would give them.

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 3 §5: the hooks run at their named points, inside or after the
+// Hooks: the hooks run at their named points, inside or after the
 // transaction as documented, and only when the operation did what the point
 // names.
 func queueHooks_CalledAtTheirPoints(t *testing.T, bk *QueueBackend) {

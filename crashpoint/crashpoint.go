@@ -9,7 +9,7 @@ import (
 // Point names a place where an armed process exits with [ExitCode].
 type Point string
 
-// The six crash points of SPEC §4, in the order an event meets them.
+// The six crash points of docs/contract.md §4, in the order an event meets them.
 const (
 	// EnqueueSeqTaken is inside the enqueue transaction, after the flow's
 	// sequence number is taken and before the commit.

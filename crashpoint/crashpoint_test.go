@@ -77,7 +77,7 @@ func withoutEnv(env []string, name string) []string {
 	return out
 }
 
-// TestArmedChildExitsAtItsPoint proves SPEC §4: a child armed at a point is a
+// TestArmedChildExitsAtItsPoint proves docs/contract.md §4: a child armed at a point is a
 // real process that exits with status 73 exactly there — after every earlier
 // point and before any later one.
 func TestArmedChildExitsAtItsPoint(t *testing.T) {
@@ -101,7 +101,7 @@ func TestArmedChildExitsAtItsPoint(t *testing.T) {
 }
 
 // TestUnarmedChildSurvivesEveryPoint proves that an unarmed process passes
-// every point (SPEC §4: armed in a child only).
+// every point (docs/contract.md §4: armed in a child only).
 func TestUnarmedChildSurvivesEveryPoint(t *testing.T) {
 	t.Parallel()
 	code, out := runChild(t, "")
@@ -180,7 +180,7 @@ func TestParseAndEnvRoundTrip(t *testing.T) {
 		}
 	}
 	if len(seen) != 6 {
-		t.Fatalf("Points() has %d points, want the six of SPEC §4", len(seen))
+		t.Fatalf("Points() has %d points, want the six of docs/contract.md §4", len(seen))
 	}
 }
 

@@ -3,7 +3,7 @@
 //
 // A crash point is a place inside an operation where a real process may stop
 // between two steps: [EnqueueSeqTaken], [ClaimCommitted], [ReceiveBeforeCommit],
-// [ReceiveCommitted], [SettleBeforeCommit] and [RedriveBeforeAudit] (SPEC §4).
+// [ReceiveCommitted], [SettleBeforeCommit] and [RedriveBeforeAudit] (docs/contract.md §4).
 // A CHILD process is armed through the environment variable [EnvVar]; the parent
 // builds that entry with [Env], which refuses an unknown name. The child reads it
 // once with [FromEnv], which also refuses an unknown name ([ErrUnknownPoint]),

@@ -1,4 +1,4 @@
-// Package experiment proves fairrelay's contract (SPEC.md) on the real stores,
+// Package experiment proves fairrelay's contract (docs/contract.md) on the real stores,
 // with real SQLite files and real OS processes.
 //
 // A [Scenario] is a named story in logical time: it runs in a fresh folder

@@ -20,7 +20,7 @@ import (
 )
 
 // TestMain lets a scenario re-execute this test binary as a child process
-// (SPEC §4, §5): with FAIRRELAY_EXPERIMENT_CHILD set, it runs the child's job
+// (docs/contract.md §4, §5): with FAIRRELAY_EXPERIMENT_CHILD set, it runs the child's job
 // and exits before any test runs.
 func TestMain(m *testing.M) {
 	RunChildIfRequested()
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestScenarios runs every scenario and compares its result with its golden
-// file (SPEC §5: snapshots of both stores after every child exited, checks
+// file (docs/contract.md §5: snapshots of both stores after every child exited, checks
 // with verdicts). GOLDIE_UPDATE=1 rewrites the golden files.
 func TestScenarios(t *testing.T) {
 	t.Parallel()
@@ -49,7 +49,7 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-// TestScenarioList proves the list of SPEC §5: at least 16 kebab-case
+// TestScenarioList proves the list of docs/contract.md §5: at least 16 kebab-case
 // scenarios, each with a golden file, no stray golden file, a clause and a
 // sentence for docs/experiment.md.
 func TestScenarioList(t *testing.T) {
@@ -86,7 +86,7 @@ func TestScenarioList(t *testing.T) {
 	}
 }
 
-// TestEveryCrashPointHasAScenario proves SPEC §4 is covered: each of the six
+// TestEveryCrashPointHasAScenario proves docs/contract.md §4 is covered: each of the six
 // points is the armed point of exactly one single-child scenario.
 func TestEveryCrashPointHasAScenario(t *testing.T) {
 	t.Parallel()
@@ -121,7 +121,7 @@ func TestEightClaimantsIsMultiProcess(t *testing.T) {
 	t.Fatal("no eight-claimants scenario")
 }
 
-// TestWatchdogStopsAHang proves SPEC §5's watchdog: a scenario that never
+// TestWatchdogStopsAHang proves docs/contract.md §5's watchdog: a scenario that never
 // finishes on its own is stopped and fails, and the runner still takes the
 // snapshots.
 func TestWatchdogStopsAHang(t *testing.T) {
@@ -160,7 +160,7 @@ func TestRunRecordsErrorsAndPanics(t *testing.T) {
 	}
 }
 
-// TestLabScrubsTheTemporaryFolder proves the determinism rule of SPEC §5: a
+// TestLabScrubsTheTemporaryFolder proves the determinism rule of docs/contract.md §5: a
 // check or trace line never shows the scenario's temporary path.
 func TestLabScrubsTheTemporaryFolder(t *testing.T) {
 	t.Parallel()
@@ -311,7 +311,7 @@ func mustJSON(t *testing.T, v any) string {
 
 // TestChildRefusesBadInput proves that a child with an unknown program or an
 // unknown crash point stops with ChildBadJob before touching any file
-// (SPEC §4: an unknown point is an error at arming, not a silent no-op).
+// (docs/contract.md §4: an unknown point is an error at arming, not a silent no-op).
 func TestChildRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()

@@ -11,7 +11,7 @@ import (
 )
 
 // Unavailable is the failure reason of a synthetic "no answer before sending"
-// (SPEC §3): the relay gives up on the attempt without calling the receiver.
+// (docs/contract.md §3): the relay gives up on the attempt without calling the receiver.
 const Unavailable = "unavailable"
 
 // Relay moves one event at a time from the queue to the receiver. It is not a

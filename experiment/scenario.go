@@ -17,7 +17,7 @@ import (
 type Scenario struct {
 	// Name is kebab-case and names the golden file.
 	Name string
-	// Clause names the clauses of SPEC.md the scenario proves, e.g. "§2.3".
+	// Clause names the clauses of docs/contract.md the scenario proves, e.g. "§2.3".
 	Clause string
 	// Shows says in one sentence what the scenario shows.
 	Shows string

@@ -12,7 +12,7 @@ import (
 )
 
 // atomicScenarios make the second write of an operation fail with a trigger
-// and find the first one undone (SPEC §2.7).
+// and find the first one undone (docs/contract.md §2.7).
 func atomicScenarios() []Scenario {
 	return []Scenario{
 		{

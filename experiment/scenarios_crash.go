@@ -11,7 +11,7 @@ import (
 )
 
 // crashScenarios kill a real child process at each of the six crash points
-// (SPEC §4), assert its exit status 73, and then run a recovery that must
+// (docs/contract.md §4), assert its exit status 73, and then run a recovery that must
 // converge with every effect applied exactly once.
 func crashScenarios() []Scenario {
 	return []Scenario{

@@ -67,7 +67,7 @@ func (l *Lab) SQL(file string) (*sql.DB, error) {
 	return db, nil
 }
 
-// dsn is the connection string of SPEC §2.7, as the stores use it, with the
+// dsn is the connection string of docs/contract.md §2.7, as the stores use it, with the
 // path percent-encoded so that a '#' or '?' in a folder name cannot cut it.
 func dsn(path string) string {
 	if abs, err := filepath.Abs(path); err == nil {

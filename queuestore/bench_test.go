@@ -94,7 +94,7 @@ func benchClaimSettle(b *testing.B, dir string, flows int) {
 	}
 }
 
-// BenchmarkClaimSettle is issue 3 §4's cost check: one claim and one ack at
+// BenchmarkClaimSettle is the cost check: one claim and one ack at
 // 10, 1,000 and 100,000 flows, on a real file with synchronous=FULL (two
 // durable commits per op). The cost at 100,000 flows should be within 1.5×
 // of the cost at 10.

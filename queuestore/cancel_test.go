@@ -9,7 +9,7 @@ import (
 )
 
 // The write paths run on the driver (drivertx), where database/sql's Tx used
-// to watch the context. SPEC §2: every operation is one transaction, so a
+// to watch the context. docs/contract.md §2: every operation is one transaction, so a
 // write whose context is already canceled must fail with an error that wraps
 // context.Canceled and change nothing, the clock mark included.
 func TestWrites_CanceledContextChangesNothing(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/fairrelay/fairrelay/fairness"
 )
 
-// SPEC §2.2: an inflight head with a live lease blocks the later events of
+// docs/contract.md §2.2: an inflight head with a live lease blocks the later events of
 // its flow, and never another flow.
 func TestHeads_2_2_InflightHeadBlocksOnlyItsFlow(t *testing.T) {
 	t.Parallel()
@@ -28,7 +28,7 @@ func TestHeads_2_2_InflightHeadBlocksOnlyItsFlow(t *testing.T) {
 	}
 }
 
-// SPEC §2.2: a pending head whose backoff has not elapsed blocks its flow
+// docs/contract.md §2.2: a pending head whose backoff has not elapsed blocks its flow
 // until available_at, and never another flow.
 func TestHeads_2_2_BackoffHeadBlocksOnlyItsFlow(t *testing.T) {
 	t.Parallel()
@@ -51,7 +51,7 @@ func TestHeads_2_2_BackoffHeadBlocksOnlyItsFlow(t *testing.T) {
 	}
 }
 
-// SPEC §2.2: a quarantined head blocks its flow for good (until a redrive),
+// docs/contract.md §2.2: a quarantined head blocks its flow for good (until a redrive),
 // and never another flow.
 func TestHeads_2_2_QuarantinedHeadBlocksOnlyItsFlow(t *testing.T) {
 	t.Parallel()
@@ -70,7 +70,7 @@ func TestHeads_2_2_QuarantinedHeadBlocksOnlyItsFlow(t *testing.T) {
 	}
 }
 
-// SPEC §2.2: the head is the lowest event that is not acked; acking it makes
+// docs/contract.md §2.2: the head is the lowest event that is not acked; acking it makes
 // the next one the head.
 func TestHeads_2_2_AckMakesNextEventHead(t *testing.T) {
 	t.Parallel()
@@ -96,7 +96,7 @@ func TestHeads_2_2_AckMakesNextEventHead(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: false when nothing is dispatchable; the tick is still recorded.
+// docs/contract.md §2.3: false when nothing is dispatchable; the tick is still recorded.
 func TestClaim_2_3_NothingDispatchable(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
@@ -108,7 +108,7 @@ func TestClaim_2_3_NothingDispatchable(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: a claim picks the smallest served, ties to the smallest flow ID
+// docs/contract.md §2.3: a claim picks the smallest served, ties to the smallest flow ID
 // in byte order, exactly as fairness.MinServed does.
 func TestClaim_2_3_OrderIsMinServed(t *testing.T) {
 	t.Parallel()
@@ -148,7 +148,7 @@ func TestClaim_2_3_OrderIsMinServed(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: served decides before flow ID: a flow served less goes first
+// docs/contract.md §2.3: served decides before flow ID: a flow served less goes first
 // even with a larger ID.
 func TestClaim_2_3_LeastServedBeforeSmallerID(t *testing.T) {
 	t.Parallel()
@@ -163,7 +163,7 @@ func TestClaim_2_3_LeastServedBeforeSmallerID(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: in the same transaction the ticket, served, generation,
+// docs/contract.md §2.3: in the same transaction the ticket, served, generation,
 // attempts and lifetime attempts grow by one, the event is inflight leased
 // until now + Lease, and the ticket is recorded on the event.
 func TestClaim_2_3_Bookkeeping(t *testing.T) {
@@ -194,7 +194,7 @@ func TestClaim_2_3_Bookkeeping(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: an inflight head whose lease has expired (now >= lease_until)
+// docs/contract.md §2.3: an inflight head whose lease has expired (now >= lease_until)
 // is dispatchable again: a take-over, which counts as a new attempt.
 func TestClaim_2_3_TakeOverAfterLease(t *testing.T) {
 	t.Parallel()
@@ -213,7 +213,7 @@ func TestClaim_2_3_TakeOverAfterLease(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: a claim is an opportunity spent: a failure still consumed
+// docs/contract.md §2.3: a claim is an opportunity spent: a failure still consumed
 // served and one attempt.
 func TestClaim_2_3_FailureStillConsumesServedAndAttempt(t *testing.T) {
 	t.Parallel()
@@ -229,7 +229,7 @@ func TestClaim_2_3_FailureStillConsumesServedAndAttempt(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: a take-over of an event that used its whole round is not
+// docs/contract.md §2.3: a take-over of an event that used its whole round is not
 // claimed: it is quarantined with reason lease_expired (served, ticket and
 // generation unchanged) and the same claim picks another flow.
 func TestClaim_2_3_LastAttemptTakeOverQuarantinesAndPicksOn(t *testing.T) {
@@ -283,7 +283,7 @@ func TestClaim_2_3_LastAttemptTakeOverQuarantinesAndPicksOn(t *testing.T) {
 	}
 }
 
-// SPEC §2.3: a used-up take-over found with nothing else to claim is still
+// docs/contract.md §2.3: a used-up take-over found with nothing else to claim is still
 // quarantined, and the claim returns false.
 func TestClaim_2_3_LastAttemptTakeOverAlone(t *testing.T) {
 	t.Parallel()

@@ -7,7 +7,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// SPEC §2.6: every write (enqueue, claim, settle, redrive, and the batch
+// docs/contract.md §2.6: every write (enqueue, claim, settle, redrive, and the batch
 // forms) refuses a tick below the mark with ErrTimeRegression and changes
 // nothing; the check comes before every other check but input validation.
 func TestClock_2_6_EveryWriteRefusesRegression(t *testing.T) {
@@ -70,7 +70,7 @@ func TestClock_2_6_EveryWriteRefusesRegression(t *testing.T) {
 	wantErr(t, "Redrive without reason at a past tick", err, ErrEmptyReason)
 }
 
-// SPEC §2.6: equal ticks are fine, and every write that returns without
+// docs/contract.md §2.6: equal ticks are fine, and every write that returns without
 // error records its tick: duplicates, empty claims, stale and expired
 // settles included.
 func TestClock_2_6_SuccessfulWritesRecordTheirTick(t *testing.T) {
@@ -114,7 +114,7 @@ func TestClock_2_6_SuccessfulWritesRecordTheirTick(t *testing.T) {
 	}
 }
 
-// SPEC §2.6: a write that fails does not record its tick.
+// docs/contract.md §2.6: a write that fails does not record its tick.
 func TestClock_2_6_FailedWritesDoNotRecordTheirTick(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -160,7 +160,7 @@ func checkExactlyOnce(t *testing.T, s *Store, records []claimRecord, total int64
 	}
 }
 
-// Issue 3 §2, §7: eight Store values on one file, one goroutine each, claim
+// docs/contract.md §2: eight Store values on one file, one goroutine each, claim
 // and ack one backlog: no double claim, no lost update, no SQLITE_BUSY.
 func TestConcurrency_2_7_EightStoresExactlyOnce(t *testing.T) {
 	t.Parallel()
@@ -206,7 +206,7 @@ func TestConcurrency_2_7_EightStoresExactlyOnce(t *testing.T) {
 	checkExactlyOnce(t, s, records, total, flows, perFlow)
 }
 
-// Issue 3 §2, §7: the same with eight OS processes (this test binary
+// docs/contract.md §2: the same with eight OS processes (this test binary
 // re-executed as a claimant) started together on one file.
 func TestConcurrency_2_7_EightProcessesExactlyOnce(t *testing.T) {
 	t.Parallel()
@@ -290,7 +290,7 @@ func crashProcess(path string, point HookPoint) int {
 	return 0 // the hook did not fire
 }
 
-// SPEC §4 with §2.7: a process killed at each hook point leaves the store
+// docs/contract.md §4 with §2.7: a process killed at each hook point leaves the store
 // consistent: inside a transaction nothing of it is kept; after a claim's
 // commit, the claim is kept.
 func TestCrash_2_7_HookPointsInRealProcesses(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// SPEC §2.1: one transaction allocates the flow's next sequence number (1 for
+// docs/contract.md §2.1: one transaction allocates the flow's next sequence number (1 for
 // a new flow) and inserts the event pending, available at now.
 func TestEnqueue_2_1_AllocatesSequencePerFlow(t *testing.T) {
 	t.Parallel()
@@ -33,7 +33,7 @@ func TestEnqueue_2_1_AllocatesSequencePerFlow(t *testing.T) {
 	}
 }
 
-// SPEC §2.1: the same ID with the same flow and byte-identical body returns
+// docs/contract.md §2.1: the same ID with the same flow and byte-identical body returns
 // the stored sequence number with Duplicate and changes only the clock mark.
 func TestEnqueue_2_1_DuplicateReturnsStoredSeqAndChangesOnlyMark(t *testing.T) {
 	t.Parallel()
@@ -48,7 +48,7 @@ func TestEnqueue_2_1_DuplicateReturnsStoredSeqAndChangesOnlyMark(t *testing.T) {
 	assertOnlyMark(t, "duplicate enqueue", before, snap(t, s), 9)
 }
 
-// SPEC §2.1: the same ID with another flow or body is ErrConflict and
+// docs/contract.md §2.1: the same ID with another flow or body is ErrConflict and
 // changes nothing at all (not even the clock mark).
 func TestEnqueue_2_1_ConflictChangesNothing(t *testing.T) {
 	t.Parallel()
@@ -66,7 +66,7 @@ func TestEnqueue_2_1_ConflictChangesNothing(t *testing.T) {
 	}
 }
 
-// SPEC §2.1: bad input gets a typed error (ErrInvalid) and changes nothing;
+// docs/contract.md §2.1: bad input gets a typed error (ErrInvalid) and changes nothing;
 // the documented limits themselves are accepted.
 func TestEnqueue_2_1_InvalidInputChangesNothing(t *testing.T) {
 	t.Parallel()
@@ -108,7 +108,7 @@ func TestEnqueue_2_1_InvalidInputChangesNothing(t *testing.T) {
 	}
 }
 
-// SPEC §2.1 with issue 3: EnqueueBatch is one transaction, all or nothing;
+// docs/contract.md §2.1: EnqueueBatch is one transaction, all or nothing;
 // inside the batch an ID repeats as a duplicate or a conflict.
 func TestEnqueueBatch_2_1_AllOrNothing(t *testing.T) {
 	t.Parallel()

@@ -19,7 +19,7 @@ func validName(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0
 }
 
-// FuzzEnqueue feeds arbitrary IDs, flows and bodies to Enqueue (SPEC §2.1):
+// FuzzEnqueue feeds arbitrary IDs, flows and bodies to Enqueue (docs/contract.md §2.1):
 // input outside the documented limits is ErrInvalid and changes nothing;
 // anything else is stored byte-exact, reads back through Event and Snapshot,
 // and is a duplicate when sent again.
@@ -94,7 +94,7 @@ func FuzzEnqueue(f *testing.F) {
 // FuzzOperations turns the fuzzer's bytes into a sequence of operations
 // (each byte a choice: which operation, which event, which tick, forwards or
 // backwards) and checks the store against the reference model after every
-// step (SPEC §2), with a twin store that replaces ClaimBatch by successive
+// step (docs/contract.md §2), with a twin store that replaces ClaimBatch by successive
 // Claim calls.
 func FuzzOperations(f *testing.F) {
 	f.Add([]byte{})

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 3 §5: the hooks run at their named points, inside or after the
+// Hooks: the hooks run at their named points, inside or after the
 // transaction as documented, and only when the operation did what the point
 // names.
 func TestHooks_CalledAtTheirPoints(t *testing.T) {
@@ -68,7 +68,7 @@ func TestHooks_CalledAtTheirPoints(t *testing.T) {
 	}
 }
 
-// Issue 3 §5 with issue 6 §2: the batch forms pass the same points:
+// Hooks, batch forms: the batch forms pass the same points:
 // EnqueueBatch once per new event, ClaimBatch once after its commit (and not
 // when it claimed nothing).
 func TestHooks_BatchOperations(t *testing.T) {

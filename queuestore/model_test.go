@@ -25,8 +25,8 @@ var (
 	sequences = flag.Int("sequences", 0, "run this many randomized model sequences instead of the default (2,000; 100,000 with -long)")
 )
 
-// model is a small in-memory reference of the contract (SPEC §2), written
-// from the SPEC and not from the store's SQL: flows hold no head cache, the
+// model is a small in-memory reference of the contract (docs/contract.md §2), written
+// from the contract and not from the store's SQL: flows hold no head cache, the
 // head is found by walking the flow's events, and the pick is
 // fairness.MinServed over the dispatchable heads.
 type model struct {
@@ -1018,7 +1018,7 @@ func runSequences(t *testing.T, p Policy, n, steps int, withTwin bool, seedBase 
 	}
 }
 
-// SPEC §2 (all clauses), issue 3 §7: random sequences of enqueue, claim,
+// docs/contract.md §2 (all clauses): random sequences of enqueue, claim,
 // settle (ok, fail, stale generation, late), redrive and clock steps
 // (including backwards) agree with the reference model after every step.
 // 2,000 sequences by default; -long runs 100,000.
@@ -1076,7 +1076,7 @@ func TestModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T) {
 	runSequences(t, p, n, 20, true, 9_000_000)
 }
 
-// Issue 6 §2: ClaimBatch gives exactly what successive Claim calls give
+// Batches: ClaimBatch gives exactly what successive Claim calls give
 // (order, tickets, served, generations, leases): a store using ClaimBatch
 // and a twin using Claim end every step with the same snapshot.
 func TestModel_ClaimBatchEqualsSuccessiveClaims(t *testing.T) {

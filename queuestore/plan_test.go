@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Issue 3 §4: every statement of the claim path (and of the settle and
+// Cost: every statement of the claim path (and of the settle and
 // enqueue paths that keep the flow heads) is driven by an index: no SCAN of
 // events or flows, and no temporary B-tree for the MinServed order. The
 // plans are read from a store loaded with many flows, so the planner has

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// SPEC §2.5: a redrive of a quarantined event with its generation keeps ID,
+// docs/contract.md §2.5: a redrive of a quarantined event with its generation keeps ID,
 // flow, seq and body byte-identical, adds one to the generation, starts a
 // new round (attempts 0, lifetime kept), makes it pending at now with the
 // reason cleared, and writes one audit row with the NEW generation, the
@@ -49,7 +49,7 @@ func TestRedrive_2_5_StartsNewRoundWithAudit(t *testing.T) {
 	}
 }
 
-// SPEC §2.5: three is a per-round budget: redrives raise lifetime attempts
+// docs/contract.md §2.5: three is a per-round budget: redrives raise lifetime attempts
 // past 3, and each round gets three attempts again.
 func TestRedrive_2_5_LifetimeAttemptsPastThree(t *testing.T) {
 	t.Parallel()
@@ -76,7 +76,7 @@ func TestRedrive_2_5_LifetimeAttemptsPastThree(t *testing.T) {
 	}
 }
 
-// SPEC §2.5: only a quarantined event whose generation matches, with a
+// docs/contract.md §2.5: only a quarantined event whose generation matches, with a
 // non-empty reason; otherwise ErrEmptyReason, ErrNotQuarantined,
 // ErrStaleGeneration (or ErrNotFound), and nothing changes.
 func TestRedrive_2_5_RefusalsChangeNothing(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// SPEC §2.4 (1): a generation that differs from the event's is stale and
+// docs/contract.md §2.4 (1): a generation that differs from the event's is stale and
 // changes nothing but the clock mark: an old callback cannot overwrite a
 // newer round.
 func TestSettle_2_4_1_StaleGeneration(t *testing.T) {
@@ -32,7 +32,7 @@ func TestSettle_2_4_1_StaleGeneration(t *testing.T) {
 	}
 }
 
-// SPEC §2.4 (2): an event that is not inflight (acked, quarantined, pending
+// docs/contract.md §2.4 (2): an event that is not inflight (acked, quarantined, pending
 // for a retry) is stale, even with its current generation.
 func TestSettle_2_4_2_NotInflightIsStale(t *testing.T) {
 	t.Parallel()
@@ -60,7 +60,7 @@ func TestSettle_2_4_2_NotInflightIsStale(t *testing.T) {
 	}
 }
 
-// SPEC §2.4 (3): now >= lease_until is expired even when nobody took the
+// docs/contract.md §2.4 (3): now >= lease_until is expired even when nobody took the
 // event over; nothing but the clock mark changes. The check comes after the
 // generation and state checks.
 func TestSettle_2_4_3_ExpiredLease(t *testing.T) {
@@ -88,7 +88,7 @@ func TestSettle_2_4_3_ExpiredLease(t *testing.T) {
 	}
 }
 
-// SPEC §2.4 (4): success acks the event; the flow's next event becomes the
+// docs/contract.md §2.4 (4): success acks the event; the flow's next event becomes the
 // head. The failure reason of an earlier attempt is kept as history.
 func TestSettle_2_4_4_SuccessAcks(t *testing.T) {
 	t.Parallel()
@@ -112,7 +112,7 @@ func TestSettle_2_4_4_SuccessAcks(t *testing.T) {
 	}
 }
 
-// SPEC §2.4 (5, 6): failures back off 2 then 4 ticks (pending, reason kept),
+// docs/contract.md §2.4 (5, 6): failures back off 2 then 4 ticks (pending, reason kept),
 // and the third failure quarantines with its reason.
 func TestSettle_2_4_5_6_BackoffTwoFourThenQuarantine(t *testing.T) {
 	t.Parallel()
@@ -143,7 +143,7 @@ func TestSettle_2_4_5_6_BackoffTwoFourThenQuarantine(t *testing.T) {
 	}
 }
 
-// SPEC §2.4: Backoff(k) = min(2 * 2^(k-1), 8).
+// docs/contract.md §2.4: Backoff(k) = min(2 * 2^(k-1), 8).
 func TestBackoff_2_4_Values(t *testing.T) {
 	t.Parallel()
 	for k, want := range map[int]clock.Tick{1: 2, 2: 4, 3: 8, 4: 8, 60: 8} {
@@ -153,7 +153,7 @@ func TestBackoff_2_4_Values(t *testing.T) {
 	}
 }
 
-// SPEC §2.4 with the common rules: a failure without a reason, a bad ID, a
+// docs/contract.md §2.4 with the common rules: a failure without a reason, a bad ID, a
 // negative generation or an unknown event is an error and changes nothing.
 func TestSettle_2_4_BadInputChangesNothing(t *testing.T) {
 	t.Parallel()

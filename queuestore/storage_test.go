@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// SPEC §2.7: WAL, synchronous=FULL, a busy timeout, foreign keys, on every
+// docs/contract.md §2.7: WAL, synchronous=FULL, a busy timeout, foreign keys, on every
 // connection of the pool.
 func TestStorage_2_7_Pragmas(t *testing.T) {
 	t.Parallel()
@@ -38,7 +38,7 @@ func TestStorage_2_7_Pragmas(t *testing.T) {
 	}
 }
 
-// SPEC §2.7: write transactions start IMMEDIATE: a second store cannot begin
+// docs/contract.md §2.7: write transactions start IMMEDIATE: a second store cannot begin
 // a write while the first holds one open (it waits, then gets SQLITE_BUSY
 // at begin, never at a lock upgrade).
 func TestStorage_2_7_WritesBeginImmediate(t *testing.T) {
@@ -74,7 +74,7 @@ func dbPath(t testing.TB, s *Store) string {
 	return file
 }
 
-// SPEC §2.7: opening an existing file never clears it: every record and the
+// docs/contract.md §2.7: opening an existing file never clears it: every record and the
 // clock mark survive a close and reopen.
 func TestStorage_2_7_ReopenKeepsEverything(t *testing.T) {
 	t.Parallel()
@@ -108,7 +108,7 @@ func TestStorage_2_7_ReopenKeepsEverything(t *testing.T) {
 	wantErr(t, "Claim below the mark after reopen", err, ErrTimeRegression)
 }
 
-// SPEC §2.7 with issue 3: the schema carries its version in user_version; a
+// docs/contract.md §2.7: the schema carries its version in user_version; a
 // newer version, or a foreign file, is refused with a clear error.
 func TestStorage_2_7_SchemaVersion(t *testing.T) {
 	t.Parallel()
@@ -148,7 +148,7 @@ func TestStorage_2_7_SchemaVersion(t *testing.T) {
 	wantErr(t, "Open(empty path)", err, ErrInvalid)
 }
 
-// SPEC §2.7: a path with characters special in SQLite URIs opens that very
+// docs/contract.md §2.7: a path with characters special in SQLite URIs opens that very
 // file, and reopening it finds the records.
 func TestStorage_2_7_PathsWithURICharacters(t *testing.T) {
 	t.Parallel()
@@ -175,7 +175,7 @@ func TestStorage_2_7_PathsWithURICharacters(t *testing.T) {
 	}
 }
 
-// SPEC §2.7: enqueue is atomic: when its second write (the event insert)
+// docs/contract.md §2.7: enqueue is atomic: when its second write (the event insert)
 // fails, the first (the flow's sequence counter and head) is undone, and so
 // is the clock mark.
 func TestStorage_2_7_EnqueueIsAtomic(t *testing.T) {
@@ -204,7 +204,7 @@ BEGIN SELECT RAISE(ABORT, 'injected: event insert fails'); END`); err != nil {
 	}
 }
 
-// SPEC §2.7: redrive and its audit row are atomic: when the audit insert
+// docs/contract.md §2.7: redrive and its audit row are atomic: when the audit insert
 // fails, the event update is undone (generation, attempts, state, reason),
 // and so is the clock mark.
 func TestStorage_2_7_RedriveIsAtomic(t *testing.T) {
@@ -228,7 +228,7 @@ BEGIN SELECT RAISE(ABORT, 'injected: audit insert fails'); END`); err != nil {
 	}
 }
 
-// SPEC §2.3 with §2.7: a claim is one transaction: when its last write fails
+// docs/contract.md §2.3 with §2.7: a claim is one transaction: when its last write fails
 // the ticket, the event and the flow are all as they were.
 func TestStorage_2_7_ClaimIsAtomic(t *testing.T) {
 	t.Parallel()
@@ -246,7 +246,7 @@ BEGIN SELECT RAISE(ABORT, 'injected: serve fails'); END`); err != nil {
 	assertUnchanged(t, "failed claim", before, snap(t, s))
 }
 
-// SPEC §2.7: Snapshot reads every table in one read transaction, in a stable
+// docs/contract.md §2.7: Snapshot reads every table in one read transaction, in a stable
 // order, and encodes to JSON that decodes back to the same snapshot
 // (non-UTF-8 bodies included).
 func TestSnapshot_2_7_StableAndJSONFriendly(t *testing.T) {

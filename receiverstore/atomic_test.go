@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// SPEC §2.7/§3: the receiver's accept is atomic. A trigger makes the total
+// docs/contract.md §2.7/§3: the receiver's accept is atomic. A trigger makes the total
 // update fail after the receipt insert; the receipt must be undone too, and
 // the SQL error returned, wrapped, not swallowed.
 func TestAccept_FailedTotalUpdateUndoesReceipt(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// ReceiveBatch (issue 6): later messages see earlier ones of the same batch.
+// ReceiveBatch: later messages see earlier ones of the same batch.
 func TestReceiveBatch_SeesEarlierItemsOfTheBatch(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)

@@ -7,7 +7,7 @@ import (
 )
 
 // Receive runs on the driver (drivertx), where database/sql's Tx used to
-// watch the context. SPEC §3: the accept is atomic, so a Receive whose
+// watch the context. docs/contract.md §3: the accept is atomic, so a Receive whose
 // context is already canceled must fail with an error that wraps
 // context.Canceled and change nothing, whatever the message would have been
 // (accept, conflict record).

@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-// SPEC §1/§3: delivery is at-least-once, the effect exactly-once. Eight Store
+// docs/contract.md §1/§3: delivery is at-least-once, the effect exactly-once. Eight Store
 // values on one file (as eight processes would hold) receive overlapping
 // duplicates of one flow, each in its own shuffled order, until the flow is
 // complete. Every delta is applied exactly once: one Accepted per message
@@ -148,7 +148,7 @@ func workerMessages() []Message {
 	return ms
 }
 
-// SPEC §1/§3 across real processes: four OS processes receive overlapping
+// docs/contract.md §1/§3 across real processes: four OS processes receive overlapping
 // duplicates of one flow into one file; every message is accepted by exactly
 // one of them and the total is the sum of the deltas.
 func TestProcesses_EachDeltaAppliedExactlyOnce(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package receiverstore is fairrelay's idempotent receiver (SPEC §3): it turns
+// Package receiverstore is fairrelay's idempotent receiver (docs/contract.md §3): it turns
 // at-least-once delivery into an exactly-once effect.
 //
 // A [Message] carries an event's ID, its flow, its sequence number in that

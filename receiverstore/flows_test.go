@@ -8,7 +8,7 @@ import (
 
 // TestFlows_ListsTotalsAndNextExpected checks the operator's per-flow view:
 // only flows that accepted something, ordered by flow, with total and
-// next-expected as SPEC §3 rule 6 moves them (a gap moves nothing).
+// next-expected as docs/contract.md §3 rule 6 moves them (a gap moves nothing).
 func TestFlows_ListsTotalsAndNextExpected(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)

@@ -66,7 +66,7 @@ func FuzzParseDelta(f *testing.F) {
 // FuzzReceive drives a fresh store with a fuzzed body and a fuzzed sequence
 // of messages (first half through Receive, second half through one
 // ReceiveBatch). It must never panic; every outcome must match the model of
-// SPEC §3; the flow totals must equal the sum of the deltas of the accepted
+// docs/contract.md §3; the flow totals must equal the sum of the deltas of the accepted
 // messages (read with encoding/json, not with the store's parser); and each
 // flow's next-expected must equal 1 + its accepted count.
 func FuzzReceive(f *testing.F) {

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 )
 
-// model is SPEC §3 written as plainly as possible, in memory, to check the
+// model is docs/contract.md §3 written as plainly as possible, in memory, to check the
 // store against.
 type model struct {
 	maxDelta  int64

@@ -34,7 +34,7 @@ func TestOpen_WithMaxDeltaRange(t *testing.T) {
 	}
 }
 
-// SPEC §2.7 (storage rules shared by the receiver): WAL, synchronous=FULL,
+// docs/contract.md §2.7 (storage rules shared by the receiver): WAL, synchronous=FULL,
 // a busy timeout, foreign keys, on every connection of the pool.
 func TestOpen_ConnectionPragmas(t *testing.T) {
 	t.Parallel()
@@ -69,7 +69,7 @@ func TestOpen_ConnectionPragmas(t *testing.T) {
 	}
 }
 
-// SPEC §2.7: the schema carries a version; STRICT tables.
+// docs/contract.md §2.7: the schema carries a version; STRICT tables.
 func TestOpen_SchemaVersionAndStrictTables(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
@@ -124,7 +124,7 @@ func TestOpen_NewerSchemaVersionRefused(t *testing.T) {
 	}
 }
 
-// SPEC §2.7: opening an existing file never clears it.
+// docs/contract.md §2.7: opening an existing file never clears it.
 func TestOpen_ReopenKeepsRecords(t *testing.T) {
 	t.Parallel()
 	s, path := open(t)

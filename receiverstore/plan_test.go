@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Issue 6 (batch operations): the statements ReceiveBatch adds find every
+// Batch operations: the statements ReceiveBatch adds find every
 // row through an index or the rowid, never by scanning receipts or flows,
 // and sort nothing in a temporary B-tree. Plans are read after ANALYZE on
 // a store with many flows and receipts.

@@ -23,7 +23,7 @@ type Message struct {
 // Outcome is what Receive did with a valid message.
 type Outcome string
 
-// The outcomes of Receive, in the order of SPEC §3.
+// The outcomes of Receive, in the order of docs/contract.md §3.
 const (
 	// Accepted: the effect is applied. The receipt, total += delta and
 	// next-expected += 1 were committed in one transaction.
@@ -46,7 +46,7 @@ const (
 
 // Conflict rules recorded in [ConflictRecord.Rule].
 const (
-	RuleIDReused  = "id_reused"  // SPEC §3 rule 1: the ID has a receipt with another flow, seq or body
+	RuleIDReused  = "id_reused"  // docs/contract.md §3 rule 1: the ID has a receipt with another flow, seq or body
 	RuleSeqTaken  = "seq_taken"  // rule 2: (flow, seq) has a receipt under another ID
 	RuleSeqBehind = "seq_behind" // rule 4: seq is below next-expected and has no receipt
 )
@@ -110,7 +110,7 @@ func validName(what, s string) error {
 // blank and without leading or trailing whitespace, and
 // Seq at least 1, else [ErrInvalid]. Both errors change nothing. A valid
 // message is then checked, in one IMMEDIATE transaction, in the order of
-// SPEC §3: a receipt with this ID ([Duplicate] or [Conflict]); a receipt for
+// docs/contract.md §3: a receipt with this ID ([Duplicate] or [Conflict]); a receipt for
 // (Flow, Seq) under another ID ([Conflict]); Seq above next-expected
 // ([Gap]); Seq below it ([Conflict]); delta above MaxDelta
 // ([UnsupportedDelta]); otherwise [Accepted]. SQL errors are returned
@@ -228,7 +228,7 @@ type checkRow struct {
 	rBody          []byte
 }
 
-// decide applies SPEC §3's rules 1 to 5, in order, to m against chk, with
+// decide applies docs/contract.md §3's rules 1 to 5, in order, to m against chk, with
 // next the flow's next expected number, and records a conflict where a rule
 // says so. accept reports that none applied: rule 6, the caller accepts.
 // Receive and ReceiveBatch both decide here, so the order lives in one place.
@@ -258,7 +258,7 @@ func (s *Store) decide(ctx context.Context, tx writeTx, m Message, delta int64, 
 	return "", true, nil
 }
 
-// receiveTx runs the SPEC §3 checks for a validated message inside the
+// receiveTx runs the docs/contract.md §3 checks for a validated message inside the
 // write transaction tx.
 func (s *Store) receiveTx(ctx context.Context, tx writeTx, m Message, delta int64) (Outcome, error) {
 	var chk checkRow

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// SPEC §2.7 (shared rule): Snapshot returns every table in a stable order.
+// docs/contract.md §2.7 (shared rule): Snapshot returns every table in a stable order.
 // Two stores fed the same messages in different arrival orders give the same
 // JSON, byte for byte, and that JSON is readable (bodies as strings).
 func TestSnapshot_StableOrderAndReadableJSON(t *testing.T) {

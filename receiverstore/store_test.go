@@ -89,7 +89,7 @@ func total(t testing.TB, s *Store, flow string) int64 {
 	return n
 }
 
-// SPEC §3 rule 6: accepted = receipt + total += delta + next-expected += 1.
+// docs/contract.md §3 rule 6: accepted = receipt + total += delta + next-expected += 1.
 func TestReceive_Accepted_AppliesEffectInOneStep(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
@@ -123,7 +123,7 @@ func TestReceive_Accepted_AppliesEffectInOneStep(t *testing.T) {
 	}
 }
 
-// SPEC §3 rule 1: same ID, flow, seq and body bytes → duplicate, no change.
+// docs/contract.md §3 rule 1: same ID, flow, seq and body bytes → duplicate, no change.
 func TestReceive_Rule1_DuplicateChangesNothing(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
@@ -139,7 +139,7 @@ func TestReceive_Rule1_DuplicateChangesNothing(t *testing.T) {
 	}
 }
 
-// SPEC §3 rule 1: same ID with another flow, seq or body → conflict, recorded
+// docs/contract.md §3 rule 1: same ID with another flow, seq or body → conflict, recorded
 // with the receipt it clashed with; the total does not move.
 func TestReceive_Rule1_SameIDOtherwiseDifferentIsConflict(t *testing.T) {
 	t.Parallel()
@@ -173,7 +173,7 @@ func TestReceive_Rule1_SameIDOtherwiseDifferentIsConflict(t *testing.T) {
 	}
 }
 
-// SPEC §3 rule 2: a receipt for (flow, seq) under another ID → conflict.
+// docs/contract.md §3 rule 2: a receipt for (flow, seq) under another ID → conflict.
 func TestReceive_Rule2_SeqTakenByOtherIDIsConflict(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
@@ -193,7 +193,7 @@ func TestReceive_Rule2_SeqTakenByOtherIDIsConflict(t *testing.T) {
 	}
 }
 
-// SPEC §3 rule 3: seq above next-expected → gap; nothing skipped, nothing
+// docs/contract.md §3 rule 3: seq above next-expected → gap; nothing skipped, nothing
 // changes, and the flow still accepts the missing seq next.
 func TestReceive_Rule3_GapChangesNothingAndSkipsNothing(t *testing.T) {
 	t.Parallel()
@@ -213,7 +213,7 @@ func TestReceive_Rule3_GapChangesNothingAndSkipsNothing(t *testing.T) {
 	}
 }
 
-// SPEC §3 rule 4: seq below next-expected with no receipt → conflict. The
+// docs/contract.md §3 rule 4: seq below next-expected with no receipt → conflict. The
 // public API never makes that state (every seq below next-expected has a
 // receipt, so rule 2 answers first); the test makes it by deleting a receipt
 // behind the store's back, to prove the defensive branch.
@@ -240,7 +240,7 @@ func TestReceive_Rule4_BehindWithoutReceiptIsConflict(t *testing.T) {
 	}
 }
 
-// SPEC §3 rule 5: delta above MaxDelta → unsupported_delta, no change.
+// docs/contract.md §3 rule 5: delta above MaxDelta → unsupported_delta, no change.
 func TestReceive_Rule5_UnsupportedDeltaChangesNothing(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t, WithMaxDelta(10))
@@ -251,7 +251,7 @@ func TestReceive_Rule5_UnsupportedDeltaChangesNothing(t *testing.T) {
 	assertUnchanged(t, s, before, "an unsupported delta")
 }
 
-// SPEC §3: raising MaxDelta and replaying the byte-identical message that was
+// docs/contract.md §3: raising MaxDelta and replaying the byte-identical message that was
 // refused gives accepted.
 func TestReceive_RaisedMaxDeltaAcceptsTheSameMessage(t *testing.T) {
 	t.Parallel()
@@ -269,7 +269,7 @@ func TestReceive_RaisedMaxDeltaAcceptsTheSameMessage(t *testing.T) {
 	}
 }
 
-// SPEC §3 order: every case is a message that two rules match; the earlier
+// docs/contract.md §3 order: every case is a message that two rules match; the earlier
 // rule must win.
 func TestReceive_RuleOrder(t *testing.T) {
 	t.Parallel()
@@ -361,7 +361,7 @@ func TestReceive_RuleOrder(t *testing.T) {
 	}
 }
 
-// SPEC §3 rule 4 before rule 5 (a state only reachable behind the store's
+// docs/contract.md §3 rule 4 before rule 5 (a state only reachable behind the store's
 // back, as in TestReceive_Rule4_BehindWithoutReceiptIsConflict).
 func TestReceive_RuleOrder_Rule4BeforeRule5(t *testing.T) {
 	t.Parallel()
@@ -373,7 +373,7 @@ func TestReceive_RuleOrder_Rule4BeforeRule5(t *testing.T) {
 	mustReceive(t, s, msg("y1", "f", 1, 500), Conflict)
 }
 
-// SPEC §3: conflicts are kept, each distinct conflicting message once, and
+// docs/contract.md §3: conflicts are kept, each distinct conflicting message once, and
 // never move a total.
 func TestConflicts_EachDistinctMessageRecordedOnce(t *testing.T) {
 	t.Parallel()
@@ -403,7 +403,7 @@ func TestConflicts_EachDistinctMessageRecordedOnce(t *testing.T) {
 	}
 }
 
-// SPEC §3: a bad body is ErrInvalidBody, checked first, and changes nothing.
+// docs/contract.md §3: a bad body is ErrInvalidBody, checked first, and changes nothing.
 func TestReceive_InvalidBody(t *testing.T) {
 	t.Parallel()
 	bad := map[string]string{

@@ -62,7 +62,7 @@ func TestCell(t *testing.T) {
 }
 
 // TestProgressBar: the bar is drawn on a terminal only, ends its line once,
-// and reaches 100% at the end of the input (issue 7: "a progress bar on a
+// and reaches 100% at the end of the input ("a progress bar on a
 // terminal and none when piped").
 func TestProgressBar(t *testing.T) {
 	t.Parallel()

@@ -36,7 +36,7 @@ func compareReady(a, b *int64) int {
 }
 
 // blockedWhy says why a flow's head holds back the rest of its flow at tick
-// mark (SPEC §2.2), or "" when it does not.
+// mark (docs/contract.md §2.2), or "" when it does not.
 func blockedWhy(r flowRow, mark int64) string {
 	switch r.HeadState {
 	case "quarantined":

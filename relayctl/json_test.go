@@ -62,8 +62,8 @@ func quarantine(t *testing.T, path, id string, from clock.Tick, reason string) c
 }
 
 // TestJSONParsesBack runs every listing command with --json and reads the
-// output back into relayctl's row types (issue 7: "--json output parsed
-// back"). SPEC §2.4 (quarantine after three failures) and §2.5 (redrive:
+// output back into relayctl's row types ("--json output parsed
+// back"). docs/contract.md §2.4 (quarantine after three failures) and §2.5 (redrive:
 // generation + 1, attempts 0, lifetime kept, audit row) give the values.
 func TestJSONParsesBack(t *testing.T) {
 	t.Parallel()

@@ -118,9 +118,9 @@ func shellWords(t *testing.T, line string) []string {
 // TestReadmeOperatingSection runs the commands of the "Operating a queue"
 // section of relayctl/README.md, and of the repository's README.md when it
 // has that section too, in order, against a queue where evt-1007 has been
-// quarantined the way the relay would (SPEC §2.4: three failures with
+// quarantined the way the relay would (docs/contract.md §2.4: three failures with
 // unsupported_delta). Each command must print exactly the output shown after
-// it, and the section must really unblock the flow (issue 7: "a newcomer ...
+// it, and the section must really unblock the flow ("a newcomer ...
 // finds why a flow is stuck and redrives it, copy-pasting the commands").
 func TestReadmeOperatingSection(t *testing.T) {
 	t.Parallel()

@@ -39,7 +39,7 @@ func (r racingQueue) Redrive(ctx context.Context, id string, generation int64, r
 // TestRedriveConcurrentChangeRefused: without --generation, relayctl redrives
 // at the generation it has just read, so when the event changes in between
 // (another operator redrove it) the store refuses with ErrStaleGeneration
-// (SPEC §2.5) and the event is redriven once, not twice (issue 7).
+// (docs/contract.md §2.5) and the event is redriven once, not twice.
 func TestRedriveConcurrentChangeRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

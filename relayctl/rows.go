@@ -37,7 +37,7 @@ type flowRow struct {
 	ReadyTick *int64 `json:"ready_tick"`
 	Backlog   int64  `json:"backlog"` // events not yet acked, head included
 	// Blocked says why the head holds the flow back at the clock mark
-	// (SPEC §2.2): "quarantined", "inflight" (a live lease) or "backoff"
+	// (docs/contract.md §2.2): "quarantined", "inflight" (a live lease) or "backoff"
 	// (pending, not yet available); "" when it does not.
 	Blocked string `json:"blocked"`
 	// Weight is the flow's weight (docs/contract.md §7.6), shown under the

@@ -118,10 +118,10 @@ func frDrive(args []string) int {
 }
 
 // driveToQuarantine plays a relay whose sends of event id keep failing
-// (SPEC §2.3, §2.4). From tick from it claims; a claim of id is settled as a
+// (docs/contract.md §2.3, §2.4). From tick from it claims; a claim of id is settled as a
 // failure with reason at the same tick, any other claim as a success. When
 // nothing is dispatchable it moves to the tick at which id is available again
-// (from, from+2, from+6: the backoff of SPEC §2.4). It stops when id is
+// (from, from+2, from+6: the backoff of docs/contract.md §2.4). It stops when id is
 // quarantined and returns that tick; each step is logged to w.
 func driveToQuarantine(ctx context.Context, q *queuestore.Store, id string, from clock.Tick, reason string, w io.Writer) (clock.Tick, error) {
 	now := from

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestCheckFailsOnADifference proves SPEC §5: check exits non-zero on any
+// TestCheckFailsOnADifference proves docs/contract.md §5: check exits non-zero on any
 // difference from a golden file and shows it.
 func TestCheckFailsOnADifference(t *testing.T) {
 	t.Parallel()
@@ -54,7 +54,7 @@ func TestCheckFailsOnADifference(t *testing.T) {
 	}
 }
 
-// TestOutputWritesJSON proves the output file's shape (SPEC §5).
+// TestOutputWritesJSON proves the output file's shape (docs/contract.md §5).
 func TestOutputWritesJSON(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "out.json")
