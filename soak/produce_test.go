@@ -54,7 +54,6 @@ func TestProducer_EventsDeterministic(t *testing.T) {
 	}
 }
 
-
 func TestLastCommitted(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
