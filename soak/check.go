@@ -27,6 +27,7 @@ type Result struct {
 	Stuck       int // pending or in flight at the end
 	Quarantined int
 	Injected    int // poison events (each must end quarantined)
+	Retried     int // ordinary events acked after more than one claim (a kill or an outage hit them)
 	// Problems says what broke, one line each (at most a few per kind).
 	Problems []string
 }
@@ -136,6 +137,9 @@ func Check(ctx context.Context, queuePath, receiverPath string, producers []Prod
 			switch e.State {
 			case "acked":
 				res.Acked++
+				if e.LifetimeAttempts > 1 {
+					res.Retried++
+				}
 			case "quarantined":
 				res.Quarantined++
 			}

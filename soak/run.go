@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -124,6 +125,14 @@ chaos:
 		}
 		if victim.kill() {
 			sum.Kills++
+			switch {
+			case victim == receiver:
+				sum.ReceiverKills++
+			case strings.HasPrefix(victim.name, "relay"):
+				sum.RelayKills++
+			default:
+				sum.ProducerKills++
+			}
 		}
 		if time.Since(lastReport) >= 10*time.Second {
 			lastReport = time.Now()
