@@ -39,6 +39,9 @@ type Config struct {
 	PoisonEvery int
 	// ProducerPause is the wait between two batches of one producer.
 	ProducerPause time.Duration
+	// MaxBacklog holds the producers back while more ordinary events than
+	// this are not yet acked (Producer.MaxBacklog; -1: never).
+	MaxBacklog int
 	// KillMin and KillMax bound the wait between two kills.
 	KillMin, KillMax time.Duration
 	// RestartMax bounds the pause before a killed process is restarted.
@@ -75,6 +78,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.ProducerPause == 0 {
 		c.ProducerPause = 100 * time.Millisecond
+	}
+	if c.MaxBacklog == 0 {
+		c.MaxBacklog = 2000
 	}
 	if c.KillMin == 0 {
 		c.KillMin = 50 * time.Millisecond

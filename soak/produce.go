@@ -43,6 +43,10 @@ type Producer struct {
 	Batch       int           // events per batch
 	PoisonEvery int           // every PoisonEvery-th batch carries one poison event (0: none)
 	Pause       time.Duration // wait between batches
+	// MaxBacklog holds the producer back while the ordinary flows have more
+	// than this many events not yet acked (0: never), so that the
+	// producers cannot outrun the relays and a long run's drain stays short.
+	MaxBacklog int
 }
 
 // Args are the command-line arguments that ParseProducer reads back.
@@ -51,6 +55,7 @@ func (p Producer) Args() []string {
 		"-queue", p.Queue, "-log", p.Log, "-id", strconv.Itoa(p.ID), "-seed", strconv.FormatInt(p.Seed, 10),
 		"-flows", strconv.Itoa(p.Flows), "-batch", strconv.Itoa(p.Batch),
 		"-poison-every", strconv.Itoa(p.PoisonEvery), "-pause", p.Pause.String(),
+		"-max-backlog", strconv.Itoa(p.MaxBacklog),
 	}
 }
 
@@ -67,6 +72,7 @@ func ParseProducer(args []string) (Producer, error) {
 	fs.IntVar(&p.Batch, "batch", 0, "events per batch")
 	fs.IntVar(&p.PoisonEvery, "poison-every", 0, "batches per poison event")
 	fs.DurationVar(&p.Pause, "pause", 0, "pause between batches")
+	fs.IntVar(&p.MaxBacklog, "max-backlog", 0, "wait while more events than this are not acked (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return Producer{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -80,8 +86,8 @@ func (p Producer) validate() error {
 	switch {
 	case p.Queue == "" || p.Log == "":
 		return fmt.Errorf("%w: producer needs -queue and -log", ErrConfig)
-	case p.ID < 1 || p.Flows < 1 || p.Batch < 1 || p.Batch > 10000 || p.PoisonEvery < 0 || p.Pause < 0:
-		return fmt.Errorf("%w: producer -id, -flows, -batch (1..10000) must be positive, -poison-every and -pause not negative", ErrConfig)
+	case p.ID < 1 || p.Flows < 1 || p.Batch < 1 || p.Batch > 10000 || p.PoisonEvery < 0 || p.Pause < 0 || p.MaxBacklog < 0:
+		return fmt.Errorf("%w: producer -id, -flows, -batch (1..10000) must be positive, -poison-every, -pause and -max-backlog not negative", ErrConfig)
 	}
 	return nil
 }
@@ -146,6 +152,12 @@ func Produce(ctx context.Context, p Producer) error {
 	}
 	defer lf.Close()
 	for k := last + 1; ; k++ {
+		if err := p.holdBack(ctx, q); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 		if _, err := q.EnqueueBatch(ctx, p.Events(k), clock.Wall{}.Now()); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -208,4 +220,41 @@ func cutTornLine(path string) error {
 		return fmt.Errorf("producer log: %w", err)
 	}
 	return nil
+}
+
+// holdBack waits while the ordinary flows' backlog is above MaxBacklog.
+func (p Producer) holdBack(ctx context.Context, q *queuestore.Store) error {
+	if p.MaxBacklog == 0 {
+		return nil
+	}
+	for {
+		n, err := backlog(ctx, q)
+		if err != nil {
+			return err
+		}
+		if n <= int64(p.MaxBacklog) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(max(p.Pause, 50*time.Millisecond)):
+		}
+	}
+}
+
+// backlog counts the events of ordinary flows that are not acked (poison
+// flows left out: their events end quarantined and stay).
+func backlog(ctx context.Context, q *queuestore.Store) (int64, error) {
+	flows, err := q.Flows(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the backlog: %w", err)
+	}
+	var n int64
+	for _, f := range flows {
+		if !strings.HasPrefix(f.Flow, poisonPrefix) {
+			n += f.Backlog
+		}
+	}
+	return n, nil
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func TestProducer_ArgsRoundTrip(t *testing.T) {
-	p := Producer{Queue: "/q.db", Log: "/p.log", ID: 3, Seed: -9, Flows: 17, Batch: 40, PoisonEvery: 25, Pause: 100 * time.Millisecond}
+	p := Producer{Queue: "/q.db", Log: "/p.log", ID: 3, Seed: -9, Flows: 17, Batch: 40, PoisonEvery: 25, Pause: 100 * time.Millisecond, MaxBacklog: 2000}
 	got, err := ParseProducer(p.Args())
 	if err != nil || got != p {
 		t.Fatalf("ParseProducer(Args()) = %+v, %v; want %+v", got, err, p)
@@ -129,5 +129,34 @@ func TestProduce_ResumesAfterItsLog(t *testing.T) {
 				t.Fatalf("batch %d is logged but not in the queue: %v", k, err)
 			}
 		}
+	}
+}
+
+// holdBack lets a batch go while the ordinary backlog is at most
+// MaxBacklog and waits while it is above (here it ends with the context);
+// poison flows do not count.
+func TestProducer_HoldBack(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	p := Producer{ID: 1, Seed: 1, Flows: 2, Batch: 4, PoisonEvery: 1, MaxBacklog: 3}
+	if _, err := q.EnqueueBatch(ctx, p.Events(1), 1); err != nil { // 3 ordinary + 1 poison
+		t.Fatal(err)
+	}
+	if n, err := backlog(ctx, q); n != 3 || err != nil {
+		t.Fatalf("backlog = %d, %v; want 3 (the poison event left out)", n, err)
+	}
+	if err := p.holdBack(ctx, q); err != nil {
+		t.Fatalf("backlog 3 of at most 3: holdBack = %v, want nil", err)
+	}
+	p.MaxBacklog = 2
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := p.holdBack(short, q); err == nil {
+		t.Fatal("backlog 3 above 2: holdBack returned nil, want it to wait until the context ends")
 	}
 }

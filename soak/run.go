@@ -81,7 +81,8 @@ func Run(ctx context.Context, c Config) (Summary, error) {
 	var producers []Producer
 	for i := range c.Producers {
 		p := Producer{Queue: queuePath, Log: filepath.Join(c.Dir, fmt.Sprintf("producer%d.log", i+1)), ID: i + 1,
-			Seed: c.Seed, Flows: c.Flows, Batch: c.Batch, PoisonEvery: c.PoisonEvery, Pause: c.ProducerPause}
+			Seed: c.Seed, Flows: c.Flows, Batch: c.Batch, PoisonEvery: c.PoisonEvery, Pause: c.ProducerPause,
+			MaxBacklog: max(c.MaxBacklog, 0)}
 		producers = append(producers, p)
 		procs = append(procs, newProc(c.Dir, fmt.Sprintf("producer%d", i+1), c.Producer, append([]string{"produce"}, p.Args()...)...))
 	}
