@@ -258,3 +258,24 @@ func TestCheck_FindsEachBreak(t *testing.T) {
 		})
 	}
 }
+
+// CheckDir checks a run directory with the producers Run wrote down.
+func TestCheckDir(t *testing.T) {
+	f := newFixture(t)
+	if _, err := CheckDir(context.Background(), f.dir); !errors.Is(err, ErrConfig) {
+		t.Fatalf("CheckDir without %s = %v, want ErrConfig", ProducersFile, err)
+	}
+	if err := writeProducers(f.dir, f.producers); err != nil {
+		t.Fatal(err)
+	}
+	res, err := CheckDir(context.Background(), f.dir)
+	if err != nil || len(res.Problems) > 0 || res.Events != 30 {
+		t.Fatalf("CheckDir = %+v, %v; want 30 events and no problems", res, err)
+	}
+	if err := os.WriteFile(f.producers[1].Log, []byte("1\n2\n3\n4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := CheckDir(context.Background(), f.dir); err != nil || res.Lost != 5 {
+		t.Fatalf("CheckDir after a log names an uncommitted batch = lost %d, %v; want 5 lost", res.Lost, err)
+	}
+}

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -85,6 +86,10 @@ func Run(ctx context.Context, c Config) (Summary, error) {
 			MaxBacklog: max(c.MaxBacklog, 0)}
 		producers = append(producers, p)
 		procs = append(procs, newProc(c.Dir, fmt.Sprintf("producer%d", i+1), c.Producer, append([]string{"produce"}, p.Args()...)...))
+	}
+
+	if err := writeProducers(c.Dir, producers); err != nil {
+		return sum, err
 	}
 
 	// Chaos: every process is supervised (restarted after a short pause
@@ -206,6 +211,41 @@ chaos:
 		return sum, fmt.Errorf("%w: %d problems", ErrCheck, len(sum.Problems))
 	}
 	return sum, nil
+}
+
+// ProducersFile, in a run's directory, lists its producers (JSON), so that
+// CheckDir can check a kept run again.
+const ProducersFile = "producers.json"
+
+func writeProducers(dir string, ps []Producer) error {
+	b, err := json.MarshalIndent(ps, "", "  ")
+	if err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ProducersFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	return nil
+}
+
+// CheckDir runs Check on a run's directory (queue.db, receiver.db and the
+// producers' logs, as Run leaves them), for example one kept after a
+// failure, or a copy taken after a machine crash.
+func CheckDir(ctx context.Context, dir string) (Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ProducersFile))
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	var ps []Producer
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return Result{}, fmt.Errorf("%w: %s: %v", ErrConfig, ProducersFile, err)
+	}
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return Result{}, err
+		}
+	}
+	return Check(ctx, filepath.Join(dir, "queue.db"), filepath.Join(dir, "receiver.db"), ps)
 }
 
 // freePort picks a free loopback port; the receiver listens on it for the

@@ -5,6 +5,7 @@
 // Usage, from the repository:
 //
 //	go run ./soak/cmd/soak [-for 45s] [-seed N] [-backend sqlite] [-keep]
+//	go run ./soak/cmd/soak check -dir DIR   # check a kept run directory again
 //
 // SOAK_FOR and SOAK_SEED set -for and -seed when the flags are not given.
 // It builds relayctl (go build) unless -relayctl names a binary, prints one
@@ -41,7 +42,35 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		os.Exit(check(os.Args[2:]))
+	}
 	os.Exit(run())
+}
+
+// check runs the final checks again on a kept run directory.
+func check(args []string) int {
+	fs := flag.NewFlagSet("soak check", flag.ExitOnError)
+	dir := fs.String("dir", "", "a run directory that soak kept")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		fmt.Fprintln(os.Stderr, "soak check: -dir is required")
+		return 2
+	}
+	res, err := soak.CheckDir(context.Background(), *dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak check:", err)
+		return 1
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintln(os.Stderr, "soak: problem:", p)
+	}
+	fmt.Printf("soak check: events=%d flows=%d committed=%d lost=%d duplicated=%d stuck=%d quarantined=%d (injected=%d) retried=%d receipts=%d problems=%d\n",
+		res.Events, res.Flows, res.Committed, res.Lost, res.Duplicated, res.Stuck, res.Quarantined, res.Injected, res.Retried, res.Receipts, len(res.Problems))
+	if len(res.Problems) > 0 {
+		return 1
+	}
+	return 0
 }
 
 func run() int {
