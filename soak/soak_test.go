@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-var soakFor = flag.Duration("soak.for", 15*time.Second, "chaos phase of TestSoak (SOAK_FOR=30m with go run ./soak/cmd/soak for a long run)")
+var soakFor = flag.Duration("soak.for", 12*time.Second, "chaos phase of TestSoak (SOAK_FOR=30m with go run ./soak/cmd/soak for a long run)")
 
 // buildBinaries builds relayctl and the soak command (no race detector:
 // they are the real child processes) into dir.
@@ -41,7 +41,9 @@ func TestSoak(t *testing.T) {
 	seed := time.Now().UnixNano() % 1_000_000_007
 	sum, err := Run(context.Background(), Config{
 		Relayctl: relayctl, Producer: soakBin, Dir: dir, For: *soakFor, Seed: seed,
-		Log: t.Logf,
+		MaxBacklog:  300, // a short drain: at most this many ordinary events wait when the chaos ends
+		PoisonEvery: 3,   // a few injected failures even in a short run on a slow machine
+		Log:         t.Logf,
 	})
 	t.Log(sum)
 	if err != nil {
