@@ -114,6 +114,17 @@ func Run(ctx context.Context, c Config) (Summary, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.supervise(sctx, pause) }()
 	}
+	// Whatever way Run returns, no child outlives it.
+	var drainers []*proc
+	defer func() {
+		stopChaos()
+		chaosWG.Wait()
+		stopReceiver()
+		recvWG.Wait()
+		for _, p := range append(procs, drainers...) {
+			p.stop()
+		}
+	}()
 	deadline := time.After(c.For)
 	lastReport := time.Now()
 chaos:
@@ -165,7 +176,6 @@ chaos:
 
 	// Drain: relays with --exit-when-idle, under a watchdog.
 	drainStart := time.Now()
-	var drainers []*proc
 	for i := range c.Relays {
 		d := newProc(c.Dir, fmt.Sprintf("drain%d", i+1), c.Relayctl, relayArgs("--exit-when-idle")...)
 		if err := d.start(); err != nil {
@@ -173,13 +183,16 @@ chaos:
 		}
 		drainers = append(drainers, d)
 	}
-	watchdog := time.After(c.DrainTimeout)
+	watchdog, cancelWatchdog := context.WithTimeout(ctx, c.DrainTimeout)
+	defer cancelWatchdog()
 	for _, d := range drainers {
 		select {
 		case <-d.exited():
-		case <-watchdog:
-			sum.Problems = append(sum.Problems, fmt.Sprintf("drain: still running after %s; killed", c.DrainTimeout))
+		case <-watchdog.Done():
 		}
+	}
+	if watchdog.Err() != nil {
+		sum.Problems = append(sum.Problems, fmt.Sprintf("drain: relays still running after %s; killed", c.DrainTimeout))
 	}
 	for _, d := range drainers {
 		d.stop()
@@ -204,9 +217,10 @@ chaos:
 	if err != nil {
 		return sum, err
 	}
+	runProblems := sum.Problems // the run's own, before Result (which holds Problems too) is set
 	sum.Result = res
 	sum.Duration = time.Since(began)
-	sum.Problems = append(sum.Problems, res.Problems...)
+	sum.Problems = append(runProblems, res.Problems...)
 	if len(sum.Problems) > 0 {
 		return sum, fmt.Errorf("%w: %d problems", ErrCheck, len(sum.Problems))
 	}

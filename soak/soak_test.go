@@ -4,26 +4,53 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 var soakFor = flag.Duration("soak.for", 12*time.Second, "chaos phase of TestSoak (SOAK_FOR=30m with go run ./soak/cmd/soak for a long run)")
 
+var (
+	buildOnce           sync.Once
+	builtDir, buildFail string
+)
+
 // buildBinaries builds relayctl and the soak command (no race detector:
-// they are the real child processes) into dir.
-func buildBinaries(t *testing.T, dir string) (relayctl, soakBin string) {
+// they are the real child processes) once for the whole test binary.
+func buildBinaries(t *testing.T) (relayctl, soakBin string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"github.com/fairrelay/fairrelay/relayctl", "github.com/fairrelay/fairrelay/soak/cmd/soak")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "soak-bin-")
+		if err != nil {
+			buildFail = err.Error()
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+			"github.com/fairrelay/fairrelay/relayctl", "github.com/fairrelay/fairrelay/soak/cmd/soak")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildFail = fmt.Sprintf("go build: %v\n%s", err, out)
+			return
+		}
+		builtDir = dir
+	})
+	if buildFail != "" {
+		t.Fatal(buildFail)
 	}
-	return filepath.Join(dir, "relayctl"), filepath.Join(dir, "soak")
+	return filepath.Join(builtDir, "relayctl"), filepath.Join(builtDir, "soak")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
 }
 
 // The soak at CI length: a receiver, four relays and two producers as real
@@ -35,8 +62,7 @@ func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: real processes for about 30 s")
 	}
-	bin := t.TempDir()
-	relayctl, soakBin := buildBinaries(t, bin)
+	relayctl, soakBin := buildBinaries(t)
 	dir := t.TempDir()
 	seed := time.Now().UnixNano() % 1_000_000_007
 	sum, err := Run(context.Background(), Config{
@@ -101,5 +127,25 @@ func TestRun_RefusesWhatItCannotRun(t *testing.T) {
 				t.Fatalf("a refused run left files behind: %v", entries)
 			}
 		})
+	}
+}
+
+// A drain that outlives its watchdog is a failure, and Run still returns
+// with every child stopped: here the watchdog is far too short to drain
+// even a second of chaos.
+func TestSoak_DrainWatchdog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak: real processes")
+	}
+	relayctl, soakBin := buildBinaries(t)
+	sum, err := Run(context.Background(), Config{
+		Relayctl: relayctl, Producer: soakBin, Dir: t.TempDir(), For: time.Second, Seed: 1,
+		DrainTimeout: time.Millisecond, Log: t.Logf,
+	})
+	if !errors.Is(err, ErrCheck) {
+		t.Fatalf("Run = %v, want ErrCheck", err)
+	}
+	if len(sum.Problems) == 0 || !strings.HasPrefix(sum.Problems[0], "drain: relays still running after 1ms") {
+		t.Fatalf("problems = %q, want the watchdog's first", sum.Problems)
 	}
 }
