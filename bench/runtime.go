@@ -369,12 +369,6 @@ func RuntimeFairness(ctx context.Context, dir string, bigEvents, small, smallEve
 	return res, nil
 }
 
-// WakeResult holds wake-up latencies: enqueue → handler start.
-type WakeResult struct {
-	SameProcess []time.Duration // enqueue + Notify in the relay's process
-	Poll        time.Duration   // the relay's poll interval for the other-process case
-}
-
 // RuntimeWakeSameProcess measures, n times, the time from the return of an
 // Enqueue (its commit) followed by Notify to the start of the handler, with
 // an idle relay (poll interval 1 s, so only Notify can explain a short

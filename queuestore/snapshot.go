@@ -111,10 +111,9 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 
 // The snapshot's queries (prepared at Open).
 const (
-	qSnapMeta    = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
-	qSnapVersion = `PRAGMA user_version`
-	qSnapFlows   = `SELECT flow, last_seq, served, head_seq, ready_at, ready FROM flows ORDER BY flow`
-	qSnapEvents  = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
+	qSnapMeta   = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
+	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready FROM flows ORDER BY flow`
+	qSnapEvents = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM events ORDER BY flow, seq`
 	qSnapAudit = `SELECT id, event_id, generation, reason, at FROM audit WHERE kind = 'redrive' ORDER BY id`
 

@@ -171,7 +171,7 @@ var writeQueries = []string{
 // every connection of the pool (database/sql keeps one prepared copy per
 // connection).
 var readQueries = []string{
-	qSnapMeta, qSnapVersion, qSnapFlows, qSnapEvents, qSnapAudit,
+	qSnapMeta, qSnapFlows, qSnapEvents, qSnapAudit,
 	qNextDueReady, qNextDueWaiting, qPolicyRead, qSnapAuditOther, qAuditAll,
 }
 

@@ -35,7 +35,7 @@ type Tx interface {
 }
 
 // Effect is a user's own effect of an accepted message. The store calls it
-// once per [Accepted] message, after SPEC §3's rules have accepted the
+// once per [Accepted] message, after the rules of docs/contract.md §3 accept the
 // message and its receipt is written, before the hook and the commit, with
 // tx the receipt's transaction. It is never called for a duplicate, a
 // conflict or a gap.

@@ -47,7 +47,7 @@ const (
 	DefaultConcurrency   = 16
 	DefaultBatch         = 64
 	DefaultPoll          = time.Second
-	DefaultLinger        = time.Millisecond
+	DefaultLinger        = 2 * time.Millisecond
 	DefaultShutdownGrace = 10 * time.Second
 	// AbandonWait is how long Run still waits for handlers after it has
 	// cancelled their contexts at the end of the shutdown grace period.
@@ -72,8 +72,11 @@ type Options struct {
 	// by this process is seen at once through Notify.
 	Poll time.Duration
 	// Linger is how long a finished handler's result may wait for others
-	// to share its SettleBatch (default 1 ms). A batch is flushed earlier
-	// when it is full or when no handler is running.
+	// to share its SettleBatch, and how long a freed handler slot may wait
+	// for others to share a ClaimBatch (default 2 ms). A settle batch is
+	// flushed earlier when it holds min(Batch, Concurrency) results or no
+	// handler is running; a claim is made earlier when half of
+	// min(Batch, Concurrency) slots are free or no handler is running.
 	Linger time.Duration
 	// ShutdownGrace is how long Run waits for running handlers once its
 	// context ends (default 10 s). Then their contexts are cancelled

@@ -63,6 +63,7 @@ type loop struct {
 	pendingSince time.Time
 
 	nextClaim clock.Tick // claim when now >= nextClaim
+	freedAt   time.Time  // when the first slot freed since the last claim; zero when none
 	lastAsk   time.Time  // the last ClaimBatch or NextDue
 	retryAt   time.Time  // after a failed queue call, no queue call before this
 	failures  int
@@ -170,7 +171,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	tick := noDue
 	blocked := l.blocked()
-	if len(l.pending) > 0 {
+	if len(l.pending) > 0 && !blocked {
 		at(l.pendingSince.Add(l.r.o.Linger))
 	}
 	if blocked {
@@ -182,7 +183,9 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	if !l.stopping && l.free() > 0 {
 		at(l.lastAsk.Add(l.r.o.Poll))
-		if !blocked {
+		if l.gathering() {
+			at(l.freedAt.Add(l.r.o.Linger))
+		} else if !blocked {
 			tick = min(tick, l.nextClaim)
 		}
 	}
@@ -294,10 +297,11 @@ func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
 // claim claims while slots are free and work is due, in batches of at most
 // min(Batch, free slots), in the queue's order.
 func (l *loop) claim(now clock.Tick) {
-	for !l.blocked() && l.free() > 0 && now >= l.nextClaim {
+	for !l.blocked() && l.free() > 0 && now >= l.nextClaim && !l.gathering() {
 		n := min(l.r.o.Batch, l.free())
 		cs, err := l.r.q.ClaimBatch(l.sctx, now, n)
 		l.lastAsk = time.Now()
+		l.freedAt = time.Time{}
 		if err != nil {
 			l.storeFailed("claim", err)
 			return
@@ -313,6 +317,16 @@ func (l *loop) claim(now clock.Tick) {
 			return
 		}
 	}
+}
+
+// gathering reports that the relay waits for more free slots before it
+// claims: fewer than half of min(Batch, Concurrency) are free, handlers are
+// still running (they will free more), and the first free slot has waited
+// less than Linger. Claiming for every slot as it frees would split the
+// handlers into small waves, each paying a claim and a settle transaction.
+func (l *loop) gathering() bool {
+	want := max(1, min(l.r.o.Batch, l.r.o.Concurrency)/2)
+	return l.free() < want && l.goroutines > 0 && !l.freedAt.IsZero() && time.Since(l.freedAt) < l.r.o.Linger
 }
 
 // take starts a new claim, or parks it when a handler of its flow still
@@ -391,6 +405,9 @@ func (l *loop) start(cl *claim) {
 // handler starts now.
 func (l *loop) finish(o outcome) {
 	cl := o.cl
+	if l.freedAt.IsZero() {
+		l.freedAt = time.Now()
+	}
 	l.goroutines--
 	l.r.m.running(l.goroutines)
 	if l.byFlow[cl.c.Flow] == cl {
@@ -491,12 +508,13 @@ func (l *loop) extend(now clock.Tick) {
 	}
 }
 
-// flush settles finished claims in one batch when the batch is full, the
-// oldest has lingered long enough, no handler is running (nothing else is
-// coming soon), or force.
+// flush settles finished claims in one batch when it holds
+// min(Batch, Concurrency) results (a full set of slots), the oldest has
+// lingered for Linger, no handler is running (nothing else is coming soon),
+// or force.
 func (l *loop) flush(now clock.Tick, force bool) {
 	for len(l.pending) > 0 && !l.blocked() {
-		if !force && len(l.pending) < l.r.o.Batch && time.Since(l.pendingSince) < l.r.o.Linger && l.goroutines > 0 {
+		if !force && len(l.pending) < min(l.r.o.Batch, l.r.o.Concurrency) && time.Since(l.pendingSince) < l.r.o.Linger && l.goroutines > 0 {
 			return
 		}
 		if err := l.settleBatch(now); err != nil {

@@ -611,3 +611,70 @@ func TestOldestDueAgeMetric(t *testing.T) {
 func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
 	return counter(t, reg, name, "")
 }
+
+// TestClaimsGatherFreedSlots: with 4 slots, a slot freed while the other
+// handlers still run waits (up to Linger, here an hour) until half the slots
+// are free, so that one ClaimBatch serves them together.
+func TestClaimsGatherFreedSlots(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	for i := range 8 {
+		q.enqueue(fmt.Sprintf("f%d", i), 1)
+	}
+	release := map[string]chan struct{}{}
+	for i := range 8 {
+		release[fmt.Sprintf("f%d", i)] = make(chan struct{})
+	}
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error { <-release[e.Flow]; return nil })
+	reg := prometheus.NewRegistry()
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Linger: time.Hour, Poll: time.Hour, Metrics: reg})
+	q.waitFor(t, "4 claimed", func() bool { return len(q.claimed) == 4 })
+	close(release["f0"])
+	// The relay has taken f0's result (3 handlers in flight) and not claimed.
+	inFlight := gauge(t, reg, "fairrelay_handlers_in_flight")
+	claimedMore := func() (n int) { q.get(func() { n = len(q.claimed) }); return n }
+	for deadline := time.Now().Add(20 * time.Second); testutil.ToFloat64(inFlight) != 3 && claimedMore() == 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for 3 handlers in flight")
+		}
+	}
+	close(release["f1"])
+	q.waitFor(t, "6 claimed", func() bool { return len(q.claimed) == 6 })
+	for i := 2; i < 8; i++ {
+		close(release[fmt.Sprintf("f%d", i)])
+	}
+	q.waitFor(t, "8 acked", func() bool {
+		for _, e := range q.byID {
+			if e.state != "acked" {
+				return false
+			}
+		}
+		return true
+	})
+	q.get(func() {
+		if len(q.claimNs) < 2 || q.claimNs[1] != 2 {
+			t.Fatalf("ClaimBatch sizes %v, want the second to ask for the 2 freed slots together", q.claimNs)
+		}
+	})
+}
+
+// TestSettleErrorsAreRetriedWithoutSpinning: a refused SettleBatch keeps its
+// results and is retried after a backoff (10 ms doubling, at most Poll), so
+// the calls stay few, and the results are settled once the queue answers.
+func TestSettleErrorsAreRetriedWithoutSpinning(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	q.enqueue("a", 1)
+	q.enqueue("b", 1)
+	q.fail["settle"] = errors.New("database is locked")
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { return nil })
+	began := time.Now()
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Poll: 40 * time.Millisecond})
+	q.waitFor(t, "4 refused settles", func() bool { return q.calls["settle"] >= 4 })
+	time.Sleep(100 * time.Millisecond)
+	var calls int
+	q.get(func() { calls = q.calls["settle"]; delete(q.fail, "settle") })
+	// 10, 20, 40, 40 … ms apart: at most one call per 10 ms, plus the first.
+	if bound := 1 + int(time.Since(began)/(10*time.Millisecond)); calls > bound {
+		t.Fatalf("settle calls = %d in %v, want at most %d", calls, time.Since(began), bound)
+	}
+	q.waitFor(t, "both acked", func() bool { return q.byID["a/1"].state == "acked" && q.byID["b/1"].state == "acked" })
+}

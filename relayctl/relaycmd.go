@@ -149,13 +149,16 @@ func cmdRelay(e *env, args []string) (err error) {
 		go watchIdle(ctx, q, *poll, cancel, done, log)
 	}
 	live := !*jsonLogs && e.isTerminal(e.stderr)
+	liveStop, liveDone := make(chan struct{}), make(chan struct{})
 	if live {
-		go liveLine(e.stderr, q, &count, done)
+		go func() { liveLine(e.stderr, q, &count, liveStop); close(liveDone) }()
 	}
 	start := time.Now()
 	log.Info("relaying", "queue", e.queuePath, "to", target(*to, e.receiverPath), "concurrency", *concurrency, "batch", *batch)
 	runErr := rl.Run(ctx)
 	if live {
+		close(liveStop)
+		<-liveDone // no redraw after this
 		fmt.Fprint(e.stderr, "\r\033[K")
 	}
 	why := "interrupted"

@@ -14,7 +14,7 @@ import (
 // runtimeCases are the relay runtime's single-process cases, measured in
 // the same interleaved rounds as the raw cycles they are compared with.
 func runtimeCases(cfg config) []bench.Case {
-	step := min(500*time.Millisecond, cfg.plan.Slice)
+	step := cfg.plan.Slice
 	return []bench.Case{
 		bench.RuntimeCase(bench.RuntimeInProcess, 16, 64, 1000, cfg.runtimePer, step),
 		bench.RuntimeCase(bench.RuntimeInProcess, 64, 64, 1000, cfg.runtimePer, step),
@@ -81,7 +81,7 @@ func runtimeRows(rates bench.Rates, o runtimeOnce) []bench.Row {
 	r := bench.Summarize(bench.Ratio(in, rates["relay/batch-64"], 1))
 	rows = append(rows, bench.Row{What: "relay runtime in process ÷ batched relay cycle at 64", Value: r, Verb: "%.2f", Unit: "ratio",
 		Target: "≥ 0.8", Met: bench.AtLeast(r.Median, 0.8),
-		Why: "With concurrency 16 the runtime never holds more than 16 claims, so its ClaimBatch, SettleBatch and the receiver's group-committed ReceiveBatch carry at most 16 events where the raw cycle's carry 64, and in practice about 8: the 16 handlers split into two waves that alternate (one in the receiver's commit while the relay settles and claims for the other). Measured with call counters on 2026-12-02: claims and settles of 8 events on average, about 2.2 ms each, so the relay's loop spends nearly all its time in queue commits. The raw cycle at 16 (above) is the like-for-like comparison, and the concurrency-64 row shows the same runtime with batches that can fill; see docs/runtime.md, Tuning."})
+		Why: "With concurrency 16 the runtime never holds more than 16 claims, so its ClaimBatch, SettleBatch and the receiver's group-committed ReceiveBatch carry at most 16 events where the raw cycle's carry 64. Without gathering, the 16 handlers split into waves of about 8 that alternate (one in the receiver's commit while the relay settles and claims for the other), and the relay's loop spent nearly all its time in queue commits of about 8 events (measured with call counters on 2026-12-02: 3.8 events per queue transaction); gathering freed slots and results for up to Linger (2 ms) raised that to about 5. The raw cycle at 16 (above) is the like-for-like comparison, and the concurrency-64 row shows the same runtime with batches that can fill; see docs/runtime.md, Tuning."})
 	in64 := rates["runtime/in-process/c64-b64"]
 	rows = append(rows, bench.Row{What: "relay runtime, in process to receiverstore, concurrency 64, batch 64", Value: bench.Summarize(in64), Unit: "events/s"})
 	rows = append(rows, bench.Row{What: "relay runtime in process at concurrency 64 ÷ batched relay cycle at 64", Value: bench.Summarize(bench.Ratio(in64, rates["relay/batch-64"], 1)), Verb: "%.2f", Unit: "ratio"})
@@ -98,7 +98,7 @@ func runtimeRows(rates bench.Rates, o runtimeOnce) []bench.Row {
 	s := bench.Summarize(bench.Ratio(sleep, ideal, 1))
 	rows = append(rows, bench.Row{What: "relay runtime, handler waiting 50 ms ÷ ideal 64/50 ms (1280 events/s)", Value: s, Verb: "%.2f", Unit: "ratio",
 		Target: "≥ 0.8", Met: bench.AtLeast(s.Median, 0.8),
-		Why: "A slot freed by a finished handler waits for the next claim transaction; each Step also starts and stops a relay (see bench/DECISIONS.md)."})
+		Why: "The relay never claims more than its free slots, so it cannot claim ahead: between a handler's end and the next handler's start in that slot lies a ClaimBatch transaction (and, in the same loop, the SettleBatch of the results), so the best ratio is 50 ms ÷ (50 ms + that latency). On 2 shared cores under load, a claim of 32-64 events takes several milliseconds; each slice also starts and stops one relay (see bench/DECISIONS.md)."})
 	f := bench.Summarize([]float64{float64(o.fair.Deliveries)})
 	rows = append(rows, bench.Row{What: "relay runtime fairness: deliveries until all of 100 flows × 10 events finished, against 1 flow × 10,000 (concurrency 16)", Value: f, Unit: "deliveries",
 		Target: "≤ 2000", Met: bench.AtMost(f.Median, 2000),

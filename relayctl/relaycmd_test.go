@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairrelay/fairrelay/inbox"
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// lockedBuffer is an io.Writer safe for the command's goroutines and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// An interrupted relay (its context ends, as on SIGINT or SIGTERM) stops
+// claiming, lets the deliveries in flight finish, settles them and exits 0.
+// Meanwhile it drew its live line (the test pretends stderr is a terminal)
+// and served its metrics on --metrics.
+func TestRelay_InterruptedSettlesWhatIsInFlight(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueBatch(ctx, []queuestore.Event{
+		{ID: "a-1", Flow: "a", Body: []byte(`{"delta": 1}`)},
+		{ID: "a-2", Flow: "a", Body: []byte(`{"delta": 2}`)},
+		{ID: "b-1", Flow: "b", Body: []byte(`{"delta": 4}`)},
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+
+	store, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	// The receiver holds every request until the test lets it go.
+	arrived := make(chan string, 10)
+	release := make(chan struct{})
+	srv := inbox.NewServer(store, []byte("k"), inbox.ServerOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get("webhook-id")
+		<-release
+		srv.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	e := newEnv(strings.NewReader(""), &stdout, &stderr)
+	e.ctx, e.dir = rctx, dir
+	e.isTerminal = func(io.Writer) bool { return true }
+	done := make(chan int, 1)
+	go func() {
+		done <- e.main([]string{"relay", "--to", ts.URL, "--secret", "k", "--metrics", "127.0.0.1:0", "--concurrency", "4"})
+	}()
+
+	// a-1 and b-1 (the two heads) are in flight; a-2 waits behind a-1.
+	got := map[string]bool{<-arrived: true, <-arrived: true}
+	if !got["a-1"] || !got["b-1"] {
+		t.Fatalf("requests in flight = %v, want a-1 and b-1", got)
+	}
+	// The live line and the metrics, while they are in flight.
+	for !strings.Contains(stderr.String(), "in flight 2") {
+		select {
+		case code := <-done:
+			t.Fatalf("relay exited %d early:\n%s", code, stderr.String())
+		case <-time.After(10 * time.Millisecond): // poll the output
+		}
+	}
+	if line := stderr.String(); !strings.Contains(line, "0 delivered") || !strings.Contains(line, "backlog 3") || !strings.Contains(line, "quarantined 0") {
+		t.Errorf("live line = %q, want delivered, backlog 3, in flight 2, quarantined 0", line)
+	}
+	metricsURL := ""
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if i := strings.Index(l, "msg=metrics url="); i >= 0 {
+			metricsURL = strings.Fields(l[i+len("msg=metrics url="):])[0]
+		}
+	}
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatalf("GET %q: %v", metricsURL, err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), "fairrelay_") || !strings.Contains(string(m), "go_goroutines") {
+		t.Errorf("relay metrics lack fairrelay_ and go_ series:\n%.500s", m)
+	}
+
+	cancel() // SIGINT
+	close(release)
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit status = %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "relay stopped (interrupted): 2 delivered, 0 failed in ") {
+		t.Errorf("stdout = %q", out)
+	}
+
+	q, err = queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for id, want := range map[string]string{"a-1": "acked", "b-1": "acked", "a-2": "pending"} {
+		ev, err := q.Event(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.State != want {
+			b, _ := json.Marshal(ev)
+			t.Errorf("%s after the shutdown: %s, want %s", id, b, want)
+		}
+	}
+	if tot, err := store.Total(ctx, "b"); err != nil || tot != 4 {
+		t.Errorf("Total(b) = %d, %v; want 4", tot, err)
+	}
+}
