@@ -158,7 +158,7 @@ func Produce(ctx context.Context, p Producer) error {
 			}
 			return err
 		}
-		if _, err := q.EnqueueBatch(ctx, p.Events(k), clock.Wall{}.Now()); err != nil {
+		if err := enqueue(ctx, q, p.Events(k)); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -257,4 +257,24 @@ func backlog(ctx context.Context, q *queuestore.Store) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// enqueue commits one batch at the wall clock's tick. A write that waited
+// so long for its turn that its tick fell more than the skew behind the
+// mark (ErrTimeRegression), or that gave up waiting (ErrWriteTimeout),
+// changed nothing: it is tried again with a fresh tick, as a real-time
+// producer must. Any other error ends the producer.
+func enqueue(ctx context.Context, q *queuestore.Store, batch []queuestore.Event) error {
+	for {
+		_, err := q.EnqueueBatch(ctx, batch, clock.Wall{}.Now())
+		if !errors.Is(err, queuestore.ErrTimeRegression) && !errors.Is(err, queuestore.ErrWriteTimeout) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "soak produce: %v; trying again\n", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
