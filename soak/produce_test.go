@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -158,5 +159,44 @@ func TestProducer_HoldBack(t *testing.T) {
 	defer cancel()
 	if err := p.holdBack(short, q); err == nil {
 		t.Fatal("backlog 3 above 2: holdBack returned nil, want it to wait until the context ends")
+	}
+}
+
+// A batch whose tick falls more than the skew behind the queue's clock mark
+// (another writer's clock ran ahead, or the write waited that long for its
+// turn) is refused with a time regression; the producer tries it again with
+// a fresh tick instead of giving up.
+func TestProduce_RetriesATimeRegression(t *testing.T) {
+	dir := t.TempDir()
+	p := Producer{Queue: filepath.Join(dir, "queue.db"), Log: filepath.Join(dir, "p.log"), ID: 1, Seed: 5, Flows: 4, Batch: 3}
+	q, err := queuestore.Open(p.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := clock.Wall{}.Now() + 1500 // 1.5 s ahead: beyond the producer's 1 s skew for about half a second
+	if _, err := q.Enqueue(context.Background(), queuestore.Event{ID: "ahead", Flow: "x", Body: []byte("{}")}, ahead); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Produce(ctx, p) }()
+	for {
+		if n, err := LastCommitted(p.Log); err != nil {
+			t.Fatal(err)
+		} else if n >= 1 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Produce gave up: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
