@@ -1,0 +1,294 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite", for integrity_check and the receipts' commit order
+
+	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiverstore"
+)
+
+// Result is what Check found in the final state of a run.
+type Result struct {
+	Events      int // events in the queue (the truth of what was enqueued)
+	Flows       int // ordinary flows (poison flows not counted)
+	Committed   int // events that a producer's log says were committed
+	Acked       int
+	Receipts    int
+	Lost        int // committed but not in the queue, or in the queue and never received
+	Duplicated  int // received more than once, or received but never enqueued
+	Stuck       int // pending or in flight at the end
+	Quarantined int
+	Injected    int // poison events (each must end quarantined)
+	Retried     int // ordinary events acked after more than one claim (a kill or an outage hit them)
+	// Problems says what broke, one line each (at most a few per kind).
+	Problems []string
+}
+
+// problems collects problem lines, at most maxPerKind per kind.
+type problems struct {
+	lines []string
+	count map[string]int
+}
+
+const maxPerKind = 10
+
+func (p *problems) add(kind, format string, args ...any) {
+	if p.count == nil {
+		p.count = map[string]int{}
+	}
+	p.count[kind]++
+	switch n := p.count[kind]; {
+	case n <= maxPerKind:
+		p.lines = append(p.lines, kind+": "+fmt.Sprintf(format, args...))
+	case n == maxPerKind+1:
+		p.lines = append(p.lines, kind+": ... (more)")
+	}
+}
+
+// Check reads the final state of a run and checks every guarantee: every
+// event a producer committed is in the queue; every event in the queue was
+// accepted by the receiver exactly once, under its flow and sequence number,
+// each flow's receipts committed in the order 1..n; each flow's total is
+// the sum of its enqueued deltas; nothing is pending or in flight; exactly
+// the injected (poison) events are quarantined, nothing else; and both
+// databases pass PRAGMA integrity_check.
+func Check(ctx context.Context, queuePath, receiverPath string, producers []Producer) (Result, error) {
+	var res Result
+	var pr problems
+	for _, path := range []string{queuePath, receiverPath} {
+		if msg, err := integrity(ctx, path); err != nil {
+			return res, err
+		} else if msg != "ok" {
+			pr.add("integrity", "%s: %s", path, msg)
+		}
+	}
+
+	// The queue: every event, by flow and seq.
+	q, err := queuestore.Open(queuePath)
+	if err != nil {
+		return res, fmt.Errorf("soak: open the queue: %w", err)
+	}
+	defer q.Close()
+	st, err := q.Stats(ctx)
+	if err != nil {
+		return res, fmt.Errorf("soak: queue stats: %w", err)
+	}
+	res.Stuck = int(st.Events.Pending + st.Events.Inflight)
+	if res.Stuck > 0 {
+		pr.add("stuck", "%d pending and %d in flight at the end", st.Events.Pending, st.Events.Inflight)
+	}
+	flows, err := q.Flows(ctx)
+	if err != nil {
+		return res, fmt.Errorf("soak: queue flows: %w", err)
+	}
+	type qEvent struct {
+		flow  string
+		seq   int64
+		body  []byte
+		delta int64
+	}
+	events := map[string]qEvent{}
+	type flowWant struct {
+		ids   []string // by seq - 1
+		total int64
+	}
+	want := map[string]*flowWant{}
+	lastBatch := map[int]int{} // producer -> highest batch seen in the queue
+	for _, f := range flows {
+		evs, err := q.FlowEvents(ctx, f.Flow)
+		if err != nil {
+			return res, fmt.Errorf("soak: events of flow %s: %w", f.Flow, err)
+		}
+		poison := strings.HasPrefix(f.Flow, poisonPrefix)
+		fw := &flowWant{}
+		if !poison {
+			want[f.Flow] = fw
+			res.Flows++
+		}
+		for _, e := range evs {
+			res.Events++
+			var body struct{ Delta int64 }
+			if err := json.Unmarshal(e.Body, &body); err != nil {
+				pr.add("foreign", "event %s has body %q", e.ID, e.Body)
+			}
+			events[e.ID] = qEvent{flow: e.Flow, seq: e.Seq, body: e.Body, delta: body.Delta}
+			if p, k, _, ok := parseEventID(e.ID); ok {
+				lastBatch[p] = max(lastBatch[p], k)
+			} else {
+				pr.add("foreign", "event %s in flow %s is no producer's", e.ID, e.Flow)
+			}
+			switch {
+			case poison:
+				res.Injected++
+				if e.State != "quarantined" {
+					pr.add("injected", "poison event %s is %s, want quarantined", e.ID, e.State)
+				}
+			case e.State == "quarantined":
+				pr.add("quarantine", "event %s (flow %s seq %d) quarantined with reason %q: no failure was injected there", e.ID, e.Flow, e.Seq, e.Reason)
+			}
+			switch e.State {
+			case "acked":
+				res.Acked++
+				if e.LifetimeAttempts > 1 {
+					res.Retried++
+				}
+			case "quarantined":
+				res.Quarantined++
+			}
+			if !poison {
+				if e.Seq != int64(len(fw.ids))+1 {
+					pr.add("queue", "flow %s: seq %d after %d", e.Flow, e.Seq, len(fw.ids))
+				}
+				fw.ids = append(fw.ids, e.ID)
+				fw.total += body.Delta
+			}
+		}
+	}
+
+	// Nothing lost between a producer and the queue: every event of every
+	// batch its log says was committed is in the queue as generated; and no
+	// producer got more than one batch ahead of its log.
+	for _, p := range producers {
+		last, err := LastCommitted(p.Log)
+		if err != nil {
+			return res, err
+		}
+		for k := 1; k <= last; k++ {
+			for _, e := range p.Events(k) {
+				res.Committed++
+				got, ok := events[e.ID]
+				switch {
+				case !ok:
+					res.Lost++
+					pr.add("lost", "event %s of producer %d's committed batch %d is not in the queue", e.ID, p.ID, k)
+				case got.flow != e.Flow || !bytes.Equal(got.body, e.Body):
+					pr.add("queue", "event %s is in flow %s with body %s, enqueued in flow %s with body %s", e.ID, got.flow, got.body, e.Flow, e.Body)
+				}
+			}
+		}
+		if lastBatch[p.ID] > last+1 {
+			pr.add("queue", "producer %d: batch %d in the queue, but its log ends at batch %d", p.ID, lastBatch[p.ID], last)
+		}
+	}
+
+	// The receiver: totals, conflicts, receipts in commit order.
+	r, err := receiverstore.Open(receiverPath)
+	if err != nil {
+		return res, fmt.Errorf("soak: open the receiver: %w", err)
+	}
+	defer r.Close()
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		return res, fmt.Errorf("soak: receiver snapshot: %w", err)
+	}
+	for _, c := range snap.Conflicts {
+		pr.add("conflict", "receiver conflict %s: flow %s seq %d (%s)", c.ID, c.Flow, c.Seq, c.Rule)
+	}
+	got := map[string]receiverstore.FlowState{}
+	for _, f := range snap.Flows {
+		got[f.Flow] = f
+		if _, ok := want[f.Flow]; !ok {
+			pr.add("receiver", "receiver has flow %s, which the queue has not (or only poison)", f.Flow)
+		}
+	}
+	for flow, fw := range want {
+		f := got[flow]
+		n := int64(len(fw.ids))
+		if f.Total != fw.total || (n > 0 && f.NextExpected != n+1) {
+			pr.add("total", "flow %s: receiver total %d, next %d; enqueued total %d over %d events", flow, f.Total, f.NextExpected, fw.total, n)
+		}
+	}
+	db, err := openRO(receiverPath)
+	if err != nil {
+		return res, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT id, flow, seq FROM receipts ORDER BY rowid`)
+	if err != nil {
+		return res, fmt.Errorf("soak: receipts: %w", err)
+	}
+	defer rows.Close()
+	seen := map[string]int{}
+	next := map[string]int64{}
+	for rows.Next() {
+		var id, flow string
+		var seq int64
+		if err := rows.Scan(&id, &flow, &seq); err != nil {
+			return res, fmt.Errorf("soak: receipts: %w", err)
+		}
+		res.Receipts++
+		seen[id]++
+		e, ok := events[id]
+		switch {
+		case seen[id] > 1:
+			res.Duplicated++
+			pr.add("duplicated", "event %s received %d times", id, seen[id])
+		case !ok:
+			res.Duplicated++
+			pr.add("duplicated", "receipt %s (flow %s seq %d) names no enqueued event", id, flow, seq)
+		case e.flow != flow || e.seq != seq:
+			pr.add("receipt", "event %s enqueued as flow %s seq %d, received as flow %s seq %d", id, e.flow, e.seq, flow, seq)
+		}
+		if seq != next[flow]+1 {
+			pr.add("order", "flow %s: receipt of seq %d committed after seq %d", flow, seq, next[flow])
+		}
+		next[flow] = seq
+	}
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("soak: receipts: %w", err)
+	}
+	for flow, fw := range want {
+		for _, id := range fw.ids {
+			if seen[id] == 0 {
+				res.Lost++
+				pr.add("lost", "event %s (flow %s) was never received", id, flow)
+			}
+		}
+	}
+	res.Problems = pr.lines
+	return res, nil
+}
+
+// openRO opens a SQLite file read-only through database/sql.
+func openRO(path string) (*sql.DB, error) {
+	u := url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(10000)"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return nil, fmt.Errorf("soak: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// integrity runs PRAGMA integrity_check on the file: "ok" or what it says.
+func integrity(ctx context.Context, path string) (string, error) {
+	db, err := openRO(path)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `PRAGMA integrity_check`)
+	if err != nil {
+		return "", fmt.Errorf("soak: integrity_check %s: %w", path, err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return "", fmt.Errorf("soak: integrity_check %s: %w", path, err)
+		}
+		lines = append(lines, s)
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("soak: integrity_check %s: %w", path, err)
+	}
+	return strings.Join(lines, "; "), nil
+}

@@ -1,0 +1,159 @@
+// Command soak runs fairrelay's soak test: producers, relays and a receiver
+// as real processes on real files, SIGKILLed at random, then drained and
+// checked (see package github.com/fairrelay/fairrelay/soak).
+//
+// Usage, from the repository:
+//
+//	go run ./soak/cmd/soak [-for 45s] [-seed N] [-backend sqlite] [-keep]
+//	go run ./soak/cmd/soak check -dir DIR   # check a kept run directory again
+//
+// SOAK_FOR and SOAK_SEED set -for and -seed when the flags are not given.
+// It builds relayctl (go build) unless -relayctl names a binary, prints one
+// summary line and exits 1 when any check failed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/fairrelay/fairrelay/soak"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "produce" {
+		p, err := soak.ParseProducer(os.Args[2:])
+		if err == nil {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			err = soak.Produce(ctx, p)
+			stop()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak produce:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		os.Exit(check(os.Args[2:]))
+	}
+	os.Exit(run())
+}
+
+// check runs the final checks again on a kept run directory.
+func check(args []string) int {
+	fs := flag.NewFlagSet("soak check", flag.ExitOnError)
+	dir := fs.String("dir", "", "a run directory that soak kept")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		fmt.Fprintln(os.Stderr, "soak check: -dir is required")
+		return 2
+	}
+	res, err := soak.CheckDir(context.Background(), *dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak check:", err)
+		return 1
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintln(os.Stderr, "soak: problem:", p)
+	}
+	fmt.Printf("soak check: events=%d flows=%d committed=%d lost=%d duplicated=%d stuck=%d quarantined=%d (injected=%d) retried=%d receipts=%d problems=%d\n",
+		res.Events, res.Flows, res.Committed, res.Lost, res.Duplicated, res.Stuck, res.Quarantined, res.Injected, res.Retried, res.Receipts, len(res.Problems))
+	if len(res.Problems) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func run() int {
+	fs := flag.NewFlagSet("soak", flag.ExitOnError)
+	forD := fs.Duration("for", 0, "length of the chaos phase (default $SOAK_FOR or 45s); the drain comes after")
+	seed := fs.Int64("seed", 0, "random seed (default $SOAK_SEED or the time)")
+	backend := fs.String("backend", soak.BackendSQLite, "queue backend: sqlite (postgres: not built yet)")
+	relayctl := fs.String("relayctl", "", "relayctl binary (default: go build it)")
+	dir := fs.String("dir", "", "run directory (default: a new temporary one)")
+	keep := fs.Bool("keep", false, "keep the run directory even when every check passed")
+	relays := fs.Int("relays", 4, "relay processes")
+	producers := fs.Int("producers", 2, "producer processes")
+	flows := fs.Int("flows", 200, "ordinary flows")
+	_ = fs.Parse(os.Args[1:])
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if v := os.Getenv("SOAK_FOR"); v != "" && !set["for"] {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak: SOAK_FOR:", err)
+			return 2
+		}
+		*forD = d
+	}
+	if v := os.Getenv("SOAK_SEED"); v != "" && !set["seed"] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak: SOAK_SEED:", err)
+			return 2
+		}
+		*seed = n
+	}
+	if !set["seed"] && os.Getenv("SOAK_SEED") == "" {
+		*seed = time.Now().UnixNano() % 1_000_000_007
+	}
+	if *backend == soak.BackendPostgres {
+		fmt.Fprintln(os.Stderr, "soak: -backend postgres: not built yet (the PostgreSQL queue store does not exist in this build)")
+		return 2
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "soak-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+			return 1
+		}
+		*dir = d
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		return 1
+	}
+	if *relayctl == "" {
+		bin := filepath.Join(*dir, "relayctl")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/fairrelay/fairrelay/relayctl")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "soak: go build relayctl:", err)
+			return 1
+		}
+		*relayctl = bin
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := soak.Run(ctx, soak.Config{
+		Backend: *backend, Relayctl: *relayctl, Producer: self, Dir: *dir, For: *forD, Seed: *seed,
+		Relays: *relays, Producers: *producers, Flows: *flows,
+		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+	})
+	for _, p := range sum.Problems {
+		fmt.Fprintln(os.Stderr, "soak: problem:", p)
+	}
+	if err != nil && !errors.Is(err, soak.ErrCheck) {
+		fmt.Fprintln(os.Stderr, "soak:", err, "(run directory kept:", *dir+")")
+		return 1
+	}
+	fmt.Println(sum)
+	if sum.Failed() {
+		fmt.Fprintln(os.Stderr, "soak: run directory kept:", *dir, "(logs/ has every process's output)")
+		return 1
+	}
+	if !*keep {
+		_ = os.RemoveAll(*dir)
+	}
+	return 0
+}

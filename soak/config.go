@@ -1,0 +1,119 @@
+package soak
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrConfig reports a configuration the soak cannot run with.
+var ErrConfig = errors.New("soak: bad configuration")
+
+// ErrNotBuilt reports a backend that does not exist yet.
+var ErrNotBuilt = errors.New("soak: backend not built yet")
+
+// ErrCheck reports a run whose final state breaks a guarantee: an event
+// lost, duplicated or stuck, an unexpected quarantine, a wrong total, a
+// receipt out of order or a database that fails its integrity check.
+var ErrCheck = errors.New("soak: check failed")
+
+// Backends the soak knows.
+const (
+	BackendSQLite   = "sqlite"
+	BackendPostgres = "postgres"
+)
+
+// Config is one soak run.
+type Config struct {
+	Backend   string // BackendSQLite (BackendPostgres: ErrNotBuilt)
+	Relayctl  string // the relayctl binary (built without the race detector)
+	Producer  string // the binary that runs a producer: Producer is given as its arguments after "produce"
+	Dir       string // the run's directory: queue.db, receiver.db, logs/
+	For       time.Duration
+	Seed      int64
+	Relays    int
+	Producers int
+	Flows     int
+	Batch     int // events per producer batch
+	// PoisonEvery: one injected failure every PoisonEvery batches of each producer.
+	PoisonEvery int
+	// ProducerPause is the wait between two batches of one producer.
+	ProducerPause time.Duration
+	// MaxBacklog holds the producers back while more ordinary events than
+	// this are not yet acked (Producer.MaxBacklog; -1: never).
+	MaxBacklog int
+	// KillMin and KillMax bound the wait between two kills.
+	KillMin, KillMax time.Duration
+	// RestartMax bounds the pause before a killed process is restarted.
+	RestartMax time.Duration
+	// DrainTimeout is the watchdog of the drain phase.
+	DrainTimeout time.Duration
+	// Log receives progress lines (nil: none).
+	Log func(format string, args ...any)
+}
+
+// Defaults fills the zero fields of c with the CI-length defaults: 45 s of
+// chaos with 4 relays and 2 producers over 200 flows.
+func (c Config) Defaults() Config {
+	if c.Backend == "" {
+		c.Backend = BackendSQLite
+	}
+	if c.For == 0 {
+		c.For = 45 * time.Second
+	}
+	if c.Relays == 0 {
+		c.Relays = 4
+	}
+	if c.Producers == 0 {
+		c.Producers = 2
+	}
+	if c.Flows == 0 {
+		c.Flows = 200
+	}
+	if c.Batch == 0 {
+		c.Batch = 40
+	}
+	if c.PoisonEvery == 0 {
+		c.PoisonEvery = 25
+	}
+	if c.ProducerPause == 0 {
+		c.ProducerPause = 100 * time.Millisecond
+	}
+	if c.MaxBacklog == 0 {
+		c.MaxBacklog = 2000
+	}
+	if c.KillMin == 0 {
+		c.KillMin = 50 * time.Millisecond
+	}
+	if c.KillMax == 0 {
+		c.KillMax = 500 * time.Millisecond
+	}
+	if c.RestartMax == 0 {
+		c.RestartMax = 200 * time.Millisecond
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 3 * time.Minute
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch c.Backend {
+	case BackendSQLite:
+	case BackendPostgres:
+		return fmt.Errorf("%w: -backend postgres: the PostgreSQL queue store does not exist in this build", ErrNotBuilt)
+	default:
+		return fmt.Errorf("%w: unknown backend %q (sqlite or postgres)", ErrConfig, c.Backend)
+	}
+	switch {
+	case c.Relayctl == "" || c.Producer == "" || c.Dir == "":
+		return fmt.Errorf("%w: Relayctl, Producer and Dir are required", ErrConfig)
+	case c.For <= 0 || c.DrainTimeout <= 0:
+		return fmt.Errorf("%w: For and DrainTimeout must be positive", ErrConfig)
+	case c.Relays < 1 || c.Producers < 1 || c.Flows < 1 || c.Batch < 1 || c.Batch > 10000 || c.PoisonEvery < 0:
+		return fmt.Errorf("%w: Relays, Producers, Flows and Batch (1..10000) must be positive, PoisonEvery not negative", ErrConfig)
+	case c.KillMin <= 0 || c.KillMax < c.KillMin || c.RestartMax < 0 || c.ProducerPause < 0:
+		return fmt.Errorf("%w: want 0 < KillMin <= KillMax, RestartMax and ProducerPause not negative", ErrConfig)
+	}
+	return nil
+}

@@ -1,0 +1,280 @@
+package soak
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
+)
+
+// PoisonDelta is the delta of an injected failure: above every receiver's
+// largest delta (receiverstore.DefaultMaxDelta), so the receiver answers
+// 400 invalid_body on every attempt and the event must end quarantined.
+const PoisonDelta = 5000
+
+// poisonPrefix starts the flow of every injected failure. Each poison event
+// has a flow of its own, so that its quarantine blocks nothing else.
+const poisonPrefix = "poison-"
+
+// Producer describes one producer process: it enqueues batch 1, 2, ... of
+// deterministic events into the queue, one transaction per batch, and
+// appends the number of each committed batch to its log (fsync'd) once the
+// commit has returned. A restarted producer reads its log and enqueues the
+// batch after the last one logged: that batch may already be in the queue
+// (killed between the commit and the log line); enqueueing it again is a
+// harmless duplicate, because enqueue is idempotent by event ID.
+type Producer struct {
+	Queue       string        // queue.db
+	Log         string        // the producer's log of committed batches
+	ID          int           // producer number, 1..n
+	Seed        int64         // the run's seed (events depend on it)
+	Flows       int           // ordinary flows shared by all producers
+	Batch       int           // events per batch
+	PoisonEvery int           // every PoisonEvery-th batch carries one poison event (0: none)
+	Pause       time.Duration // wait between batches
+	// MaxBacklog holds the producer back while the ordinary flows have more
+	// than this many events not yet acked (0: never), so that the
+	// producers cannot outrun the relays and a long run's drain stays short.
+	MaxBacklog int
+}
+
+// Args are the command-line arguments that ParseProducer reads back.
+func (p Producer) Args() []string {
+	return []string{
+		"-queue", p.Queue, "-log", p.Log, "-id", strconv.Itoa(p.ID), "-seed", strconv.FormatInt(p.Seed, 10),
+		"-flows", strconv.Itoa(p.Flows), "-batch", strconv.Itoa(p.Batch),
+		"-poison-every", strconv.Itoa(p.PoisonEvery), "-pause", p.Pause.String(),
+		"-max-backlog", strconv.Itoa(p.MaxBacklog),
+	}
+}
+
+// ParseProducer reads the arguments written by Producer.Args.
+func ParseProducer(args []string) (Producer, error) {
+	var p Producer
+	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&p.Queue, "queue", "", "queue.db")
+	fs.StringVar(&p.Log, "log", "", "log of committed batches")
+	fs.IntVar(&p.ID, "id", 0, "producer number")
+	fs.Int64Var(&p.Seed, "seed", 0, "seed")
+	fs.IntVar(&p.Flows, "flows", 0, "flows")
+	fs.IntVar(&p.Batch, "batch", 0, "events per batch")
+	fs.IntVar(&p.PoisonEvery, "poison-every", 0, "batches per poison event")
+	fs.DurationVar(&p.Pause, "pause", 0, "pause between batches")
+	fs.IntVar(&p.MaxBacklog, "max-backlog", 0, "wait while more events than this are not acked (0: never)")
+	if err := fs.Parse(args); err != nil {
+		return Producer{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if err := p.validate(); err != nil {
+		return Producer{}, err
+	}
+	return p, nil
+}
+
+func (p Producer) validate() error {
+	switch {
+	case p.Queue == "" || p.Log == "":
+		return fmt.Errorf("%w: producer needs -queue and -log", ErrConfig)
+	case p.ID < 1 || p.Flows < 1 || p.Batch < 1 || p.Batch > 10000 || p.PoisonEvery < 0 || p.Pause < 0 || p.MaxBacklog < 0:
+		return fmt.Errorf("%w: producer -id, -flows, -batch (1..10000) must be positive, -poison-every, -pause and -max-backlog not negative", ErrConfig)
+	}
+	return nil
+}
+
+// Events returns batch k (k >= 1) of the producer: the same events every
+// time it is asked, so that a restarted producer re-sends exactly what it
+// may already have committed.
+func (p Producer) Events(k int) []queuestore.Event {
+	out := make([]queuestore.Event, p.Batch)
+	for i := range out {
+		h := mix(p.Seed, p.ID, k, i)
+		flow := fmt.Sprintf("f%04d", h%uint64(p.Flows))
+		delta := int64(h>>20%1000) + 1
+		if p.PoisonEvery > 0 && k%p.PoisonEvery == 0 && i == 0 {
+			flow, delta = fmt.Sprintf("%sp%d-b%d", poisonPrefix, p.ID, k), PoisonDelta
+		}
+		out[i] = queuestore.Event{
+			ID:   eventID(p.ID, k, i),
+			Flow: flow,
+			Body: fmt.Appendf(nil, `{"delta":%d}`, delta),
+		}
+	}
+	return out
+}
+
+// eventID names event i of batch k of producer p.
+func eventID(p, k, i int) string { return fmt.Sprintf("p%d-b%07d-%04d", p, k, i) }
+
+// parseEventID reads back eventID; ok is false for any other ID.
+func parseEventID(id string) (p, k, i int, ok bool) {
+	n, err := fmt.Sscanf(id, "p%d-b%d-%d", &p, &k, &i)
+	return p, k, i, err == nil && n == 3 && id == eventID(p, k, i)
+}
+
+func mix(seed int64, p, k, i int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%d/%d", seed, p, k, i)
+	return h.Sum64()
+}
+
+// Produce runs the producer until ctx ends (or it is killed): it resumes
+// after the last batch its log records.
+func Produce(ctx context.Context, p Producer) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	last, err := LastCommitted(p.Log)
+	if err != nil {
+		return err
+	}
+	if err := cutTornLine(p.Log); err != nil {
+		return err
+	}
+	q, err := queuestore.Open(p.Queue, queuestore.WithRealTime(clock.Wall{}, 1000))
+	if err != nil {
+		return fmt.Errorf("open queue: %w", err)
+	}
+	defer q.Close()
+	lf, err := os.OpenFile(p.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("producer log: %w", err)
+	}
+	defer lf.Close()
+	for k := last + 1; ; k++ {
+		if err := p.holdBack(ctx, q); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := enqueue(ctx, q, p.Events(k)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("enqueue batch %d: %w", k, err)
+		}
+		if _, err := fmt.Fprintf(lf, "%d\n", k); err != nil {
+			return fmt.Errorf("producer log: %w", err)
+		}
+		if err := lf.Sync(); err != nil {
+			return fmt.Errorf("producer log: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(p.Pause):
+		}
+	}
+}
+
+// LastCommitted reads a producer's log: the highest batch it records as
+// committed (0 when the log is missing or empty). A last line without its
+// newline was cut by a kill and is not counted.
+func LastCommitted(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("producer log: %w", err)
+	}
+	last := 0
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	complete := bytes.Count(data, []byte("\n"))
+	for n := 0; n < complete && sc.Scan(); n++ {
+		k, err := strconv.Atoi(strings.TrimSpace(sc.Text()))
+		if err != nil || k != last+1 {
+			return 0, fmt.Errorf("%w: producer log %s line %d: %q after batch %d", ErrCheck, path, n+1, sc.Text(), last)
+		}
+		last = k
+	}
+	return last, nil
+}
+
+// cutTornLine truncates a log to its last complete line, so that the next
+// line appended does not continue a line that a crash cut short.
+func cutTornLine(path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("producer log: %w", err)
+	}
+	keep := bytes.LastIndexByte(data, '\n') + 1
+	if keep == len(data) {
+		return nil
+	}
+	if err := os.Truncate(path, int64(keep)); err != nil {
+		return fmt.Errorf("producer log: %w", err)
+	}
+	return nil
+}
+
+// holdBack waits while the ordinary flows' backlog is above MaxBacklog.
+func (p Producer) holdBack(ctx context.Context, q *queuestore.Store) error {
+	if p.MaxBacklog == 0 {
+		return nil
+	}
+	for {
+		n, err := backlog(ctx, q)
+		if err != nil {
+			return err
+		}
+		if n <= int64(p.MaxBacklog) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(max(p.Pause, 50*time.Millisecond)):
+		}
+	}
+}
+
+// backlog counts the events of ordinary flows that are not acked (poison
+// flows left out: their events end quarantined and stay).
+func backlog(ctx context.Context, q *queuestore.Store) (int64, error) {
+	flows, err := q.Flows(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the backlog: %w", err)
+	}
+	var n int64
+	for _, f := range flows {
+		if !strings.HasPrefix(f.Flow, poisonPrefix) {
+			n += f.Backlog
+		}
+	}
+	return n, nil
+}
+
+// enqueue commits one batch at the wall clock's tick. A write that waited
+// so long for its turn that its tick fell more than the skew behind the
+// mark (ErrTimeRegression), or that gave up waiting (ErrWriteTimeout),
+// changed nothing: it is tried again with a fresh tick, as a real-time
+// producer must. Any other error ends the producer.
+func enqueue(ctx context.Context, q *queuestore.Store, batch []queuestore.Event) error {
+	for {
+		_, err := q.EnqueueBatch(ctx, batch, clock.Wall{}.Now())
+		if !errors.Is(err, queuestore.ErrTimeRegression) && !errors.Is(err, queuestore.ErrWriteTimeout) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "soak produce: %v; trying again\n", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

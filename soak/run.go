@@ -1,0 +1,415 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fairrelay/fairrelay/queuestore"
+)
+
+// The relays' policy: short enough that a killed relay's claims come back
+// within the run, with enough attempts that a receiver's downtime never
+// exhausts them (only an injected failure may end quarantined).
+var relayPolicy = queuestore.Policy{
+	Lease:       2000,
+	MaxAttempts: 40,
+	BackoffBase: 20,
+	BackoffCap:  250,
+	Fairness:    queuestore.FairMinServed,
+}
+
+const secret = "soak-secret"
+
+// Run performs one soak: chaos for c.For, then the drain, then the checks.
+// It returns the summary; the error is ErrCheck (wrapped) when a check
+// failed, or the reason the run could not be performed.
+func Run(ctx context.Context, c Config) (Summary, error) {
+	c = c.Defaults()
+	if err := c.validate(); err != nil {
+		return Summary{}, err
+	}
+	logf := c.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	began := time.Now()
+	sum := Summary{Backend: c.Backend, Seed: c.Seed}
+	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o755); err != nil {
+		return sum, fmt.Errorf("soak: %w", err)
+	}
+	queuePath, receiverPath := filepath.Join(c.Dir, "queue.db"), filepath.Join(c.Dir, "receiver.db")
+
+	// The queue exists before any relay starts, with the soak's policy.
+	q, err := queuestore.Open(queuePath, queuestore.WithPolicy(relayPolicy))
+	if err != nil {
+		return sum, fmt.Errorf("soak: create the queue: %w", err)
+	}
+	if err := q.Close(); err != nil {
+		return sum, fmt.Errorf("soak: create the queue: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return sum, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+
+	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x50a4))
+	var procs []*proc
+	receiver := newProc(c.Dir, "receiver", c.Relayctl, "--receiver", receiverPath, "receive",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--secret", secret, "--json", "--grace", "1s")
+	procs = append(procs, receiver)
+	relayArgs := func(extra ...string) []string {
+		return append([]string{"--queue", queuePath, "relay", "--to", url, "--secret", secret, "--json",
+			"--concurrency", "8", "--batch", "16", "--poll", "50ms", "--timeout", "2s", "--grace", "500ms",
+			"--lease", "2s", "--max-attempts", strconv.Itoa(relayPolicy.MaxAttempts),
+			"--backoff-base", "20ms", "--backoff-cap", "250ms"}, extra...)
+	}
+	for i := range c.Relays {
+		procs = append(procs, newProc(c.Dir, fmt.Sprintf("relay%d", i+1), c.Relayctl, relayArgs()...))
+	}
+	var producers []Producer
+	for i := range c.Producers {
+		p := Producer{Queue: queuePath, Log: filepath.Join(c.Dir, fmt.Sprintf("producer%d.log", i+1)), ID: i + 1,
+			Seed: c.Seed, Flows: c.Flows, Batch: c.Batch, PoisonEvery: c.PoisonEvery, Pause: c.ProducerPause,
+			MaxBacklog: max(c.MaxBacklog, 0)}
+		producers = append(producers, p)
+		procs = append(procs, newProc(c.Dir, fmt.Sprintf("producer%d", i+1), c.Producer, append([]string{"produce"}, p.Args()...)...))
+	}
+
+	if err := writeProducers(c.Dir, producers); err != nil {
+		return sum, err
+	}
+
+	// Chaos: every process is supervised (restarted after a short pause
+	// whenever it exits) while a loop SIGKILLs a random one.
+	logf("soak: backend=%s seed=%d for=%s relays=%d producers=%d dir=%s", c.Backend, c.Seed, c.For, c.Relays, c.Producers, c.Dir)
+	recvCtx, stopReceiver := context.WithCancel(ctx)
+	defer stopReceiver()
+	chaosCtx, stopChaos := context.WithCancel(ctx)
+	defer stopChaos()
+	var chaosWG, recvWG sync.WaitGroup
+	var pauseMu sync.Mutex
+	pause := func() time.Duration {
+		pauseMu.Lock()
+		defer pauseMu.Unlock()
+		return time.Duration(rng.Int64N(int64(c.RestartMax) + 1))
+	}
+	for _, p := range procs {
+		sctx, wg := chaosCtx, &chaosWG
+		if p == receiver {
+			sctx, wg = recvCtx, &recvWG
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); p.supervise(sctx, pause) }()
+	}
+	// Whatever way Run returns, no child outlives it.
+	var drainers []*proc
+	defer func() {
+		stopChaos()
+		chaosWG.Wait()
+		stopReceiver()
+		recvWG.Wait()
+		for _, p := range append(procs, drainers...) {
+			p.stop()
+		}
+	}()
+	deadline := time.After(c.For)
+	lastReport := time.Now()
+chaos:
+	for {
+		pauseMu.Lock()
+		wait := c.KillMin + time.Duration(rng.Int64N(int64(c.KillMax-c.KillMin)+1))
+		victim := procs[rng.IntN(len(procs))]
+		pauseMu.Unlock()
+		select {
+		case <-ctx.Done():
+			break chaos
+		case <-deadline:
+			break chaos
+		case <-time.After(wait):
+		}
+		if victim.kill() {
+			sum.Kills++
+			switch {
+			case victim == receiver:
+				sum.ReceiverKills++
+			case strings.HasPrefix(victim.name, "relay"):
+				sum.RelayKills++
+			default:
+				sum.ProducerKills++
+			}
+		}
+		if time.Since(lastReport) >= 10*time.Second {
+			lastReport = time.Now()
+			logf("soak: %s: %d kills", time.Since(began).Round(time.Second), sum.Kills)
+		}
+	}
+	// The end of the chaos: producers and relays stop (killed once more,
+	// which is not counted); the receiver stays up for the drain.
+	stopChaos()
+	chaosWG.Wait()
+	for _, p := range procs {
+		if p != receiver {
+			p.stop()
+		}
+	}
+	if ctx.Err() != nil {
+		stopReceiver()
+		recvWG.Wait()
+		receiver.stop()
+		return sum, ctx.Err()
+	}
+	sum.Chaos = time.Since(began)
+	logf("soak: chaos over after %s: %d kills; draining", sum.Chaos.Round(time.Millisecond), sum.Kills)
+
+	// Drain: relays with --exit-when-idle, under a watchdog.
+	drainStart := time.Now()
+	for i := range c.Relays {
+		d := newProc(c.Dir, fmt.Sprintf("drain%d", i+1), c.Relayctl, relayArgs("--exit-when-idle")...)
+		if err := d.start(); err != nil {
+			return sum, err
+		}
+		drainers = append(drainers, d)
+	}
+	watchdog, cancelWatchdog := context.WithTimeout(ctx, c.DrainTimeout)
+	defer cancelWatchdog()
+	for _, d := range drainers {
+		select {
+		case <-d.exited():
+		case <-watchdog.Done():
+		}
+	}
+	if watchdog.Err() != nil {
+		sum.Problems = append(sum.Problems, fmt.Sprintf("drain: relays still running after %s; killed", c.DrainTimeout))
+	}
+	for _, d := range drainers {
+		d.stop()
+		if err := d.lastExit(); err != nil && !d.wasKilled() {
+			sum.Problems = append(sum.Problems, fmt.Sprintf("%s exited with %v (logs/%s.log)", d.name, err, d.name))
+		}
+	}
+	sum.Drain = time.Since(drainStart)
+	stopReceiver()
+	recvWG.Wait()
+	receiver.terminate(10 * time.Second)
+	for _, p := range procs {
+		sum.Restarts += p.starts - 1
+		sum.Crashes += p.crashes
+		if p.crashes > 0 {
+			sum.Problems = append(sum.Problems, fmt.Sprintf("%s exited on its own %d times, last: %v (logs/%s.log)", p.name, p.crashes, p.crashErr, p.name))
+		}
+	}
+	logf("soak: drained in %s; checking", sum.Drain.Round(time.Millisecond))
+
+	res, err := Check(ctx, queuePath, receiverPath, producers)
+	if err != nil {
+		return sum, err
+	}
+	runProblems := sum.Problems // the run's own, before Result (which holds Problems too) is set
+	sum.Result = res
+	sum.Duration = time.Since(began)
+	sum.Problems = append(runProblems, res.Problems...)
+	if len(sum.Problems) > 0 {
+		return sum, fmt.Errorf("%w: %d problems", ErrCheck, len(sum.Problems))
+	}
+	return sum, nil
+}
+
+// ProducersFile, in a run's directory, lists its producers (JSON), so that
+// CheckDir can check a kept run again.
+const ProducersFile = "producers.json"
+
+func writeProducers(dir string, ps []Producer) error {
+	b, err := json.MarshalIndent(ps, "", "  ")
+	if err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ProducersFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	return nil
+}
+
+// CheckDir runs Check on a run's directory (queue.db, receiver.db and the
+// producers' logs, as Run leaves them), for example one kept after a
+// failure, or a copy taken after a machine crash.
+func CheckDir(ctx context.Context, dir string) (Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ProducersFile))
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	var ps []Producer
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return Result{}, fmt.Errorf("%w: %s: %v", ErrConfig, ProducersFile, err)
+	}
+	for _, p := range ps {
+		if err := p.validate(); err != nil {
+			return Result{}, err
+		}
+	}
+	return Check(ctx, filepath.Join(dir, "queue.db"), filepath.Join(dir, "receiver.db"), ps)
+}
+
+// freePort picks a free loopback port; the receiver listens on it for the
+// whole run, so a restarted receiver comes back at the same URL.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("soak: pick a port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// proc is one supervised child process: started again whenever it exits,
+// until its supervisor's context ends.
+type proc struct {
+	name, dir, bin string
+	args           []string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when the current process has exited
+	err      error         // the current (or last) process's exit
+	killed   bool          // the current process was sent SIGKILL by us
+	starts   int
+	crashes  int // exits we did not cause
+	crashErr error
+}
+
+func newProc(dir, name, bin string, args ...string) *proc {
+	return &proc{name: name, dir: dir, bin: bin, args: args}
+}
+
+// start starts the process once; its output goes to logs/<name>.log.
+func (p *proc) start() error {
+	logf, err := os.OpenFile(filepath.Join(p.dir, "logs", p.name+".log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("soak: start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.killed, p.err = cmd, done, false, nil
+	p.starts++
+	p.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// exited is closed once the current process has exited.
+func (p *proc) exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+func (p *proc) lastExit() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *proc) wasKilled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
+}
+
+// kill sends SIGKILL to the running process; false when none is running.
+func (p *proc) kill() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.killed {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	p.killed = true
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	return true
+}
+
+// stop kills the running process, if any, and waits for its exit.
+func (p *proc) stop() {
+	p.kill()
+	if d := p.exited(); d != nil {
+		<-d
+	}
+}
+
+// terminate asks the process to stop (SIGTERM) and kills it after grace.
+func (p *proc) terminate(grace time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		p.stop()
+	}
+}
+
+// supervise runs the process until ctx ends, restarting it after pause()
+// whenever it exits. An exit not caused by kill is counted as a crash.
+func (p *proc) supervise(ctx context.Context, pause func() time.Duration) {
+	for ctx.Err() == nil {
+		if err := p.start(); err != nil {
+			p.mu.Lock()
+			p.crashes++
+			p.crashErr = err
+			p.mu.Unlock()
+			return
+		}
+		select {
+		case <-p.exited():
+		case <-ctx.Done():
+			return // the caller stops the process
+		}
+		p.mu.Lock()
+		if !p.killed && ctx.Err() == nil {
+			p.crashes++
+			p.crashErr = p.err
+			if p.crashErr == nil {
+				p.crashErr = errors.New("exit status 0")
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause()):
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var soakFor = flag.Duration("soak.for", 12*time.Second, "chaos phase of TestSoak (SOAK_FOR=30m with go run ./soak/cmd/soak for a long run)")
+
+var (
+	buildOnce           sync.Once
+	builtDir, buildFail string
+)
+
+// buildBinaries builds relayctl and the soak command (no race detector:
+// they are the real child processes) once for the whole test binary.
+func buildBinaries(t *testing.T) (relayctl, soakBin string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "soak-bin-")
+		if err != nil {
+			buildFail = err.Error()
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+			"github.com/fairrelay/fairrelay/relayctl", "github.com/fairrelay/fairrelay/soak/cmd/soak")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildFail = fmt.Sprintf("go build: %v\n%s", err, out)
+			return
+		}
+		builtDir = dir
+	})
+	if buildFail != "" {
+		t.Fatal(buildFail)
+	}
+	return filepath.Join(builtDir, "relayctl"), filepath.Join(builtDir, "soak")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
+// The soak at CI length: a receiver, four relays and two producers as real
+// processes, one SIGKILLed every 50-500 ms and restarted, then the drain
+// and every check of Check. Any lost, duplicated or stuck event, any
+// quarantine that was not injected, any wrong total, receipt out of order,
+// crash or integrity failure fails it.
+func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak: real processes for about 30 s")
+	}
+	relayctl, soakBin := buildBinaries(t)
+	dir := t.TempDir()
+	seed := time.Now().UnixNano() % 1_000_000_007
+	sum, err := Run(context.Background(), Config{
+		Relayctl: relayctl, Producer: soakBin, Dir: dir, For: *soakFor, Seed: seed,
+		MaxBacklog:  300, // a short drain: at most this many ordinary events wait when the chaos ends
+		PoisonEvery: 3,   // a few injected failures even in a short run on a slow machine
+		Log:         t.Logf,
+	})
+	t.Log(sum)
+	if err != nil {
+		for _, p := range sum.Problems {
+			t.Log("problem:", p)
+		}
+		for _, name := range []string{"receiver", "relay1", "drain1", "producer1"} {
+			if b, rerr := os.ReadFile(filepath.Join(dir, "logs", name+".log")); rerr == nil {
+				t.Logf("logs/%s.log (tail):\n%s", name, tail(string(b), 20))
+			}
+		}
+		t.Fatalf("soak failed (replay with SOAK_SEED=%d go run ./soak/cmd/soak): %v", seed, err)
+	}
+	switch {
+	case sum.Kills == 0 || sum.Restarts == 0:
+		t.Errorf("no chaos: %d kills, %d restarts", sum.Kills, sum.Restarts)
+	case sum.Events == 0 || sum.Receipts == 0:
+		t.Errorf("nothing relayed: %d events, %d receipts", sum.Events, sum.Receipts)
+	case sum.Injected == 0 || sum.Quarantined != sum.Injected:
+		t.Errorf("injected failures: %d quarantined of %d injected", sum.Quarantined, sum.Injected)
+	case sum.Receipts+sum.Injected != sum.Events:
+		t.Errorf("%d receipts + %d injected != %d events", sum.Receipts, sum.Injected, sum.Events)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestRun_RefusesWhatItCannotRun(t *testing.T) {
+	base := Config{Relayctl: "relayctl", Producer: "soak", Dir: t.TempDir()}
+	cases := map[string]struct {
+		mod  func(*Config)
+		want error
+	}{
+		"postgres is not built yet": {func(c *Config) { c.Backend = BackendPostgres }, ErrNotBuilt},
+		"unknown backend":           {func(c *Config) { c.Backend = "mysql" }, ErrConfig},
+		"no relayctl":               {func(c *Config) { c.Relayctl = "" }, ErrConfig},
+		"negative duration":         {func(c *Config) { c.For = -time.Second }, ErrConfig},
+		"kill window upside down":   {func(c *Config) { c.KillMin, c.KillMax = time.Second, time.Millisecond }, ErrConfig},
+		"batch too large":           {func(c *Config) { c.Batch = 10001 }, ErrConfig},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := base
+			c.mod(&cfg)
+			if _, err := Run(context.Background(), cfg); !errors.Is(err, c.want) {
+				t.Fatalf("Run = %v, want %v", err, c.want)
+			}
+			if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
+				t.Fatalf("a refused run left files behind: %v", entries)
+			}
+		})
+	}
+}
+
+// A drain that outlives its watchdog is a failure, and Run still returns
+// with every child stopped: here the watchdog is far too short to drain
+// even a second of chaos.
+func TestSoak_DrainWatchdog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak: real processes")
+	}
+	relayctl, soakBin := buildBinaries(t)
+	sum, err := Run(context.Background(), Config{
+		Relayctl: relayctl, Producer: soakBin, Dir: t.TempDir(), For: time.Second, Seed: 1,
+		DrainTimeout: time.Millisecond, Log: t.Logf,
+	})
+	if !errors.Is(err, ErrCheck) {
+		t.Fatalf("Run = %v, want ErrCheck", err)
+	}
+	if len(sum.Problems) == 0 || !strings.HasPrefix(sum.Problems[0], "drain: relays still running after 1ms") {
+		t.Fatalf("problems = %q, want the watchdog's first", sum.Problems)
+	}
+}
