@@ -18,6 +18,18 @@ import (
 // Experiment groups the targets that run the experiment.
 type Experiment mg.Namespace
 
+// Soak runs the kill -9 soak on SQLite: producers, four relays and a
+// receiver as real processes, one killed with SIGKILL every 50-500 ms and
+// restarted, then a drain and a check of every guarantee. About a minute;
+// SOAK_FOR=30m for a long run, SOAK_SEED=N to replay one.
+func Soak() error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	return run(root, "go", "run", "./soak/cmd/soak")
+}
+
 // Console groups the targets of the operator's web console.
 type Console mg.Namespace
 

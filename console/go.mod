@@ -12,6 +12,7 @@ require (
 require (
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
@@ -37,3 +38,5 @@ replace github.com/fairrelay/fairrelay/receiverstore => ../receiverstore
 replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
+
+replace github.com/fairrelay/fairrelay/dbfile => ../dbfile

@@ -27,6 +27,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -51,3 +52,5 @@ replace github.com/fairrelay/fairrelay/clock => ../clock
 replace github.com/fairrelay/fairrelay/queuestore => ../queuestore
 
 replace github.com/fairrelay/fairrelay/fairness => ../fairness
+
+replace github.com/fairrelay/fairrelay/dbfile => ../dbfile

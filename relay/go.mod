@@ -13,6 +13,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -43,3 +44,5 @@ replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 
 replace github.com/fairrelay/fairrelay/webhook => ../webhook
+
+replace github.com/fairrelay/fairrelay/dbfile => ../dbfile

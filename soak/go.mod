@@ -11,6 +11,7 @@ require (
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -34,3 +35,5 @@ replace github.com/fairrelay/fairrelay/receiverstore => ../receiverstore
 replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
+
+replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
