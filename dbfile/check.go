@@ -86,7 +86,9 @@ const magic = "SQLite format 3\x00"
 // file, or a permission refused; [ErrNotDatabase] for a file that does not
 // start with SQLite's header or whose page size is not one SQLite writes;
 // [ErrTruncated] for a file that is shorter than a header, not a whole
-// number of pages, or shorter than the page count its header gives.
+// number of pages, or shorter than the page count its header gives, when no
+// -wal file lies beside it (with one, a checkpoint may be writing the file
+// while Check reads it, and only SQLite can tell).
 //
 // Check reads the header only: damage inside the file is SQLite's to find.
 func Check(path string, write bool) (Info, error) {
@@ -134,11 +136,18 @@ func Check(path string, write bool) (Info, error) {
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return Info{}, &Error{ErrPath, "cannot read the file", cause(err)}
 	}
-	return parseHeader(h[:n], fi.Size())
+	// A -wal beside the file means a writer has it open (or crashed with it
+	// open): a checkpoint then writes pages into the file while we look, and
+	// the file can be briefly shorter than the header it already holds. Its
+	// size says nothing then; SQLite's own recovery and checks do.
+	wal, err := os.Stat(path + "-wal")
+	live := err == nil && wal.Size() > 0
+	return parseHeader(h[:n], fi.Size(), live)
 }
 
-// parseHeader checks the first bytes of a file of the given size.
-func parseHeader(h []byte, size int64) (Info, error) {
+// parseHeader checks the first bytes of a file of the given size; live says
+// a -wal file lies beside it, so the size checks are skipped.
+func parseHeader(h []byte, size int64, live bool) (Info, error) {
 	if size == 0 {
 		return Info{}, nil
 	}
@@ -156,12 +165,12 @@ func parseHeader(h []byte, size int64) (Info, error) {
 	if ps < 512 || ps&(ps-1) != 0 {
 		return Info{}, &Error{ErrNotDatabase, fmt.Sprintf("the header's page size %d is not one SQLite writes", ps), nil}
 	}
-	if size%int64(ps) != 0 {
+	if !live && size%int64(ps) != 0 {
 		return Info{}, &Error{ErrTruncated, fmt.Sprintf("the file has %d bytes, not a whole number of %d-byte pages", size, ps), nil}
 	}
 	pages := int64(binary.BigEndian.Uint32(h[28:32]))
 	counter, validFor := binary.BigEndian.Uint32(h[24:28]), binary.BigEndian.Uint32(h[92:96])
-	if pages > 0 && counter == validFor && size < pages*int64(ps) {
+	if !live && pages > 0 && counter == validFor && size < pages*int64(ps) {
 		return Info{}, &Error{ErrTruncated, fmt.Sprintf("the file has %d bytes, its header says %d pages of %d bytes", size, pages, ps), nil}
 	}
 	return Info{
