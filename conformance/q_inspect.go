@@ -35,10 +35,10 @@ func queueInspect_FlowsEventsStatsQuarantined(t *testing.T, bk *QueueBackend) {
 	}
 	tick := func(v clock.Tick) *clock.Tick { return &v }
 	want := []queue.FlowState{
-		{Flow: "a", Served: 1, LastSeq: 3, HeadSeq: 1, HeadState: queue.StateInflight, ReadyAt: tick(a.LeaseUntil), Backlog: 3},
-		{Flow: "b", Served: 1, LastSeq: 1, HeadSeq: 0, HeadState: "", ReadyAt: nil, Backlog: 0},
-		{Flow: "c", Served: 1, LastSeq: 1, HeadSeq: 1, HeadState: queue.StatePending, ReadyAt: tick(now + 2), Backlog: 1},
-		{Flow: "q", Served: 3, LastSeq: 2, HeadSeq: 1, HeadState: queue.StateQuarantined, ReadyAt: nil, Backlog: 2},
+		{Flow: "a", Served: 1, LastSeq: 3, HeadSeq: 1, HeadState: queue.StateInflight, ReadyAt: tick(a.LeaseUntil), Backlog: 3, Weight: 1},
+		{Flow: "b", Served: 1, LastSeq: 1, HeadSeq: 0, HeadState: "", ReadyAt: nil, Backlog: 0, Weight: 1},
+		{Flow: "c", Served: 1, LastSeq: 1, HeadSeq: 1, HeadState: queue.StatePending, ReadyAt: tick(now + 2), Backlog: 1, Weight: 1},
+		{Flow: "q", Served: 3, LastSeq: 2, HeadSeq: 1, HeadState: queue.StateQuarantined, ReadyAt: nil, Backlog: 2, Weight: 1},
 	}
 	if jsonOf(flows) != jsonOf(want) {
 		t.Fatalf("Flows() = %s\nwant %s", jsonOf(flows), jsonOf(want))

@@ -70,6 +70,10 @@ type QueueBackend struct {
 	// Sequences is how many random sequences the model clause runs
 	// (FAIRRELAY_CONFORMANCE_SEQUENCES overrides it).
 	Sequences int
+	// Rotation says the backend implements the rotation order
+	// (docs/contract.md §7.6); a backend without it must refuse a rotation
+	// policy with ErrInvalid, and the policy clauses check that it does.
+	Rotation bool
 }
 
 // FailWrite names a write that FailWrites makes fail.

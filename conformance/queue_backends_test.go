@@ -17,7 +17,8 @@ import (
 
 func TestQueueSQLite(t *testing.T) {
 	RunQueue(t, QueueBackend{
-		NewLoc: func(t testing.TB) string { return filepath.Join(t.TempDir(), "queue.db") },
+		Rotation: true,
+		NewLoc:   func(t testing.TB) string { return filepath.Join(t.TempDir(), "queue.db") },
 		Open: func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
 			var opts []queuestore.Option
 			if o.Policy != nil {

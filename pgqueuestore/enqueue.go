@@ -42,7 +42,7 @@ VALUES ($1, $2, $3, $4, 'pending', 0, 0, 0, $5, 0, 0, '', $5)`
 // queue.ErrConflict and changes nothing. Bad input is queue.ErrInvalid; a
 // tick below the clock mark is queue.ErrTimeRegression.
 func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
-	if err := e.Validate(); err != nil {
+	if err := validate(e); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var out queue.Enqueued
@@ -68,7 +68,7 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 // checks and records now.
 func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
 	for i, e := range es {
-		if err := e.Validate(); err != nil {
+		if err := validate(e); err != nil {
 			return nil, fmt.Errorf("enqueue batch: event %d: %w", i, err)
 		}
 	}
@@ -130,4 +130,17 @@ func (s *Store) enqueueOne(ctx context.Context, tx pgx.Tx, e queue.Event, now cl
 		return queue.Enqueued{}, fmt.Errorf("insert event: %w", err)
 	}
 	return queue.Enqueued{Seq: next}, nil
+}
+
+// validate checks an event as the vocabulary does, and refuses a weight:
+// this backend does not keep flow weights yet (docs/contract.md §7.7), and
+// accepting one without keeping it would lose it silently.
+func validate(e queue.Event) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if e.Weight != 0 {
+		return fmt.Errorf("%w: flow weights are not kept on PostgreSQL yet (weight %d)", queue.ErrInvalid, e.Weight)
+	}
+	return nil
 }

@@ -105,13 +105,13 @@ func (s *Store) readAudit(ctx context.Context, q querier) ([]queue.AuditEntry, e
 func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
 	rows, _ := s.pool.Query(ctx, s.q(`SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
     coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight
 FROM {s}.flows f LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_seq
 ORDER BY f.flow`))
 	var out []queue.FlowState
 	var f queue.FlowState
 	var readyAt *int64
-	_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight}, func() error {
 		c := f
 		c.ReadyAt = nil
 		if readyAt != nil {

@@ -7,6 +7,10 @@ import "github.com/fairrelay/fairrelay/clock"
 type Event struct {
 	ID, Flow string // 1..MaxNameLen bytes of printable UTF-8 each
 	Body     []byte // 1..MaxBodyLen bytes
+	// Weight is the flow's weight (docs/contract.md §7.6): 0 keeps the
+	// flow's weight (1 for a new flow); MinWeight..MaxWeight sets it, on a
+	// backend that keeps weights. Anything else is ErrInvalid.
+	Weight int
 }
 
 // Enqueued is the result of an enqueue: the event's sequence number in its
@@ -151,6 +155,13 @@ type FlowState struct {
 	ReadyAt *clock.Tick `json:"ready_at"`
 	// Backlog counts the flow's events that are not acked.
 	Backlog int64 `json:"backlog"`
+	// Weight is the flow's weight (docs/contract.md §7.6): 1 unless set.
+	Weight int `json:"weight"`
+	// Position is the flow's place in the rotation under FairRotation: 1
+	// for the flow a claim would pick next if every head were dispatchable
+	// now, 2 for the one after it, …; 0 for a flow without a backlog and
+	// under FairMinServed.
+	Position int64 `json:"position,omitempty"`
 }
 
 // EventCounts counts events by state.

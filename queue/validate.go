@@ -67,8 +67,17 @@ func (e Event) Validate() error {
 	if len(e.Body) == 0 || len(e.Body) > MaxBodyLen {
 		return fmt.Errorf("%w: body is %d bytes, want 1..%d", ErrInvalid, len(e.Body), MaxBodyLen)
 	}
+	if e.Weight != 0 && (e.Weight < MinWeight || e.Weight > MaxWeight) {
+		return fmt.Errorf("%w: weight is %d, want 0 (keep) or %d..%d", ErrInvalid, e.Weight, MinWeight, MaxWeight)
+	}
 	return nil
 }
+
+// Weights of flows (docs/contract.md §7.6).
+const (
+	MinWeight = 1    // the smallest weight
+	MaxWeight = 1000 // the largest weight
+)
 
 // CheckReason checks an operator's or a failure's reason. An empty or blank
 // (spaces only) reason is both ErrEmptyReason and ErrInvalid.
