@@ -139,7 +139,7 @@ func parseFlowCursor(s string) (flowCursor, error) {
 func prefixEnd(p string) string { return p + "\xf5" }
 
 const qFlowCols = `f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0), coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END`
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight`
 
 // flowsPageQueries builds the statements of one page, run in order until
 // the page is full: forward (ascending from a cursor) or backward
@@ -229,7 +229,7 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 				var f FlowState
 				var readyAt sql.NullInt64
 				var k int64
-				if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &k); err != nil {
+				if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &k); err != nil {
 					rows.Close()
 					return err
 				}
