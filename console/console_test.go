@@ -12,10 +12,12 @@ import (
 	"net/url"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/console/internal/demo"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
@@ -660,5 +662,55 @@ func TestNew_RefusesBadOptions(t *testing.T) {
 	}
 	if _, err := New(nil, r, Options{}); !errors.Is(err, ErrOptions) {
 		t.Errorf("New(nil queue) error = %v, want ErrOptions", err)
+	}
+}
+
+// Under FairRotation the flows list and the flow page show each flow's
+// weight, and the audit page says in words what a weight change did; under
+// min_served (the seeded stores) the weight column is not there.
+func TestPages_ShowWeightsUnderRotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, r := openStores(t)
+	p := queuestore.DefaultPolicy()
+	p.Fairness = queuestore.FairRotation
+	if err := q.SetPolicy(ctx, p, "weighted tenants", 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range []queuestore.Event{
+		{ID: "g-1", Flow: "gold", Body: []byte(`{"delta":1}`), Weight: 4},
+		{ID: "s-1", Flow: "silver", Body: []byte(`{"delta":1}`)},
+		{ID: "s-2", Flow: "silverware", Body: []byte(`{"delta":1}`), Weight: 2},
+	} {
+		if _, err := q.Enqueue(ctx, ev, clock.Tick(2+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.SetWeight(ctx, "silver", 3, "silver upgraded (ticket OPS-77)", 9); err != nil {
+		t.Fatal(err)
+	}
+	f := serve(t, q, r, Options{})
+	c := f.client(t)
+	_, body := f.get(t, c, "/flows")
+	mustContain(t, "/flows", body, `<th class="num">weight</th>`)
+	for flow, w := range map[string]string{"gold": "4", "silver": "3", "silverware": "2"} {
+		row := regexp.MustCompile(`(?s)>` + flow + `</a></td>\s*<td class="num">\d+</td>\s*<td class="num">(\d+)</td>`).FindStringSubmatch(body)
+		if row == nil || row[1] != w {
+			t.Errorf("/flows: weight of %s = %v, want %s", flow, row, w)
+		}
+	}
+	_, body = f.get(t, c, "/flow?name=silver")
+	mustContain(t, "/flow?name=silver", body, "<th>weight</th><td>3 ")
+	_, body = f.get(t, c, "/audit")
+	mustContain(t, "/audit", body, "weight of flow &#34;silver&#34; 1 → 3", "OPS-77", "fairness min_served → rotation")
+
+	seeded := newFixture(t, Options{})
+	_, body = seeded.get(t, seeded.client(t), "/flows")
+	if strings.Contains(body, ">weight<") {
+		t.Errorf("/flows under min_served shows a weight column")
+	}
+	_, body = seeded.get(t, seeded.client(t), "/flow?name="+url.QueryEscape("acme/orders"))
+	if strings.Contains(body, "<th>weight</th>") {
+		t.Errorf("/flow under min_served shows a weight")
 	}
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,6 +173,10 @@ type flowsData struct {
 	Page         queuestore.FlowPage
 	Mark         clock.Tick
 	First        bool // the page is the first one
+	// Rotation is set when the queue's policy is FairRotation: the page
+	// then shows each flow's weight, the share of turns it is owed
+	// (docs/contract.md §7.6). Under min_served weights change nothing.
+	Rotation bool
 }
 
 type flowRow struct {
@@ -212,8 +217,13 @@ func (c *console) flows(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
+	pol, err := c.q.Policy(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
 	d := &flowsData{Prefix: q.Prefix, Sort: string(q.Sort), Sorts: sorts, Page: p, Mark: p.Mark,
-		First: q.After == "" && q.Before == "" && !q.Last}
+		First: q.After == "" && q.Before == "" && !q.Last, Rotation: pol.Fairness == queuestore.FairRotation}
 	for _, f := range p.Flows {
 		d.Rows = append(d.Rows, flowRow{f, blockedWhy(f, p.Mark)})
 	}
@@ -314,6 +324,9 @@ type flowData struct {
 	Stuck    *queuestore.EventState // the quarantined head, if any
 	Blocked  string
 	Audit    []queuestore.AuditRecord // redrives of the listed events, newest first
+	// Weight is the flow's weight when the queue's policy is FairRotation,
+	// 0 otherwise (the page then does not show it).
+	Weight int
 }
 
 // maxFlowAudit is how many redriven events of a flow the flow page reads
@@ -342,6 +355,10 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &flowData{Flow: name, Mark: mark}
+	if d.Weight, err = c.flowWeight(ctx, name); err != nil {
+		c.internal(w, r, err)
+		return
+	}
 	for i := range evs {
 		e := &evs[i]
 		if e.State == "acked" {
@@ -401,6 +418,24 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "flow", d)
+}
+
+// flowWeight returns the weight of flow name when the queue's policy is
+// FairRotation, else 0. It reads one row of the flows index: the first flow
+// in name order whose name starts with name is name itself, if it exists.
+func (c *console) flowWeight(ctx context.Context, name string) (int, error) {
+	pol, err := c.q.Policy(ctx)
+	if err != nil || pol.Fairness != queuestore.FairRotation {
+		return 0, err
+	}
+	p, err := c.q.FlowsPage(ctx, queuestore.FlowQuery{Prefix: name, Sort: queuestore.SortByFlow, Limit: 1})
+	if err != nil {
+		return 0, err
+	}
+	if len(p.Flows) == 0 || p.Flows[0].Flow != name {
+		return 0, nil
+	}
+	return p.Flows[0].Weight, nil
 }
 
 // eventData is one event's page.
@@ -590,9 +625,17 @@ func (c *console) receiver(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "receiver", d)
 }
 
-// describeDetail says in words what a policy audit row changed ("lease 5 →
-// 8"); other details are shown as they are.
+// describeDetail says in words what a policy or weight audit row changed
+// ("lease 5 → 8", "weight of flow a 1 → 3"); other details are shown as
+// they are.
 func describeDetail(a queuestore.AuditRecord) string {
+	if a.Kind == queuestore.AuditWeight {
+		var ch queuestore.WeightChange
+		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch.Flow == "" {
+			return a.Detail
+		}
+		return fmt.Sprintf("weight of flow %s %d → %d", strconv.Quote(ch.Flow), ch.Old, ch.New)
+	}
 	if a.Kind != queuestore.AuditPolicy {
 		return a.Detail
 	}
