@@ -112,6 +112,33 @@ func (f onOffFlag) Set(s string) error {
 	return nil
 }
 
+// fairnessFlag is --fairness min_served|rotation (docs/contract.md §7.6).
+type fairnessFlag struct{ v *string }
+
+// String is "" until set, so that the help shows no default: a flag left
+// out keeps the recorded order.
+func (f fairnessFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f fairnessFlag) Set(s string) error {
+	switch s {
+	case fairMinServed, fairRotation:
+		*f.v = s
+		return nil
+	}
+	return fmt.Errorf("want %s or %s, got %q", fairMinServed, fairRotation, s)
+}
+
+// The claim orders `policy set --fairness` accepts, as the stores name them.
+const (
+	fairMinServed = "min_served"
+	fairRotation  = "rotation"
+)
+
 // int64Flag is a flag holding an int64 (the policy's ticks).
 type int64Flag struct{ v *int64 }
 
@@ -136,12 +163,15 @@ func (f int64Flag) Set(s string) error {
 func cmdPolicySet(e *env, args []string) (err error) {
 	f := newFlags(e, "policy set",
 		"policy set [--lease N] [--max-attempts N] [--backoff-base N] [--backoff-cap N]\n"+
-			"                   [--jitter on|off] --reason TEXT [--now TICK]",
+			"                   [--jitter on|off] [--fairness min_served|rotation]\n"+
+			"                   --reason TEXT [--now TICK]",
 		"Policy set changes the queue's recorded policy (docs/contract.md §7.1) and writes\n"+
 			"an audit row with the old and new policy and the reason, in one transaction.\n"+
 			"A flag left out keeps its recorded value. The new policy applies to every\n"+
 			"claim and settle after it, in every process; leases already handed out and\n"+
-			"retries already scheduled keep their ticks.").
+			"retries already scheduled keep their ticks. --fairness switches the claim's\n"+
+			"flow order (docs/contract.md §7.6): to rotation, every flow with a head\n"+
+			"joins the rotation's tail in flow name order, weights as recorded.").
 		withQueue().withNow()
 	var (
 		next   policyRow
@@ -153,13 +183,14 @@ func cmdPolicySet(e *env, args []string) (err error) {
 	f.Var(int64Flag{&next.BackoffBase}, "backoff-base", "wait after the first failed attempt, doubled after each next one (`N` > 0)")
 	f.Var(int64Flag{&next.BackoffCap}, "backoff-cap", "the longest wait (`N` >= the base)")
 	f.Var(onOffFlag{&jitter}, "jitter", "deterministic full jitter of each wait: `on|off`")
+	f.Var(fairnessFlag{&next.Fairness}, "fairness", "the claim's flow order: `min_served|rotation`")
 	reason := f.String("reason", "", "why the policy changes (required; kept in the audit)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	changes := 0
-	for _, name := range []string{"lease", "max-attempts", "backoff-base", "backoff-cap", "jitter"} {
+	for _, name := range []string{"lease", "max-attempts", "backoff-base", "backoff-cap", "jitter", "fairness"} {
 		if f.isSet(name) {
 			changes++
 		}
@@ -168,7 +199,7 @@ func cmdPolicySet(e *env, args []string) (err error) {
 	case len(pos) > 0:
 		return usagef("unexpected argument %q", pos[0])
 	case changes == 0:
-		return usagef("nothing to change: give at least one of --lease, --max-attempts, --backoff-base, --backoff-cap, --jitter")
+		return usagef("nothing to change: give at least one of --lease, --max-attempts, --backoff-base, --backoff-cap, --jitter, --fairness")
 	case !f.isSet("reason"):
 		return usagef("--reason is required: say why the policy changes (it is kept in the audit)")
 	}
@@ -201,6 +232,9 @@ func cmdPolicySet(e *env, args []string) (err error) {
 	if f.isSet("jitter") {
 		p.Jitter = jitter
 	}
+	if f.isSet("fairness") {
+		p.Fairness = next.Fairness
+	}
 	if err := q.SetPolicy(e.ctx, p, *reason, now); err != nil {
 		return explainPolicy(e, q, now, err)
 	}
@@ -222,6 +256,7 @@ func policyDiff(a, b policyRow) string {
 	add("backoff base", itoa(a.BackoffBase), itoa(b.BackoffBase))
 	add("backoff cap", itoa(a.BackoffCap), itoa(b.BackoffCap))
 	add("jitter", onOff(a.Jitter), onOff(b.Jitter))
+	add("fairness", a.Fairness, b.Fairness)
 	if len(d) == 0 {
 		return "no value changed"
 	}

@@ -269,7 +269,7 @@ func (q *queueDB) Policy(ctx context.Context) (policyRow, error) {
 }
 
 // SetPolicy reads the recorded policy and changes the fields policyRow
-// shows; the fairness order is kept as recorded.
+// shows, the fairness order included.
 func (q *queueDB) SetPolicy(ctx context.Context, p policyRow, reason string, now clock.Tick) error {
 	cur, err := q.s.Policy(ctx)
 	if err != nil {
@@ -277,6 +277,9 @@ func (q *queueDB) SetPolicy(ctx context.Context, p policyRow, reason string, now
 	}
 	cur.Lease, cur.MaxAttempts = clock.Tick(p.Lease), p.MaxAttempts
 	cur.BackoffBase, cur.BackoffCap, cur.Jitter = clock.Tick(p.BackoffBase), clock.Tick(p.BackoffCap), p.Jitter
+	if p.Fairness != "" {
+		cur.Fairness = queuestore.Fairness(p.Fairness)
+	}
 	return q.s.SetPolicy(ctx, cur, reason, q.at(now))
 }
 

@@ -8,7 +8,7 @@ type policyRow struct {
 	BackoffBase int64  `json:"backoff_base"`
 	BackoffCap  int64  `json:"backoff_cap"`
 	Jitter      bool   `json:"jitter"`
-	Fairness    string `json:"fairness"` // the claim's flow order; read-only here
+	Fairness    string `json:"fairness"` // the claim's flow order: min_served or rotation
 }
 
 // redriveFilter selects quarantined events for `redrive --all`: "" matches
