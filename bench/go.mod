@@ -19,6 +19,8 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/queue v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/receiver v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -52,3 +54,7 @@ replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
 replace github.com/fairrelay/fairrelay/relay => ../relay
 
 replace github.com/fairrelay/fairrelay/webhook => ../webhook
+
+replace github.com/fairrelay/fairrelay/queue => ../queue
+
+replace github.com/fairrelay/fairrelay/receiver => ../receiver

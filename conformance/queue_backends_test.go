@@ -11,7 +11,6 @@ import (
 
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/pgtest"
-	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -22,17 +21,17 @@ func TestQueueSQLite(t *testing.T) {
 		Open: func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
 			var opts []queuestore.Option
 			if o.Policy != nil {
-				opts = append(opts, queuestore.WithPolicy(sqlitePolicy(*o.Policy)))
+				opts = append(opts, queuestore.WithPolicy(*o.Policy))
 			}
 			if o.RealTime {
 				opts = append(opts, queuestore.WithRealTime(o.Source, o.Skew))
 			}
 			if hook := o.Hook; hook != nil {
-				opts = append(opts, queuestore.WithHook(func(p queuestore.HookPoint) { hook(queue.HookPoint(p)) }))
+				opts = append(opts, queuestore.WithHook(hook))
 			}
 			s, err := queuestore.Open(loc, opts...)
 			if err != nil {
-				return nil, qerr(err)
+				return nil, err
 			}
 			t.Cleanup(func() { s.Close() })
 			return sqliteQueue{s}, nil

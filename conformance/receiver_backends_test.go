@@ -7,7 +7,6 @@ import (
 
 	"github.com/fairrelay/fairrelay/pgreceiverstore"
 	"github.com/fairrelay/fairrelay/pgtest"
-	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/jackc/pgx/v5"
 
@@ -27,7 +26,7 @@ func TestReceiverSQLite(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			return sqliteReceiver{s}, loc
+			return s, loc
 		},
 		Exec: func(t testing.TB, loc, q string) {
 			db, err := sql.Open("sqlite", loc)
@@ -73,70 +72,6 @@ func TestReceiverPostgres(t *testing.T) {
 	})
 }
 
-// sqliteReceiver presents a receiverstore.Store with the receiver
-// vocabulary until receiverstore aliases it.
-type sqliteReceiver struct{ s *receiverstore.Store }
-
-var recvErrPairs = []struct{ from, to error }{
-	{receiverstore.ErrInvalidBody, receiver.ErrInvalidBody},
-	{receiverstore.ErrInvalid, receiver.ErrInvalid},
-}
-
-func rerr(err error) error { return wrapSentinels(err, recvErrPairs) }
-
-func (r sqliteReceiver) Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error) {
-	o, err := r.s.Receive(ctx, receiverstore.Message(m))
-	return receiver.Outcome(o), rerr(err)
-}
-
-func (r sqliteReceiver) ReceiveBatch(ctx context.Context, ms []receiver.Message) ([]receiver.BatchResult, error) {
-	in := make([]receiverstore.Message, len(ms))
-	for i, m := range ms {
-		in[i] = receiverstore.Message(m)
-	}
-	rs, err := r.s.ReceiveBatch(ctx, in)
-	if rs == nil {
-		return nil, rerr(err)
-	}
-	out := make([]receiver.BatchResult, len(rs))
-	for i, x := range rs {
-		out[i] = receiver.BatchResult{Outcome: receiver.Outcome(x.Outcome), Err: rerr(x.Err)}
-	}
-	return out, rerr(err)
-}
-
-func (r sqliteReceiver) Total(ctx context.Context, flow string) (int64, error) {
-	n, err := r.s.Total(ctx, flow)
-	return n, rerr(err)
-}
-
-func (r sqliteReceiver) NextExpected(ctx context.Context, flow string) (int64, error) {
-	n, err := r.s.NextExpected(ctx, flow)
-	return n, rerr(err)
-}
-
-func (r sqliteReceiver) Flows(ctx context.Context) ([]receiver.FlowState, error) {
-	fs, err := r.s.Flows(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return via[[]receiver.FlowState](fs), nil
-}
-
-func (r sqliteReceiver) Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error) {
-	cs, err := r.s.Conflicts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return via[[]receiver.ConflictRecord](cs), nil
-}
-
-func (r sqliteReceiver) Snapshot(ctx context.Context) (receiver.Snapshot, error) {
-	sn, err := r.s.Snapshot(ctx)
-	if err != nil {
-		return receiver.Snapshot{}, err
-	}
-	return via[receiver.Snapshot](sn), nil
-}
-
-func (r sqliteReceiver) Close() error { return r.s.Close() }
+// receiverstore.Store is a Receiver as it is: its types and sentinel
+// errors are the receiver module's.
+var _ Receiver = (*receiverstore.Store)(nil)

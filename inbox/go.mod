@@ -11,6 +11,7 @@ replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 
 require (
+	github.com/fairrelay/fairrelay/receiver v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/fairrelay/fairrelay/relay v0.0.0
 	github.com/fairrelay/fairrelay/webhook v0.0.0
@@ -18,10 +19,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 )
 
-require (
-	github.com/fairrelay/fairrelay/clock v0.0.0 // indirect
-	github.com/fairrelay/fairrelay/queuestore v0.0.0 // indirect
-)
+require github.com/fairrelay/fairrelay/clock v0.0.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -29,6 +27,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/queue v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
@@ -54,3 +53,7 @@ replace github.com/fairrelay/fairrelay/queuestore => ../queuestore
 replace github.com/fairrelay/fairrelay/fairness => ../fairness
 
 replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
+
+replace github.com/fairrelay/fairrelay/queue => ../queue
+
+replace github.com/fairrelay/fairrelay/receiver => ../receiver

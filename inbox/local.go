@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/relay"
 )
 
@@ -22,21 +22,21 @@ import (
 // The event's ID, flow, sequence number and body reach Receive unchanged.
 func Local(r Receiver) relay.Handler {
 	return relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
-		out, err := r.Receive(ctx, receiverstore.Message{ID: e.ID, Flow: e.Flow, Seq: e.Seq, Body: e.Body})
+		out, err := r.Receive(ctx, receiver.Message{ID: e.ID, Flow: e.Flow, Seq: e.Seq, Body: e.Body})
 		switch {
-		case errors.Is(err, receiverstore.ErrInvalidBody), errors.Is(err, receiverstore.ErrInvalid):
+		case errors.Is(err, receiver.ErrInvalidBody), errors.Is(err, receiver.ErrInvalid):
 			return relay.Fail(relay.ReasonInvalidBody, err)
 		case err != nil:
 			return relay.Fail(relay.ReasonUnavailable, err)
 		}
 		switch out {
-		case receiverstore.Accepted, receiverstore.Duplicate:
+		case receiver.Accepted, receiver.Duplicate:
 			return nil
-		case receiverstore.Conflict:
+		case receiver.Conflict:
 			return relay.Fail(relay.ReasonConflict, nil)
-		case receiverstore.Gap:
+		case receiver.Gap:
 			return relay.Fail(relay.ReasonGap, nil)
-		case receiverstore.UnsupportedDelta:
+		case receiver.UnsupportedDelta:
 			return relay.Fail(relay.ReasonUnsupportedDelta, nil)
 		}
 		return relay.Fail(relay.ReasonUnavailable, fmt.Errorf("inbox: unknown receiver outcome %q", out))

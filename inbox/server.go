@@ -11,19 +11,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/webhook"
 )
 
 // DefaultMaxBody is the largest request body NewServer reads unless
-// ServerOptions.MaxBody says otherwise: 1 MiB, receiverstore's
-// MaxEffectBodyLen.
-const DefaultMaxBody = receiverstore.MaxEffectBodyLen
+// ServerOptions.MaxBody says otherwise: 1 MiB, receiver.MaxEffectBodyLen
+// (what a store running a user's effect takes).
+const DefaultMaxBody = receiver.MaxEffectBodyLen
 
 // Receiver is what the server and Local need of a receiver store;
-// *receiverstore.Store satisfies it.
+// *receiverstore.Store (SQLite) and *pgreceiverstore.Store (PostgreSQL)
+// satisfy it.
 type Receiver interface {
-	Receive(ctx context.Context, m receiverstore.Message) (receiverstore.Outcome, error)
+	Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error)
 }
 
 // ServerOptions tunes NewServer. The zero value is the default.
@@ -50,8 +51,8 @@ type ServerOptions struct {
 // Request outcomes that are not receiver outcomes, as the JSON "error" and
 // the metrics' outcome label say them.
 const (
-	ErrorInvalidBody    = "invalid_body"       // 400: receiverstore.ErrInvalidBody (also an effect's refusal)
-	ErrorInvalidMessage = "invalid_message"    // 400: receiverstore.ErrInvalid (ID, flow or seq out of bounds)
+	ErrorInvalidBody    = "invalid_body"       // 400: receiver.ErrInvalidBody (also an effect's refusal)
+	ErrorInvalidMessage = "invalid_message"    // 400: receiver.ErrInvalid (ID, flow or seq out of bounds)
 	ErrorInvalidHeader  = "invalid_header"     // 400: malformed fairrelay-flow, fairrelay-seq or Idempotency-Key
 	ErrorUnauthorized   = "unauthorized"       // 401: signature missing or wrong, timestamp outside the window
 	ErrorMethod         = "method_not_allowed" // 405: not a POST
@@ -65,13 +66,13 @@ const (
 // 200 for accepted and duplicate (the effect is applied, once), 409 for
 // conflict and gap, 422 for unsupported_delta. ok is false for an outcome it
 // does not know.
-func StatusFor(o receiverstore.Outcome) (status int, ok bool) {
+func StatusFor(o receiver.Outcome) (status int, ok bool) {
 	switch o {
-	case receiverstore.Accepted, receiverstore.Duplicate:
+	case receiver.Accepted, receiver.Duplicate:
 		return http.StatusOK, true
-	case receiverstore.Conflict, receiverstore.Gap:
+	case receiver.Conflict, receiver.Gap:
 		return http.StatusConflict, true
-	case receiverstore.UnsupportedDelta:
+	case receiver.UnsupportedDelta:
 		return http.StatusUnprocessableEntity, true
 	}
 	return 0, false
@@ -188,7 +189,7 @@ func (s *server) handle(req *http.Request) (status int, label string, isOutcome 
 		return http.StatusBadRequest, ErrorInvalidHeader, false
 	}
 
-	out, err := s.r.Receive(req.Context(), receiverstore.Message{ID: id, Flow: flow, Seq: seq, Body: body})
+	out, err := s.r.Receive(req.Context(), receiver.Message{ID: id, Flow: flow, Seq: seq, Body: body})
 	switch {
 	case err == nil:
 		if st, ok := StatusFor(out); ok {
@@ -196,11 +197,11 @@ func (s *server) handle(req *http.Request) (status int, label string, isOutcome 
 		}
 		s.log.Error("inbox: unknown receiver outcome", "outcome", out, "id", id, "flow", flow, "seq", seq)
 		return http.StatusInternalServerError, ErrorInternal, false
-	case errors.Is(err, receiverstore.ErrInvalidBody):
+	case errors.Is(err, receiver.ErrInvalidBody):
 		return http.StatusBadRequest, ErrorInvalidBody, false
-	case errors.Is(err, receiverstore.ErrInvalid):
+	case errors.Is(err, receiver.ErrInvalid):
 		return http.StatusBadRequest, ErrorInvalidMessage, false
-	case errors.Is(err, receiverstore.ErrEffect):
+	case errors.Is(err, receiver.ErrEffect):
 		s.log.Warn("inbox: effect failed; nothing changed", "id", id, "flow", flow, "seq", seq, "err", err)
 		return http.StatusServiceUnavailable, ErrorEffectFailed, false
 	case req.Context().Err() != nil:
@@ -246,8 +247,8 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 	}
 	reg.MustRegister(m.receives, m.seconds)
 	// Known labels start at 0, so that a rate() has a series from the start.
-	for _, l := range []string{string(receiverstore.Accepted), string(receiverstore.Duplicate), string(receiverstore.Conflict),
-		string(receiverstore.Gap), string(receiverstore.UnsupportedDelta), ErrorInvalidBody, ErrorInvalidMessage,
+	for _, l := range []string{string(receiver.Accepted), string(receiver.Duplicate), string(receiver.Conflict),
+		string(receiver.Gap), string(receiver.UnsupportedDelta), ErrorInvalidBody, ErrorInvalidMessage,
 		ErrorInvalidHeader, ErrorUnauthorized, ErrorMethod, ErrorTooLarge, ErrorEffectFailed, ErrorCanceled, ErrorInternal} {
 		m.receives.WithLabelValues(l)
 	}

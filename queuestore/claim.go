@@ -10,19 +10,6 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// Claim is one event handed to a sender: the event, the generation the
-// settle must quote, the round's attempts so far, the global ticket of this
-// claim and the end of its lease.
-type Claim struct {
-	EventID, Flow string     // the event and its flow
-	Seq           int64      // the event's sequence number in its flow
-	Body          []byte     // the event's body, byte-exact
-	Generation    int64      // the generation Settle must quote
-	Attempts      int        // attempts used in this round, this claim included
-	Ticket        int64      // the global ticket of this claim (the first claim gets 1)
-	LeaseUntil    clock.Tick // now + Lease; a settle at or after it is Expired
-}
-
 // The claim path. Every statement is driven by an index (see plan_test.go):
 // none scans events or flows, so a claim costs the same at 10 flows and at
 // 100,000.
@@ -113,7 +100,7 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 		}
 		now = a.now
 		ticket, pol := a.ticket, a.pol
-		if pol.rotation() {
+		if isRotation(pol) {
 			if _, err := tx.ExecContext(ctx, qRotPromote, int64(now)); err != nil {
 				return fmt.Errorf("promote ready flows: %w", err)
 			}

@@ -9,27 +9,6 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// Event is what a producer enqueues: an ID unique in the store, the flow it
-// belongs to, and an opaque body; optionally the flow's weight.
-type Event struct {
-	ID, Flow string // 1..MaxNameLen bytes of printable UTF-8 each
-	Body     []byte // 1..MaxBodyLen bytes
-	// Weight is the flow's weight (docs/contract.md §7.6): 0 keeps the
-	// flow's weight (1 for a new flow); MinWeight..MaxWeight gives a new
-	// flow that weight, and changes an existing flow's weight to it when it
-	// differs, with a 'weight' audit row of reason ReasonEnqueueWeight. A
-	// duplicate (a byte-identical retry) changes nothing, whatever its
-	// weight. Anything else is ErrInvalid.
-	Weight int
-}
-
-// Enqueued is the result of an enqueue: the event's sequence number in its
-// flow, and whether the event was already stored (a byte-identical retry).
-type Enqueued struct {
-	Seq       int64 // the event's sequence number in its flow
-	Duplicate bool  // the event was already stored: nothing was added
-}
-
 const (
 	// qFindEventFlow reads, in one statement, the stored event with ID ?1
 	// (NULL columns when there is none) and the last sequence number of flow
@@ -67,7 +46,7 @@ VALUES (?1, ?2, ?3, ?4, 'pending', 0, 0, 0, ?5, 0, 0, '', ?5)`
 // ErrConflict and changes nothing. Bad input is ErrInvalid (see MaxNameLen,
 // MaxBodyLen); a tick below the clock mark is ErrTimeRegression.
 func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued, error) {
-	if err := e.validate(); err != nil {
+	if err := validateEvent(e); err != nil {
 		return Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var out Enqueued
@@ -92,7 +71,7 @@ func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued,
 // empty batch only checks and records now.
 func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([]Enqueued, error) {
 	for i, e := range es {
-		if err := e.validate(); err != nil {
+		if err := validateEvent(e); err != nil {
 			return nil, fmt.Errorf("enqueue batch: event %d: %w", i, err)
 		}
 	}
@@ -123,7 +102,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 // An event with a weight, or any event under FairRotation, goes through
 // enqueueWeighted.
 func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, now clock.Tick) (Enqueued, error) {
-	if e.Weight != 0 || pol.rotation() {
+	if e.Weight != 0 || isRotation(pol) {
 		return s.enqueueWeighted(ctx, tx, pol, e, now)
 	}
 	var (

@@ -1,43 +1,45 @@
 package queuestore
 
-import "errors"
+import (
+	"github.com/fairrelay/fairrelay/queue"
+)
 
 // Sentinel errors. Operations wrap them with context; test for them with
-// errors.Is.
+// errors.Is. They are the queue module's sentinels, shared by every backend.
 var (
 	// ErrConflict reports an Enqueue of an ID already stored with another
 	// flow or body.
-	ErrConflict = errors.New("queuestore: id already used with another flow or body")
+	ErrConflict = queue.ErrConflict
 	// ErrTimeRegression reports a write whose tick is below the store's clock
 	// mark. It also wraps clock.ErrRegression.
-	ErrTimeRegression = errors.New("queuestore: time went backwards")
+	ErrTimeRegression = queue.ErrTimeRegression
 	// ErrNotFound reports an unknown event ID or flow.
-	ErrNotFound = errors.New("queuestore: not found")
+	ErrNotFound = queue.ErrNotFound
 	// ErrEmptyReason reports a redrive, or a failed Result, without a reason.
-	ErrEmptyReason = errors.New("queuestore: reason is empty")
+	ErrEmptyReason = queue.ErrEmptyReason
 	// ErrNotQuarantined reports a redrive of an event that is not quarantined.
-	ErrNotQuarantined = errors.New("queuestore: event is not quarantined")
+	ErrNotQuarantined = queue.ErrNotQuarantined
 	// ErrStaleGeneration reports a redrive whose generation is not the
 	// event's current one.
-	ErrStaleGeneration = errors.New("queuestore: stale generation")
+	ErrStaleGeneration = queue.ErrStaleGeneration
 	// ErrInvalid reports bad input: an ID, flow, body, reason, generation or
 	// batch size outside the documented limits.
-	ErrInvalid = errors.New("queuestore: invalid input")
+	ErrInvalid = queue.ErrInvalid
 	// ErrSchemaVersion reports a database file whose schema this build does
 	// not know: a newer version, or a file that is not a queue store.
-	ErrSchemaVersion = errors.New("queuestore: unknown schema version")
+	ErrSchemaVersion = queue.ErrSchemaVersion
 	// ErrCorrupt reports stored state that breaks the store's own
 	// invariants (for example a flow marked ready whose head is acked).
 	// It means the file was changed outside this package.
-	ErrCorrupt = errors.New("queuestore: inconsistent stored state")
+	ErrCorrupt = queue.ErrCorrupt
 	// ErrPolicyMismatch reports an Open with WithPolicy of a file that
 	// records another policy; the error names both.
-	ErrPolicyMismatch = errors.New("queuestore: policy differs from the one recorded in the file")
+	ErrPolicyMismatch = queue.ErrPolicyMismatch
 	// ErrTickOverflow reports a negative tick, or one that a lease or
 	// backoff of the queue's policy would push past math.MaxInt64
 	// (Policy.MaxTick). It is checked in every mode, before the clock mark.
-	ErrTickOverflow = errors.New("queuestore: tick out of range")
+	ErrTickOverflow = queue.ErrTickOverflow
 	// ErrTimeAhead reports, in real time (WithRealTime), a tick further
 	// ahead of the wall clock than the configured skew.
-	ErrTimeAhead = errors.New("queuestore: tick is ahead of the wall clock")
+	ErrTimeAhead = queue.ErrTimeAhead
 )

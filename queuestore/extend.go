@@ -12,13 +12,6 @@ import (
 // Extended is the outcome of an Extend that renewed the lease.
 const Extended Outcome = "extended"
 
-// ExtendItem names one claim to extend: the event and the generation its
-// claim returned.
-type ExtendItem struct {
-	EventID    string
-	Generation int64
-}
-
 const (
 	qExtendRead = `SELECT flow, state, generation, lease_until FROM events WHERE id = ?1`
 
@@ -48,7 +41,7 @@ const (
 // ErrTimeAhead, ErrTimeRegression).
 func (s *Store) Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (Outcome, error) {
 	it := ExtendItem{EventID: eventID, Generation: generation}
-	if err := it.validate(); err != nil {
+	if err := validateExtendItem(it); err != nil {
 		return "", fmt.Errorf("extend: %w", err)
 	}
 	var o Outcome
@@ -85,7 +78,7 @@ func (s *Store) ExtendBatch(ctx context.Context, items []ExtendItem, now clock.T
 		}
 		for i, it := range items {
 			out[i] = SettleResult{}
-			if err := it.validate(); err != nil {
+			if err := validateExtendItem(it); err != nil {
 				out[i].Err = fmt.Errorf("extend %q: %w", it.EventID, err)
 				continue
 			}
@@ -107,7 +100,7 @@ func (s *Store) ExtendBatch(ctx context.Context, items []ExtendItem, now clock.T
 	return out, nil
 }
 
-func (it ExtendItem) validate() error {
+func validateExtendItem(it ExtendItem) error {
 	if err := checkID(it.EventID); err != nil {
 		return err
 	}

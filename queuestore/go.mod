@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/fairness v0.0.0
+	github.com/fairrelay/fairrelay/queue v0.0.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -32,3 +33,5 @@ replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 
 replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
+
+replace github.com/fairrelay/fairrelay/queue => ../queue

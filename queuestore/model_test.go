@@ -151,7 +151,7 @@ func (m *model) enqueueOne(e Event, now clock.Tick) (Enqueued, error) {
 
 func (m *model) enqueueBatch(es []Event, now clock.Tick) ([]Enqueued, error) {
 	for _, e := range es {
-		if err := e.validate(); err != nil {
+		if err := validateEvent(e); err != nil {
 			return nil, ErrInvalid
 		}
 	}
@@ -287,7 +287,7 @@ func (m *model) claimRot(now clock.Tick, n int) ([]Claim, error) {
 }
 
 func (m *model) settleOne(it SettleItem, now clock.Tick) (Outcome, error) {
-	if err := it.validate(); err != nil {
+	if err := validateSettleItem(it); err != nil {
 		return "", ErrInvalid
 	}
 	e := m.events[it.EventID]
@@ -319,7 +319,7 @@ func (m *model) settleOne(it SettleItem, now clock.Tick) (Outcome, error) {
 }
 
 func (m *model) settle(it SettleItem, now clock.Tick) (Outcome, error) {
-	if err := it.validate(); err != nil {
+	if err := validateSettleItem(it); err != nil {
 		return "", ErrInvalid
 	}
 	if err := m.admit(now); err != nil {
@@ -346,7 +346,7 @@ func (m *model) settleBatch(items []SettleItem, now clock.Tick) ([]SettleResult,
 
 // extendOne is §7.2: settle's checks 1-3, then a new lease from now.
 func (m *model) extendOne(it ExtendItem, now clock.Tick) (Outcome, error) {
-	if err := it.validate(); err != nil {
+	if err := validateExtendItem(it); err != nil {
 		return "", ErrInvalid
 	}
 	e := m.events[it.EventID]
@@ -375,7 +375,7 @@ func (m *model) extendBatch(items []ExtendItem, now clock.Tick) ([]SettleResult,
 }
 
 func (m *model) extend(it ExtendItem, now clock.Tick) (Outcome, error) {
-	if err := it.validate(); err != nil {
+	if err := validateExtendItem(it); err != nil {
 		return "", ErrInvalid
 	}
 	if err := m.admit(now); err != nil {

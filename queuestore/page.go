@@ -439,7 +439,7 @@ func (s *Store) QuarantinedPage(ctx context.Context, q QuarantinedQuery) (Quaran
 	if n < 1 || n > MaxPageLimit {
 		return QuarantinedPage{}, fmt.Errorf("quarantined page: %w: limit %d is outside 1..%d", ErrInvalid, q.Limit, MaxPageLimit)
 	}
-	if err := q.Filter.validate(); err != nil {
+	if err := validateFilter(q.Filter); err != nil {
 		return QuarantinedPage{}, fmt.Errorf("quarantined page: %w", err)
 	}
 	afterFlow, afterSeq := "", int64(0)

@@ -126,10 +126,10 @@ func checkPlans(t *testing.T, s *Store, queries map[string]planCase) {
 
 // The four forms of RedriveAll's chunk query.
 var (
-	qRedriveAll, _    = RedriveFilter{}.query(RedriveChunk)
-	qRedriveFlow, _   = RedriveFilter{Flow: "f"}.query(RedriveChunk)
-	qRedriveReason, _ = RedriveFilter{Reason: "r"}.query(RedriveChunk)
-	qRedriveBoth, _   = RedriveFilter{Flow: "f", Reason: "r"}.query(RedriveChunk)
+	qRedriveAll, _    = quarantinedQuery(RedriveFilter{}, RedriveChunk)
+	qRedriveFlow, _   = quarantinedQuery(RedriveFilter{Flow: "f"}, RedriveChunk)
+	qRedriveReason, _ = quarantinedQuery(RedriveFilter{Reason: "r"}, RedriveChunk)
+	qRedriveBoth, _   = quarantinedQuery(RedriveFilter{Flow: "f", Reason: "r"}, RedriveChunk)
 )
 
 func itoa(i int) string {

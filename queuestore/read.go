@@ -9,20 +9,6 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// EventState reads one event as it is now.
-type EventState struct {
-	ID, Flow         string
-	Seq              int64
-	Body             []byte
-	State            string // "pending", "inflight", "acked", "quarantined"
-	Generation       int64
-	Attempts         int
-	LifetimeAttempts int
-	AvailableAt      clock.Tick
-	LeaseUntil       clock.Tick // 0 when not in flight
-	Reason           string
-}
-
 const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
 
 type scanner interface {
@@ -82,17 +68,6 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, erro
 	return out, nil
 }
 
-// QuarantinedEvent is a quarantined event as an operator sees it: what to
-// redrive (ID and generation) and why it stopped.
-type QuarantinedEvent struct {
-	EventID          string `json:"event_id"`
-	Flow             string `json:"flow"`
-	Seq              int64  `json:"seq"`
-	Generation       int64  `json:"generation"`
-	LifetimeAttempts int    `json:"lifetime_attempts"`
-	Reason           string `json:"reason"`
-}
-
 // Quarantined returns every quarantined event, ordered by flow and sequence
 // number.
 func (s *Store) Quarantined(ctx context.Context) ([]QuarantinedEvent, error) {
@@ -116,16 +91,6 @@ FROM events WHERE state = 'quarantined' ORDER BY flow, seq`)
 	return out, nil
 }
 
-// AuditEntry is one redrive: the event, its new generation, the operator's
-// reason and the tick. ID orders the entries as they were written.
-type AuditEntry struct {
-	ID         int64      `json:"id"`
-	EventID    string     `json:"event_id"`
-	Generation int64      `json:"generation"`
-	Reason     string     `json:"reason"`
-	At         clock.Tick `json:"at"`
-}
-
 // Audit returns every redrive audit row in the order they were written
 // (AuditAll returns the rows of every kind).
 func (s *Store) Audit(ctx context.Context) ([]AuditEntry, error) {
@@ -136,27 +101,12 @@ func (s *Store) Audit(ctx context.Context) ([]AuditEntry, error) {
 	return out, nil
 }
 
-// AuditKind names what an audit row records.
-type AuditKind string
-
 // The audit kinds.
 const (
 	AuditRedrive AuditKind = "redrive" // Redrive, RedriveAll: EventID and its new Generation
 	AuditPolicy  AuditKind = "policy"  // SetPolicy: Detail is PolicyChange as JSON
 	AuditWeight  AuditKind = "weight"  // a flow's weight changed (FairRotation): Detail says which
 )
-
-// AuditRecord is one audit row of any kind. EventID and Generation are set
-// for AuditRedrive rows only; Detail for the other kinds only.
-type AuditRecord struct {
-	ID         int64      `json:"id"`
-	Kind       AuditKind  `json:"kind"`
-	EventID    string     `json:"event_id,omitempty"`
-	Generation int64      `json:"generation,omitempty"`
-	Reason     string     `json:"reason"`
-	Detail     string     `json:"detail,omitempty"`
-	At         clock.Tick `json:"at"`
-}
 
 // AuditAll returns every audit row, of every kind, in the order they were
 // written.
@@ -221,33 +171,6 @@ func readAudit(ctx context.Context, q querier) ([]AuditEntry, error) {
 	return out, rows.Err()
 }
 
-// FlowState is one flow as an operator sees it.
-type FlowState struct {
-	Flow   string `json:"flow"`
-	Served int64  `json:"served"`
-	// LastSeq is the highest sequence number handed out in the flow.
-	LastSeq int64 `json:"last_seq"`
-	// HeadSeq is the flow's lowest event that is not acked; 0 when every
-	// event is acked.
-	HeadSeq int64 `json:"head_seq"`
-	// HeadState is the head's state; "" when there is no head.
-	HeadState string `json:"head_state"`
-	// ReadyAt is the tick from which the head is dispatchable (its
-	// available_at when pending, its lease end when in flight); nil when the
-	// head is quarantined or there is no head.
-	ReadyAt *clock.Tick `json:"ready_at"`
-	// Backlog counts the flow's events that are not acked.
-	Backlog int64 `json:"backlog"`
-	// Weight is the flow's weight (docs/contract.md §7.6): 1 unless set.
-	Weight int `json:"weight"`
-	// Position is the flow's place in the rotation under FairRotation: 1
-	// for the flow a claim would pick next if every head were dispatchable
-	// now, 2 for the one after it, …, in (max(pass, vnow), joined) order
-	// over the flows with a backlog; 0 for a flow without a backlog and
-	// under FairMinServed.
-	Position int64 `json:"position,omitempty"`
-}
-
 // Flows returns every flow, ordered by flow ID, read in one read
 // transaction.
 func (s *Store) Flows(ctx context.Context) ([]FlowState, error) {
@@ -257,7 +180,7 @@ func (s *Store) Flows(ctx context.Context) ([]FlowState, error) {
 		if err != nil {
 			return err
 		}
-		out, err = readFlows(ctx, tx, p.rotation())
+		out, err = readFlows(ctx, tx, isRotation(p))
 		return err
 	})
 	if err != nil {
@@ -317,25 +240,6 @@ ORDER BY f.flow`)
 		out = append(out, f)
 	}
 	return out, rows.Err()
-}
-
-// EventCounts counts events by state.
-type EventCounts struct {
-	Pending     int64 `json:"pending"`
-	Inflight    int64 `json:"inflight"`
-	Acked       int64 `json:"acked"`
-	Quarantined int64 `json:"quarantined"`
-}
-
-// Stats is a summary of the whole store, read in one transaction.
-type Stats struct {
-	SchemaVersion int         `json:"schema_version"`
-	ClockMark     clock.Tick  `json:"clock_mark"` // the highest tick recorded
-	Ticket        int64       `json:"ticket"`     // the last claim ticket handed out; 0 before the first
-	Flows         int64       `json:"flows"`
-	Events        EventCounts `json:"events"`
-	Quarantined   int64       `json:"quarantined"` // the same as Events.Quarantined
-	AuditRows     int64       `json:"audit_rows"`
 }
 
 // Stats returns a summary of the store.

@@ -89,7 +89,7 @@ const qSetReadyNow = `UPDATE flows SET ready_at = ?2, ready = 1 WHERE flow = ?1`
 // setReadyNow is qSetReadyNow, or under FairRotation its variant that
 // clamps the returning flow's pass to vnow.
 func setReadyNow(p Policy) string {
-	if p.rotation() {
+	if isRotation(p) {
 		return qRotSetReadyNow
 	}
 	return qSetReadyNow

@@ -8,25 +8,10 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// RedriveFilter selects quarantined events for RedriveAll and
-// QuarantinedMatching. An empty field matches everything; a set field must
-// be a valid flow or reason (ErrInvalid otherwise) and matches it exactly.
-type RedriveFilter struct {
-	Flow   string // the event's flow
-	Reason string // the event's failure reason (for example ReasonLeaseExpired)
-}
-
-// Redriven is one event that RedriveAll put back: the event, its flow and
-// sequence number, and its NEW generation (the one its audit row names).
-type Redriven struct {
-	EventID, Flow   string
-	Seq, Generation int64
-}
-
 // RedriveChunk is the number of events RedriveAll redrives per transaction.
 const RedriveChunk = 500
 
-func (f RedriveFilter) validate() error {
+func validateFilter(f RedriveFilter) error {
 	if f.Flow != "" {
 		if err := checkText("filter flow", f.Flow, MaxNameLen); err != nil {
 			return err
@@ -45,7 +30,7 @@ func (f RedriveFilter) validate() error {
 // is driven by an index: events_quarantined without a reason, and
 // events_quarantined_reason with one (plan_test.go). It returns one JSON
 // array of objects with QuarantinedEvent's keys.
-func (f RedriveFilter) query(limit int) (string, []any) {
+func quarantinedQuery(f RedriveFilter, limit int) (string, []any) {
 	q := `SELECT json_group_array(json_object('event_id', id, 'flow', flow, 'seq', seq,
     'generation', generation, 'lifetime_attempts', lifetime_attempts, 'reason', reason))
 FROM (SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events
@@ -70,10 +55,10 @@ FROM (SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events
 // ordered by flow and sequence number: what RedriveAll with f would
 // redrive now (its dry run). A quarantined event is always its flow's head.
 func (s *Store) QuarantinedMatching(ctx context.Context, f RedriveFilter) ([]QuarantinedEvent, error) {
-	if err := f.validate(); err != nil {
+	if err := validateFilter(f); err != nil {
 		return nil, fmt.Errorf("quarantined matching: %w", err)
 	}
-	q, args := f.query(0)
+	q, args := quarantinedQuery(f, 0)
 	var js []byte
 	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&js); err != nil {
 		return nil, fmt.Errorf("quarantined matching: %w", err)
@@ -109,10 +94,10 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 	if err := checkReason(reason); err != nil {
 		return nil, fmt.Errorf("redrive all: %w", err)
 	}
-	if err := f.validate(); err != nil {
+	if err := validateFilter(f); err != nil {
 		return nil, fmt.Errorf("redrive all: %w", err)
 	}
-	q, args := f.query(RedriveChunk)
+	q, args := quarantinedQuery(f, RedriveChunk)
 	var done []Redriven
 	for {
 		var chunk []Redriven

@@ -162,7 +162,7 @@ func switchFairness(ctx context.Context, tx *txn, old, neu Fairness) error {
 }
 
 // rotation reports whether p's flow order is FairRotation.
-func (p Policy) rotation() bool { return p.Fairness == FairRotation }
+func isRotation(p Policy) bool { return p.Fairness == FairRotation }
 
 // SetWeight sets the weight of flow to weight (MinWeight..MaxWeight), on an
 // operator's word, and writes a 'weight' audit row (WeightChange as JSON in
@@ -273,7 +273,7 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 			}
 		}
 	}
-	if pol.rotation() && arrives {
+	if isRotation(pol) && arrives {
 		if _, err := tx.ExecContext(ctx, qRotArrive, e.Flow); err != nil {
 			return Enqueued{}, fmt.Errorf("join rotation: %w", err)
 		}

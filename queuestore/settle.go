@@ -18,17 +18,6 @@ const (
 	stateQuarantined = "quarantined"
 )
 
-// Result is what the sender reports for a claim: success, or failure with a
-// non-empty reason (for example "unsupported_delta", "unavailable",
-// "conflict", "gap"). Reason is ignored when OK.
-type Result struct {
-	OK     bool   // the receiver applied (or already had) the event
-	Reason string // required when !OK
-}
-
-// Outcome is what a settle did.
-type Outcome string
-
 // The outcomes of Settle (docs/contract.md §2.4); Extend answers Stale,
 // Expired or Extended.
 //
@@ -44,20 +33,6 @@ const (
 	Stale          Outcome = "stale"           // wrong generation, or the event is not in flight: nothing changed
 	Expired        Outcome = "expired"         // the lease had run out (now >= lease_until): nothing changed
 )
-
-// SettleItem is one claim to settle in a SettleBatch.
-type SettleItem struct {
-	EventID    string // the claimed event
-	Generation int64  // the claim's generation
-	Result     Result // what the sender reports
-}
-
-// SettleResult is the result of one SettleItem: its Outcome, or Err when the
-// item itself was bad (ErrInvalid, ErrNotFound); such an item changed nothing.
-type SettleResult struct {
-	Outcome Outcome // "" when Err is set
-	Err     error   // the item's own error; nil for a settled item
-}
 
 const (
 	// qSettleRead reads the claimed event and, in the same statement, what
@@ -99,7 +74,7 @@ WHERE e.id = ?1`
 // for an unknown event; ErrTimeRegression.
 func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r Result, now clock.Tick) (Outcome, error) {
 	it := SettleItem{EventID: eventID, Generation: generation, Result: r}
-	if err := it.validate(); err != nil {
+	if err := validateSettleItem(it); err != nil {
 		return "", fmt.Errorf("settle: %w", err)
 	}
 	var o Outcome
@@ -111,7 +86,7 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 		if o, err = settleOne(ctx, tx, a.pol, it, a.now); err != nil {
 			return err
 		}
-		if o.wrote() {
+		if o.Wrote() {
 			s.call(HookSettleBeforeCommit)
 		}
 		return nil
@@ -158,7 +133,7 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 				return fmt.Errorf("item %d (%q): %w", i, it.EventID, err)
 			}
 			out[i].Outcome = o
-			wrote = wrote || o.wrote()
+			wrote = wrote || o.Wrote()
 		}
 		if err := acks.write(ctx, tx, a.pol, now); err != nil {
 			return err
@@ -175,11 +150,8 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 }
 
 // wrote reports whether the outcome changed the event.
-func (o Outcome) wrote() bool {
-	return o == Acked || o == RetryScheduled || o == Quarantined
-}
 
-func (it SettleItem) validate() error {
+func validateSettleItem(it SettleItem) error {
 	if err := checkID(it.EventID); err != nil {
 		return err
 	}
@@ -268,7 +240,7 @@ func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, seq int6
 		readyAt = next
 	}
 	q := qSetHead
-	if pol.rotation() {
+	if isRotation(pol) {
 		q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
 	}
 	if _, err := tx.ExecContext(ctx, q, flow, head, readyAt, int64(now)); err != nil {
@@ -392,7 +364,7 @@ func (b *ackBatch) write(ctx context.Context, tx *txn, pol Policy, now clock.Tic
 		return fmt.Errorf("ack: updated %d rows (%v), want %d", k, err, b.n)
 	}
 	q := qSetHeads
-	if pol.rotation() {
+	if isRotation(pol) {
 		q = qRotSetHeads
 	}
 	res, err = tx.ExecContext(ctx, q, string(append(b.heads, ']')), int64(now))
@@ -431,7 +403,7 @@ func readSettleRows(ctx context.Context, tx *txn, items []SettleItem, out []Sett
 	)
 	for i, it := range items {
 		out[i] = SettleResult{}
-		if err := it.validate(); err != nil {
+		if err := validateSettleItem(it); err != nil {
 			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
 			continue
 		}

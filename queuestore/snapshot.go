@@ -159,14 +159,14 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 		if p != DefaultPolicy() {
 			snap.Policy = &p
 		}
-		if p.rotation() {
+		if isRotation(p) {
 			var r RotationState
 			if err := tx.QueryRowContext(ctx, qSnapRot).Scan(&r.VNow, &r.VTail, &r.Joins); err != nil {
 				return fmt.Errorf("rotation: %w", err)
 			}
 			snap.Rotation = &r
 		}
-		if err := snapshotFlows(ctx, tx, &snap, p.rotation()); err != nil {
+		if err := snapshotFlows(ctx, tx, &snap, isRotation(p)); err != nil {
 			return fmt.Errorf("flows: %w", err)
 		}
 		if err := snapshotEvents(ctx, tx, &snap); err != nil {

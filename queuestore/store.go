@@ -58,9 +58,6 @@ func Backoff(k int) clock.Tick {
 	return DefaultPolicy().Backoff(k)
 }
 
-// HookPoint names a point inside a store operation where the hook is called.
-type HookPoint string
-
 // The hook points. The crash injector arms them in a child process.
 const (
 	HookEnqueueSeqTaken    HookPoint = "queue.enqueue.seq_taken"    // inside the enqueue tx, after the flow's seq number is taken, before commit
@@ -290,7 +287,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		if err := o.policy.Validate(); err != nil {
 			return nil, fmt.Errorf("open: %w", err)
 		}
-		p := o.policy.normal()
+		p := o.policy.Normal()
 		o.policy = &p
 	}
 	if rt := o.realTime; rt != nil {
@@ -470,10 +467,10 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 		if want != nil {
 			p = *want
 		}
-		if _, err := conn.ExecContext(ctx, qPolicyWrite, int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter), string(p.normal().Fairness)); err != nil {
+		if _, err := conn.ExecContext(ctx, qPolicyWrite, int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter), string(p.Normal().Fairness)); err != nil {
 			return fmt.Errorf("record policy: %w", err)
 		}
-		if p.normal().Fairness == FairRotation {
+		if p.Normal().Fairness == FairRotation {
 			if _, err := conn.ExecContext(ctx, qRotIndex); err != nil {
 				return fmt.Errorf("create rotation index: %w", err)
 			}
@@ -584,7 +581,7 @@ func (s *Store) admit(ctx context.Context, tx *txn, now clock.Tick) (admission, 
 		s.pol.Store(c)
 	}
 	a.pol = c.pol
-	if err := a.pol.checkTick(now); err != nil {
+	if err := a.pol.CheckTick(now); err != nil {
 		return admission{}, err
 	}
 	if rt := s.rt; rt != nil {

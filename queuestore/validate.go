@@ -55,7 +55,7 @@ func checkText(what, s string, maxLen int) error {
 func checkID(id string) error { return checkText("event ID", id, MaxNameLen) }
 
 // validate checks an event before it is enqueued.
-func (e Event) validate() error {
+func validateEvent(e Event) error {
 	if err := checkID(e.ID); err != nil {
 		return err
 	}

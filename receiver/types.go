@@ -29,7 +29,18 @@ var (
 	// ErrSchemaVersion reports a file written by a newer schema than this
 	// package knows. Open refuses it and changes nothing.
 	ErrSchemaVersion = errors.New("receiverstore: unsupported schema version")
+	// ErrEffect reports that a user's effect, run inside the receipt's
+	// transaction by a store that supports effects, failed (or panicked):
+	// the receipt, the flow's total and everything the effect wrote were
+	// rolled back together, and the effect's own error is wrapped too.
+	// Nothing changed; a retry may succeed.
+	ErrEffect = errors.New("receiverstore: effect failed")
 )
+
+// MaxEffectBodyLen is the largest body, in bytes, that a store running a
+// user's effect receives (any bytes, 1..MaxEffectBodyLen of them); without
+// an effect a body is {"delta": N} of at most MaxBodyLen bytes.
+const MaxEffectBodyLen = 1 << 20
 
 // HookPoint names a point inside a store operation where the hook is called.
 type HookPoint string

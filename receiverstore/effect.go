@@ -3,23 +3,23 @@ package receiverstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/drivertx"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // MaxEffectBodyLen is the largest body, in bytes, that a store opened
 // [WithEffect] receives. Such a store takes any bytes, 1..MaxEffectBodyLen
 // of them, as a body; a store without an effect takes only {"delta": N}
 // bodies of at most [MaxBodyLen] bytes.
-const MaxEffectBodyLen = 1 << 20
+const MaxEffectBodyLen = receiver.MaxEffectBodyLen
 
 // ErrEffect reports that the user's [Effect] failed (or panicked): the
 // receipt, the flow's total and everything the effect wrote were rolled
 // back together, and the error the effect returned is wrapped too
 // (errors.Is and errors.As reach it). Nothing changed; a retry may succeed.
-var ErrEffect = errors.New("receiverstore: effect failed")
+var ErrEffect = receiver.ErrEffect
 
 // Tx is the part of a database/sql transaction that an [Effect] gets: the
 // method set of *sql.Tx minus Commit, Rollback and Stmt, so that code

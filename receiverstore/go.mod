@@ -2,7 +2,10 @@ module github.com/fairrelay/fairrelay/receiverstore
 
 go 1.26.0
 
-require modernc.org/sqlite v1.62.0
+require (
+	github.com/fairrelay/fairrelay/receiver v0.0.0
+	modernc.org/sqlite v1.62.0
+)
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -24,3 +27,5 @@ replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 
 replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
+
+replace github.com/fairrelay/fairrelay/receiver => ../receiver

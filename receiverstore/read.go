@@ -43,49 +43,6 @@ func (s *Store) NextExpected(ctx context.Context, flow string) (int64, error) {
 	return n, nil
 }
 
-// FlowState is one flow's row: what it accepts next and its total.
-type FlowState struct {
-	Flow         string `json:"flow"`
-	NextExpected int64  `json:"next_expected"`
-	Total        int64  `json:"total"`
-}
-
-// Receipt is one accepted message, kept forever.
-type Receipt struct {
-	ID    string `json:"id"`
-	Flow  string `json:"flow"`
-	Seq   int64  `json:"seq"`
-	Body  string `json:"body"` // the body bytes as received (always ASCII JSON)
-	Delta int64  `json:"delta"`
-}
-
-// ConflictRecord is one distinct conflicting message and what it conflicted
-// with. Rule is [RuleIDReused] or [RuleSeqTaken], with WithID, WithFlow and
-// WithSeq naming the receipt it clashed with; or [RuleSeqBehind], with
-// NextExpected holding the flow's next expected number when it was first
-// seen.
-type ConflictRecord struct {
-	ID           string `json:"id"`
-	Flow         string `json:"flow"`
-	Seq          int64  `json:"seq"`
-	Body         string `json:"body"`
-	Rule         string `json:"rule"`
-	WithID       string `json:"with_id,omitempty"`
-	WithFlow     string `json:"with_flow,omitempty"`
-	WithSeq      int64  `json:"with_seq,omitempty"`
-	NextExpected int64  `json:"next_expected,omitempty"`
-}
-
-// Snapshot is every table of the receiver database, read in one read
-// transaction, in a stable order. It holds no paths, PIDs or times, so it
-// can be compared with golden files as it is.
-type Snapshot struct {
-	SchemaVersion int              `json:"schema_version"`
-	Flows         []FlowState      `json:"flows"`     // by flow
-	Receipts      []Receipt        `json:"receipts"`  // by flow, seq
-	Conflicts     []ConflictRecord `json:"conflicts"` // by flow, seq, id, body
-}
-
 const (
 	qSnapFlows     = `SELECT flow, next_expected, total FROM flows ORDER BY flow`
 	qSnapReceipts  = `SELECT id, flow, seq, body, delta FROM receipts ORDER BY flow, seq`

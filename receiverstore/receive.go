@@ -13,16 +13,6 @@ import (
 // MaxNameLen is the longest Message.ID or Message.Flow, in bytes.
 const MaxNameLen = 200
 
-// Message is one delivery of an event to the receiver.
-type Message struct {
-	ID, Flow string
-	Seq      int64
-	Body     []byte
-}
-
-// Outcome is what Receive did with a valid message.
-type Outcome string
-
 // The outcomes of Receive, in the order of docs/contract.md §3.
 const (
 	// Accepted: the effect is applied. The receipt, total += delta and
@@ -135,14 +125,6 @@ func (s *Store) Receive(ctx context.Context, m Message) (Outcome, error) {
 		return "", fmt.Errorf("receive: %w", err)
 	}
 	return out, nil
-}
-
-// BatchResult is one message's result in [Store.ReceiveBatch]: an Outcome,
-// or Err for a message that failed validation (wrapping [ErrInvalidBody] or
-// [ErrInvalid]).
-type BatchResult struct {
-	Outcome Outcome
-	Err     error
 }
 
 // ReceiveBatch receives ms in one IMMEDIATE transaction. Each message gets

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"path/filepath"
 
+	"github.com/fairrelay/fairrelay/receiver"
+
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/fairrelay/fairrelay/dbfile"
@@ -30,19 +32,16 @@ var schemaSQL string
 var (
 	// ErrInvalidBody reports a body that is not {"delta": N} with an
 	// integer N in 1..1000. Nothing changes.
-	ErrInvalidBody = errors.New("receiverstore: invalid body")
+	ErrInvalidBody = receiver.ErrInvalidBody
 	// ErrInvalid reports a message whose ID, Flow or Seq is out of bounds,
 	// or a flow name that cannot exist. Nothing changes.
-	ErrInvalid = errors.New("receiverstore: invalid message")
+	ErrInvalid = receiver.ErrInvalid
 	// ErrInvalidOption reports an Open option out of its range.
-	ErrInvalidOption = errors.New("receiverstore: invalid option")
+	ErrInvalidOption = receiver.ErrInvalidOption
 	// ErrSchemaVersion reports a file written by a newer schema than this
 	// package knows. Open refuses it and changes nothing.
-	ErrSchemaVersion = errors.New("receiverstore: unsupported schema version")
+	ErrSchemaVersion = receiver.ErrSchemaVersion
 )
-
-// HookPoint names a point inside a store operation where the hook is called.
-type HookPoint string
 
 // HookAcceptBeforeCommit is called inside the accept transaction, after the
 // receipt insert and the total update, before commit.

@@ -110,11 +110,11 @@ func TestReceive_Accepted_AppliesEffectInOneStep(t *testing.T) {
 	got := snap(t, s)
 	want := Snapshot{
 		SchemaVersion: 1,
-		Flows:         []FlowState{{"f", 3, 12}, {"g", 2, 1000}},
+		Flows:         []FlowState{{Flow: "f", NextExpected: 3, Total: 12}, {Flow: "g", NextExpected: 2, Total: 1000}},
 		Receipts: []Receipt{
-			{"e1", "f", 1, `{"delta": 5}`, 5},
-			{"e2", "f", 2, `{"delta": 7}`, 7},
-			{"e3", "g", 1, `{"delta": 1000}`, 1000},
+			{ID: "e1", Flow: "f", Seq: 1, Body: `{"delta": 5}`, Delta: 5},
+			{ID: "e2", Flow: "f", Seq: 2, Body: `{"delta": 7}`, Delta: 7},
+			{ID: "e3", Flow: "g", Seq: 1, Body: `{"delta": 1000}`, Delta: 1000},
 		},
 		Conflicts: []ConflictRecord{},
 	}

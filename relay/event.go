@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // Event is one claimed event as a handler sees it.
@@ -68,7 +68,7 @@ func (f *Failure) Error() string {
 func (f *Failure) Unwrap() error { return f.Err }
 
 // Fail returns an error that settles the event as a failure with reason.
-// The reason follows the queue's rules (1..queuestore.MaxReasonLen bytes of
+// The reason follows the queue's rules (1..queue.MaxReasonLen bytes of
 // printable UTF-8); a reason outside them is replaced by [ReasonHandler] when
 // the relay settles, so that the failure is still recorded.
 func Fail(reason string, err error) error {
@@ -94,21 +94,21 @@ var (
 )
 
 // result turns a handler's return into a settle result.
-func result(err error) queuestore.Result {
+func result(err error) queue.Result {
 	if err == nil {
-		return queuestore.Result{OK: true}
+		return queue.Result{OK: true}
 	}
 	var f *Failure
 	if errors.As(err, &f) && validReason(f.Reason) {
-		return queuestore.Result{Reason: f.Reason}
+		return queue.Result{Reason: f.Reason}
 	}
-	return queuestore.Result{Reason: ReasonHandler}
+	return queue.Result{Reason: ReasonHandler}
 }
 
 // validReason mirrors the queue's reason rules so that a handler's bad
 // reason cannot make its settle item invalid.
 func validReason(s string) bool {
-	if len(s) == 0 || len(s) > queuestore.MaxReasonLen || !utf8.ValidString(s) {
+	if len(s) == 0 || len(s) > queue.MaxReasonLen || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
+	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/webhook v0.0.0
 	github.com/prometheus/client_golang v1.25.0
@@ -46,3 +47,5 @@ replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 replace github.com/fairrelay/fairrelay/webhook => ../webhook
 
 replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
+
+replace github.com/fairrelay/fairrelay/queue => ../queue

@@ -9,19 +9,20 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Queue is what the relay needs of a queue store. *queuestore.Store
-// satisfies it; so does any backend that keeps the queue contract
+// Queue is what the relay needs of a queue store, in the queue module's
+// vocabulary. *queuestore.Store (SQLite) and *pgqueuestore.Store (PostgreSQL)
+// satisfy it; so does any backend that keeps the queue contract
 // (docs/contract.md §2, §7).
 type Queue interface {
-	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queuestore.Claim, error)
-	SettleBatch(ctx context.Context, items []queuestore.SettleItem, now clock.Tick) ([]queuestore.SettleResult, error)
-	ExtendBatch(ctx context.Context, items []queuestore.ExtendItem, now clock.Tick) ([]queuestore.SettleResult, error)
+	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error)
+	SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error)
+	ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error)
 	NextDue(ctx context.Context) (clock.Tick, bool, error)
-	Policy(ctx context.Context) (queuestore.Policy, error)
+	Policy(ctx context.Context) (queue.Policy, error)
 }
 
 // StatsQueue is a Queue that can also summarise itself. When the queue
@@ -29,7 +30,7 @@ type Queue interface {
 // quarantined gauges are read from Stats at scrape time.
 type StatsQueue interface {
 	Queue
-	Stats(ctx context.Context) (queuestore.Stats, error)
+	Stats(ctx context.Context) (queue.Stats, error)
 }
 
 // OldestDueQueue is a Queue that can tell the due tick of its

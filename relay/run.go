@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // noDue is a claim time that never comes by itself: only Notify, the poll
@@ -27,13 +27,13 @@ const (
 
 // claim is one claim the relay holds.
 type claim struct {
-	c           queuestore.Claim
+	c           queue.Claim
 	lease       clock.Tick // the lease end as this relay last set it
 	state       claimState
 	cancel      context.CancelCauseFunc
 	lost        bool // the lease is gone: never settled
 	interrupted bool // cancelled at the end of the shutdown grace period
-	res         queuestore.Result
+	res         queue.Result
 }
 
 // outcome is what a handler goroutine reports.
@@ -333,7 +333,7 @@ func (l *loop) gathering() bool {
 // runs. The queue hands out a flow whose head is in flight only after that
 // lease expired, so any earlier claim of the flow that this relay still has
 // is lost: its handler's context is cancelled and it is never settled.
-func (l *loop) take(c queuestore.Claim) {
+func (l *loop) take(c queue.Claim) {
 	cl := &claim{c: c, lease: c.LeaseUntil}
 	l.holds[cl] = struct{}{}
 	if old := l.parked[c.Flow]; old != nil {
@@ -429,7 +429,7 @@ func (l *loop) finish(o outcome) {
 	default:
 		cl.state = finished
 		if o.panicked {
-			cl.res = queuestore.Result{Reason: ReasonPanic}
+			cl.res = queue.Result{Reason: ReasonPanic}
 		} else {
 			cl.res = result(o.err)
 		}
@@ -479,9 +479,9 @@ func (l *loop) extend(now clock.Tick) {
 	for len(batch) > 0 {
 		part := batch[:min(len(batch), l.r.o.Batch)]
 		batch = batch[len(part):]
-		items := make([]queuestore.ExtendItem, len(part))
+		items := make([]queue.ExtendItem, len(part))
 		for i, cl := range part {
-			items[i] = queuestore.ExtendItem{EventID: cl.c.EventID, Generation: cl.c.Generation}
+			items[i] = queue.ExtendItem{EventID: cl.c.EventID, Generation: cl.c.Generation}
 		}
 		rs, err := l.r.q.ExtendBatch(l.sctx, items, now)
 		if err == nil && len(rs) != len(items) {
@@ -497,7 +497,7 @@ func (l *loop) extend(now clock.Tick) {
 			case rs[i].Err != nil:
 				l.r.m.extended("error")
 				l.lose(cl, rs[i].Err.Error())
-			case rs[i].Outcome == queuestore.Extended:
+			case rs[i].Outcome == queue.Extended:
 				l.r.m.extended(string(rs[i].Outcome))
 				cl.lease = now + l.lease
 			default:
@@ -535,9 +535,9 @@ func (l *loop) settleBatch(now clock.Tick) error {
 		n++
 	}
 	if len(part) > 0 {
-		items := make([]queuestore.SettleItem, len(part))
+		items := make([]queue.SettleItem, len(part))
 		for i, cl := range part {
-			items[i] = queuestore.SettleItem{EventID: cl.c.EventID, Generation: cl.c.Generation, Result: cl.res}
+			items[i] = queue.SettleItem{EventID: cl.c.EventID, Generation: cl.c.Generation, Result: cl.res}
 		}
 		rs, err := l.r.q.SettleBatch(l.sctx, items, now)
 		if err == nil && len(rs) != len(items) {
@@ -556,12 +556,12 @@ func (l *loop) settleBatch(now clock.Tick) error {
 				continue
 			}
 			l.r.m.settled(string(rs[i].Outcome))
-			if rs[i].Outcome != queuestore.Stale && rs[i].Outcome != queuestore.Expired {
+			if rs[i].Outcome != queue.Stale && rs[i].Outcome != queue.Expired {
 				// The flow's head moved (or waits for a backoff): what is
 				// due changed, so claim again before trusting NextDue.
 				l.nextClaim = math.MinInt64
 			}
-			if rs[i].Outcome == queuestore.Stale || rs[i].Outcome == queuestore.Expired {
+			if rs[i].Outcome == queue.Stale || rs[i].Outcome == queue.Expired {
 				l.r.log.Info("relay: late settle", "event", cl.c.EventID, "outcome", rs[i].Outcome)
 			}
 		}

@@ -29,6 +29,8 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/queue v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/receiver v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
@@ -62,3 +64,7 @@ replace github.com/fairrelay/fairrelay/webhook => ../webhook
 replace github.com/fairrelay/fairrelay/relay => ../relay
 
 replace github.com/fairrelay/fairrelay/console => ../console
+
+replace github.com/fairrelay/fairrelay/queue => ../queue
+
+replace github.com/fairrelay/fairrelay/receiver => ../receiver
