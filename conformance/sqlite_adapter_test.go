@@ -264,3 +264,9 @@ func (q sqliteQueue) AuditAll(ctx context.Context) ([]queue.AuditRecord, error) 
 }
 
 func (q sqliteQueue) Close() error { return q.s.Close() }
+
+// SetWeight is queuestore.Store.SetWeight with queue's errors (the twin
+// tests call it; it is not part of the Queue interface).
+func (q sqliteQueue) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
+	return qerr(q.s.SetWeight(ctx, flow, weight, reason, now))
+}
