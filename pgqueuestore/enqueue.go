@@ -40,7 +40,11 @@ VALUES ($1, $2, $3, $4, 'pending', 0, 0, 0, $5, 0, 0, '', $5)`
 // byte-identical body returns the stored sequence number with Duplicate set
 // and changes nothing but the clock mark; with another flow or body it is
 // queue.ErrConflict and changes nothing. Bad input is queue.ErrInvalid; a
-// tick below the clock mark is queue.ErrTimeRegression.
+// tick below the clock mark is queue.ErrTimeRegression. A non-zero
+// e.Weight gives a new flow its weight, or changes an existing flow's with
+// a 'weight' audit row of reason ReasonEnqueueWeight (docs/contract.md
+// §7.6); under FairRotation an enqueue that gives its flow a head joins the
+// flow at the rotation's tail.
 func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
 	if err := e.Validate(); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueue: %w", err)
