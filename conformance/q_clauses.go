@@ -72,6 +72,8 @@ var queueClauses = []queueClause{
 	{"Model_2_RandomSequencesMatchReference", queueModel_2_RandomSequencesMatchReference},
 	{"Model_7_1_NonDefaultPolicyWithJitter", queueModel_7_1_NonDefaultPolicyWithJitter},
 	{"Model_ClaimBatchEqualsSuccessiveClaims", queueModel_ClaimBatchEqualsSuccessiveClaims},
+	{"Model_7_6_RotationMatchesReference", queueModel_7_6_RotationMatchesReference},
+	{"Model_7_6_RotationClaimBatchEqualsSuccessiveClaims", queueModel_7_6_RotationClaimBatchEqualsSuccessiveClaims},
 	{"Storage_2_7_EnqueueIsAtomic", queueStorage_2_7_EnqueueIsAtomic},
 	{"Storage_2_7_RedriveIsAtomic", queueStorage_2_7_RedriveIsAtomic},
 	{"Storage_2_7_ClaimIsAtomic", queueStorage_2_7_ClaimIsAtomic},

@@ -23,7 +23,12 @@ import (
 // model is a small in-memory reference of the contract (docs/contract.md §2), written
 // from docs/contract.md and not from the store's SQL: flows hold no head cache, the
 // head is found by walking the flow's events, and the pick is
-// fairness.MinServed over the dispatchable heads.
+// fairness.MinServed over the dispatchable heads, or under FairRotation
+// the rules of docs/fairness.md §2 (docs/contract.md §7.6): the smallest
+// (max(pass, vnow), joined) among the dispatchable heads, a flow arriving
+// at the tail when an enqueue gives it a head. The clamp to vnow is taken
+// at the pick, not when a head becomes dispatchable: as docs/fairness.md
+// shows, both give the same order, so the model needs no ready flag.
 type model struct {
 	pol    queue.Policy // the store's policy (docs/contract.md §7.1)
 	mark   clock.Tick
@@ -31,12 +36,18 @@ type model struct {
 	flows  map[string]*mFlow
 	events map[string]*queue.SnapshotEvent
 	audit  []queue.AuditEntry
+
+	vnow, vtail, joins int64 // the rotation's virtual time (FairRotation)
 }
 
 type mFlow struct {
 	lastSeq, served int64
 	events          []*queue.SnapshotEvent // by seq
+	weight          int                    // 1 unless an enqueue gave another
+	pass, joined    int64                  // the rotation's state (FairRotation)
 }
+
+func (m *model) rotation() bool { return m.pol.Fairness == queue.FairRotation }
 
 func newModel() *model { return newModelPolicy(queue.DefaultPolicy()) }
 
@@ -61,8 +72,16 @@ func (m *model) enqueueOne(e queue.Event, now clock.Tick) (queue.Enqueued, error
 	}
 	f := m.flows[e.Flow]
 	if f == nil {
-		f = &mFlow{}
+		f = &mFlow{weight: queue.MinWeight}
 		m.flows[e.Flow] = f
+	}
+	if e.Weight != 0 {
+		f.weight = e.Weight
+	}
+	if m.rotation() && m.head(f) == nil { // arrive: join at the tail
+		f.pass = max(f.pass, m.vtail)
+		m.joins++
+		f.joined = m.joins
 	}
 	f.lastSeq++
 	ev := &queue.SnapshotEvent{ID: e.ID, Flow: e.Flow, Seq: f.lastSeq, Body: queue.Bytes(string(e.Body)), State: queue.StatePending,
@@ -108,6 +127,9 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 	if err := m.admit(now); err != nil {
 		return nil, err
 	}
+	if m.rotation() {
+		return m.claimRot(now, n), nil
+	}
 	var out []queue.Claim
 	for len(out) < n {
 		var cands []fairness.Candidate
@@ -145,6 +167,55 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 	}
 	m.mark = now
 	return out, nil
+}
+
+// dispatchable reports whether head h can be claimed at now.
+func dispatchable(h *queue.SnapshotEvent, now clock.Tick) bool {
+	return h != nil && ((h.State == queue.StatePending && h.AvailableAt <= now) || (h.State == queue.StateInflight && now >= h.LeaseUntil))
+}
+
+// claimRot is claim under FairRotation: the smallest (max(pass, vnow),
+// joined) among the dispatchable heads; a used-up take-over is quarantined
+// and costs nothing; a claim sets vnow to the flow's clamped pass, adds
+// fairness.Stride(weight, served) to it and raises vtail.
+func (m *model) claimRot(now clock.Tick, n int) []queue.Claim {
+	var out []queue.Claim
+	for len(out) < n {
+		var best *mFlow
+		var bestKey int64
+		for _, f := range m.flows {
+			if !dispatchable(m.head(f), now) {
+				continue
+			}
+			k := max(f.pass, m.vnow)
+			if best == nil || k < bestKey || k == bestKey && f.joined < best.joined {
+				best, bestKey = f, k
+			}
+		}
+		if best == nil {
+			break
+		}
+		h := m.head(best)
+		if h.State == queue.StateInflight && h.Attempts >= m.pol.MaxAttempts {
+			h.State, h.Reason, h.LeaseUntil = queue.StateQuarantined, queue.ReasonLeaseExpired, 0
+			continue
+		}
+		m.vnow = bestKey
+		best.pass = bestKey + fairness.Stride(best.weight, best.served)
+		m.vtail = max(m.vtail, best.pass)
+		m.ticket++
+		best.served++
+		h.Generation++
+		h.Attempts++
+		h.LifetimeAttempts++
+		h.State = queue.StateInflight
+		h.LeaseUntil = now + m.pol.Lease
+		h.Ticket = m.ticket
+		out = append(out, queue.Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
+			Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil})
+	}
+	m.mark = now
+	return out
 }
 
 func (m *model) settleOne(it queue.SettleItem, now clock.Tick) (queue.Outcome, error) {
@@ -306,9 +377,9 @@ func (m *model) checkNextDue(due clock.Tick, ok bool) error {
 
 func (m *model) clone() *model {
 	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{},
-		audit: append([]queue.AuditEntry(nil), m.audit...)}
+		audit: append([]queue.AuditEntry(nil), m.audit...), vnow: m.vnow, vtail: m.vtail, joins: m.joins}
 	for name, f := range m.flows {
-		nf := &mFlow{lastSeq: f.lastSeq, served: f.served}
+		nf := &mFlow{lastSeq: f.lastSeq, served: f.served, weight: f.weight, pass: f.pass, joined: f.joined}
 		for _, e := range f.events {
 			ce := *e
 			nf.events = append(nf.events, &ce)
@@ -331,6 +402,9 @@ func (m *model) check(sn queue.Snapshot) error {
 	}
 	sort.Strings(names)
 	var wantEvents []queue.SnapshotEvent
+	if err := m.checkRotation(sn, names); err != nil {
+		return err
+	}
 	if len(sn.Flows) != len(names) {
 		return fmt.Errorf("%d flows, model %d", len(sn.Flows), len(names))
 	}
@@ -373,6 +447,37 @@ func (m *model) check(sn queue.Snapshot) error {
 	}
 	if !reflect.DeepEqual(sn.Audit, wantAudit) {
 		return fmt.Errorf("audit = %s, model %s", jsonOf(sn.Audit), jsonOf(wantAudit))
+	}
+	return nil
+}
+
+// checkRotation compares the snapshot's rotation fields with the model:
+// under FairRotation vnow, vtail, joins and each flow's weight and joined,
+// and its pass clamped to vnow (the store clamps when a head becomes
+// dispatchable, the model at the pick: max(pass, vnow) is the same);
+// under FairMinServed none of them, and a weight only when it is not 1.
+func (m *model) checkRotation(sn queue.Snapshot, names []string) error {
+	rot := m.rotation()
+	if rot != (sn.Rotation != nil) || rot && *sn.Rotation != (queue.RotationState{VNow: m.vnow, VTail: m.vtail, Joins: m.joins}) {
+		return fmt.Errorf("rotation = %s, model vnow %d vtail %d joins %d (rotation %v)", jsonOf(sn.Rotation), m.vnow, m.vtail, m.joins, rot)
+	}
+	for i, name := range names {
+		if i >= len(sn.Flows) {
+			break
+		}
+		f, got := m.flows[name], sn.Flows[i]
+		want := f.weight
+		if !rot && want == queue.MinWeight {
+			want = 0
+		}
+		switch {
+		case got.Weight != want:
+			return fmt.Errorf("flow %s weight = %d, model %d", name, got.Weight, want)
+		case rot != (got.Pass != nil) || rot != (got.Joined != nil):
+			return fmt.Errorf("flow %s = %s: rotation fields under %s", name, jsonOf(got), m.pol.Fairness)
+		case rot && (*got.Joined != f.joined || max(*got.Pass, m.vnow) != max(f.pass, m.vnow)):
+			return fmt.Errorf("flow %s pass/joined = %d/%d, model %d/%d (vnow %d)", name, *got.Pass, *got.Joined, f.pass, f.joined, m.vnow)
+		}
 	}
 	return nil
 }
@@ -502,8 +607,14 @@ func (r *runner) newEvent() queue.Event {
 	if r.c.Intn(30) == 0 {
 		return queue.Event{ID: "", Flow: "a", Body: []byte("x")} // invalid
 	}
-	return queue.Event{ID: fmt.Sprintf("e%d", len(r.m.events)+r.c.Intn(3)), Flow: flowNames[r.c.Intn(len(flowNames))],
+	e := queue.Event{ID: fmt.Sprintf("e%d", len(r.m.events)+r.c.Intn(3)), Flow: flowNames[r.c.Intn(len(flowNames))],
 		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3)))}
+	if r.m.rotation() && r.c.Intn(3) == 0 {
+		// Only under the rotation, so that the min_served sequences of a
+		// seed stay what they were.
+		e.Weight = []int{1, 2, 3, 5, 1000}[r.c.Intn(5)]
+	}
+	return e
 }
 
 // step runs one random operation on the store(s) and the model.
@@ -745,6 +856,34 @@ func queueModel_7_1_NonDefaultPolicyWithJitter(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	p := queue.Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: queue.FairMinServed}
 	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 12, false, 5_000_000)
+}
+
+// docs/contract.md §7.6: the same under the rotation, with weights: every
+// claim picks the model's flow, and the snapshot's vnow, vtail, joins and
+// each flow's weight, joined and (clamped) pass are the model's after
+// every step. A backend without the rotation skips it.
+func queueModel_7_6_RotationMatchesReference(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	if !bk.Rotation {
+		t.Skip("the backend does not implement the rotation")
+	}
+	p := queue.DefaultPolicy()
+	p.Fairness = queue.FairRotation
+	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 14, false, 7_000_000)
+	p = queue.Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: queue.FairRotation}
+	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 14, false, 8_000_000)
+}
+
+// docs/contract.md §7.6: under the rotation too, ClaimBatch gives exactly
+// what successive Claim calls give.
+func queueModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	if !bk.Rotation {
+		t.Skip("the backend does not implement the rotation")
+	}
+	p := queue.DefaultPolicy()
+	p.Fairness = queue.FairRotation
+	runSequences(t, bk, p, max(1, sequences(bk.Sequences)*3/40), 14, true, 9_000_000)
 }
 
 // ClaimBatch gives exactly what successive Claim calls give (order,

@@ -59,6 +59,7 @@ func TestQueueSQLite(t *testing.T) {
 func TestQueuePostgres(t *testing.T) {
 	pgtest.Require(t)
 	RunQueue(t, QueueBackend{
+		Rotation: true,
 		NewLoc: func(t testing.TB) string {
 			_, schema := pgtest.Schema(t)
 			return schema

@@ -37,8 +37,11 @@ WHERE id = $1`
 
 // Claim hands out the head of the flow served least (ties to the smallest
 // flow ID in byte order) among the flows whose head is dispatchable at now,
-// exactly as queuestore.Store.Claim does (docs/contract.md §2.3). ok is
-// false when nothing is dispatchable; now is recorded either way.
+// exactly as queuestore.Store.Claim does (docs/contract.md §2.3). Under
+// the FairRotation policy the flow is instead the one with the smallest
+// (pass, joined), and the claim advances the rotation's virtual time
+// (docs/contract.md §7.6). ok is false when nothing is dispatchable; now
+// is recorded either way.
 func (s *Store) Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, error) {
 	cs, err := s.claim(ctx, now, 1)
 	if err != nil {
@@ -73,6 +76,10 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 		if err != nil {
 			return err
 		}
+		if rotation(m.policy) {
+			out, err = s.claimRot(ctx, tx, now, n, m.ticket, m.policy)
+			return err
+		}
 		if _, err := tx.Exec(ctx, s.q(qPromote), int64(now)); err != nil {
 			return fmt.Errorf("promote ready flows: %w", err)
 		}
@@ -104,59 +111,77 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 	return out, nil
 }
 
+// head is a picked flow's head as the pick statements read it.
+type head struct {
+	flow                     string
+	headSeq                  *int64
+	id, state                *string
+	attempts                 *int
+	leaseUntil, availAt, gen *int64
+	body                     []byte
+}
+
 // claimOne picks and claims one head, quarantining used-up take-overs on
 // the way (docs/contract.md §2.3).
 func (s *Store) claimOne(ctx context.Context, tx pgx.Tx, now clock.Tick, ticket int64, p queue.Policy) (queue.Claim, bool, error) {
 	for {
-		var (
-			flow                        string
-			headSeq                     *int64
-			id, state                   *string
-			attempts                    *int
-			leaseUntil, availAt, genPtr *int64
-			body                        []byte
-		)
-		err := tx.QueryRow(ctx, s.q(qPickHead)).Scan(&flow, &headSeq, &id, &state, &attempts, &leaseUntil, &availAt, &body, &genPtr)
+		var h head
+		err := tx.QueryRow(ctx, s.q(qPickHead)).Scan(&h.flow, &h.headSeq, &h.id, &h.state, &h.attempts, &h.leaseUntil, &h.availAt, &h.body, &h.gen)
 		if isNoRows(err) {
 			return queue.Claim{}, false, nil
 		}
 		if err != nil {
 			return queue.Claim{}, false, fmt.Errorf("pick flow: %w", err)
 		}
-		if headSeq == nil {
-			return queue.Claim{}, false, fmt.Errorf("%w: flow %q is ready without a head", queue.ErrCorrupt, flow)
-		}
-		if id == nil {
-			return queue.Claim{}, false, fmt.Errorf("%w: flow %q has no event at its head seq %d", queue.ErrCorrupt, flow, *headSeq)
-		}
-		inflight, pending := *state == queue.StateInflight, *state == queue.StatePending
-		switch {
-		case inflight && clock.Tick(*leaseUntil) <= now && *attempts >= p.MaxAttempts:
-			if _, err := tx.Exec(ctx, s.q(qQuarantineExpired), *id); err != nil {
-				return queue.Claim{}, false, fmt.Errorf("quarantine %q: %w", *id, err)
-			}
-			if _, err := tx.Exec(ctx, s.q(qBlockFlow), flow); err != nil {
-				return queue.Claim{}, false, fmt.Errorf("block flow %q: %w", flow, err)
-			}
-			continue
-		case inflight && clock.Tick(*leaseUntil) <= now:
-		case pending && clock.Tick(*availAt) <= now:
-		default:
-			return queue.Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", queue.ErrCorrupt, flow, *id, *state)
-		}
-		lease := now + p.Lease
-		c := queue.Claim{EventID: *id, Flow: flow, Seq: *headSeq, Body: body,
-			Generation: *genPtr + 1, Attempts: *attempts + 1, Ticket: ticket, LeaseUntil: lease}
-		tag, err := tx.Exec(ctx, s.q(qClaimEvent), *id, int64(lease), ticket)
+		c, claimed, err := s.takeHead(ctx, tx, now, ticket, p, h)
 		if err != nil {
-			return queue.Claim{}, false, fmt.Errorf("claim event %q: %w", *id, err)
+			return queue.Claim{}, false, err
 		}
-		if tag.RowsAffected() != 1 {
-			return queue.Claim{}, false, fmt.Errorf("claim event %q: updated %d rows, want 1", *id, tag.RowsAffected())
+		if !claimed {
+			continue
 		}
-		if _, err := tx.Exec(ctx, s.q(qServeFlow), flow, int64(lease)); err != nil {
-			return queue.Claim{}, false, fmt.Errorf("serve flow %q: %w", flow, err)
+		if _, err := tx.Exec(ctx, s.q(qServeFlow), h.flow, int64(c.LeaseUntil)); err != nil {
+			return queue.Claim{}, false, fmt.Errorf("serve flow %q: %w", h.flow, err)
 		}
 		return c, true, nil
 	}
+}
+
+// takeHead checks a picked head and claims its event: a used-up take-over
+// is quarantined and its flow blocked (claimed false); a dispatchable head
+// is claimed with ticket (the flow's row is the caller's to update);
+// anything else is queue.ErrCorrupt.
+func (s *Store) takeHead(ctx context.Context, tx pgx.Tx, now clock.Tick, ticket int64, p queue.Policy, h head) (queue.Claim, bool, error) {
+	if h.headSeq == nil {
+		return queue.Claim{}, false, fmt.Errorf("%w: flow %q is ready without a head", queue.ErrCorrupt, h.flow)
+	}
+	if h.id == nil {
+		return queue.Claim{}, false, fmt.Errorf("%w: flow %q has no event at its head seq %d", queue.ErrCorrupt, h.flow, *h.headSeq)
+	}
+	inflight, pending := *h.state == queue.StateInflight, *h.state == queue.StatePending
+	switch {
+	case inflight && clock.Tick(*h.leaseUntil) <= now && *h.attempts >= p.MaxAttempts:
+		if _, err := tx.Exec(ctx, s.q(qQuarantineExpired), *h.id); err != nil {
+			return queue.Claim{}, false, fmt.Errorf("quarantine %q: %w", *h.id, err)
+		}
+		if _, err := tx.Exec(ctx, s.q(qBlockFlow), h.flow); err != nil {
+			return queue.Claim{}, false, fmt.Errorf("block flow %q: %w", h.flow, err)
+		}
+		return queue.Claim{}, false, nil
+	case inflight && clock.Tick(*h.leaseUntil) <= now:
+	case pending && clock.Tick(*h.availAt) <= now:
+	default:
+		return queue.Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", queue.ErrCorrupt, h.flow, *h.id, *h.state)
+	}
+	lease := now + p.Lease
+	c := queue.Claim{EventID: *h.id, Flow: h.flow, Seq: *h.headSeq, Body: h.body,
+		Generation: *h.gen + 1, Attempts: *h.attempts + 1, Ticket: ticket, LeaseUntil: lease}
+	tag, err := tx.Exec(ctx, s.q(qClaimEvent), *h.id, int64(lease), ticket)
+	if err != nil {
+		return queue.Claim{}, false, fmt.Errorf("claim event %q: %w", *h.id, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return queue.Claim{}, false, fmt.Errorf("claim event %q: updated %d rows, want 1", *h.id, tag.RowsAffected())
+	}
+	return c, true, nil
 }

@@ -225,9 +225,50 @@ func TestConcurrency_EightProcessesExactlyOnce(t *testing.T) {
 	const claimants, flows, perFlow = 8, 12, 8
 	s, url, schema := open(t)
 	total := loadBacklog(t, s, flows, perFlow)
-	cmds := make([]*exec.Cmd, claimants)
-	outs := make([]*strings.Builder, claimants)
-	errOuts := make([]*strings.Builder, claimants)
+	checkExactlyOnce(t, s, runClaimants(t, url, schema, claimants, total), total, flows, perFlow)
+}
+
+// The same under the rotation order with weights 1, 2 and 3 (docs/contract.md
+// §7.6): eight processes claim and ack one backlog; every event is claimed
+// exactly once, each flow in sequence order, tickets without a gap; each
+// flow arrived once (joins = flows: its backlog never emptied before its
+// last ack), kept its weight, and no flow's pass is beyond vtail.
+func TestConcurrency_EightProcessesRotationExactlyOnce(t *testing.T) {
+	t.Parallel()
+	const claimants, flows, perFlow = 8, 12, 8
+	s, url, schema := open(t, WithPolicy(rotationPolicy()))
+	var es []queue.Event
+	for k := 0; k < perFlow; k++ {
+		for f := 0; f < flows; f++ {
+			es = append(es, queue.Event{ID: fmt.Sprintf("f%03d-%03d", f, k), Flow: fmt.Sprintf("f%03d", f), Body: []byte("x"), Weight: 1 + f%3})
+		}
+	}
+	if _, err := s.EnqueueBatch(context.Background(), es, 0); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(len(es))
+	checkExactlyOnce(t, s, runClaimants(t, url, schema, claimants, total), total, flows, perFlow)
+	sn, err := s.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sn.Rotation == nil || sn.Rotation.Joins != flows {
+		t.Fatalf("rotation = %+v, want %d joins", sn.Rotation, flows)
+	}
+	for i, f := range sn.Flows {
+		if f.Weight != 1+i%3 || f.Pass == nil || *f.Pass > sn.Rotation.VTail || *f.Pass <= 0 {
+			t.Fatalf("flow %s: weight %d pass %v, want weight %d and 0 < pass <= vtail %d", f.Flow, f.Weight, f.Pass, 1+i%3, sn.Rotation.VTail)
+		}
+	}
+}
+
+// runClaimants runs n claimant processes on the schema until total events
+// are acked and returns every claim they report.
+func runClaimants(t *testing.T, url, schema string, n int, total int64) []claimRecord {
+	t.Helper()
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]*strings.Builder, n)
+	errOuts := make([]*strings.Builder, n)
 	for i := range cmds {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), helperEnv+"=claimant", "PGQUEUESTORE_TEST_URL="+url,
@@ -255,7 +296,7 @@ func TestConcurrency_EightProcessesExactlyOnce(t *testing.T) {
 			records = append(records, r)
 		}
 	}
-	checkExactlyOnce(t, s, records, total, flows, perFlow)
+	return records
 }
 
 // crashProcess opens the store with a hook that exits with status 73 at

@@ -5,7 +5,9 @@
 // Every rule is queuestore's, to the letter: sequence numbers without
 // holes, heads that block only their own flow, claims in
 // fairness.MinServed order (ties to the smallest flow ID in byte order:
-// text columns are COLLATE "C"), one global ticket, generations, attempts,
+// text columns are COLLATE "C") or, when the recorded policy says
+// FairRotation, in the rotation order with flow weights (docs/contract.md
+// §7.6; SetWeight, Event.Weight, 'weight' audit rows), one global ticket, generations, attempts,
 // backoff, quarantine of a used-up take-over inside the claim, redrive with
 // its audit row in one transaction, and the clock mark. The experiment's
 // golden files hold for both backends.
@@ -22,8 +24,9 @@
 //
 // Open creates the schema (default "fairrelay_queue", WithSchema to
 // choose) and applies the migrations it lacks in one transaction under an
-// advisory lock, recording each in schema_migrations. The policy is
-// recorded in meta when the schema is created (WithPolicy).
+// advisory lock, recording each in schema_migrations: 1 the tables, 2 the
+// rotation's index. The policy is recorded in meta when the schema is
+// created (WithPolicy).
 //
 // # Wake-ups
 //

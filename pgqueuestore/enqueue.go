@@ -40,18 +40,22 @@ VALUES ($1, $2, $3, $4, 'pending', 0, 0, 0, $5, 0, 0, '', $5)`
 // byte-identical body returns the stored sequence number with Duplicate set
 // and changes nothing but the clock mark; with another flow or body it is
 // queue.ErrConflict and changes nothing. Bad input is queue.ErrInvalid; a
-// tick below the clock mark is queue.ErrTimeRegression.
+// tick below the clock mark is queue.ErrTimeRegression. A non-zero
+// e.Weight gives a new flow its weight, or changes an existing flow's with
+// a 'weight' audit row of reason ReasonEnqueueWeight (docs/contract.md
+// §7.6); under FairRotation an enqueue that gives its flow a head joins the
+// flow at the rotation's tail.
 func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
-	if err := validate(e); err != nil {
+	if err := e.Validate(); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var out queue.Enqueued
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, _, err := s.admit(ctx, tx, now)
+		now, m, err := s.admit(ctx, tx, now)
 		if err != nil {
 			return err
 		}
-		if out, err = s.enqueueOne(ctx, tx, e, now); err != nil || out.Duplicate {
+		if out, err = s.enqueueOne(ctx, tx, m.policy, e, now); err != nil || out.Duplicate {
 			return err
 		}
 		return s.wake(ctx, tx)
@@ -68,19 +72,19 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 // checks and records now.
 func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
 	for i, e := range es {
-		if err := validate(e); err != nil {
+		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("enqueue batch: event %d: %w", i, err)
 		}
 	}
 	out := make([]queue.Enqueued, len(es))
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, _, err := s.admit(ctx, tx, now)
+		now, m, err := s.admit(ctx, tx, now)
 		if err != nil {
 			return err
 		}
 		added := false
 		for i, e := range es {
-			r, err := s.enqueueOne(ctx, tx, e, now)
+			r, err := s.enqueueOne(ctx, tx, m.policy, e, now)
 			if err != nil {
 				return fmt.Errorf("event %d (%q): %w", i, e.ID, err)
 			}
@@ -99,8 +103,10 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 }
 
 // enqueueOne takes the sequence number (the first write), calls the hook,
-// then inserts the event (the second write).
-func (s *Store) enqueueOne(ctx context.Context, tx pgx.Tx, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
+// then inserts the event (the second write). An event with a weight, or
+// any event under FairRotation, also sets the flow's weight and joins the
+// rotation (enqueueWeighted's steps, in queuestore's order).
+func (s *Store) enqueueOne(ctx context.Context, tx pgx.Tx, p queue.Policy, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
 	var (
 		flow    *string
 		seq     *int64
@@ -116,31 +122,48 @@ func (s *Store) enqueueOne(ctx context.Context, tx pgx.Tx, e queue.Event, now cl
 		}
 		return queue.Enqueued{}, fmt.Errorf("%w: stored in flow %q as seq %d", queue.ErrConflict, *flow, *seq)
 	}
+	weighted := e.Weight != 0 || rotation(p)
 	next := int64(1)
+	arrives := true
 	if lastSeq != nil {
+		old := queue.MinWeight
+		if weighted {
+			var hasHead bool
+			if err := tx.QueryRow(ctx, s.q(qFlowHeadWeight), e.Flow).Scan(&hasHead, &old); err != nil {
+				return queue.Enqueued{}, fmt.Errorf("read flow: %w", err)
+			}
+			arrives = !hasHead
+		}
 		next = *lastSeq + 1
 		if _, err := tx.Exec(ctx, s.q(qNextSeq), e.Flow, next, int64(now)); err != nil {
 			return queue.Enqueued{}, fmt.Errorf("take sequence number: %w", err)
 		}
-	} else if _, err := tx.Exec(ctx, s.q(qNewFlow), e.Flow, int64(now)); err != nil {
-		return queue.Enqueued{}, fmt.Errorf("take sequence number: %w", err)
+		if e.Weight != 0 && e.Weight != old {
+			if err := s.writeWeight(ctx, tx, e.Flow, old, e.Weight, ReasonEnqueueWeight, now); err != nil {
+				return queue.Enqueued{}, err
+			}
+		}
+	} else {
+		if _, err := tx.Exec(ctx, s.q(qNewFlow), e.Flow, int64(now)); err != nil {
+			return queue.Enqueued{}, fmt.Errorf("take sequence number: %w", err)
+		}
+		if e.Weight != 0 && e.Weight != queue.MinWeight {
+			if _, err := tx.Exec(ctx, s.q(qSetWeight), e.Flow, e.Weight); err != nil {
+				return queue.Enqueued{}, fmt.Errorf("set weight: %w", err)
+			}
+		}
+	}
+	if rotation(p) && arrives {
+		if _, err := tx.Exec(ctx, s.q(qRotArrive), e.Flow); err != nil {
+			return queue.Enqueued{}, fmt.Errorf("join rotation: %w", err)
+		}
+		if _, err := tx.Exec(ctx, s.q(qRotJoin)); err != nil {
+			return queue.Enqueued{}, fmt.Errorf("join rotation: %w", err)
+		}
 	}
 	s.call(queue.HookEnqueueSeqTaken)
 	if _, err := tx.Exec(ctx, s.q(qInsertEvent), e.ID, e.Flow, next, e.Body, int64(now)); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("insert event: %w", err)
 	}
 	return queue.Enqueued{Seq: next}, nil
-}
-
-// validate checks an event as the vocabulary does, and refuses a weight:
-// this backend does not keep flow weights yet (docs/contract.md §7.7), and
-// accepting one without keeping it would lose it silently.
-func validate(e queue.Event) error {
-	if err := e.Validate(); err != nil {
-		return err
-	}
-	if e.Weight != 0 {
-		return fmt.Errorf("%w: flow weights are not kept on PostgreSQL yet (weight %d)", queue.ErrInvalid, e.Weight)
-	}
-	return nil
 }

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
+	github.com/fairrelay/fairrelay/fairness v0.0.0
 	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
@@ -18,6 +19,8 @@ require (
 )
 
 replace github.com/fairrelay/fairrelay/clock => ../clock
+
+replace github.com/fairrelay/fairrelay/fairness => ../fairness
 
 replace github.com/fairrelay/fairrelay/queue => ../queue
 

@@ -117,3 +117,73 @@ func TestPlans_IndexDriven(t *testing.T) {
 		t.Logf("%s: %s", c.name, joined)
 	}
 }
+
+// Under the rotation the claim is index-driven too: with 3,000 flows of
+// 4 events in a rotation queue, analyzed, the pick reads flows_rotation
+// ((pass, joined) order straight from the index, no sort), the promotion
+// flows_waiting, and no statement of the rotation's claim, settle,
+// redrive, enqueue or SetWeight scans flows or events sequentially.
+func TestPlans_RotationIndexDriven(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := open(t, WithPolicy(rotationPolicy()))
+	var es []queue.Event
+	for k := range 4 {
+		for f := range 3000 {
+			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Weight: 1 + f%3})
+		}
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ClaimBatch(ctx, 1, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []queue.SettleItem
+	for i, c := range cs {
+		r := queue.Result{OK: true}
+		if i%3 == 0 {
+			r = queue.Result{Reason: "unavailable"}
+		}
+		items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: r})
+	}
+	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta`)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	cases := []struct {
+		name, sql string
+		args      []any
+		want      string // an index the plan must use ("" for any)
+	}{
+		{"promote", qRotPromote, []any{int64(5)}, "flows_waiting"},
+		{"pick head", qRotPickHead, nil, "flows_rotation"},
+		{"serve flow", qRotServeFlow, []any{"f0001", int64(10), int64(720720)}, ""},
+		{"set clock", qRotSetClock, []any{int64(601), int64(5), int64(720720)}, ""},
+		{"set head", qRotSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},
+		{"set ready now", qRotSetReadyNow, []any{"f0001", int64(4)}, ""},
+		{"flow head and weight", qFlowHeadWeight, []any{"f0001"}, ""},
+		{"arrive", qRotArrive, []any{"f0001"}, ""},
+		{"set weight", qSetWeight, []any{"f0001", 3}, ""},
+	}
+	for _, c := range cases {
+		nodes := planNodes(t, tx, s.q(c.sql), c.args...)
+		joined := strings.Join(nodes, " / ")
+		for _, n := range nodes {
+			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") || n == "Sort" {
+				t.Errorf("%s scans or sorts: %s", c.name, joined)
+			}
+		}
+		if c.want != "" && !strings.Contains(joined, "using "+c.want) {
+			t.Errorf("%s does not use %s: %s", c.name, c.want, joined)
+		}
+		t.Logf("%s: %s", c.name, joined)
+	}
+}

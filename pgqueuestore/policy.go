@@ -17,15 +17,18 @@ const qPolicyWrite = `UPDATE {s}.meta SET lease = $1, max_attempts = $2, backoff
 // writes a 'policy' audit row with the reason, now and the old and new
 // policy (queue.PolicyChange as JSON in the row's detail), as
 // queuestore.Store.SetPolicy does. Checks, in this order: p
-// (queue.ErrInvalid, also for a fairness this build does not run), the
+// (queue.ErrInvalid), the
 // reason, the tick under the new policy, then the tick checks of every
 // write under the recorded one. On any error nothing changes. The new
 // policy applies to every write after it, in every process.
+//
+// A change of Fairness from FairMinServed to FairRotation joins every flow
+// that has a head at the rotation's tail, in flow ID order, in the same
+// transaction (one pass over flows, at switch time); back to
+// FairMinServed, the rotation's state is kept as it is and no longer
+// maintained, as queuestore does (docs/contract.md §7.6).
 func (s *Store) SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error {
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("set policy: %w", err)
-	}
-	if err := checkImplemented(p); err != nil {
 		return fmt.Errorf("set policy: %w", err)
 	}
 	if err := queue.CheckReason(reason); err != nil {
@@ -43,6 +46,9 @@ func (s *Store) SetPolicy(ctx context.Context, p queue.Policy, reason string, no
 		detail, err := json.Marshal(queue.PolicyChange{Old: m.policy, New: p})
 		if err != nil {
 			return fmt.Errorf("encode policy change: %w", err)
+		}
+		if err := s.switchFairness(ctx, tx, m.policy.Fairness, p.Fairness); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, s.q(qPolicyWrite), int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase),
 			int64(p.BackoffCap), p.Jitter, string(p.Fairness)); err != nil {

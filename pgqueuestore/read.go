@@ -101,25 +101,43 @@ func (s *Store) readAudit(ctx context.Context, q querier) ([]queue.AuditEntry, e
 	return out, err
 }
 
-// Flows returns every flow, ordered by flow ID (byte order).
-func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
-	rows, _ := s.pool.Query(ctx, s.q(`SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
+// qFlows reads every flow with its head's state and backlog (events after
+// the head are never claimed, so the backlog is last_seq - head_seq + 1)
+// and, when $1 is true (FairRotation), its place in the rotation: the
+// flows with a backlog numbered in (max(pass, vnow), joined) order, as
+// queuestore's Flows numbers them; 0 otherwise.
+const qFlows = `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
     coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, coalesce(r.k, 0)
 FROM {s}.flows f LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_seq
-ORDER BY f.flow`))
+LEFT JOIN (SELECT flow, row_number() OVER (ORDER BY greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)), joined) AS k
+    FROM {s}.flows WHERE $1::boolean AND head_seq IS NOT NULL) AS r ON r.flow = f.flow
+ORDER BY f.flow`
+
+// Flows returns every flow, ordered by flow ID (byte order), read in one
+// read transaction; under FairRotation each flow with a backlog has its
+// Position.
+func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
 	var out []queue.FlowState
-	var f queue.FlowState
-	var readyAt *int64
-	_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight}, func() error {
-		c := f
-		c.ReadyAt = nil
-		if readyAt != nil {
-			t := clock.Tick(*readyAt)
-			c.ReadyAt = &t
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		p, err := readPolicy(ctx, tx, s.q)
+		if err != nil {
+			return err
 		}
-		out = append(out, c)
-		return nil
+		rows, _ := tx.Query(ctx, s.q(qFlows), rotation(p))
+		var f queue.FlowState
+		var readyAt *int64
+		_, err = pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.Position}, func() error {
+			c := f
+			c.ReadyAt = nil
+			if readyAt != nil {
+				t := clock.Tick(*readyAt)
+				c.ReadyAt = &t
+			}
+			out = append(out, c)
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("flows: %w", err)

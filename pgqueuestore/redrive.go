@@ -42,7 +42,7 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 		return fmt.Errorf("redrive: %w", err)
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, _, err := s.admit(ctx, tx, now)
+		now, m, err := s.admit(ctx, tx, now)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 		if state != queue.StateQuarantined {
 			return fmt.Errorf("%w: event is %s", queue.ErrNotQuarantined, state)
 		}
-		if _, err = s.redriveOne(ctx, tx, eventID, flow, reason, now); err != nil {
+		if _, err = s.redriveOne(ctx, tx, eventID, flow, reason, now, m.policy); err != nil {
 			return err
 		}
 		return s.wake(ctx, tx)
@@ -76,13 +76,18 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 
 // redriveOne redrives a quarantined event (checked by the caller) and
 // writes its audit row; it returns the new generation.
-func (s *Store) redriveOne(ctx context.Context, tx pgx.Tx, eventID, flow, reason string, now clock.Tick) (int64, error) {
+func (s *Store) redriveOne(ctx context.Context, tx pgx.Tx, eventID, flow, reason string, now clock.Tick, p queue.Policy) (int64, error) {
 	var newGen int64
 	if err := tx.QueryRow(ctx, s.q(qRedrive), eventID, int64(now)).Scan(&newGen); err != nil {
 		return 0, fmt.Errorf("update event: %w", err)
 	}
-	// A quarantined event is its flow's head: make the flow ready now.
-	if _, err := tx.Exec(ctx, s.q(qSetReadyNow), flow, int64(now)); err != nil {
+	// A quarantined event is its flow's head: make the flow ready now
+	// (under FairRotation its pass is clamped to vnow).
+	q := qSetReadyNow
+	if rotation(p) {
+		q = qRotSetReadyNow
+	}
+	if _, err := tx.Exec(ctx, s.q(q), flow, int64(now)); err != nil {
 		return 0, fmt.Errorf("update flow %q: %w", flow, err)
 	}
 	s.call(queue.HookRedriveBeforeAudit)
@@ -153,7 +158,7 @@ func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason st
 		var chunk []queue.Redriven
 		err := s.withTx(ctx, func(tx pgx.Tx) error {
 			chunk = chunk[:0]
-			now, _, err := s.admit(ctx, tx, now)
+			now, m, err := s.admit(ctx, tx, now)
 			if err != nil {
 				return err
 			}
@@ -162,7 +167,7 @@ func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason st
 				return fmt.Errorf("list: %w", err)
 			}
 			for _, e := range evs {
-				g, err := s.redriveOne(ctx, tx, e.EventID, e.Flow, reason, now)
+				g, err := s.redriveOne(ctx, tx, e.EventID, e.Flow, reason, now, m.policy)
 				if err != nil {
 					return fmt.Errorf("%q: %w", e.EventID, err)
 				}

@@ -160,7 +160,11 @@ func (s *Store) settleOne(ctx context.Context, tx pgx.Tx, it queue.SettleItem, n
 			h := r.seq + 1
 			head, readyAt = &h, r.next
 		}
-		if _, err := tx.Exec(ctx, s.q(qSetHead), r.flow, head, readyAt, int64(now)); err != nil {
+		q := qSetHead
+		if rotation(p) {
+			q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
+		}
+		if _, err := tx.Exec(ctx, s.q(q), r.flow, head, readyAt, int64(now)); err != nil {
 			return "", fmt.Errorf("move head of flow %q: %w", r.flow, err)
 		}
 		if head != nil {

@@ -11,7 +11,7 @@ import (
 
 const (
 	qSnapMeta   = `SELECT clock_mark, ticket FROM {s}.meta WHERE id = 1`
-	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready FROM {s}.flows ORDER BY flow`
+	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined FROM {s}.flows ORDER BY flow`
 	qSnapEvents = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM {s}.events ORDER BY flow, seq`
 	qSnapAudit = `SELECT id, event_id, generation, reason, at FROM {s}.audit WHERE kind = 'redrive' ORDER BY id`
@@ -27,7 +27,9 @@ WHERE kind <> 'redrive' ORDER BY id`
 // (queue.SnapshotFormat) and in its row order (byte order of flow IDs), so
 // the snapshots of the two backends after the same operations are equal:
 // the policy only when it is not the default, the audit rows of other
-// kinds than redrive in OperatorAudit.
+// kinds than redrive in OperatorAudit, the rotation's state (Rotation, each
+// flow's Pass and Joined) under FairRotation only, a flow's Weight under
+// FairRotation or when it is not 1.
 func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 	snap := queue.Snapshot{SchemaVersion: queue.SnapshotFormat, Flows: []queue.SnapshotFlow{}, Events: []queue.SnapshotEvent{}}
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
@@ -36,12 +38,34 @@ func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 			return fmt.Errorf("meta: %w", err)
 		}
 		snap.ClockMark = clock.Tick(mark)
+		p, err := readPolicy(ctx, tx, s.q)
+		if err != nil {
+			return err
+		}
+		if p != queue.DefaultPolicy() {
+			snap.Policy = &p
+		}
+		rot := rotation(p)
+		if rot {
+			var r queue.RotationState
+			if err := tx.QueryRow(ctx, s.q(qSnapRot)).Scan(&r.VNow, &r.VTail, &r.Joins); err != nil {
+				return fmt.Errorf("rotation: %w", err)
+			}
+			snap.Rotation = &r
+		}
 		rows, _ := tx.Query(ctx, s.q(qSnapFlows))
 		var f queue.SnapshotFlow
 		var head, readyAt *int64
-		if _, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready}, func() error {
+		var pass, joined int64
+		if _, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined}, func() error {
 			c := f
-			c.HeadSeq, c.ReadyAt = nil, nil
+			c.HeadSeq, c.ReadyAt, c.Pass, c.Joined = nil, nil, nil, nil
+			if rot {
+				ps, js := pass, joined
+				c.Pass, c.Joined = &ps, &js
+			} else if c.Weight == queue.MinWeight {
+				c.Weight = 0
+			}
 			if head != nil {
 				h := *head
 				c.HeadSeq = &h
@@ -73,13 +97,6 @@ func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 			return fmt.Errorf("audit: %w", err)
 		}
 		snap.Audit = a
-		p, err := readPolicy(ctx, tx, s.q)
-		if err != nil {
-			return err
-		}
-		if p != queue.DefaultPolicy() {
-			snap.Policy = &p
-		}
 		other, err := s.readAuditRecords(ctx, tx, qSnapAuditOther)
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest migration this package knows.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
@@ -90,6 +90,14 @@ CREATE TABLE {s}.audit (
     CHECK ((kind = 'redrive') = (event_id IS NOT NULL AND generation IS NOT NULL)),
     CHECK ((kind = 'redrive') = (detail IS NULL))
 );`,
+	// 2: the rotation order (docs/contract.md §7.6). Its columns (meta's
+	// vnow, vtail, joins; flows' weight, pass, joined) came with version 1
+	// at their defaults, so an existing queue keeps the default policy
+	// (min_served) and every flow weight 1; what version 2 adds is the
+	// index of the rotation's pick, ready flows in (pass, joined) order
+	// (queuestore's flows_rotation). It is kept under every policy, so
+	// that SetPolicy never runs DDL: see DECISIONS.md.
+	`CREATE INDEX flows_rotation ON {s}.flows (pass, joined) WHERE ready;`,
 }
 
 // An Option changes how Open sets up a Store.
@@ -130,15 +138,6 @@ func WithPolicy(p queue.Policy) Option { return func(o *options) { o.policy = &p
 // queue.ErrInvalid.
 func WithRealTime(src clock.Source, skew clock.Tick) Option {
 	return func(o *options) { o.realTime, o.skew, o.rtSet = src, skew, true }
-}
-
-// checkImplemented refuses a valid policy that this build cannot run: the
-// rotation order is not implemented on PostgreSQL yet.
-func checkImplemented(p queue.Policy) error {
-	if p.Normal().Fairness == queue.FairRotation {
-		return fmt.Errorf("%w: policy Fairness %q is not implemented in this build", queue.ErrInvalid, queue.FairRotation)
-	}
-	return nil
 }
 
 // Store is a durable fair queue in one PostgreSQL schema. It is safe for
@@ -188,9 +187,6 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	}
 	if o.policy != nil {
 		if err := o.policy.Validate(); err != nil {
-			return nil, fmt.Errorf("open: %w", err)
-		}
-		if err := checkImplemented(*o.policy); err != nil {
 			return nil, fmt.Errorf("open: %w", err)
 		}
 		p := o.policy.Normal()
@@ -369,9 +365,6 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tic
 	}
 	m.policy.Lease, m.policy.BackoffBase, m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
 	m.policy.Fairness = queue.Fairness(fair)
-	if err := checkImplemented(m.policy); err != nil {
-		return 0, meta{}, fmt.Errorf("recorded policy: %w", err)
-	}
 	if err := m.policy.CheckTick(now); err != nil {
 		return 0, meta{}, err
 	}

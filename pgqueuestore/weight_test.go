@@ -2,33 +2,244 @@ package pgqueuestore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/fairness"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-// This backend keeps no flow weights yet (docs/contract.md §7.7): an event
-// that carries one is refused, in Enqueue and in EnqueueBatch, and nothing
-// is written; Flows reports every flow at weight 1.
-func TestWeightRefusedNothingWritten(t *testing.T) {
+func rotationPolicy() queue.Policy {
+	p := queue.DefaultPolicy()
+	p.Fairness = queue.FairRotation
+	return p
+}
+
+// Weights are kept (docs/contract.md §7.6): a new flow takes its event's
+// weight without an audit row; an enqueue that changes an existing flow's
+// weight, and SetWeight, write a 'weight' audit row with queuestore's
+// detail; bad SetWeight input is refused in queuestore's order and changes
+// nothing.
+func TestWeightKeptAndAudited(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := open(t)
-	if _, err := s.Enqueue(ctx, queue.Event{ID: "a-1", Flow: "a", Body: []byte(`{"delta": 1}`), Weight: 2}, 1); !errors.Is(err, queue.ErrInvalid) {
-		t.Fatalf("Enqueue with a weight: %v, want ErrInvalid", err)
-	}
-	if _, err := s.EnqueueBatch(ctx, []queue.Event{{ID: "b-1", Flow: "b", Body: []byte("x")}, {ID: "c-1", Flow: "c", Body: []byte("x"), Weight: 3}}, 1); !errors.Is(err, queue.ErrInvalid) {
-		t.Fatalf("EnqueueBatch with a weight: %v, want ErrInvalid", err)
-	}
-	flows, err := s.Flows(ctx)
-	if err != nil || len(flows) != 0 {
-		t.Fatalf("after the refusals: flows %v, %v; want none", flows, err)
-	}
-	if _, err := s.Enqueue(ctx, queue.Event{ID: "a-1", Flow: "a", Body: []byte(`{"delta": 1}`)}, 1); err != nil {
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "a-1", Flow: "a", Body: []byte("x"), Weight: 2}, 1); err != nil {
 		t.Fatal(err)
 	}
-	flows, err = s.Flows(ctx)
-	if err != nil || len(flows) != 1 || flows[0].Weight != 1 {
-		t.Fatalf("Flows = %+v, %v; want one flow of weight 1", flows, err)
+	if _, err := s.EnqueueBatch(ctx, []queue.Event{{ID: "b-1", Flow: "b", Body: []byte("x")}, {ID: "a-2", Flow: "a", Body: []byte("x"), Weight: 5}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "a-3", Flow: "a", Body: []byte("x"), Weight: 5}, 2); err != nil {
+		t.Fatal(err) // the weight it already has: no audit row
+	}
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "a-1", Flow: "a", Body: []byte("x"), Weight: 9}, 2); err != nil {
+		t.Fatal(err) // a duplicate changes nothing, whatever its weight
+	}
+	before, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		flow, reason string
+		weight       int
+		now          int64
+		want         error
+	}{
+		{"a", "r", 0, 3, queue.ErrInvalid},
+		{"a", "r", 1001, 3, queue.ErrInvalid},
+		{"a", "", 3, 3, queue.ErrEmptyReason},
+		{"", "r", 3, 3, queue.ErrInvalid},
+		{"a", "r", 3, 1, queue.ErrTimeRegression},
+		{"nobody", "r", 3, 3, queue.ErrNotFound},
+	} {
+		if err := s.SetWeight(ctx, bad.flow, bad.weight, bad.reason, clock.Tick(bad.now)); !errors.Is(err, bad.want) {
+			t.Fatalf("SetWeight(%q, %d, %q, %d) = %v, want %v", bad.flow, bad.weight, bad.reason, bad.now, err, bad.want)
+		}
+	}
+	after, err := s.Snapshot(ctx)
+	if err != nil || !reflect.DeepEqual(before, after) {
+		t.Fatalf("refused SetWeight changed the store:\n%+v\n%+v (%v)", before, after, err)
+	}
+	if err := s.SetWeight(ctx, "b", 3, "paying tenant", 4); err != nil {
+		t.Fatal(err)
+	}
+	flows, err := s.Flows(ctx)
+	if err != nil || len(flows) != 2 || flows[0].Weight != 5 || flows[1].Weight != 3 || flows[0].Position != 0 {
+		t.Fatalf("Flows = %+v, %v; want a at 5, b at 3, no positions under min_served", flows, err)
+	}
+	all, err := s.AuditAll(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("AuditAll = %+v, %v; want two weight rows", all, err)
+	}
+	want := []struct {
+		reason string
+		detail WeightChange
+	}{{ReasonEnqueueWeight, WeightChange{"a", 2, 5}}, {"paying tenant", WeightChange{"b", 1, 3}}}
+	for i, w := range want {
+		b, _ := json.Marshal(w.detail)
+		if all[i].Kind != queue.AuditWeight || all[i].Reason != w.reason || all[i].Detail != string(b) || all[i].EventID != "" {
+			t.Fatalf("audit row %d = %+v, want %s %s", i, all[i], w.reason, b)
+		}
+	}
+	sn, err := s.Snapshot(ctx)
+	if err != nil || sn.Rotation != nil || sn.Flows[0].Weight != 5 || sn.Flows[0].Pass != nil {
+		t.Fatalf("min_served snapshot flows %+v rotation %+v (%v)", sn.Flows, sn.Rotation, err)
+	}
+}
+
+// Under the rotation, claims with immediate acks follow fairness.Rotation
+// (the exact model) step for step: the same picks, and after every step
+// the snapshot's vnow, vtail, joins and each flow's pass, joined and
+// served are the model's. Weights 1, 2 and 4, one set by SetWeight in the
+// middle, and a flow arriving late.
+func TestRotationFollowsTheModel(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := open(t, WithPolicy(rotationPolicy()))
+	var r fairness.Rotation
+	backlog := map[string]int{}
+	now := clock.Tick(1)
+	enq := func(flow string, n, weight int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			e := queue.Event{ID: fmt.Sprintf("%s-%d-%d", flow, now, i), Flow: flow, Body: []byte("x")}
+			if i == 0 {
+				e.Weight = weight
+			}
+			if _, err := s.Enqueue(ctx, e, now); err != nil {
+				t.Fatal(err)
+			}
+			if e.Weight != 0 {
+				if err := r.SetWeight(flow, e.Weight); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if backlog[flow] == 0 {
+				if err := r.Arrive(flow); err != nil {
+					t.Fatal(err)
+				}
+			}
+			backlog[flow]++
+		}
+	}
+	enq("a", 30, 1)
+	enq("b", 30, 2)
+	enq("c", 30, 4)
+	for step := 0; step < 80; step++ {
+		now++
+		if step == 20 {
+			enq("late", 10, 0)
+		}
+		if step == 30 {
+			if err := s.SetWeight(ctx, "a", 4, "upgrade", now); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.SetWeight("a", 4); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, ok, err := s.Claim(ctx, now)
+		want, wok := r.Pick()
+		if err != nil || ok != wok || c.Flow != want {
+			t.Fatalf("step %d: Claim = %s, %v, %v; model %s, %v", step, c.Flow, ok, err, want, wok)
+		}
+		if !ok {
+			break
+		}
+		if err := r.Block(c.Flow); err != nil {
+			t.Fatal(err)
+		}
+		if o, err := s.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, now); err != nil || o != queue.Acked {
+			t.Fatalf("step %d: Settle = %s, %v", step, o, err)
+		}
+		backlog[c.Flow]--
+		if backlog[c.Flow] > 0 {
+			err = r.Ready(c.Flow)
+		} else {
+			err = r.Leave(c.Flow)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sn, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck := r.Clock()
+		if sn.Rotation == nil || *sn.Rotation != (queue.RotationState{VNow: ck.VNow, VTail: ck.VTail, Joins: ck.Joins}) {
+			t.Fatalf("step %d: rotation %+v, model %+v", step, sn.Rotation, ck)
+		}
+		for i, mf := range r.Flows() {
+			f := sn.Flows[i]
+			if f.Flow != mf.Flow || *f.Pass != mf.Pass || *f.Joined != mf.Joined || f.Served != mf.Served || f.Weight != mf.Weight {
+				t.Fatalf("step %d: flow %+v (pass %d joined %d), model %+v", step, f, *f.Pass, *f.Joined, mf)
+			}
+		}
+	}
+}
+
+// A version-1 schema (every column of the rotation, no flows_rotation and
+// no row 2 in schema_migrations) is brought to version 2 by Open: it keeps
+// its events, the default policy and weight 1 on every flow; the index is
+// there and the queue can switch to the rotation, which joins the flows
+// with a head in flow ID order.
+func TestMigrationFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	s, url, schema := open(t)
+	for _, f := range []string{"b", "a", "c"} {
+		if _, err := s.Enqueue(ctx, queue.Event{ID: f + "-1", Flow: f, Body: []byte("x")}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	execSQL(t, url, "DROP INDEX "+schema+".flows_rotation; DELETE FROM "+schema+".schema_migrations WHERE version = 2")
+	s2, err := Open(ctx, url, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	st, err := s2.Stats(ctx)
+	if err != nil || st.SchemaVersion != 2 || st.Events.Pending != 3 {
+		t.Fatalf("Stats = %+v, %v; want version 2 with 3 pending events", st, err)
+	}
+	if p, err := s2.Policy(ctx); err != nil || p != queue.DefaultPolicy() {
+		t.Fatalf("Policy = %+v, %v; want the default", p, err)
+	}
+	var n int
+	if err := s2.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'flows_rotation'`, schema).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("flows_rotation indexes: %d, %v; want 1", n, err)
+	}
+	flows, err := s2.Flows(ctx)
+	if err != nil || len(flows) != 3 {
+		t.Fatal(flows, err)
+	}
+	for _, f := range flows {
+		if f.Weight != 1 {
+			t.Fatalf("flow %+v: weight %d, want 1", f, f.Weight)
+		}
+	}
+	if err := s2.SetPolicy(ctx, rotationPolicy(), "bounded waits", 2); err != nil {
+		t.Fatal(err)
+	}
+	sn, err := s2.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sn.Rotation == nil || *sn.Rotation != (queue.RotationState{Joins: 3}) {
+		t.Fatalf("rotation after the switch: %+v", sn.Rotation)
+	}
+	for i, f := range sn.Flows {
+		if *f.Joined != int64(i+1) || *f.Pass != 0 || f.Weight != 1 {
+			t.Fatalf("flow %s after the switch: joined %d pass %d weight %d", f.Flow, *f.Joined, *f.Pass, f.Weight)
+		}
+	}
+	for _, want := range []string{"a", "b", "c"} {
+		c, ok, err := s2.Claim(ctx, 3)
+		if err != nil || !ok || c.Flow != want {
+			t.Fatalf("Claim = %s, %v, %v; want %s", c.Flow, ok, err, want)
+		}
 	}
 }

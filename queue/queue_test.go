@@ -117,3 +117,29 @@ func TestBytesJSON(t *testing.T) {
 		}
 	}
 }
+
+// The rotation fields of a snapshot are omitted under FairMinServed (nil
+// Rotation, zero Weight, nil Pass and Joined), so a default queue's
+// snapshot keeps its layout, and are encoded with queuestore's names
+// otherwise.
+func TestSnapshotRotationFieldsEncoding(t *testing.T) {
+	plain, err := json.Marshal(Snapshot{Flows: []SnapshotFlow{{Flow: "a", LastSeq: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"rotation", "weight", "pass", "joined", "vnow"} {
+		if strings.Contains(string(plain), k) {
+			t.Fatalf("min_served snapshot %s holds %q", plain, k)
+		}
+	}
+	pass, joined := int64(720720), int64(2)
+	rot, err := json.Marshal(Snapshot{Flows: []SnapshotFlow{{Flow: "a", LastSeq: 1, Weight: 3, Pass: &pass, Joined: &joined}},
+		Rotation: &RotationState{VNow: 5, VTail: 720720, Joins: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"schema_version":0,"clock_mark":0,"ticket":0,"flows":[{"flow":"a","last_seq":1,"served":0,"head_seq":null,"ready_at":null,"ready":false,"weight":3,"pass":720720,"joined":2}],"events":null,"audit":null,"rotation":{"vnow":5,"vtail":720720,"joins":2}}`
+	if string(rot) != want {
+		t.Fatalf("rotation snapshot\n%s\nwant\n%s", rot, want)
+	}
+}

@@ -32,6 +32,17 @@ type Snapshot struct {
 	// OperatorAudit holds the audit rows of the other kinds (AuditPolicy,
 	// AuditWeight), ordered by id; nil when there are none.
 	OperatorAudit []AuditRecord `json:"operator_audit,omitempty"`
+	// Rotation is the rotation's virtual time under FairRotation; nil
+	// under FairMinServed.
+	Rotation *RotationState `json:"rotation,omitempty"`
+}
+
+// RotationState is the queue-wide state of FairRotation (docs/fairness.md):
+// meta.vnow, meta.vtail and meta.joins.
+type RotationState struct {
+	VNow  int64 `json:"vnow"`  // the pass of the flow claimed last
+	VTail int64 `json:"vtail"` // the largest pass ever assigned
+	Joins int64 `json:"joins"` // arrivals so far
 }
 
 // SnapshotFormat is the layout version a Snapshot reports in its
@@ -49,6 +60,13 @@ type SnapshotFlow struct {
 	// Ready caches ready_at <= the clock mark as of the last claim or head
 	// change; it is an index key, not part of the contract.
 	Ready bool `json:"ready"`
+	// Weight is the flow's weight, shown under FairRotation and whenever
+	// it is not 1; 0 (omitted) otherwise.
+	Weight int `json:"weight,omitempty"`
+	// Pass and Joined are the flow's rotation state (docs/fairness.md),
+	// shown under FairRotation only.
+	Pass   *int64 `json:"pass,omitempty"`
+	Joined *int64 `json:"joined,omitempty"`
 }
 
 // SnapshotEvent is one row of the events table.
