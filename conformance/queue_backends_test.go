@@ -34,7 +34,7 @@ func TestQueueSQLite(t *testing.T) {
 				return nil, err
 			}
 			t.Cleanup(func() { s.Close() })
-			return sqliteQueue{s}, nil
+			return s, nil
 		},
 		FailWrites: func(t testing.TB, loc string, w FailWrite) {
 			db, err := sql.Open("sqlite", loc)
@@ -103,3 +103,7 @@ CREATE TRIGGER fail_write ` + trig + ` FOR EACH ROW EXECUTE FUNCTION ` + sc + `.
 		Sequences:     200,
 	})
 }
+
+// queuestore.Store is a Queue as it is: its types and sentinel errors are
+// the queue module's.
+var _ Queue = (*queuestore.Store)(nil)

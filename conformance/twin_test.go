@@ -39,7 +39,7 @@ func TestTwin_SQLiteAndPostgresSnapshotsEncodeTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &runner{s: sqliteQueue{lite}, twin: pg, m: newModel(), c: randChooser{rand.New(rand.NewPCG(seed, 7))}}
+		r := &runner{s: lite, twin: pg, m: newModel(), c: randChooser{rand.New(rand.NewPCG(seed, 7))}}
 		for i := 0; i < 25; i++ {
 			if err := r.step(ctx); err != nil {
 				t.Fatalf("seed %d step %d: %v\nsteps:\n  %s", seed, i, err, strings.Join(r.log, "\n  "))
@@ -112,7 +112,7 @@ func TestTwin_RotationAndWeightsEncodeTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores := [2]weightedQueue{sqliteQueue{lite}, pg}
+		stores := [2]weightedQueue{lite, pg}
 		rng := rand.New(rand.NewPCG(seed, 11))
 		var (
 			log   []string

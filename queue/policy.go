@@ -18,9 +18,10 @@ const (
 	// smallest flow ID (fairness.MinServed).
 	FairMinServed Fairness = "min_served"
 	// FairRotation is the opt-in order with bounded waiting and weights
-	// (docs/contract.md §7.6). A policy naming it is valid, but this build
-	// does not implement it: Open and SetPolicy refuse it with ErrInvalid.
-	// (A backend that does not implement it refuses it the same way.)
+	// (docs/contract.md §7.6): stride scheduling in integer virtual time,
+	// new flows joining at the tail (fairness.Rotation is its model). Both
+	// backends implement it; a backend that does not must refuse it with
+	// ErrInvalid.
 	FairRotation Fairness = "rotation"
 )
 

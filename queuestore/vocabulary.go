@@ -56,4 +56,17 @@ type (
 	PolicyChange = queue.PolicyChange
 	// Fairness is queue.Fairness: the claim's flow order.
 	Fairness = queue.Fairness
+	// Snapshot is queue.Snapshot: every table of the store, read in one
+	// transaction.
+	Snapshot = queue.Snapshot
+	// SnapshotFlow is queue.SnapshotFlow: one row of the flows table.
+	SnapshotFlow = queue.SnapshotFlow
+	// SnapshotEvent is queue.SnapshotEvent: one row of the events table.
+	SnapshotEvent = queue.SnapshotEvent
+	// RotationState is queue.RotationState: the queue-wide state of the
+	// rotation order.
+	RotationState = queue.RotationState
+	// Bytes is queue.Bytes: a body in a snapshot, JSON as a string when it
+	// is valid UTF-8.
+	Bytes = queue.Bytes
 )
