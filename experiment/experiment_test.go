@@ -130,7 +130,7 @@ func TestWatchdogStopsAHang(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}}
-	res := run(context.Background(), hang, t.TempDir(), 50*time.Millisecond)
+	res := run(context.Background(), SQLite(), hang, t.TempDir(), 50*time.Millisecond)
 	if res.Passed {
 		t.Fatal("a hung scenario passed, want it failed by the watchdog")
 	}
