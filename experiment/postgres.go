@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -123,17 +124,25 @@ func (b postgresBackend) version(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// labKey returns the schema prefix of one scenario: the run's prefix, the
-// scenario's name and a random part, so that scenarios running in parallel
-// (go test) never share a schema.
+// labs counts the scenarios of this process that opened a store.
+var labs atomic.Int64
+
+// maxSchemaLen is the longest schema name the experiment makes: a queue's
+// wake-up channel is "fairrelay_queue.<schema>" and PostgreSQL refuses a
+// channel name longer than 63 bytes.
+const maxSchemaLen = 63 - len("fairrelay_queue.")
+
+// labKey returns the schema prefix of one scenario: the run's prefix, a
+// counter, so that scenarios running in parallel (go test) never share a
+// schema, and the start of the scenario's name, for a reader of the
+// server's catalogue. Every schema name stays within maxSchemaLen.
 func (b postgresBackend) labKey(name string) string {
-	var r [3]byte
-	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails
 	name = strings.ReplaceAll(name, "-", "_")
-	if len(name) > 28 {
-		name = name[:28]
+	key := fmt.Sprintf("%s_%d_", b.run, labs.Add(1))
+	if room := maxSchemaLen - len(key) - len("_receiver"); len(name) > room {
+		name = name[:max(room, 0)]
 	}
-	return b.run + "_" + name + "_" + hex.EncodeToString(r[:])
+	return key + name
 }
 
 // schema is the schema of the store file of l.
@@ -188,6 +197,15 @@ func (b postgresBackend) integrity(ctx context.Context, l *Lab, file string) (st
 		return "", err
 	}
 	schema := b.schema(l, file)
+	var exists bool
+	if err := p.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return "", fmt.Errorf("integrity %s: %w", file, err)
+	}
+	if !exists {
+		// Never opened: nothing to check, as PRAGMA integrity_check
+		// finds a new empty file ok.
+		return "ok", nil
+	}
 	var prepared int
 	if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_xacts`).Scan(&prepared); err != nil {
 		return "", fmt.Errorf("integrity %s: %w", file, err)
