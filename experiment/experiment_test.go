@@ -322,6 +322,7 @@ func TestChildRefusesBadInput(t *testing.T) {
 		"unknown program": {ChildEnv + `={"program":"dance"}`},
 		"unknown point":   {ChildEnv + `={"program":"relay"}`, crashpoint.EnvVar + "=nowhere"},
 		"bad job":         {ChildEnv + `={`},
+		"unknown backend": {ChildEnv + `={"program":"relay","backend":"oracle"}`},
 	} {
 		dir := t.TempDir()
 		env[0] = strings.Replace(env[0], `"}`, `","dir":"`+dir+`"}`, 1)

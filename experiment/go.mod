@@ -6,6 +6,7 @@ require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/crashpoint v0.0.0
 	github.com/fairrelay/fairrelay/fairness v0.0.0
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0

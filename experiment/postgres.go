@@ -192,33 +192,42 @@ func (b postgresBackend) openReceiver(ctx context.Context, l *Lab, file string, 
 // schema consistent with itself and with its table. Without the amcheck
 // extension on the server only the first part runs.
 func (b postgresBackend) integrity(ctx context.Context, l *Lab, file string) (string, error) {
+	res, _, err := b.checkSchema(ctx, b.schema(l, file))
+	if err != nil {
+		return "", fmt.Errorf("integrity %s: %w", file, err)
+	}
+	return res, nil
+}
+
+// checkSchema checks one schema as integrity says and returns "ok" or the
+// first problem, and the indexes it checked with amcheck.
+func (b postgresBackend) checkSchema(ctx context.Context, schema string) (string, []string, error) {
 	p, err := b.pool(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	schema := b.schema(l, file)
 	var exists bool
 	if err := p.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
-		return "", fmt.Errorf("integrity %s: %w", file, err)
+		return "", nil, err
 	}
 	if !exists {
 		// Never opened: nothing to check, as PRAGMA integrity_check
 		// finds a new empty file ok.
-		return "ok", nil
+		return "ok", nil, nil
 	}
 	var prepared int
 	if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_xacts`).Scan(&prepared); err != nil {
-		return "", fmt.Errorf("integrity %s: %w", file, err)
+		return "", nil, err
 	}
 	if prepared != 0 {
-		return fmt.Sprintf("%d prepared transactions left", prepared), nil
+		return fmt.Sprintf("%d prepared transactions left", prepared), nil, nil
 	}
 	var amcheck bool
 	if err := p.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'amcheck')`).Scan(&amcheck); err != nil {
-		return "", fmt.Errorf("integrity %s: %w", file, err)
+		return "", nil, err
 	}
 	if !amcheck {
-		return "ok", nil
+		return "ok", nil, nil
 	}
 	rows, err := p.Query(ctx, `SELECT c.oid::regclass::text FROM pg_index i
 		JOIN pg_class c ON c.oid = i.indexrelid
@@ -226,25 +235,25 @@ func (b postgresBackend) integrity(ctx context.Context, l *Lab, file string) (st
 		JOIN pg_am a ON a.oid = c.relam
 		WHERE n.nspname = $1 AND a.amname = 'btree' ORDER BY 1`, schema)
 	if err != nil {
-		return "", fmt.Errorf("integrity %s: %w", file, err)
+		return "", nil, err
 	}
 	indexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return "", fmt.Errorf("integrity %s: %w", file, err)
+		return "", nil, err
 	}
 	if len(indexes) == 0 {
-		return "no indexes in schema " + schema, nil
+		return "no indexes in schema " + schema, nil, nil
 	}
 	for _, idx := range indexes {
 		if _, err := p.Exec(ctx, `SELECT bt_index_check($1::regclass, true)`, idx); err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) {
-				return "index " + idx + ": " + pe.Message, nil
+				return "index " + idx + ": " + pe.Message, indexes, nil
 			}
-			return "", fmt.Errorf("integrity %s: %w", file, err)
+			return "", indexes, err
 		}
 	}
-	return "ok", nil
+	return "ok", indexes, nil
 }
 
 // failWrites installs a PL/pgSQL trigger that raises msg before event, as
