@@ -48,8 +48,13 @@ func rotationOnPostgres(t *testing.T) bool {
 // snapshots. It never writes a golden file. A scenario that needs the
 // rotation order is skipped, with its reason, only while pgqueuestore
 // refuses that policy and only when that refusal is all that failed.
+//
+// It is deliberately not parallel with the other tests: its scenarios run
+// in parallel with each other, and only then the SQLite scenarios
+// (TestScenarios) run, with the machine to themselves as before. Run
+// together under -race on two cores, the SQLite weighted-shares outlasted
+// its 20 s watchdog.
 func TestScenariosPostgres(t *testing.T) {
-	t.Parallel()
 	b := postgresBackendFor(t)
 	rotation := rotationOnPostgres(t)
 	for _, s := range Scenarios() {
