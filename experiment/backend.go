@@ -103,6 +103,8 @@ func withReceiverHook(fn func(receiver.HookPoint)) ReceiverOption {
 type Backend interface {
 	// Name is "sqlite" or "postgres", the value of [BackendEnv].
 	Name() string
+	// String says where the stores are, for a console.
+	String() string
 	openQueue(ctx context.Context, l *Lab, file string, o queueOptions) (QueueStore, error)
 	openReceiver(ctx context.Context, l *Lab, file string, o receiverOptions) (ReceiverStore, error)
 	// integrity checks a store's storage after the scenario: "ok" or what

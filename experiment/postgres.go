@@ -79,6 +79,12 @@ func postgresWithRun(url, run string) (Backend, error) {
 // Name implements Backend.
 func (postgresBackend) Name() string { return BackendPostgres }
 
+// String says where the stores are, without the URL (it may hold a
+// password).
+func (b postgresBackend) String() string {
+	return "postgres, one schema per store and scenario, " + b.run + "_*, dropped after each scenario"
+}
+
 var pools struct {
 	sync.Mutex
 	m map[string]*pgxpool.Pool

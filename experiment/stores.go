@@ -174,6 +174,9 @@ func SQLite() Backend { return sqliteBackend{} }
 // Name implements Backend.
 func (sqliteBackend) Name() string { return BackendSQLite }
 
+// String says where the stores are.
+func (sqliteBackend) String() string { return "sqlite, files in each scenario's temporary folder" }
+
 func (sqliteBackend) openQueue(_ context.Context, l *Lab, file string, o queueOptions) (QueueStore, error) {
 	var opts []queuestore.Option
 	if o.policy != nil {

@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if backend.Name() != experiment.BackendSQLite {
-		fmt.Fprintf(stdout, "backend: %s (%s=%s)\n", backend.Name(), experiment.BackendEnv, backend.Name())
+		fmt.Fprintf(stdout, "backend: %s\n", backend)
 	}
 	switch args[0] {
 	case "check":
