@@ -33,6 +33,11 @@ func run(ctx context.Context, b Backend, s Scenario, dir string, limit time.Dura
 	start := time.Now()
 	res := Result{Name: s.Name, Clause: s.Clause}
 	lab := &Lab{Dir: dir, backend: b, name: s.Name}
+	if pg, ok := b.(postgresBackend); ok {
+		// Fixed before the scenario starts, so that children started
+		// from several goroutines only read it.
+		lab.key = pg.labKey(s.Name)
+	}
 
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
