@@ -150,13 +150,17 @@ func Bench() error {
 }
 
 // Check runs every scenario of the experiment, one line per scenario, and fails
-// on any failed check or any difference from the golden files.
+// on any failed check or any difference from the golden files. The stores are
+// SQLite files; FAIRRELAY_BACKEND=postgres puts them in PostgreSQL schemas on
+// FAIRRELAY_POSTGRES (default postgres://postgres@127.0.0.1:5432/test),
+// compared with the same golden files.
 func (Experiment) Check() error {
 	return experiment("check")
 }
 
 // Output runs every scenario and writes their snapshots, verdicts and the
-// environment (Go, SQLite, OS) as JSON to file.
+// environment (Go, SQLite, OS; the backend and PostgreSQL's version with
+// FAIRRELAY_BACKEND=postgres) as JSON to file.
 func (Experiment) Output(file string) error {
 	abs, err := filepath.Abs(file)
 	if err != nil {
@@ -165,8 +169,10 @@ func (Experiment) Output(file string) error {
 	return experiment("output", abs)
 }
 
-// Update rewrites the experiment's golden files from a fresh run, for a change
-// that has been reviewed. Read the diff before committing it.
+// Update rewrites the experiment's golden files from a fresh run on SQLite, for
+// a change that has been reviewed. Read the diff before committing it, then
+// run experiment:check with FAIRRELAY_BACKEND=postgres: PostgreSQL must give
+// the same bytes and never writes a golden file.
 func (Experiment) Update() error {
 	dir, err := experimentDir()
 	if err != nil {

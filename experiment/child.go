@@ -14,8 +14,8 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/crashpoint"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // ChildEnv is the environment variable that turns a process started by a
@@ -45,15 +45,22 @@ const (
 
 // Job is what a child process does, in its scenario's folder.
 type Job struct {
-	Program    string             `json:"program"`
-	Dir        string             `json:"dir"`
-	Now        clock.Tick         `json:"now"`
-	Events     []queuestore.Event `json:"events,omitempty"`
-	Steps      int                `json:"steps,omitempty"`
-	MaxDelta   int                `json:"max_delta,omitempty"`
-	EventID    string             `json:"event_id,omitempty"`
-	Generation int64              `json:"generation,omitempty"`
-	Reason     string             `json:"reason,omitempty"`
+	Program    string        `json:"program"`
+	Dir        string        `json:"dir"`
+	Now        clock.Tick    `json:"now"`
+	Events     []queue.Event `json:"events,omitempty"`
+	Steps      int           `json:"steps,omitempty"`
+	MaxDelta   int           `json:"max_delta,omitempty"`
+	EventID    string        `json:"event_id,omitempty"`
+	Generation int64         `json:"generation,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+	// Backend is where the stores are ("" or "sqlite": files in Dir;
+	// "postgres": schemas on the server at Postgres, named from Run and
+	// Key, the parent's per-run and per-scenario prefixes).
+	Backend  string `json:"backend,omitempty"`
+	Postgres string `json:"postgres,omitempty"`
+	Run      string `json:"run,omitempty"`
+	Key      string `json:"key,omitempty"`
 	// Barrier, when true, makes a relay child wait at the start line (see
 	// [Lab.startLine]) after opening its stores, so that claimants started
 	// together also claim together.
@@ -93,28 +100,28 @@ func runChild(spec string) int {
 	return ChildOK
 }
 
-var errBadJob = errors.New("unknown program")
+var errBadJob = errors.New("bad job")
 
 // queueHook maps the queue's hook points onto the crash points.
-func queueHook(trap crashpoint.Trap) queuestore.Option {
-	return queuestore.WithHook(func(p queuestore.HookPoint) {
+func queueHook(trap crashpoint.Trap) QueueOption {
+	return withQueueHook(func(p queue.HookPoint) {
 		switch p {
-		case queuestore.HookEnqueueSeqTaken:
+		case queue.HookEnqueueSeqTaken:
 			trap.Hit(crashpoint.EnqueueSeqTaken)
-		case queuestore.HookClaimCommitted:
+		case queue.HookClaimCommitted:
 			trap.Hit(crashpoint.ClaimCommitted)
-		case queuestore.HookSettleBeforeCommit:
+		case queue.HookSettleBeforeCommit:
 			trap.Hit(crashpoint.SettleBeforeCommit)
-		case queuestore.HookRedriveBeforeAudit:
+		case queue.HookRedriveBeforeAudit:
 			trap.Hit(crashpoint.RedriveBeforeAudit)
 		}
 	})
 }
 
 // receiverHook maps the receiver's hook point onto its crash point.
-func receiverHook(trap crashpoint.Trap) receiverstore.Option {
-	return receiverstore.WithHook(func(p receiverstore.HookPoint) {
-		if p == receiverstore.HookAcceptBeforeCommit {
+func receiverHook(trap crashpoint.Trap) ReceiverOption {
+	return withReceiverHook(func(p receiver.HookPoint) {
+		if p == receiver.HookAcceptBeforeCommit {
 			trap.Hit(crashpoint.ReceiveBeforeCommit)
 		}
 	})
@@ -125,9 +132,13 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 	switch j.Program {
 	case ProgEnqueue, ProgRedrive, ProgRelay, ProgClaimant:
 	default:
-		return fmt.Errorf("%w %q", errBadJob, j.Program)
+		return fmt.Errorf("%w: unknown program %q", errBadJob, j.Program)
 	}
-	lab := &Lab{Dir: j.Dir}
+	b, err := backendByName(j.Backend, j.Postgres, j.Run)
+	if err != nil {
+		return err
+	}
+	lab := &Lab{Dir: j.Dir, backend: b, key: j.Key}
 	defer func() { err = errors.Join(err, lab.closeAll()) }()
 	q, err := lab.Queue(queueHook(trap))
 	if err != nil {
@@ -144,9 +155,9 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 	case ProgRedrive:
 		return q.Redrive(ctx, j.EventID, j.Generation, j.Reason, j.Now)
 	case ProgRelay, ProgClaimant:
-		opts := []receiverstore.Option{receiverHook(trap)}
+		opts := []ReceiverOption{receiverHook(trap)}
 		if j.MaxDelta > 0 {
-			opts = append(opts, receiverstore.WithMaxDelta(j.MaxDelta))
+			opts = append(opts, WithMaxDelta(j.MaxDelta))
 		}
 		r, err := lab.Receiver(opts...)
 		if err != nil {
@@ -172,7 +183,7 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w %q", errBadJob, j.Program)
+	return fmt.Errorf("%w: unknown program %q", errBadJob, j.Program)
 }
 
 // Exit is how a child process ended.
@@ -196,6 +207,7 @@ func (l *Lab) Child(ctx context.Context, job Job, point crashpoint.Point) (Exit,
 // command prepares a child process without starting it.
 func (l *Lab) command(ctx context.Context, job Job, point crashpoint.Point) (*exec.Cmd, *bytes.Buffer, error) {
 	job.Dir = l.Dir
+	l.Backend().job(l, &job)
 	spec, err := json.Marshal(job)
 	if err != nil {
 		return nil, nil, err

@@ -1,5 +1,5 @@
 // Package experiment proves fairrelay's contract (docs/contract.md) on the real stores,
-// with real SQLite files and real OS processes.
+// with real SQLite files (or PostgreSQL schemas) and real OS processes.
 //
 // A [Scenario] is a named story in logical time: it runs in a fresh folder
 // with its own queue.db and receiver.db, drives the stores through the
@@ -17,6 +17,14 @@
 // comes in [ChildEnv], the crash point in crashpoint.EnvVar. A crash child
 // wires the stores' hooks to its crashpoint.Trap and exits with status 73 at
 // its point; the parent asserts that status and then runs the recovery.
+//
+// The scenarios drive the stores through two small interfaces,
+// [QueueStore] and [ReceiverStore], so the same scenario runs on either
+// [Backend]: [SQLite] (files in the folder, the default) or [Postgres]
+// (one schema per store, dropped afterwards), chosen by [BackendEnv] in the
+// command and given to [RunOn]. Both backends are compared with the same
+// golden files; on PostgreSQL a crash child's open transaction is rolled
+// back by the server (docs/experiment.md "On PostgreSQL").
 //
 // Results never hold PIDs, temporary paths, durations or race winners; the
 // one race (the eight-claimant run's tickets) is normalised with

@@ -130,7 +130,7 @@ func TestWatchdogStopsAHang(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}}
-	res := run(context.Background(), hang, t.TempDir(), 50*time.Millisecond)
+	res := run(context.Background(), SQLite(), hang, t.TempDir(), 50*time.Millisecond)
 	if res.Passed {
 		t.Fatal("a hung scenario passed, want it failed by the watchdog")
 	}
@@ -322,6 +322,7 @@ func TestChildRefusesBadInput(t *testing.T) {
 		"unknown program": {ChildEnv + `={"program":"dance"}`},
 		"unknown point":   {ChildEnv + `={"program":"relay"}`, crashpoint.EnvVar + "=nowhere"},
 		"bad job":         {ChildEnv + `={`},
+		"unknown backend": {ChildEnv + `={"program":"relay","backend":"oracle"}`},
 	} {
 		dir := t.TempDir()
 		env[0] = strings.Replace(env[0], `"}`, `","dir":"`+dir+`"}`, 1)

@@ -6,8 +6,10 @@ require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/crashpoint v0.0.0
 	github.com/fairrelay/fairrelay/fairness v0.0.0
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/pmezard/go-difflib v1.0.0
 	github.com/sebdah/goldie/v2 v2.8.0
 	golang.org/x/sync v0.25.0
@@ -15,11 +17,20 @@ require (
 )
 
 require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
-	github.com/fairrelay/fairrelay/queue v0.0.0 // indirect
-	github.com/fairrelay/fairrelay/receiver v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0
+	github.com/fairrelay/fairrelay/pgreceiverstore v0.0.0
+	github.com/fairrelay/fairrelay/queue v0.0.0
+	github.com/fairrelay/fairrelay/receiver v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
@@ -51,3 +62,9 @@ replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
 replace github.com/fairrelay/fairrelay/queue => ../queue
 
 replace github.com/fairrelay/fairrelay/receiver => ../receiver
+
+replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
+
+replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
+
+replace github.com/fairrelay/fairrelay/pgtest => ../pgtest

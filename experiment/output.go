@@ -36,6 +36,10 @@ type Environment struct {
 	SQLite string `json:"sqlite"`
 	OS     string `json:"os"`
 	Arch   string `json:"arch"`
+	// Backend and PostgreSQL are set for a run on PostgreSQL only: the
+	// backend's name and the server's version.
+	Backend    string `json:"backend,omitempty"`
+	PostgreSQL string `json:"postgresql,omitempty"`
 }
 
 // CurrentEnvironment reports this process's Go version, SQLite version,
@@ -46,6 +50,22 @@ func CurrentEnvironment(ctx context.Context) (Environment, error) {
 		return Environment{}, err
 	}
 	return Environment{Go: runtime.Version(), SQLite: v, OS: runtime.GOOS, Arch: runtime.GOARCH}, nil
+}
+
+// EnvironmentOn is [CurrentEnvironment] for a run on backend b: on
+// PostgreSQL it adds the backend's name and the server's version.
+func EnvironmentOn(ctx context.Context, b Backend) (Environment, error) {
+	env, err := CurrentEnvironment(ctx)
+	if err != nil {
+		return env, err
+	}
+	if pg, ok := b.(postgresBackend); ok {
+		env.Backend = b.Name()
+		if env.PostgreSQL, err = pg.version(ctx); err != nil {
+			return env, err
+		}
+	}
+	return env, nil
 }
 
 // Output lays out the output file: {"environment": …, "scenarios": […]},

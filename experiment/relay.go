@@ -6,8 +6,8 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/crashpoint"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // Unavailable is the failure reason of a synthetic "no answer before sending"
@@ -18,27 +18,27 @@ const Unavailable = "unavailable"
 // daemon: each [Relay.Step] is one claim, at most one delivery and one
 // settle, at a tick the caller hands in.
 type Relay struct {
-	Queue    *queuestore.Store
-	Receiver *receiverstore.Store
+	Queue    QueueStore
+	Receiver ReceiverStore
 	// Trap is hit at [crashpoint.ReceiveCommitted], after the receiver
 	// returned and before the settle. The zero Trap does nothing.
 	Trap crashpoint.Trap
 	// Unavailable, when set, is asked before each delivery; true makes the
 	// attempt a synthetic failure with reason [Unavailable] and the receiver
 	// is not called.
-	Unavailable func(queuestore.Claim) bool
+	Unavailable func(queue.Claim) bool
 }
 
 // Step is what one relay step did.
 type Step struct {
-	Claim queuestore.Claim
+	Claim queue.Claim
 	// Received is the receiver's outcome, "" when the attempt was
 	// unavailable and nothing was sent.
-	Received receiverstore.Outcome
+	Received receiver.Outcome
 	// Result is what the relay settled with.
-	Result queuestore.Result
+	Result queue.Result
 	// Settled is the queue's answer to the settle.
-	Settled queuestore.Outcome
+	Settled queue.Outcome
 }
 
 // String describes the step for a scenario's trace.
@@ -54,21 +54,21 @@ func (s Step) String() string {
 
 // Message is the receiver message for a claim: the event's ID, flow,
 // sequence number and body bytes, unchanged.
-func Message(c queuestore.Claim) receiverstore.Message {
-	return receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
+func Message(c queue.Claim) receiver.Message {
+	return receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
 }
 
 // ResultFor maps a receiver outcome onto the settle result: accepted and
 // duplicate are a success (the effect is applied, once); conflict, gap and
 // unsupported_delta are a failure with the outcome as its reason.
-func ResultFor(o receiverstore.Outcome) (queuestore.Result, error) {
+func ResultFor(o receiver.Outcome) (queue.Result, error) {
 	switch o {
-	case receiverstore.Accepted, receiverstore.Duplicate:
-		return queuestore.Result{OK: true}, nil
-	case receiverstore.Conflict, receiverstore.Gap, receiverstore.UnsupportedDelta:
-		return queuestore.Result{Reason: string(o)}, nil
+	case receiver.Accepted, receiver.Duplicate:
+		return queue.Result{OK: true}, nil
+	case receiver.Conflict, receiver.Gap, receiver.UnsupportedDelta:
+		return queue.Result{Reason: string(o)}, nil
 	}
-	return queuestore.Result{}, fmt.Errorf("relay: unknown receiver outcome %q", o)
+	return queue.Result{}, fmt.Errorf("relay: unknown receiver outcome %q", o)
 }
 
 // Step claims one event at now, delivers it (unless it is unavailable) and
@@ -84,10 +84,10 @@ func (r *Relay) Step(ctx context.Context, now clock.Tick) (Step, bool, error) {
 
 // Deliver sends a claim that is already made and settles it at now: the
 // second half of [Relay.Step], for a worker that claimed earlier.
-func (r *Relay) Deliver(ctx context.Context, c queuestore.Claim, now clock.Tick) (Step, error) {
+func (r *Relay) Deliver(ctx context.Context, c queue.Claim, now clock.Tick) (Step, error) {
 	st := Step{Claim: c}
 	if r.Unavailable != nil && r.Unavailable(c) {
-		st.Result = queuestore.Result{Reason: Unavailable}
+		st.Result = queue.Result{Reason: Unavailable}
 	} else {
 		out, err := r.Receiver.Receive(ctx, Message(c))
 		if err != nil {

@@ -80,11 +80,15 @@ func (r Result) Failed() []Check {
 	return out
 }
 
-// Lab is one scenario's workspace: its folder with queue.db and receiver.db,
-// the stores it opened, its checks and its trace.
+// Lab is one scenario's workspace: its folder (with queue.db and
+// receiver.db on SQLite), the stores it opened, its checks and its trace.
 type Lab struct {
 	// Dir is the scenario's own temporary folder.
 	Dir       string
+	backend   Backend  // nil: SQLite
+	name      string   // the scenario's name
+	key       string   // the scenario's schema prefix on PostgreSQL, set on first use
+	files     []string // the store names opened, for the cleanup
 	checks    []Check
 	trace     []string
 	closers   []func() error

@@ -3,12 +3,11 @@ package experiment
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // atomicScenarios make the second write of an operation fail with a trigger
@@ -40,21 +39,18 @@ func atomicScenarios() []Scenario {
 const triggerPrefix = "experiment trigger "
 
 // failWith installs a trigger that aborts the given write on a table of
-// file, and returns a function that drops it again.
+// file (a RAISE(ABORT) trigger on SQLite, a PL/pgSQL one on PostgreSQL), and
+// returns a function that drops it again.
 func (l *Lab) failWith(ctx context.Context, file, name, event string) (func() error, string, error) {
-	db, err := l.SQL(file)
+	msg := triggerPrefix + name + " fails"
+	dropTrigger, err := l.Backend().failWrites(ctx, l, file, name, event, msg)
 	if err != nil {
 		return nil, "", err
 	}
-	msg := triggerPrefix + name + " fails"
-	ddl := fmt.Sprintf(`CREATE TRIGGER %s BEFORE %s BEGIN SELECT RAISE(ABORT, '%s'); END`, name, event, msg)
-	if _, err := db.ExecContext(ctx, ddl); err != nil {
-		return nil, "", fmt.Errorf("install trigger: %w", err)
-	}
 	l.Trace("trigger %s installed in %s: BEFORE %s -> RAISE(ABORT)", name, file, event)
 	drop := func() error {
-		if _, err := db.ExecContext(ctx, "DROP TRIGGER "+name); err != nil {
-			return fmt.Errorf("drop trigger: %w", err)
+		if err := dropTrigger(); err != nil {
+			return err
 		}
 		l.Trace("trigger %s dropped", name)
 		return nil
@@ -89,7 +85,7 @@ func atomicEnqueue(ctx context.Context, lab *Lab) error {
 	}
 	_, err = lab.enqueue(ctx, q, Ev("a-2", "a", 2), 2)
 	lab.expectTriggered("enqueue fails on the event insert", err, msg)
-	_, err = q.EnqueueBatch(ctx, []queuestore.Event{Ev("b-1", "b", 3)}, 2)
+	_, err = q.EnqueueBatch(ctx, []queue.Event{Ev("b-1", "b", 3)}, 2)
 	lab.Trace("t=2 enqueue batch [b-1] -> %s", errText(err))
 	lab.expectTriggered("batch enqueue fails on the event insert", err, msg)
 	after, err := queueJSON(ctx, q)
@@ -113,7 +109,7 @@ func atomicReceive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	if _, err := lab.receive(ctx, r, receiverstore.Message{ID: "r-1", Flow: "r", Seq: 1, Body: Body(5)}); err != nil {
+	if _, err := lab.receive(ctx, r, receiver.Message{ID: "r-1", Flow: "r", Seq: 1, Body: Body(5)}); err != nil {
 		return err
 	}
 	drop, msg, err := lab.failWith(ctx, ReceiverFile, "fail_total_update", "UPDATE ON flows")
@@ -124,7 +120,7 @@ func atomicReceive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	m := receiverstore.Message{ID: "r-2", Flow: "r", Seq: 2, Body: Body(7)}
+	m := receiver.Message{ID: "r-2", Flow: "r", Seq: 2, Body: Body(7)}
 	_, err = lab.receive(ctx, r, m)
 	lab.expectTriggered("receive fails on the total update", err, msg)
 	after, err := receiverJSON(ctx, r)
@@ -139,7 +135,7 @@ func atomicReceive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("the same message is then accepted (not a duplicate)", out, receiverstore.Accepted)
+	lab.Equal("the same message is then accepted (not a duplicate)", out, receiver.Accepted)
 	return lab.expectTotal(ctx, r, "r", 12)
 }
 
@@ -148,7 +144,7 @@ func atomicRedrive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	r, err := lab.Receiver(receiverstore.WithMaxDelta(100))
+	r, err := lab.Receiver(WithMaxDelta(100))
 	if err != nil {
 		return err
 	}

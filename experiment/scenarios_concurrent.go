@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // The eight-claimant run's size: small enough for the race-built test binary
@@ -38,7 +38,7 @@ func eightClaimants(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	var batch []queuestore.Event
+	var batch []queue.Event
 	want := map[string]int64{}
 	for f := 1; f <= claimFlows; f++ {
 		flow := fmt.Sprintf("f%d", f)
@@ -85,7 +85,7 @@ func eightClaimants(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	snap, err := relay.Queue.Snapshot(ctx)
+	snap, err := queueSnapshot(ctx, relay.Queue)
 	if err != nil {
 		return err
 	}

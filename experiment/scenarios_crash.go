@@ -6,8 +6,8 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/crashpoint"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // crashScenarios kill a real child process at each of the six crash points
@@ -84,7 +84,7 @@ func (l *Lab) crash(ctx context.Context, job Job, point crashpoint.Point) error 
 // unchangedBy checks that the crashed transaction left no trace: the queue's
 // snapshot is byte-identical to the one taken before the child ran (records,
 // seq counters, clock mark).
-func (l *Lab) unchangedBy(ctx context.Context, q *queuestore.Store, before []byte) error {
+func (l *Lab) unchangedBy(ctx context.Context, q QueueStore, before []byte) error {
 	after, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func (l *Lab) converged(ctx context.Context, relay *Relay, id, want string, flow
 
 // crashBeforeTakeover sets up one event, crashes a relay child at point and
 // checks what survived, then recovers with a take-over at t=5.
-func crashBeforeTakeover(ctx context.Context, lab *Lab, point crashpoint.Point, receivedTotal int64, redelivery receiverstore.Outcome) error {
+func crashBeforeTakeover(ctx context.Context, lab *Lab, point crashpoint.Point, receivedTotal int64, redelivery receiver.Outcome) error {
 	q, err := lab.Queue()
 	if err != nil {
 		return err
@@ -158,19 +158,19 @@ func crashBeforeTakeover(ctx context.Context, lab *Lab, point crashpoint.Point, 
 }
 
 func crashClaim(ctx context.Context, lab *Lab) error {
-	return crashBeforeTakeover(ctx, lab, crashpoint.ClaimCommitted, 0, receiverstore.Accepted)
+	return crashBeforeTakeover(ctx, lab, crashpoint.ClaimCommitted, 0, receiver.Accepted)
 }
 
 func crashReceiveBeforeCommit(ctx context.Context, lab *Lab) error {
-	return crashBeforeTakeover(ctx, lab, crashpoint.ReceiveBeforeCommit, 0, receiverstore.Accepted)
+	return crashBeforeTakeover(ctx, lab, crashpoint.ReceiveBeforeCommit, 0, receiver.Accepted)
 }
 
 func crashReceiveCommitted(ctx context.Context, lab *Lab) error {
-	return crashBeforeTakeover(ctx, lab, crashpoint.ReceiveCommitted, 8, receiverstore.Duplicate)
+	return crashBeforeTakeover(ctx, lab, crashpoint.ReceiveCommitted, 8, receiver.Duplicate)
 }
 
 func crashSettle(ctx context.Context, lab *Lab) error {
-	return crashBeforeTakeover(ctx, lab, crashpoint.SettleBeforeCommit, 8, receiverstore.Duplicate)
+	return crashBeforeTakeover(ctx, lab, crashpoint.SettleBeforeCommit, 8, receiver.Duplicate)
 }
 
 func crashEnqueue(ctx context.Context, lab *Lab) error {
@@ -185,7 +185,7 @@ func crashEnqueue(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	if err := lab.crash(ctx, Job{Program: ProgEnqueue, Now: 1, Events: []queuestore.Event{Ev("a-2", "a", 2)}}, crashpoint.EnqueueSeqTaken); err != nil {
+	if err := lab.crash(ctx, Job{Program: ProgEnqueue, Now: 1, Events: []queue.Event{Ev("a-2", "a", 2)}}, crashpoint.EnqueueSeqTaken); err != nil {
 		return err
 	}
 	relay, err := lab.relay()
@@ -197,12 +197,12 @@ func crashEnqueue(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	_, err = relay.Queue.Event(ctx, "a-2")
-	lab.expectErr("the crashed enqueue left no event", err, queuestore.ErrNotFound)
+	lab.expectErr("the crashed enqueue left no event", err, queue.ErrNotFound)
 	got, err := lab.enqueue(ctx, relay.Queue, Ev("a-2", "a", 2), 1)
 	if err != nil {
 		return err
 	}
-	lab.Equal("the retried enqueue gets seq 2, not a duplicate: the crashed seq was never taken", got, queuestore.Enqueued{Seq: 2})
+	lab.Equal("the retried enqueue gets seq 2, not a duplicate: the crashed seq was never taken", got, queue.Enqueued{Seq: 2})
 	for range 2 {
 		if _, _, err := lab.step(ctx, relay, 1); err != nil {
 			return err
@@ -219,7 +219,7 @@ func crashRedrive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	r, err := lab.Receiver(receiverstore.WithMaxDelta(100))
+	r, err := lab.Receiver(WithMaxDelta(100))
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func crashRedrive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Check("the redriven event is accepted", ok && st.Received == receiverstore.Accepted, "%s", st)
+	lab.Check("the redriven event is accepted", ok && st.Received == receiver.Accepted, "%s", st)
 	if audit, err = relay.Queue.Audit(ctx); err != nil {
 		return err
 	}

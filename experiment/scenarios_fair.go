@@ -8,7 +8,7 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/fairness"
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // fairScenarios are the scheduling scenarios: what min-served guarantees and
@@ -157,7 +157,7 @@ func starvationBound(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	const flood = 1000
-	batch := make([]queuestore.Event, flood)
+	batch := make([]queue.Event, flood)
 	for i := range batch {
 		batch[i] = Ev(fmt.Sprintf("flood-%04d", i+1), "flood", 1)
 	}

@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // policyScenarios are the options beyond the default (docs/contract.md §7):
@@ -57,7 +55,7 @@ func policyScenarios() []Scenario {
 }
 
 // extend extends a claim's lease, traced.
-func (l *Lab) extend(ctx context.Context, q *queuestore.Store, id string, gen int64, now clock.Tick) (queuestore.Outcome, error) {
+func (l *Lab) extend(ctx context.Context, q QueueStore, id string, gen int64, now clock.Tick) (queue.Outcome, error) {
 	out, err := q.Extend(ctx, id, gen, now)
 	if err != nil {
 		l.Trace("t=%d extend %s gen %d -> %s", now, id, gen, errText(err))
@@ -68,7 +66,7 @@ func (l *Lab) extend(ctx context.Context, q *queuestore.Store, id string, gen in
 }
 
 // expectTotals checks receiver totals given as flow, total pairs, in order.
-func (l *Lab) expectTotals(ctx context.Context, r *receiverstore.Store, pairs ...any) error {
+func (l *Lab) expectTotals(ctx context.Context, r ReceiverStore, pairs ...any) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if err := l.expectTotal(ctx, r, pairs[i].(string), int64(pairs[i+1].(int))); err != nil {
 			return err
@@ -78,7 +76,7 @@ func (l *Lab) expectTotals(ctx context.Context, r *receiverstore.Store, pairs ..
 }
 
 // describePolicy is a policy in one line, for traces and checks.
-func describePolicy(p queuestore.Policy) string {
+func describePolicy(p queue.Policy) string {
 	jitter := "off"
 	if p.Jitter {
 		jitter = "on"
@@ -104,7 +102,7 @@ func extendKeepsLease(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("extend at t=4 is extended", out, queuestore.Extended)
+	lab.Equal("extend at t=4 is extended", out, queue.Extended)
 	if err := lab.expectEvent(ctx, q, "lease 4+5=9; gen, attempts, lifetime unchanged", "a-1", "inflight gen 1 attempts 1 lifetime 1 lease 9"); err != nil {
 		return err
 	}
@@ -117,7 +115,7 @@ func extendKeepsLease(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("extend at t=8 is extended", out, queuestore.Extended)
+	lab.Equal("extend at t=8 is extended", out, queue.Extended)
 	if err := lab.expectEvent(ctx, q, "lease 8+5=13", "a-1", "inflight gen 1 attempts 1 lifetime 1 lease 13"); err != nil {
 		return err
 	}
@@ -178,10 +176,10 @@ func extendStaleExpired(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("extend of another generation is stale (check 1)", out, queuestore.Stale)
+	lab.Equal("extend of another generation is stale (check 1)", out, queue.Stale)
 	_, err = q.Extend(ctx, "a-9", 1, 0)
 	lab.Trace("t=0 extend a-9 gen 1 -> %s", errText(err))
-	lab.expectErr("extend of an unknown event is refused", err, queuestore.ErrNotFound)
+	lab.expectErr("extend of an unknown event is refused", err, queue.ErrNotFound)
 	after, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
@@ -192,12 +190,12 @@ func extendStaleExpired(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("extend at t=5 = lease_until is expired (check 3)", out, queuestore.Expired)
+	lab.Equal("extend at t=5 = lease_until is expired (check 3)", out, queue.Expired)
 	if err := lab.expectEvent(ctx, q, "the expired extend left a-1 as it was", "a-1", "inflight gen 1 attempts 1 lifetime 1 lease 5"); err != nil {
 		return err
 	}
 	_, err = lab.enqueue(ctx, q, Ev("b-1", "b", 1), 4)
-	lab.expectErr("the expired extend recorded the clock mark 5", err, queuestore.ErrTimeRegression)
+	lab.expectErr("the expired extend recorded the clock mark 5", err, queue.ErrTimeRegression)
 
 	second, ok, err := lab.claim(ctx, q, 5)
 	if err != nil {
@@ -208,7 +206,7 @@ func extendStaleExpired(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("the old worker's extend after the take-over is stale", out, queuestore.Stale)
+	lab.Equal("the old worker's extend after the take-over is stale", out, queue.Stale)
 	if err := lab.expectEvent(ctx, q, "the new worker's lease is untouched", "a-1", "inflight gen 2 attempts 2 lifetime 2 lease 10"); err != nil {
 		return err
 	}
@@ -219,7 +217,7 @@ func extendStaleExpired(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("extend of an acked event is stale (check 2)", out, queuestore.Stale)
+	lab.Equal("extend of an acked event is stale (check 2)", out, queue.Stale)
 
 	if _, err := lab.enqueue(ctx, q, Ev("b-1", "b", 1), 7); err != nil {
 		return err
@@ -228,7 +226,7 @@ func extendStaleExpired(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	items := []queuestore.ExtendItem{
+	items := []queue.ExtendItem{
 		{EventID: "b-1", Generation: held.Generation},
 		{EventID: "a-1", Generation: second.Generation},
 		{EventID: "b-1", Generation: held.Generation + 8},
@@ -248,7 +246,7 @@ func extendStaleExpired(ctx context.Context, lab *Lab) error {
 	}
 	lab.Trace("t=8 extend batch [b-1 gen 1, a-1 gen 2, b-1 gen 9, zz-1 gen 1] -> %s", strings.Join(got, "; "))
 	lab.Equal("ExtendBatch answers item by item", got, []string{
-		"b-1: extended", "a-1: stale", "b-1: stale", "zz-1: " + errText(queuestore.ErrNotFound)})
+		"b-1: extended", "a-1: stale", "b-1: stale", "zz-1: " + errText(queue.ErrNotFound)})
 	if err := lab.expectEvent(ctx, q, "b-1's lease is 8+5=13", "b-1", "inflight gen 1 attempts 1 lifetime 1 lease 13"); err != nil {
 		return err
 	}
@@ -262,9 +260,9 @@ func extendStaleExpired(ctx context.Context, lab *Lab) error {
 }
 
 func customPolicy(ctx context.Context, lab *Lab) error {
-	p := queuestore.DefaultPolicy()
+	p := queue.DefaultPolicy()
 	p.Lease, p.MaxAttempts, p.BackoffBase, p.BackoffCap = 30, 5, 10, 60
-	q, err := lab.Queue(queuestore.WithPolicy(p))
+	q, err := lab.Queue(WithPolicy(p))
 	if err != nil {
 		return err
 	}
@@ -273,7 +271,7 @@ func customPolicy(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	relay := &Relay{Queue: q, Receiver: r, Unavailable: func(c queuestore.Claim) bool { return c.Flow == "a" }}
+	relay := &Relay{Queue: q, Receiver: r, Unavailable: func(c queue.Claim) bool { return c.Flow == "a" }}
 	lab.Trace("the receiver is unavailable for flow a")
 	var backoffs []clock.Tick
 	for k := 1; k <= 5; k++ {
@@ -286,9 +284,9 @@ func customPolicy(ctx context.Context, lab *Lab) error {
 	}
 	lab.Equal("the recorded policy", describePolicy(got), describePolicy(p))
 
-	_, err = lab.Queue(queuestore.WithPolicy(queuestore.DefaultPolicy()))
+	_, err = lab.Queue(WithPolicy(queue.DefaultPolicy()))
 	lab.Trace("open queue.db with the default policy given explicitly -> %s", errText(err))
-	lab.expectErr("opening with another explicit policy is refused", err, queuestore.ErrPolicyMismatch)
+	lab.expectErr("opening with another explicit policy is refused", err, queue.ErrPolicyMismatch)
 	plain, err := lab.Queue()
 	if err != nil {
 		return err
@@ -328,7 +326,7 @@ func customPolicy(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	lab.Check("t=30: b-1's lease has run out, b (served 1) is taken over before a (served 2)",
-		ok && st.Claim.EventID == "b-1" && st.Claim.Generation == held.Generation+1 && st.Settled == queuestore.Acked, "%s", st)
+		ok && st.Claim.EventID == "b-1" && st.Claim.Generation == held.Generation+1 && st.Settled == queue.Acked, "%s", st)
 	if _, _, err := lab.step(ctx, relay, 30); err != nil {
 		return err
 	}
@@ -362,12 +360,12 @@ func customPolicy(ctx context.Context, lab *Lab) error {
 	longer.Lease = 60
 	err = q.SetPolicy(ctx, longer, "", 130)
 	lab.Trace("t=130 set policy (%s) with an empty reason -> %s", describePolicy(longer), errText(err))
-	lab.expectErr("a policy change without a reason is refused", err, queuestore.ErrEmptyReason)
+	lab.expectErr("a policy change without a reason is refused", err, queue.ErrEmptyReason)
 	bad := p
 	bad.BackoffCap = 5
 	err = q.SetPolicy(ctx, bad, "cap below base", 130)
 	lab.Trace("t=130 set policy (%s) -> %s", describePolicy(bad), errText(err))
-	lab.expectErr("a policy with its cap below its base is refused", err, queuestore.ErrInvalid)
+	lab.expectErr("a policy with its cap below its base is refused", err, queue.ErrInvalid)
 	after, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
@@ -405,7 +403,7 @@ func customPolicy(ctx context.Context, lab *Lab) error {
 		rows = append(rows, fmt.Sprintf("%s at %d: %q", a.Kind, a.At, a.Reason))
 	}
 	lab.Equal("the audit: the policy change, then the redrive", rows, []string{
-		fmt.Sprintf("%s at 130: %q", queuestore.AuditPolicy, why), fmt.Sprintf("%s at 130: %q", queuestore.AuditRedrive, fixed)})
+		fmt.Sprintf("%s at 130: %q", queue.AuditPolicy, why), fmt.Sprintf("%s at 130: %q", queue.AuditRedrive, fixed)})
 	if err := lab.expectTotal(ctx, r, "a", 3); err != nil {
 		return err
 	}
@@ -413,24 +411,23 @@ func customPolicy(ctx context.Context, lab *Lab) error {
 }
 
 func jitterDeterministic(ctx context.Context, lab *Lab) error {
-	p := queuestore.DefaultPolicy()
+	p := queue.DefaultPolicy()
 	p.Jitter, p.BackoffBase, p.BackoffCap = true, 100, 800
-	q, err := lab.Queue(queuestore.WithPolicy(p))
+	q, err := lab.Queue(WithPolicy(p))
 	if err != nil {
 		return err
 	}
 	lab.Trace("queue.db created with policy: %s", describePolicy(p))
-	other, err := queuestore.Open(filepath.Join(lab.Dir, "other.db"), queuestore.WithPolicy(p))
+	other, err := lab.OpenQueue("other.db", WithPolicy(p))
 	if err != nil {
 		return err
 	}
-	lab.onClose(other.Close)
 	lab.Trace("other.db created with the same policy")
 	ids := []string{"a-1", "b-1", "c-1"}
 	// Each queue fails every event twice (unavailable, nothing is sent):
 	// at t=0, and at t=1000, after every first delay.
 	avail := map[string][]int64{}
-	for i, s := range []*queuestore.Store{q, other} {
+	for i, s := range []QueueStore{q, other} {
 		file := []string{"queue.db", "other.db"}[i]
 		for _, id := range ids {
 			if _, err := s.Enqueue(ctx, Ev(id, id[:1], 1), 0); err != nil {
@@ -446,7 +443,7 @@ func jitterDeterministic(ctx context.Context, lab *Lab) error {
 				return fmt.Errorf("claim at t=%d: %d claims, want %d", now, len(cs), len(ids))
 			}
 			for _, c := range cs {
-				out, err := s.Settle(ctx, c.EventID, c.Generation, queuestore.Result{Reason: Unavailable}, now)
+				out, err := s.Settle(ctx, c.EventID, c.Generation, queue.Result{Reason: Unavailable}, now)
 				if err != nil {
 					return err
 				}
@@ -456,7 +453,7 @@ func jitterDeterministic(ctx context.Context, lab *Lab) error {
 				}
 				want := now + p.Delay(c.EventID, c.Generation, c.Attempts)
 				lab.Check(fmt.Sprintf("%s: %s attempt %d (gen %d) failed at t=%d: available at now + Delay", file, c.EventID, c.Attempts, c.Generation, now),
-					out == queuestore.RetryScheduled && e.AvailableAt == want && e.AvailableAt-now <= p.Backoff(c.Attempts),
+					out == queue.RetryScheduled && e.AvailableAt == want && e.AvailableAt-now <= p.Backoff(c.Attempts),
 					"%s, available %d, want %d (Backoff(%d) = %d)", out, e.AvailableAt, want, c.Attempts, p.Backoff(c.Attempts))
 				avail[c.EventID] = append(avail[c.EventID], int64(e.AvailableAt))
 			}
@@ -502,7 +499,7 @@ func jitterDeterministic(ctx context.Context, lab *Lab) error {
 	lab.Check("attempt 3 (Backoff 400) over 1000 IDs spreads over the range", len(distinct) > 100 && lo < 40 && hi > 360,
 		"%d distinct delays, from %d to %d", len(distinct), lo, hi)
 	lab.Check("another generation changes the delay for most IDs", differ > 2000, "%d of 3000 differ", differ)
-	off := queuestore.DefaultPolicy()
+	off := queue.DefaultPolicy()
 	plain := 0
 	for n := range 1000 {
 		for k := 1; k <= 3; k++ {
@@ -517,7 +514,7 @@ func jitterDeterministic(ctx context.Context, lab *Lab) error {
 
 func realTimeSkew(ctx context.Context, lab *Lab) error {
 	src := clock.NewManual(1_000_000)
-	q, err := lab.Queue(queuestore.WithRealTime(src, 50))
+	q, err := lab.Queue(WithRealTime(src, 50))
 	if err != nil {
 		return err
 	}
@@ -551,13 +548,13 @@ func realTimeSkew(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	_, err = lab.enqueue(ctx, q, Ev("a-3", "a", 4), 1_000_040)
-	lab.expectErr("an enqueue 60 below the mark is refused", err, queuestore.ErrTimeRegression)
+	lab.expectErr("an enqueue 60 below the mark is refused", err, queue.ErrTimeRegression)
 	_, err = lab.enqueue(ctx, q, Ev("a-3", "a", 4), 1_000_151)
-	lab.expectErr("an enqueue 51 ahead of the clock is refused", err, queuestore.ErrTimeAhead)
+	lab.expectErr("an enqueue 51 ahead of the clock is refused", err, queue.ErrTimeAhead)
 	_, _, err = lab.claim(ctx, q, 1_000_100_000)
-	lab.expectErr("a claim at the clock read in microseconds is refused as ahead of the clock", err, queuestore.ErrTimeAhead)
+	lab.expectErr("a claim at the clock read in microseconds is refused as ahead of the clock", err, queue.ErrTimeAhead)
 	_, _, err = lab.claim(ctx, q, math.MaxInt64-2)
-	lab.expectErr("a claim whose lease would overflow is refused first", err, queuestore.ErrTickOverflow)
+	lab.expectErr("a claim whose lease would overflow is refused first", err, queue.ErrTickOverflow)
 	after, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
@@ -591,7 +588,7 @@ func realTimeSkew(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	_, _, err = lab.claim(ctx, plain, math.MaxInt64-2)
-	lab.expectErr("without the option too, a claim whose lease would overflow is refused", err, queuestore.ErrTickOverflow)
+	lab.expectErr("without the option too, a claim whose lease would overflow is refused", err, queue.ErrTickOverflow)
 	c, _, err := lab.claim(ctx, plain, src.Now())
 	if err != nil {
 		return err
@@ -608,12 +605,12 @@ func bulkRedrive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	r, err := lab.Receiver(receiverstore.WithMaxDelta(100))
+	r, err := lab.Receiver(WithMaxDelta(100))
 	if err != nil {
 		return err
 	}
 	lab.Trace("receiver opened with MaxDelta 100; the receiver is unavailable for flow c")
-	relay := &Relay{Queue: q, Receiver: r, Unavailable: func(c queuestore.Claim) bool { return c.Flow == "c" }}
+	relay := &Relay{Queue: q, Receiver: r, Unavailable: func(c queue.Claim) bool { return c.Flow == "c" }}
 	if err := lab.enqueueAll(ctx, q, 0, Ev("a-1", "a", 500), Ev("a-2", "a", 1), Ev("b-1", "b", 700),
 		Ev("c-1", "c", 3), Ev("c-2", "c", 4), Ev("d-1", "d", 5)); err != nil {
 		return err
@@ -629,7 +626,7 @@ func bulkRedrive(ctx context.Context, lab *Lab) error {
 			}
 		}
 	}
-	matching := func(f queuestore.RedriveFilter) ([]string, error) {
+	matching := func(f queue.RedriveFilter) ([]string, error) {
 		qs, err := q.QuarantinedMatching(ctx, f)
 		if err != nil {
 			return nil, err
@@ -647,15 +644,15 @@ func bulkRedrive(ctx context.Context, lab *Lab) error {
 	}
 	for _, c := range []struct {
 		name string
-		f    queuestore.RedriveFilter
+		f    queue.RedriveFilter
 		want []string
 	}{
-		{"dry run, no filter: the three quarantined heads", queuestore.RedriveFilter{},
+		{"dry run, no filter: the three quarantined heads", queue.RedriveFilter{},
 			[]string{"a-1 gen 3 unsupported_delta", "b-1 gen 3 unsupported_delta", "c-1 gen 3 unavailable"}},
-		{"dry run, reason unsupported_delta", queuestore.RedriveFilter{Reason: "unsupported_delta"},
+		{"dry run, reason unsupported_delta", queue.RedriveFilter{Reason: "unsupported_delta"},
 			[]string{"a-1 gen 3 unsupported_delta", "b-1 gen 3 unsupported_delta"}},
-		{"dry run, flow c", queuestore.RedriveFilter{Flow: "c"}, []string{"c-1 gen 3 unavailable"}},
-		{"dry run, flow c and reason unsupported_delta: none", queuestore.RedriveFilter{Flow: "c", Reason: "unsupported_delta"}, []string{}},
+		{"dry run, flow c", queue.RedriveFilter{Flow: "c"}, []string{"c-1 gen 3 unavailable"}},
+		{"dry run, flow c and reason unsupported_delta: none", queue.RedriveFilter{Flow: "c", Reason: "unsupported_delta"}, []string{}},
 	} {
 		got, err := matching(c.f)
 		if err != nil {
@@ -663,9 +660,9 @@ func bulkRedrive(ctx context.Context, lab *Lab) error {
 		}
 		lab.Equal(c.name, got, c.want)
 	}
-	_, err = q.RedriveAll(ctx, queuestore.RedriveFilter{}, "", 7)
+	_, err = q.RedriveAll(ctx, queue.RedriveFilter{}, "", 7)
 	lab.Trace("t=7 redrive all with an empty reason -> %s", errText(err))
-	lab.expectErr("a bulk redrive without a reason is refused", err, queuestore.ErrEmptyReason)
+	lab.expectErr("a bulk redrive without a reason is refused", err, queue.ErrEmptyReason)
 	after, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
@@ -681,7 +678,7 @@ func bulkRedrive(ctx context.Context, lab *Lab) error {
 	relay.Receiver, relay.Unavailable = r, nil
 	lab.Trace("receiver reopened with MaxDelta 1000 and available for every flow")
 	const reason = "MaxDelta raised to 1000; flow c's endpoint is back"
-	done, err := q.RedriveAll(ctx, queuestore.RedriveFilter{}, reason, 10)
+	done, err := q.RedriveAll(ctx, queue.RedriveFilter{}, reason, 10)
 	if err != nil {
 		return err
 	}
@@ -700,9 +697,9 @@ func bulkRedrive(ctx context.Context, lab *Lab) error {
 		rows = append(rows, fmt.Sprintf("%s %s gen %d at %d: %q", a.Kind, a.EventID, a.Generation, a.At, a.Reason))
 	}
 	lab.Equal("three audit rows, one per event, with the one reason", rows, []string{
-		fmt.Sprintf("%s a-1 gen 4 at 10: %q", queuestore.AuditRedrive, reason),
-		fmt.Sprintf("%s b-1 gen 4 at 10: %q", queuestore.AuditRedrive, reason),
-		fmt.Sprintf("%s c-1 gen 4 at 10: %q", queuestore.AuditRedrive, reason),
+		fmt.Sprintf("%s a-1 gen 4 at 10: %q", queue.AuditRedrive, reason),
+		fmt.Sprintf("%s b-1 gen 4 at 10: %q", queue.AuditRedrive, reason),
+		fmt.Sprintf("%s c-1 gen 4 at 10: %q", queue.AuditRedrive, reason),
 	})
 	n := 0
 	for {
@@ -716,7 +713,7 @@ func bulkRedrive(ctx context.Context, lab *Lab) error {
 		n++
 	}
 	lab.Equal("all five waiting events are delivered afterwards", n, 5)
-	again, err := q.RedriveAll(ctx, queuestore.RedriveFilter{}, reason, 10)
+	again, err := q.RedriveAll(ctx, queue.RedriveFilter{}, reason, 10)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // queueScenarios are the queue contract's clauses, each driven through the
@@ -127,7 +127,7 @@ func quarantinedHeadBlocksFlow(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	r, err := lab.Receiver(receiverstore.WithMaxDelta(100))
+	r, err := lab.Receiver(WithMaxDelta(100))
 	if err != nil {
 		return err
 	}
@@ -175,13 +175,13 @@ func backoffThenQuarantine(ctx context.Context, lab *Lab) error {
 	q, r := relay.Queue, relay.Receiver
 	// Another producer already delivered seq 1 of flow a under its own ID:
 	// every delivery of a-1 is a conflict.
-	if _, err := lab.receive(ctx, r, receiverstore.Message{ID: "other-1", Flow: "a", Seq: 1, Body: Body(50)}); err != nil {
+	if _, err := lab.receive(ctx, r, receiver.Message{ID: "other-1", Flow: "a", Seq: 1, Body: Body(50)}); err != nil {
 		return err
 	}
 	if err := lab.enqueueAll(ctx, q, 0, Ev("a-1", "a", 7), Ev("a-2", "a", 8), Ev("z-1", "z", 9)); err != nil {
 		return err
 	}
-	lab.Equal("Backoff(1), Backoff(2), Backoff(3)", []clock.Tick{queuestore.Backoff(1), queuestore.Backoff(2), queuestore.Backoff(3)}, []clock.Tick{2, 4, 8})
+	lab.Equal("Backoff(1), Backoff(2), Backoff(3)", []clock.Tick{queue.Backoff(1), queue.Backoff(2), queue.Backoff(3)}, []clock.Tick{2, 4, 8})
 	if _, _, err := lab.step(ctx, relay, 0); err != nil {
 		return err
 	}
@@ -252,8 +252,8 @@ func leaseExpiryTakeover(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("the first worker's late delivery is accepted by the receiver", late.Received, receiverstore.Accepted)
-	lab.Equal("its settle of generation 1 is stale", late.Settled, queuestore.Stale)
+	lab.Equal("the first worker's late delivery is accepted by the receiver", late.Received, receiver.Accepted)
+	lab.Equal("its settle of generation 1 is stale", late.Settled, queue.Stale)
 	if err := lab.expectEvent(ctx, q, "the stale settle changed nothing", "a-1", "inflight gen 2 attempts 2 lifetime 2 lease 10"); err != nil {
 		return err
 	}
@@ -262,16 +262,16 @@ func leaseExpiryTakeover(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	lab.Equal("the second worker's delivery is a duplicate, settled ok", []string{string(st.Received), string(st.Settled)}, []string{"duplicate", "acked"})
-	out, err := lab.settle(ctx, q, "a-1", first.Generation, queuestore.Result{Reason: "late failure"}, 8)
+	out, err := lab.settle(ctx, q, "a-1", first.Generation, queue.Result{Reason: "late failure"}, 8)
 	if err != nil {
 		return err
 	}
-	lab.Equal("a stale failure cannot overwrite the newer round", out, queuestore.Stale)
+	lab.Equal("a stale failure cannot overwrite the newer round", out, queue.Stale)
 	if err := lab.expectEvent(ctx, q, "a-1 stays acked by generation 2", "a-1", "acked gen 2 attempts 2 lifetime 2"); err != nil {
 		return err
 	}
 	_, err = lab.enqueue(ctx, q, Ev("b-1", "b", 1), 7)
-	lab.expectErr("the stale settle at t=8 recorded the clock mark", err, queuestore.ErrTimeRegression)
+	lab.expectErr("the stale settle at t=8 recorded the clock mark", err, queue.ErrTimeRegression)
 	return lab.expectTotal(ctx, relay.Receiver, "a", 9)
 }
 
@@ -291,21 +291,21 @@ func expiredSettle(ctx context.Context, lab *Lab) error {
 	if _, err := lab.receive(ctx, r, Message(c)); err != nil {
 		return err
 	}
-	out, err := lab.settle(ctx, q, c.EventID, c.Generation, queuestore.Result{OK: true}, 5)
+	out, err := lab.settle(ctx, q, c.EventID, c.Generation, queue.Result{OK: true}, 5)
 	if err != nil {
 		return err
 	}
-	lab.Equal("a settle at t=5 = lease_until is expired", out, queuestore.Expired)
+	lab.Equal("a settle at t=5 = lease_until is expired", out, queue.Expired)
 	if err := lab.expectEvent(ctx, q, "nobody took a-1 over: still in flight, unchanged", "a-1", "inflight gen 1 attempts 1 lifetime 1 lease 5"); err != nil {
 		return err
 	}
 	_, err = lab.enqueue(ctx, q, Ev("b-1", "b", 1), 4)
-	lab.expectErr("the expired settle recorded the clock mark 5", err, queuestore.ErrTimeRegression)
+	lab.expectErr("the expired settle recorded the clock mark 5", err, queue.ErrTimeRegression)
 	st, ok, err := lab.step(ctx, relay, 5)
 	if err != nil {
 		return err
 	}
-	lab.Check("a take-over at t=5 delivers a duplicate and acks", ok && st.Received == receiverstore.Duplicate && st.Settled == queuestore.Acked, "%s", st)
+	lab.Check("a take-over at t=5 delivers a duplicate and acks", ok && st.Received == receiver.Duplicate && st.Settled == queue.Acked, "%s", st)
 	if err := lab.expectEvent(ctx, q, "a-1 acked by generation 2", "a-1", "acked gen 2 attempts 2 lifetime 2"); err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func lastAttemptExpiryQuarantines(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	q := relay.Queue
-	relay.Unavailable = func(c queuestore.Claim) bool { return c.Flow == "a" && c.Attempts < queuestore.MaxAttempts }
+	relay.Unavailable = func(c queue.Claim) bool { return c.Flow == "a" && c.Attempts < queue.MaxAttempts }
 	lab.Trace("the receiver is unavailable for flow a's first two attempts of a round")
 	if err := lab.enqueueAll(ctx, q, 0, Ev("a-1", "a", 3),
 		Ev("b-1", "b", 1), Ev("b-2", "b", 2), Ev("b-3", "b", 3), Ev("b-4", "b", 4)); err != nil {
@@ -354,11 +354,11 @@ func lastAttemptExpiryQuarantines(ctx context.Context, lab *Lab) error {
 	if _, err := lab.deliver(ctx, relay, c, 11); err != nil {
 		return err
 	}
-	out, err := lab.settle(ctx, q, "a-1", third.Generation, queuestore.Result{OK: true}, 12)
+	out, err := lab.settle(ctx, q, "a-1", third.Generation, queue.Result{OK: true}, 12)
 	if err != nil {
 		return err
 	}
-	lab.Equal("the stalled worker's late settle is stale", out, queuestore.Stale)
+	lab.Equal("the stalled worker's late settle is stale", out, queue.Stale)
 	if err := lab.expectEvent(ctx, q, "a-1 stays quarantined", "a-1", "quarantined gen 3 attempts 3 lifetime 3 reason lease_expired"); err != nil {
 		return err
 	}
@@ -373,7 +373,7 @@ func unsupportedDeltaRedrive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	r, err := lab.Receiver(receiverstore.WithMaxDelta(100))
+	r, err := lab.Receiver(WithMaxDelta(100))
 	if err != nil {
 		return err
 	}
@@ -395,10 +395,10 @@ func unsupportedDeltaRedrive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.expectErr("redrive without a reason is refused", q.Redrive(ctx, "a-1", 3, "", 7), queuestore.ErrEmptyReason)
-	lab.expectErr("redrive of an old generation is refused", q.Redrive(ctx, "a-1", 2, "retry", 7), queuestore.ErrStaleGeneration)
-	lab.expectErr("redrive of a pending event is refused", q.Redrive(ctx, "a-2", 0, "retry", 7), queuestore.ErrNotQuarantined)
-	lab.expectErr("redrive of an unknown event is refused", q.Redrive(ctx, "a-9", 1, "retry", 7), queuestore.ErrNotFound)
+	lab.expectErr("redrive without a reason is refused", q.Redrive(ctx, "a-1", 3, "", 7), queue.ErrEmptyReason)
+	lab.expectErr("redrive of an old generation is refused", q.Redrive(ctx, "a-1", 2, "retry", 7), queue.ErrStaleGeneration)
+	lab.expectErr("redrive of a pending event is refused", q.Redrive(ctx, "a-2", 0, "retry", 7), queue.ErrNotQuarantined)
+	lab.expectErr("redrive of an unknown event is refused", q.Redrive(ctx, "a-9", 1, "retry", 7), queue.ErrNotFound)
 	after, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
@@ -432,7 +432,7 @@ func unsupportedDeltaRedrive(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Check("the byte-identical original is accepted", ok && st.Claim.EventID == "a-1" && st.Received == receiverstore.Accepted && st.Settled == queuestore.Acked, "%s", st)
+	lab.Check("the byte-identical original is accepted", ok && st.Claim.EventID == "a-1" && st.Received == receiver.Accepted && st.Settled == queue.Acked, "%s", st)
 	if err := lab.expectEvent(ctx, q, "a-1 acked in its second round", "a-1", "acked gen 5 attempts 1 lifetime 4"); err != nil {
 		return err
 	}
@@ -464,7 +464,7 @@ func unavailable(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	q, r := relay.Queue, relay.Receiver
-	relay.Unavailable = func(c queuestore.Claim) bool { return c.Attempts == 1 }
+	relay.Unavailable = func(c queue.Claim) bool { return c.Attempts == 1 }
 	lab.Trace("the receiver is unavailable for the first attempt of a round")
 	if _, err := lab.enqueue(ctx, q, Ev("a-1", "a", 3), 0); err != nil {
 		return err
@@ -510,31 +510,31 @@ func enqueueDuplicateConflict(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("first enqueue: seq 1, not a duplicate", first, queuestore.Enqueued{Seq: 1})
-	lab.Equal("byte-identical again: seq 1, duplicate", again, queuestore.Enqueued{Seq: 1, Duplicate: true})
+	lab.Equal("first enqueue: seq 1, not a duplicate", first, queue.Enqueued{Seq: 1})
+	lab.Equal("byte-identical again: seq 1, duplicate", again, queue.Enqueued{Seq: 1, Duplicate: true})
 	before, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
 	}
 	_, err = lab.enqueue(ctx, q, Ev("e-1", "a", 6), 3)
-	lab.expectErr("same ID, other body: conflict", err, queuestore.ErrConflict)
+	lab.expectErr("same ID, other body: conflict", err, queue.ErrConflict)
 	_, err = lab.enqueue(ctx, q, Ev("e-1", "b", 5), 3)
-	lab.expectErr("same ID, other flow: conflict", err, queuestore.ErrConflict)
+	lab.expectErr("same ID, other flow: conflict", err, queue.ErrConflict)
 	for _, bad := range []struct {
 		name string
-		e    queuestore.Event
+		e    queue.Event
 	}{
-		{"empty ID", queuestore.Event{Flow: "a", Body: Body(1)}},
-		{"empty flow", queuestore.Event{ID: "e-9", Body: Body(1)}},
-		{"empty body", queuestore.Event{ID: "e-9", Flow: "a"}},
-		{"unprintable ID", queuestore.Event{ID: "e-\x00", Flow: "a", Body: Body(1)}},
+		{"empty ID", queue.Event{Flow: "a", Body: Body(1)}},
+		{"empty flow", queue.Event{ID: "e-9", Body: Body(1)}},
+		{"empty body", queue.Event{ID: "e-9", Flow: "a"}},
+		{"unprintable ID", queue.Event{ID: "e-\x00", Flow: "a", Body: Body(1)}},
 	} {
 		_, err := q.Enqueue(ctx, bad.e, 3)
-		lab.expectErr(bad.name+" is invalid", err, queuestore.ErrInvalid)
+		lab.expectErr(bad.name+" is invalid", err, queue.ErrInvalid)
 	}
-	_, err = q.EnqueueBatch(ctx, []queuestore.Event{Ev("e-3", "a", 11), Ev("e-1", "a", 9)}, 3)
+	_, err = q.EnqueueBatch(ctx, []queue.Event{Ev("e-3", "a", 11), Ev("e-1", "a", 9)}, 3)
 	lab.Trace("t=3 enqueue batch [e-3, e-1 with another body] -> %s", errText(err))
-	lab.expectErr("a batch with one conflict is refused", err, queuestore.ErrConflict)
+	lab.expectErr("a batch with one conflict is refused", err, queue.ErrConflict)
 	after, err := queueJSON(ctx, q)
 	if err != nil {
 		return err
@@ -544,13 +544,13 @@ func enqueueDuplicateConflict(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("e-2 at t=2 (the mark is still 2): seq 2", second, queuestore.Enqueued{Seq: 2})
-	batch, err := q.EnqueueBatch(ctx, []queuestore.Event{Ev("e-3", "a", 11), Ev("e-4", "b", 13)}, 3)
+	lab.Equal("e-2 at t=2 (the mark is still 2): seq 2", second, queue.Enqueued{Seq: 2})
+	batch, err := q.EnqueueBatch(ctx, []queue.Event{Ev("e-3", "a", 11), Ev("e-4", "b", 13)}, 3)
 	if err != nil {
 		return err
 	}
 	lab.Trace("t=3 enqueue batch [e-3, e-4] -> %v", batch)
-	lab.Equal("batch: e-3 is a#3, e-4 is b#1", batch, []queuestore.Enqueued{{Seq: 3}, {Seq: 1}})
+	lab.Equal("batch: e-3 is a#3, e-4 is b#1", batch, []queue.Enqueued{{Seq: 3}, {Seq: 1}})
 	for {
 		_, ok, err := lab.step(ctx, relay, 4)
 		if err != nil {
@@ -584,19 +584,19 @@ func clockRegression(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	_, err = q.Enqueue(ctx, Ev("a-2", "a", 3), 9)
-	lab.expectErr("enqueue at t=9", err, queuestore.ErrTimeRegression)
+	lab.expectErr("enqueue at t=9", err, queue.ErrTimeRegression)
 	_, err = q.Enqueue(ctx, Ev("a-1", "a", 2), 9)
-	lab.expectErr("duplicate enqueue at t=9 (regression comes first)", err, queuestore.ErrTimeRegression)
-	_, err = q.EnqueueBatch(ctx, []queuestore.Event{Ev("a-2", "a", 3)}, 9)
-	lab.expectErr("batch enqueue at t=9", err, queuestore.ErrTimeRegression)
+	lab.expectErr("duplicate enqueue at t=9 (regression comes first)", err, queue.ErrTimeRegression)
+	_, err = q.EnqueueBatch(ctx, []queue.Event{Ev("a-2", "a", 3)}, 9)
+	lab.expectErr("batch enqueue at t=9", err, queue.ErrTimeRegression)
 	_, _, err = q.Claim(ctx, 9)
-	lab.expectErr("claim at t=9", err, queuestore.ErrTimeRegression)
-	_, err = q.Settle(ctx, "a-1", held.Generation, queuestore.Result{OK: true}, 9)
-	lab.expectErr("settle at t=9", err, queuestore.ErrTimeRegression)
-	_, err = q.Settle(ctx, "a-1", held.Generation+5, queuestore.Result{OK: true}, 9)
-	lab.expectErr("settle of a wrong generation at t=9 (regression comes first)", err, queuestore.ErrTimeRegression)
+	lab.expectErr("claim at t=9", err, queue.ErrTimeRegression)
+	_, err = q.Settle(ctx, "a-1", held.Generation, queue.Result{OK: true}, 9)
+	lab.expectErr("settle at t=9", err, queue.ErrTimeRegression)
+	_, err = q.Settle(ctx, "a-1", held.Generation+5, queue.Result{OK: true}, 9)
+	lab.expectErr("settle of a wrong generation at t=9 (regression comes first)", err, queue.ErrTimeRegression)
 	err = q.Redrive(ctx, "a-1", held.Generation, "operator retry", 9)
-	lab.expectErr("redrive of an in-flight event at t=9 (regression comes first)", err, queuestore.ErrTimeRegression)
+	lab.expectErr("redrive of an in-flight event at t=9 (regression comes first)", err, queue.ErrTimeRegression)
 	lab.Trace("t=9 enqueue, duplicate enqueue, batch enqueue, claim, settle, stale settle, redrive -> all refused")
 	after, err := queueJSON(ctx, q)
 	if err != nil {
@@ -607,7 +607,7 @@ func clockRegression(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	lab.Equal("a settle at the same tick 10 is fine", st.Settled, queuestore.Acked)
+	lab.Equal("a settle at the same tick 10 is fine", st.Settled, queue.Acked)
 	if err := lab.CloseStores(); err != nil {
 		return err
 	}
@@ -616,7 +616,7 @@ func clockRegression(ctx context.Context, lab *Lab) error {
 	}
 	lab.Trace("queue reopened")
 	_, err = q.Enqueue(ctx, Ev("a-2", "a", 3), 9)
-	lab.expectErr("the mark survives a reopen: enqueue at t=9", err, queuestore.ErrTimeRegression)
+	lab.expectErr("the mark survives a reopen: enqueue at t=9", err, queue.ErrTimeRegression)
 	got, err := lab.enqueue(ctx, q, Ev("a-2", "a", 3), 10)
 	if err != nil {
 		return err
@@ -626,8 +626,8 @@ func clockRegression(ctx context.Context, lab *Lab) error {
 }
 
 // queueJSON marshals the queue's snapshot as it is, to compare two moments.
-func queueJSON(ctx context.Context, q *queuestore.Store) ([]byte, error) {
-	s, err := q.Snapshot(ctx)
+func queueJSON(ctx context.Context, q QueueStore) ([]byte, error) {
+	s, err := queueSnapshot(ctx, q)
 	if err != nil {
 		return nil, err
 	}

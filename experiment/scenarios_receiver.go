@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // receiverScenarios are the receiver's clauses, driven directly.
@@ -24,25 +24,25 @@ func receiverDuplicateConflictGap(ctx context.Context, lab *Lab) error {
 	if err != nil {
 		return err
 	}
-	msg := func(id string, seq int64, delta int) receiverstore.Message {
-		return receiverstore.Message{ID: id, Flow: "r", Seq: seq, Body: Body(delta)}
+	msg := func(id string, seq int64, delta int) receiver.Message {
+		return receiver.Message{ID: id, Flow: "r", Seq: seq, Body: Body(delta)}
 	}
 	steps := []struct {
-		m    receiverstore.Message
-		want receiverstore.Outcome
+		m    receiver.Message
+		want receiver.Outcome
 	}{
-		{msg("r-1", 1, 5), receiverstore.Accepted},
-		{msg("r-1", 1, 5), receiverstore.Duplicate},
-		{msg("r-1", 1, 6), receiverstore.Conflict},  // same ID, other body
-		{msg("r-1", 2, 5), receiverstore.Conflict},  // same ID, other seq
-		{msg("x-1", 1, 5), receiverstore.Conflict},  // (r, 1) taken by r-1
-		{msg("r-3", 3, 9), receiverstore.Gap},       // next expected is 2
-		{msg("r-2", 2, 7), receiverstore.Accepted},  // fills the gap
-		{msg("r-3", 3, 9), receiverstore.Accepted},  // now in order
-		{msg("r-1", 1, 6), receiverstore.Conflict},  // the same conflicting message again
-		{msg("r-3", 3, 9), receiverstore.Duplicate}, // a late redelivery
+		{msg("r-1", 1, 5), receiver.Accepted},
+		{msg("r-1", 1, 5), receiver.Duplicate},
+		{msg("r-1", 1, 6), receiver.Conflict},  // same ID, other body
+		{msg("r-1", 2, 5), receiver.Conflict},  // same ID, other seq
+		{msg("x-1", 1, 5), receiver.Conflict},  // (r, 1) taken by r-1
+		{msg("r-3", 3, 9), receiver.Gap},       // next expected is 2
+		{msg("r-2", 2, 7), receiver.Accepted},  // fills the gap
+		{msg("r-3", 3, 9), receiver.Accepted},  // now in order
+		{msg("r-1", 1, 6), receiver.Conflict},  // the same conflicting message again
+		{msg("r-3", 3, 9), receiver.Duplicate}, // a late redelivery
 	}
-	var got, want []receiverstore.Outcome
+	var got, want []receiver.Outcome
 	for _, s := range steps {
 		out, err := lab.receive(ctx, r, s.m)
 		if err != nil {
@@ -67,8 +67,8 @@ func receiverDuplicateConflictGap(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	for _, body := range []string{`{"delta":0}`, `{"delta":1001}`, `{"delta":1.5}`, `not json`, `{"delta":4}x`} {
-		_, err := r.Receive(ctx, receiverstore.Message{ID: "r-4", Flow: "r", Seq: 4, Body: []byte(body)})
-		lab.expectErr("body "+body+" is invalid", err, receiverstore.ErrInvalidBody)
+		_, err := r.Receive(ctx, receiver.Message{ID: "r-4", Flow: "r", Seq: 4, Body: []byte(body)})
+		lab.expectErr("body "+body+" is invalid", err, receiver.ErrInvalidBody)
 	}
 	after, err := receiverJSON(ctx, r)
 	if err != nil {
@@ -79,7 +79,7 @@ func receiverDuplicateConflictGap(ctx context.Context, lab *Lab) error {
 }
 
 // receiverJSON marshals the receiver's snapshot as it is.
-func receiverJSON(ctx context.Context, r *receiverstore.Store) ([]byte, error) {
+func receiverJSON(ctx context.Context, r ReceiverStore) ([]byte, error) {
 	s, err := r.Snapshot(ctx)
 	if err != nil {
 		return nil, err

@@ -10,26 +10,48 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver for integrity checks and triggers
 
+	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
 
-// The two database files of every scenario folder.
+// The two stores of every scenario, by their file names. On PostgreSQL the
+// same names select the scenario's schemas.
 const (
 	QueueFile    = "queue.db"
 	ReceiverFile = "receiver.db"
 )
 
-// QueuePath is the scenario's queue database.
+// QueuePath is the scenario's queue database file (SQLite).
 func (l *Lab) QueuePath() string { return filepath.Join(l.Dir, QueueFile) }
 
-// ReceiverPath is the scenario's receiver database.
+// ReceiverPath is the scenario's receiver database file (SQLite).
 func (l *Lab) ReceiverPath() string { return filepath.Join(l.Dir, ReceiverFile) }
 
-// Queue opens the scenario's queue.db. The store is closed by [Lab.CloseStores]
-// or when the scenario ends.
-func (l *Lab) Queue(opts ...queuestore.Option) (*queuestore.Store, error) {
-	q, err := queuestore.Open(l.QueuePath(), opts...)
+// Backend is where the scenario's stores live: SQLite unless the scenario
+// runs with [RunOn].
+func (l *Lab) Backend() Backend {
+	if l.backend == nil {
+		return SQLite()
+	}
+	return l.backend
+}
+
+// Queue opens the scenario's queue (queue.db). The store is closed by
+// [Lab.CloseStores] or when the scenario ends.
+func (l *Lab) Queue(opts ...QueueOption) (QueueStore, error) {
+	return l.OpenQueue(QueueFile, opts...)
+}
+
+// OpenQueue opens another queue of the scenario, named like a file
+// ("other.db"): a file in the folder on SQLite, a schema on PostgreSQL.
+func (l *Lab) OpenQueue(file string, opts ...QueueOption) (QueueStore, error) {
+	var o queueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l.used(file)
+	q, err := l.Backend().openQueue(context.Background(), l, file, o)
 	if err != nil {
 		return nil, err
 	}
@@ -37,15 +59,30 @@ func (l *Lab) Queue(opts ...queuestore.Option) (*queuestore.Store, error) {
 	return q, nil
 }
 
-// Receiver opens the scenario's receiver.db. The store is closed by
-// [Lab.CloseStores] or when the scenario ends.
-func (l *Lab) Receiver(opts ...receiverstore.Option) (*receiverstore.Store, error) {
-	r, err := receiverstore.Open(l.ReceiverPath(), opts...)
+// Receiver opens the scenario's receiver (receiver.db). The store is closed
+// by [Lab.CloseStores] or when the scenario ends.
+func (l *Lab) Receiver(opts ...ReceiverOption) (ReceiverStore, error) {
+	var o receiverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l.used(ReceiverFile)
+	r, err := l.Backend().openReceiver(context.Background(), l, ReceiverFile, o)
 	if err != nil {
 		return nil, err
 	}
 	l.onClose(r.Close)
 	return r, nil
+}
+
+// used records a store name the scenario opened, for the cleanup.
+func (l *Lab) used(file string) {
+	for _, f := range l.files {
+		if f == file {
+			return
+		}
+	}
+	l.files = append(l.files, file)
 }
 
 // CloseStores closes every store and SQL handle the scenario has opened so
@@ -55,61 +92,34 @@ func (l *Lab) CloseStores() error {
 	return l.closeAll()
 }
 
-// SQL opens a plain SQL handle on one of the scenario's files (QueueFile or
-// ReceiverFile), with the stores' connection settings. Scenarios use it only
-// to install and drop the triggers that make a second write fail.
-func (l *Lab) SQL(file string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn(filepath.Join(l.Dir, file)))
-	if err != nil {
-		return nil, err
+// queueSnapshot reads q's full snapshot, ready for encoding/json:
+// queuestore.Snapshot or queue.Snapshot, which encode alike but for the
+// rotation state that only queuestore has so far.
+func queueSnapshot(ctx context.Context, q QueueStore) (any, error) {
+	switch s := q.(type) {
+	case *queuestore.Store:
+		return s.Snapshot(ctx)
+	case *pgqueuestore.Store:
+		return s.Snapshot(ctx)
 	}
-	l.onClose(db.Close)
-	return db, nil
+	return nil, fmt.Errorf("snapshot: unknown queue store %T", q)
 }
 
-// dsn is the connection string of docs/contract.md §2.7, as the stores use it, with the
-// path percent-encoded so that a '#' or '?' in a folder name cannot cut it.
-func dsn(path string) string {
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	u := url.URL{
-		Scheme: "file",
-		Path:   filepath.ToSlash(path),
-		RawQuery: "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
-			"&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate",
-	}
-	return u.String()
-}
-
-// integrity runs PRAGMA integrity_check on one of the scenario's files.
-func (l *Lab) integrity(ctx context.Context, file string) (string, error) {
-	db, err := sql.Open("sqlite", dsn(filepath.Join(l.Dir, file)))
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	var res string
-	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&res); err != nil {
-		return "", fmt.Errorf("integrity_check %s: %w", file, err)
-	}
-	return res, nil
-}
-
-// snapshots opens both files afresh (no hooks, default options) and reads
+// snapshots opens both stores afresh (no hooks, default options) and reads
 // their full snapshots, as JSON, with the scenario's normalisation applied to
 // the queue.
 func (l *Lab) snapshots(ctx context.Context) (queue, receiver json.RawMessage, err error) {
-	q, err := queuestore.Open(l.QueuePath())
+	b := l.Backend()
+	q, err := b.openQueue(ctx, l, QueueFile, queueOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer q.Close()
-	qs, err := q.Snapshot(ctx)
+	qs, err := queueSnapshot(ctx, q)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := receiverstore.Open(l.ReceiverPath())
+	r, err := b.openReceiver(ctx, l, ReceiverFile, receiverOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,6 +162,96 @@ func marshalSnapshot(snap any, rules []fieldRule) (json.RawMessage, error) {
 		}
 	}
 	return n.compact(), nil
+}
+
+// sqliteBackend keeps each store in a file of the scenario's folder.
+type sqliteBackend struct{}
+
+// SQLite is the default backend: each store is a SQLite file in the
+// scenario's folder (queue.db, receiver.db, …).
+func SQLite() Backend { return sqliteBackend{} }
+
+// Name implements Backend.
+func (sqliteBackend) Name() string { return BackendSQLite }
+
+// String says where the stores are.
+func (sqliteBackend) String() string { return "sqlite, files in each scenario's temporary folder" }
+
+func (sqliteBackend) openQueue(_ context.Context, l *Lab, file string, o queueOptions) (QueueStore, error) {
+	var opts []queuestore.Option
+	if o.policy != nil {
+		opts = append(opts, queuestore.WithPolicy(*o.policy))
+	}
+	if o.hook != nil {
+		opts = append(opts, queuestore.WithHook(o.hook))
+	}
+	if o.rtSet {
+		opts = append(opts, queuestore.WithRealTime(o.realTime, o.skew))
+	}
+	return queuestore.Open(filepath.Join(l.Dir, file), opts...)
+}
+
+func (sqliteBackend) openReceiver(_ context.Context, l *Lab, file string, o receiverOptions) (ReceiverStore, error) {
+	var opts []receiverstore.Option
+	if o.maxDelta != 0 {
+		opts = append(opts, receiverstore.WithMaxDelta(o.maxDelta))
+	}
+	if o.hook != nil {
+		opts = append(opts, receiverstore.WithHook(o.hook))
+	}
+	return receiverstore.Open(filepath.Join(l.Dir, file), opts...)
+}
+
+// integrity runs PRAGMA integrity_check on one of the scenario's files.
+func (sqliteBackend) integrity(ctx context.Context, l *Lab, file string) (string, error) {
+	db, err := sql.Open("sqlite", dsn(filepath.Join(l.Dir, file)))
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var res string
+	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&res); err != nil {
+		return "", fmt.Errorf("integrity_check %s: %w", file, err)
+	}
+	return res, nil
+}
+
+// failWrites installs a trigger that aborts event with msg (RAISE(ABORT)).
+func (sqliteBackend) failWrites(ctx context.Context, l *Lab, file, name, event, msg string) (func() error, error) {
+	db, err := sql.Open("sqlite", dsn(filepath.Join(l.Dir, file)))
+	if err != nil {
+		return nil, err
+	}
+	l.onClose(db.Close)
+	ddl := fmt.Sprintf(`CREATE TRIGGER %s BEFORE %s BEGIN SELECT RAISE(ABORT, '%s'); END`, name, event, msg)
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		return nil, fmt.Errorf("install trigger: %w", err)
+	}
+	return func() error {
+		if _, err := db.ExecContext(ctx, "DROP TRIGGER "+name); err != nil {
+			return fmt.Errorf("drop trigger: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+func (sqliteBackend) job(*Lab, *Job) {}
+
+func (sqliteBackend) cleanup(context.Context, *Lab) error { return nil }
+
+// dsn is the connection string of docs/contract.md §2.7, as the stores use it, with the
+// path percent-encoded so that a '#' or '?' in a folder name cannot cut it.
+func dsn(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	u := url.URL{
+		Scheme: "file",
+		Path:   filepath.ToSlash(path),
+		RawQuery: "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
+			"&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate",
+	}
+	return u.String()
 }
 
 // SQLiteVersion returns the version of the SQLite library the stores use.

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // This file holds the small traced steps the scenarios are written with:
@@ -21,11 +21,11 @@ func Body(delta int) []byte {
 }
 
 // Ev is an event of flow with the body {"delta":delta}.
-func Ev(id, flow string, delta int) queuestore.Event {
-	return queuestore.Event{ID: id, Flow: flow, Body: Body(delta)}
+func Ev(id, flow string, delta int) queue.Event {
+	return queue.Event{ID: id, Flow: flow, Body: Body(delta)}
 }
 
-func (l *Lab) enqueue(ctx context.Context, q *queuestore.Store, e queuestore.Event, now clock.Tick) (queuestore.Enqueued, error) {
+func (l *Lab) enqueue(ctx context.Context, q QueueStore, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
 	got, err := q.Enqueue(ctx, e, now)
 	if err != nil {
 		l.Trace("t=%d enqueue %s (flow %s, body %s) -> %s", now, e.ID, e.Flow, e.Body, errText(err))
@@ -40,7 +40,7 @@ func (l *Lab) enqueue(ctx context.Context, q *queuestore.Store, e queuestore.Eve
 }
 
 // enqueueAll enqueues events one by one at now and stops at the first error.
-func (l *Lab) enqueueAll(ctx context.Context, q *queuestore.Store, now clock.Tick, es ...queuestore.Event) error {
+func (l *Lab) enqueueAll(ctx context.Context, q QueueStore, now clock.Tick, es ...queue.Event) error {
 	for _, e := range es {
 		if _, err := l.enqueue(ctx, q, e, now); err != nil {
 			return err
@@ -64,7 +64,7 @@ func (l *Lab) step(ctx context.Context, r *Relay, now clock.Tick) (Step, bool, e
 }
 
 // claim claims without delivering: a worker that holds the event.
-func (l *Lab) claim(ctx context.Context, q *queuestore.Store, now clock.Tick) (queuestore.Claim, bool, error) {
+func (l *Lab) claim(ctx context.Context, q QueueStore, now clock.Tick) (queue.Claim, bool, error) {
 	c, ok, err := q.Claim(ctx, now)
 	switch {
 	case err != nil:
@@ -79,7 +79,7 @@ func (l *Lab) claim(ctx context.Context, q *queuestore.Store, now clock.Tick) (q
 }
 
 // deliver sends a held claim and settles it, traced.
-func (l *Lab) deliver(ctx context.Context, r *Relay, c queuestore.Claim, now clock.Tick) (Step, error) {
+func (l *Lab) deliver(ctx context.Context, r *Relay, c queue.Claim, now clock.Tick) (Step, error) {
 	st, err := r.Deliver(ctx, c, now)
 	if err != nil {
 		return st, err
@@ -89,7 +89,7 @@ func (l *Lab) deliver(ctx context.Context, r *Relay, c queuestore.Claim, now clo
 	return st, nil
 }
 
-func orNotSent(o receiverstore.Outcome) string {
+func orNotSent(o receiver.Outcome) string {
 	if o == "" {
 		return "not sent (" + Unavailable + ")"
 	}
@@ -97,7 +97,7 @@ func orNotSent(o receiverstore.Outcome) string {
 }
 
 // settle settles directly, traced.
-func (l *Lab) settle(ctx context.Context, q *queuestore.Store, id string, gen int64, res queuestore.Result, now clock.Tick) (queuestore.Outcome, error) {
+func (l *Lab) settle(ctx context.Context, q QueueStore, id string, gen int64, res queue.Result, now clock.Tick) (queue.Outcome, error) {
 	out, err := q.Settle(ctx, id, gen, res, now)
 	what := "ok"
 	if !res.OK {
@@ -112,7 +112,7 @@ func (l *Lab) settle(ctx context.Context, q *queuestore.Store, id string, gen in
 }
 
 // receive sends a message straight to the receiver, traced.
-func (l *Lab) receive(ctx context.Context, r *receiverstore.Store, m receiverstore.Message) (receiverstore.Outcome, error) {
+func (l *Lab) receive(ctx context.Context, r ReceiverStore, m receiver.Message) (receiver.Outcome, error) {
 	out, err := r.Receive(ctx, m)
 	if err != nil {
 		l.Trace("receive %s (flow %s, seq %d, body %s) -> %s", m.ID, m.Flow, m.Seq, m.Body, errText(err))
@@ -125,7 +125,7 @@ func (l *Lab) receive(ctx context.Context, r *receiverstore.Store, m receiversto
 // Describe summarises an event's state for a check: the fields the contract
 // predicts, with the lease only while in flight and the availability only
 // while pending.
-func Describe(e queuestore.EventState) string {
+func Describe(e queue.EventState) string {
 	s := fmt.Sprintf("%s gen %d attempts %d lifetime %d", e.State, e.Generation, e.Attempts, e.LifetimeAttempts)
 	switch e.State {
 	case "pending":
@@ -140,7 +140,7 @@ func Describe(e queuestore.EventState) string {
 }
 
 // expectEvent checks an event's state against Describe's summary.
-func (l *Lab) expectEvent(ctx context.Context, q *queuestore.Store, name, id, want string) error {
+func (l *Lab) expectEvent(ctx context.Context, q QueueStore, name, id, want string) error {
 	e, err := q.Event(ctx, id)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, err)
@@ -151,10 +151,10 @@ func (l *Lab) expectEvent(ctx context.Context, q *queuestore.Store, name, id, wa
 
 // sentinels are the stores' typed errors, in the order errText tries them.
 var sentinels = []error{
-	queuestore.ErrTimeRegression, queuestore.ErrConflict, queuestore.ErrNotFound,
-	queuestore.ErrEmptyReason, queuestore.ErrNotQuarantined, queuestore.ErrStaleGeneration,
-	queuestore.ErrInvalid, receiverstore.ErrInvalidBody, receiverstore.ErrInvalid,
-	queuestore.ErrTimeAhead, queuestore.ErrTickOverflow, queuestore.ErrPolicyMismatch,
+	queue.ErrTimeRegression, queue.ErrConflict, queue.ErrNotFound,
+	queue.ErrEmptyReason, queue.ErrNotQuarantined, queue.ErrStaleGeneration,
+	queue.ErrInvalid, receiver.ErrInvalidBody, receiver.ErrInvalid,
+	queue.ErrTimeAhead, queue.ErrTickOverflow, queue.ErrPolicyMismatch,
 }
 
 // errText names an error for a trace line by its sentinel ("refused:
@@ -186,7 +186,7 @@ func (l *Lab) expectErr(name string, err, target error) bool {
 }
 
 // expectTotal checks a flow's total at the receiver.
-func (l *Lab) expectTotal(ctx context.Context, r *receiverstore.Store, flow string, want int64) error {
+func (l *Lab) expectTotal(ctx context.Context, r ReceiverStore, flow string, want int64) error {
 	got, err := r.Total(ctx, flow)
 	if err != nil {
 		return err
@@ -210,7 +210,7 @@ func (l *Lab) expectNothing(ctx context.Context, r *Relay, now clock.Tick, name 
 }
 
 // expectServed checks a flow's served count in the queue.
-func (l *Lab) expectServed(ctx context.Context, q *queuestore.Store, name, flow string, want int64) error {
+func (l *Lab) expectServed(ctx context.Context, q QueueStore, name, flow string, want int64) error {
 	flows, err := q.Flows(ctx)
 	if err != nil {
 		return err

@@ -58,11 +58,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	switch {
-	case args[0] == "check" && fs.NArg() == 0:
-		return check(ctx, scenarios, *testdata, stdout)
-	case args[0] == "output" && fs.NArg() == 1:
-		return output(ctx, scenarios, fs.Arg(0), stdout, stderr)
+	if (args[0] != "check" || fs.NArg() != 0) && (args[0] != "output" || fs.NArg() != 1) {
+		usage(stderr)
+		return 2
+	}
+	backend, err := experiment.BackendFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, "experiment:", err)
+		return 2
+	}
+	if backend.Name() != experiment.BackendSQLite {
+		fmt.Fprintf(stdout, "backend: %s\n", backend)
+	}
+	switch args[0] {
+	case "check":
+		return check(ctx, backend, scenarios, *testdata, stdout)
+	case "output":
+		return output(ctx, backend, scenarios, fs.Arg(0), stdout, stderr)
 	}
 	usage(stderr)
 	return 2
@@ -91,14 +103,14 @@ func selectScenarios(pattern string) ([]experiment.Scenario, error) {
 
 // runAll runs each scenario in its own temporary folder and prints its
 // console line: verdict, name and wall time (the time is never stored).
-func runAll(ctx context.Context, scenarios []experiment.Scenario, stdout io.Writer, line func(experiment.Result) string) ([]experiment.Result, error) {
+func runAll(ctx context.Context, backend experiment.Backend, scenarios []experiment.Scenario, stdout io.Writer, line func(experiment.Result) string) ([]experiment.Result, error) {
 	results := make([]experiment.Result, 0, len(scenarios))
 	for _, s := range scenarios {
 		dir, err := os.MkdirTemp("", "fairrelay-"+s.Name+"-")
 		if err != nil {
 			return nil, err
 		}
-		res := experiment.Run(ctx, s, dir)
+		res := experiment.RunOn(ctx, backend, s, dir)
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
 		}
@@ -118,11 +130,11 @@ func verdict(r experiment.Result) string {
 	return "FAIL"
 }
 
-func check(ctx context.Context, scenarios []experiment.Scenario, testdata string, stdout io.Writer) int {
+func check(ctx context.Context, backend experiment.Backend, scenarios []experiment.Scenario, testdata string, stdout io.Writer) int {
 	start := time.Now()
 	var diffs []string
 	failed, differ := 0, 0
-	_, err := runAll(ctx, scenarios, stdout, func(r experiment.Result) string {
+	_, err := runAll(ctx, backend, scenarios, stdout, func(r experiment.Result) string {
 		if !r.Passed {
 			failed++
 		}
@@ -162,13 +174,13 @@ func check(ctx context.Context, scenarios []experiment.Scenario, testdata string
 	return 0
 }
 
-func output(ctx context.Context, scenarios []experiment.Scenario, file string, stdout, stderr io.Writer) int {
-	env, err := experiment.CurrentEnvironment(ctx)
+func output(ctx context.Context, backend experiment.Backend, scenarios []experiment.Scenario, file string, stdout, stderr io.Writer) int {
+	env, err := experiment.EnvironmentOn(ctx, backend)
 	if err != nil {
 		fmt.Fprintln(stderr, "experiment:", err)
 		return 1
 	}
-	results, err := runAll(ctx, scenarios, stdout, func(experiment.Result) string { return "" })
+	results, err := runAll(ctx, backend, scenarios, stdout, func(experiment.Result) string { return "" })
 	if err != nil {
 		fmt.Fprintln(stderr, "experiment:", err)
 		return 1

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/experiment"
+	"github.com/fairrelay/fairrelay/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -96,5 +97,26 @@ func TestUsage(t *testing.T) {
 		if code := run(context.Background(), args, &out, &out); code != 2 {
 			t.Errorf("run(%q) = %d, want 2", args, code)
 		}
+	}
+}
+
+// TestCheckOnPostgres proves FAIRRELAY_BACKEND=postgres: a crash scenario
+// with its child process runs with its stores on PostgreSQL and matches the
+// same golden file; an unknown backend is refused before any scenario runs.
+func TestCheckOnPostgres(t *testing.T) {
+	pgtest.Require(t)
+	t.Setenv(experiment.BackendEnv, experiment.BackendPostgres)
+	t.Setenv(experiment.PostgresEnv, pgtest.URL())
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"check", "-run", "^crash-claim-committed$", "-testdata", filepath.Join("..", "..", "testdata")}, &out, &out); code != 0 {
+		t.Fatalf("check on PostgreSQL: exit %d, want 0\n%s", code, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "backend: postgres,") || !strings.Contains(out.String(), "golden ok") {
+		t.Fatalf("check on PostgreSQL printed:\n%s\nwant the backend line and golden ok", out.String())
+	}
+	t.Setenv(experiment.BackendEnv, "oracle")
+	out.Reset()
+	if code := run(context.Background(), []string{"check", "-run", "^crash-claim-committed$"}, &out, &out); code != 2 || !strings.Contains(out.String(), experiment.BackendEnv) {
+		t.Fatalf("check with an unknown backend: exit %d, want 2 naming %s\n%s", code, experiment.BackendEnv, out.String())
 	}
 }
