@@ -29,10 +29,14 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0
+	github.com/fairrelay/fairrelay/pgreceiverstore v0.0.0
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/receiver v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -68,3 +72,9 @@ replace github.com/fairrelay/fairrelay/console => ../console
 replace github.com/fairrelay/fairrelay/queue => ../queue
 
 replace github.com/fairrelay/fairrelay/receiver => ../receiver
+
+replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
+
+replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
+
+replace github.com/fairrelay/fairrelay/pgtest => ../pgtest

@@ -17,6 +17,8 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/inbox"
+	"github.com/fairrelay/fairrelay/pgqueuestore"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/fairrelay/fairrelay/relay"
@@ -100,21 +102,39 @@ func cmdRelay(e *env, args []string) (err error) {
 	} else if e.receiverPath == "" {
 		return usagef("--receiver is empty (give --to URL or --receiver PATH)")
 	}
-	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
-		return err
+	pg := isPostgres(e.queuePath)
+	if !pg {
+		if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+			return err
+		}
 	}
 	if h == nil {
-		r, oerr := receiverstore.Open(e.abs(e.receiverPath))
+		r, oerr := e.relayReceiver()
 		if oerr != nil {
-			return fmt.Errorf("open receiver %s: %w", e.receiverPath, oerr)
+			return fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), oerr)
 		}
 		defer closeWith(r, &err)
 		h = inbox.Local(r)
 	}
 
-	q, err := queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(clock.Wall{}, ms(*skew)))
-	if err != nil {
-		return fmt.Errorf("open queue %s: %w", e.queuePath, err)
+	var (
+		q      relayQueue
+		listen func(context.Context) (waiter, error)
+	)
+	if pg {
+		// One connection more than the relay's own for the LISTEN.
+		pq, oerr := openPGQueue(e.ctx, e.queuePath, false, 5, pgqueuestore.WithRealTime(clock.Wall{}, ms(*skew)))
+		if oerr != nil {
+			return fmt.Errorf("open queue %s: %w", shown(e.queuePath), oerr)
+		}
+		q = pq
+		listen = func(ctx context.Context) (waiter, error) { return pq.Listen(ctx) }
+	} else {
+		sq, oerr := queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(clock.Wall{}, ms(*skew)))
+		if oerr != nil {
+			return fmt.Errorf("open queue %s: %w", e.queuePath, oerr)
+		}
+		q = sq
 	}
 	defer closeWith(q, &err)
 	if err := ensurePolicy(e.ctx, q, want, explicitPolicy, log); err != nil {
@@ -148,14 +168,24 @@ func cmdRelay(e *env, args []string) (err error) {
 	if *idle {
 		go watchIdle(ctx, q, *poll, cancel, done, log)
 	}
+	listening := make(chan struct{})
+	if listen != nil {
+		// Wake-ups from other processes' writes (pgqueuestore's LISTEN/NOTIFY,
+		// wake.go); Poll stays the bound when none arrives.
+		go func() { wakeOnNotify(ctx, listen, rl.Notify, log, wakeBackoff); close(listening) }()
+	} else {
+		close(listening)
+	}
 	live := !*jsonLogs && e.isTerminal(e.stderr)
 	liveStop, liveDone := make(chan struct{}), make(chan struct{})
 	if live {
 		go func() { liveLine(e.stderr, q, &count, liveStop); close(liveDone) }()
 	}
 	start := time.Now()
-	log.Info("relaying", "queue", e.queuePath, "to", target(*to, e.receiverPath), "concurrency", *concurrency, "batch", *batch)
+	log.Info("relaying", "queue", shown(e.queuePath), "to", target(*to, e.receiverPath), "concurrency", *concurrency, "batch", *batch)
 	runErr := rl.Run(ctx)
+	cancel(nil)
+	<-listening
 	if live {
 		close(liveStop)
 		<-liveDone // no redraw after this
@@ -173,6 +203,27 @@ func cmdRelay(e *env, args []string) (err error) {
 	return nil
 }
 
+// relayQueue is what 'relayctl relay' needs of its queue: the relay's own
+// queue with Stats (metrics, live line), SetPolicy (ensurePolicy) and Close.
+// *queuestore.Store and pgQueue have it.
+type relayQueue interface {
+	relay.StatsQueue
+	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
+	Close() error
+}
+
+// relayReceiver opens the receiver of in-process delivery, creating it if
+// missing: a SQLite file or a postgres:// schema.
+func (e *env) relayReceiver() (interface {
+	inbox.Receiver
+	Close() error
+}, error) {
+	if isPostgres(e.receiverPath) {
+		return openPGReceiver(e.ctx, e.receiverPath, true)
+	}
+	return receiverstore.Open(e.abs(e.receiverPath))
+}
+
 // ms converts a duration to millisecond ticks.
 func ms(d time.Duration) clock.Tick { return clock.Tick(d / time.Millisecond) }
 
@@ -180,14 +231,14 @@ func target(to, receiver string) string {
 	if to != "" {
 		return to
 	}
-	return "receiver " + receiver + " (in process)"
+	return "receiver " + shown(receiver) + " (in process)"
 }
 
 // ensurePolicy gives the queue the real-time policy want when it still has
 // the default logical one (lease 5 ticks is 5 ms on a wall clock), or when
 // the operator gave policy flags (explicit) and the queue's policy differs.
 // Either change writes an audit row. Otherwise the queue's policy stays.
-func ensurePolicy(ctx context.Context, q *queuestore.Store, want queuestore.Policy, explicit bool, log *slog.Logger) error {
+func ensurePolicy(ctx context.Context, q relayQueue, want queuestore.Policy, explicit bool, log *slog.Logger) error {
 	have, err := q.Policy(ctx)
 	if err != nil {
 		return fmt.Errorf("read the queue's policy: %w", err)
@@ -213,7 +264,7 @@ var errIdle = errors.New("idle")
 // quarantined, or waits behind a quarantined head, in every process.
 // (An event this relay holds is in flight, and so a head that waits for its
 // lease end: NextDue's ok stays true until it is settled.)
-func watchIdle(ctx context.Context, q *queuestore.Store, poll time.Duration, cancel context.CancelCauseFunc, done <-chan struct{}, log *slog.Logger) {
+func watchIdle(ctx context.Context, q relayQueue, poll time.Duration, cancel context.CancelCauseFunc, done <-chan struct{}, log *slog.Logger) {
 	every := min(poll, 100*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -256,7 +307,7 @@ func (c *countingHandler) Handle(ctx context.Context, ev relay.Event) error {
 // liveLine redraws one status line on w every second until done: this
 // process's deliveries per second, and the queue's backlog (pending and in
 // flight, every process), in flight and quarantined events.
-func liveLine(w io.Writer, q *queuestore.Store, c *countingHandler, done <-chan struct{}) {
+func liveLine(w io.Writer, q relayQueue, c *countingHandler, done <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last, at := c.ok.Load(), time.Now()
