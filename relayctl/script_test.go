@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -123,7 +124,15 @@ func frDrive(args []string) int {
 // nothing is dispatchable it moves to the tick at which id is available again
 // (from, from+2, from+6: the backoff of docs/contract.md §2.4). It stops when id is
 // quarantined and returns that tick; each step is logged to w.
-func driveToQuarantine(ctx context.Context, q *queuestore.Store, id string, from clock.Tick, reason string, w io.Writer) (clock.Tick, error) {
+// settler is the part of a queue store driveToQuarantine uses: queuestore
+// and pgqueuestore both have it.
+type settler interface {
+	Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, error)
+	Event(ctx context.Context, id string) (queue.EventState, error)
+	Settle(ctx context.Context, id string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error)
+}
+
+func driveToQuarantine(ctx context.Context, q settler, id string, from clock.Tick, reason string, w io.Writer) (clock.Tick, error) {
 	now := from
 	for range 1000 {
 		c, ok, err := q.Claim(ctx, now)
