@@ -357,6 +357,8 @@ func TestPostgres_EndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 // life because the enqueue's NOTIFY woke it (wake.go). Each event is
 // enqueued only once the relay is idle: the previous one delivered and
 // acked, and every connection of the relay idle, one of them LISTENing.
+// Before the last one the LISTEN connection is terminated on the server:
+// the relay must listen again by itself, and not crash.
 func TestPostgres_EnqueueWakesIdleRelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real relay process")
@@ -418,6 +420,23 @@ func TestPostgres_EnqueueWakesIdleRelay(t *testing.T) {
 	waitFor(t, 2*time.Minute, "the first event's delivery", delivered(1))
 	for seq := 2; seq <= 4; seq++ {
 		waitFor(t, 2*time.Minute, "the relay to be idle and listening", idle)
+		if seq == 4 {
+			// Break the LISTEN connection: the relay listens again on a new
+			// one (wakeOnNotify), and the next enqueue still wakes it.
+			var pid int32
+			if err := pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 2*time.Minute, "the relay to listen again", func() bool {
+				var n int
+				err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2 AND query LIKE 'LISTEN %'`, app, pid).Scan(&n)
+				return err == nil && n == 1
+			})
+			waitFor(t, 2*time.Minute, "the relay to be idle and listening", idle)
+		}
 		enqueue(seq)
 		waitFor(t, 2*time.Minute, fmt.Sprintf("event %d's delivery (--poll 1h: only a wake-up delivers it)", seq), delivered(seq))
 	}
@@ -425,4 +444,7 @@ func TestPostgres_EnqueueWakesIdleRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl.wait(t, time.Minute)
+	if !strings.Contains(rl.stderr.String(), `"msg":"wake-ups: listener lost; relying on --poll until it is back"`) {
+		t.Errorf("the relay did not log the lost listener:\n%s", rl.stderr)
+	}
 }

@@ -38,9 +38,13 @@ func wakeBackoff(n int) time.Duration {
 // listening when it commits).
 func wakeOnNotify(ctx context.Context, listen func(context.Context) (waiter, error), notify func(), log *slog.Logger, wait backoff) {
 	failures := 0
-	pause := func() bool {
+	// retry logs why, waits wait(failures) and reports whether ctx still
+	// runs.
+	retry := func(msg string, err error) bool {
 		failures++
-		t := time.NewTimer(wait(failures))
+		d := wait(failures)
+		log.Warn(msg, "err", err, "retry_in", d)
+		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -52,11 +56,7 @@ func wakeOnNotify(ctx context.Context, listen func(context.Context) (waiter, err
 	for ctx.Err() == nil {
 		l, err := listen(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			log.Warn("wake-ups: listen failed; relying on --poll until it works again", "err", err, "retry_in", wait(failures+1))
-			if !pause() {
+			if ctx.Err() != nil || !retry("wake-ups: listen failed; relying on --poll until it works again", err) {
 				return
 			}
 			continue
@@ -74,11 +74,7 @@ func wakeOnNotify(ctx context.Context, listen func(context.Context) (waiter, err
 			notify()
 		}
 		_ = l.Close()
-		if ctx.Err() != nil {
-			return
-		}
-		log.Warn("wake-ups: listener lost; relying on --poll until it is back", "err", err, "retry_in", wait(failures+1))
-		if !pause() {
+		if ctx.Err() != nil || !retry("wake-ups: listener lost; relying on --poll until it is back", err) {
 			return
 		}
 	}
