@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +14,12 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/jackc/pgx/v5"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -37,6 +42,38 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:  "testdata/script",
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"rc": cmdRC},
+	})
+}
+
+// TestScriptsPostgres runs testdata/pgscript/*.txtar: operator sessions on
+// PostgreSQL, with $QUEUE and $RECEIVER postgres:// URLs whose schemas
+// (not yet created) are the script's own, dropped when it ends.
+func TestScriptsPostgres(t *testing.T) {
+	t.Parallel()
+	base := pgtest.Require(t)
+	pool := pgtest.Pool(t)
+	testscript.Run(t, testscript.Params{
+		Dir:  "testdata/pgscript",
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"rc": cmdRC},
+		Setup: func(env *testscript.Env) error {
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return err
+			}
+			tag := hex.EncodeToString(b[:])
+			qschema, rschema := "test_q"+tag, "test_r"+tag
+			env.Setenv("QSCHEMA", qschema)
+			env.Setenv("QUEUE", pgURL(t, base, qschema))
+			env.Setenv("RECEIVER", pgURL(t, base, rschema))
+			env.Defer(func() {
+				for _, s := range []string{qschema, rschema} {
+					if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE"); err != nil {
+						t.Errorf("drop schema %s: %v", s, err)
+					}
+				}
+			})
+			return nil
+		},
 	})
 }
 
@@ -105,7 +142,7 @@ func frDrive(args []string) int {
 	if len(args) == 4 {
 		reason = args[3]
 	}
-	q, err := queuestore.Open(args[0])
+	q, err := openSettler(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-drive:", err)
 		return 1
@@ -171,6 +208,18 @@ func driveToQuarantine(ctx context.Context, q settler, id string, from clock.Tic
 	return now, errors.New("gave up after 1000 claims")
 }
 
+// openSettler opens the queue a helper plays the relay on: a SQLite file,
+// or a postgres:// URL with ?schema= as relayctl takes it.
+func openSettler(path string) (interface {
+	settler
+	Close() error
+}, error) {
+	if isPostgres(path) {
+		return openPGQueue(context.Background(), path, false, 0)
+	}
+	return queuestore.Open(path)
+}
+
 // frClaim claims once and, when asked, settles:
 //
 //	fr-claim QUEUE TICK [ok|fail REASON]
@@ -187,7 +236,7 @@ func frClaim(args []string) int {
 		return 2
 	}
 	ctx := context.Background()
-	q, err := queuestore.Open(args[0])
+	q, err := openSettler(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-claim:", err)
 		return 1
@@ -232,7 +281,15 @@ func frRecv(args []string) int {
 		fmt.Fprintln(os.Stderr, "fr-recv: SEQ:", err)
 		return 2
 	}
-	r, err := receiverstore.Open(args[0])
+	var r interface {
+		Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error)
+		Close() error
+	}
+	if isPostgres(args[0]) {
+		r, err = openPGReceiver(context.Background(), args[0], true)
+	} else {
+		r, err = receiverstore.Open(args[0])
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-recv:", err)
 		return 1
