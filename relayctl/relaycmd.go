@@ -43,7 +43,9 @@ func cmdRelay(e *env, args []string) (err error) {
 			"is given the real-time policy below, with an audit row; --lease, --max-attempts, --backoff-base\n"+
 			"and --backoff-cap, when given, set the queue's policy (audited) if it differs.\n"+
 			"Ctrl-C or SIGTERM stops claiming, lets deliveries in flight finish (up to --grace), settles them\n"+
-			"and exits 0. On a terminal a live line shows delivered/s, backlog, in flight and quarantined.").withQueue()
+			"and exits 0. On a terminal a live line shows delivered/s, backlog, in flight and quarantined.\n"+
+			"On a postgres:// queue the relay also LISTENs for the queue's wake-ups: another process's enqueue\n"+
+			"wakes it at once; --poll stays the bound (a lost listener is retried with backoff).").withQueue()
 	to := c.String("to", "", "deliver over HTTP to `URL` (the URL 'relayctl receive' prints)")
 	secretFlag := c.String("secret", "", "signing secret `S` for --to (default $"+secretEnv+")")
 	c.withReceiver(false)

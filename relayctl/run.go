@@ -179,6 +179,7 @@ func (e *env) topUsage(w io.Writer) {
 	b.WriteString("\nGlobal flags (also accepted after the command):\n")
 	b.WriteString("  --queue PATH      queue database (default queue.db)\n")
 	b.WriteString("  --receiver PATH   receiver database (default receiver.db)\n")
+	b.WriteString("                    either may be a postgres:// URL (?schema=NAME picks the schema)\n")
 	b.WriteString("  --clock MODE      how writes read time: auto (default), logical or wall\n")
 	b.WriteString("  --skew MS         wall-clock mode's tolerance (default 1000)\n")
 	b.WriteString("\nRun 'relayctl COMMAND -h' for a command's flags.\n")
