@@ -437,8 +437,10 @@ func TestPostgres_EnqueueWakesIdleRelay(t *testing.T) {
 			})
 			waitFor(t, 2*time.Minute, "the relay to be idle and listening", idle)
 		}
+		at := time.Now()
 		enqueue(seq)
 		waitFor(t, 2*time.Minute, fmt.Sprintf("event %d's delivery (--poll 1h: only a wake-up delivers it)", seq), delivered(seq))
+		t.Logf("event %d: enqueued to received in %s (as observed by 20 ms polling here; not asserted)", seq, time.Since(at).Round(time.Millisecond))
 	}
 	if err := rl.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
