@@ -110,15 +110,6 @@ func cmdRelay(e *env, args []string) (err error) {
 			return err
 		}
 	}
-	if h == nil {
-		r, oerr := e.relayReceiver()
-		if oerr != nil {
-			return fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), oerr)
-		}
-		defer closeWith(r, &err)
-		h = inbox.Local(r)
-	}
-
 	var (
 		q      relayQueue
 		listen func(context.Context) (waiter, error)
@@ -139,6 +130,16 @@ func cmdRelay(e *env, args []string) (err error) {
 		q = sq
 	}
 	defer closeWith(q, &err)
+	// The receiver after the queue: a queue that does not exist (a missing
+	// file or schema) creates no receiver.
+	if h == nil {
+		r, oerr := e.relayReceiver()
+		if oerr != nil {
+			return fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), oerr)
+		}
+		defer closeWith(r, &err)
+		h = inbox.Local(r)
+	}
 	if err := ensurePolicy(e.ctx, q, want, explicitPolicy, log); err != nil {
 		return err
 	}
