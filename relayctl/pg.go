@@ -191,4 +191,6 @@ const (
 	pgNoWeights = "pgqueuestore has no flow weights yet (the rotation order is SQLite-only); set weights on a SQLite queue"
 	pgNoConsole = "the console pages through queuestore's SQLite-only reads (FlowsPage, AuditPage, QuarantinedPage); " +
 		"use status, flows, events, quarantined, audit and redrive with the postgres:// URL instead"
+	pgNoConsoleReceiver = "the console reads the receiver through receiverstore (SQLite); " +
+		"give --receiver '' to leave it out, and use 'relayctl receiver totals' with the postgres:// URL"
 )
