@@ -6,16 +6,52 @@ import (
 	"errors"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
 // maxBodyBytes is the largest event body the queue takes.
 const maxBodyBytes = queuestore.MaxBodyLen
 
-// queueDB adapts *queuestore.Store to queueStore.
+// queueLib is what queueDB uses of a queue store library: *queuestore.Store
+// (sqliteQueue) and *pgqueuestore.Store (pgQueue, pg.go) both have it, in
+// the shared queue vocabulary. SetWeight is optional (weighter).
+type queueLib interface {
+	Close() error
+	Stats(ctx context.Context) (queue.Stats, error)
+	Flows(ctx context.Context) ([]queue.FlowState, error)
+	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
+	Event(ctx context.Context, id string) (queue.EventState, error)
+	Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error)
+	AuditAll(ctx context.Context) ([]queue.AuditRecord, error)
+	Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error
+	Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error)
+	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
+	Policy(ctx context.Context) (queue.Policy, error)
+	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
+	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
+	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
+	// SnapshotAny is the library's Snapshot (each has its own type).
+	SnapshotAny(ctx context.Context) (any, error)
+}
+
+// weighter is a queueLib that can set a flow's weight (queuestore only:
+// pgqueuestore has no rotation yet).
+type weighter interface {
+	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
+}
+
+// sqliteQueue is *queuestore.Store as a queueLib.
+type sqliteQueue struct{ *queuestore.Store }
+
+func (s sqliteQueue) SnapshotAny(ctx context.Context) (any, error) { return s.Snapshot(ctx) }
+
+// queueDB adapts a queueLib to queueStore.
 type queueDB struct {
-	s    *queuestore.Store
-	path string
+	s queueLib
+	// reopen opens the queue again in real time (UseRealTime); it may close
+	// old first.
+	reopen func(old queueLib, src clock.Source, skew clock.Tick) (queueLib, error)
 	// follow, when set, is the wall clock that every write acts at, or later
 	// (UseRealTime with follow).
 	follow clock.Source
@@ -41,7 +77,7 @@ func readQueueStore(path string) (queueStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &queueDB{s: s, path: path}, nil
+	return &queueDB{s: sqliteQueue{s}, reopen: reopenSQLite(path)}, nil
 }
 
 func openQueueStore(path string) (queueStore, error) {
@@ -49,21 +85,33 @@ func openQueueStore(path string) (queueStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &queueDB{s: s, path: path}, nil
+	return &queueDB{s: sqliteQueue{s}, reopen: reopenSQLite(path)}, nil
 }
 
-// UseRealTime closes the store and opens the file again in real time.
+// reopenSQLite closes the store and opens the file at path again in real
+// time.
+func reopenSQLite(path string) func(old queueLib, src clock.Source, skew clock.Tick) (queueLib, error) {
+	return func(old queueLib, src clock.Source, skew clock.Tick) (queueLib, error) {
+		if err := old.Close(); err != nil {
+			return nil, err
+		}
+		s, err := queuestore.Open(path, queuestore.WithRealTime(src, skew))
+		if err != nil {
+			return nil, err
+		}
+		return sqliteQueue{s}, nil
+	}
+}
+
+// UseRealTime opens the queue again in real time.
 func (q *queueDB) UseRealTime(src clock.Source, skew clock.Tick, follow bool) error {
 	if follow {
 		q.follow = src
 	}
-	if err := q.s.Close(); err != nil {
-		return err
-	}
-	s, err := queuestore.Open(q.path, queuestore.WithRealTime(src, skew))
+	s, err := q.reopen(q.s, src, skew)
 	if err != nil {
-		// Keep a closed store: every later call fails with the store's
-		// own "closed" error instead of a nil pointer.
+		// Keep the old store (closed, on SQLite): every later call fails
+		// with the store's own "closed" error instead of a nil pointer.
 		return err
 	}
 	q.s = s
@@ -148,7 +196,11 @@ func (q *queueDB) Stats(ctx context.Context) (statsRow, error) {
 }
 
 func (q *queueDB) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
-	return q.s.SetWeight(ctx, flow, weight, reason, now)
+	w, ok := q.s.(weighter)
+	if !ok {
+		return &unsupportedError{command: "flows set-weight", why: pgNoWeights}
+	}
+	return w.SetWeight(ctx, flow, weight, reason, now)
 }
 
 func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
@@ -245,7 +297,7 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 }
 
 func (q *queueDB) Snapshot(ctx context.Context) (any, error) {
-	return q.s.Snapshot(ctx)
+	return q.s.SnapshotAny(ctx)
 }
 
 func policyFrom(p queuestore.Policy) policyRow {

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fairrelay/fairrelay/inbox"
-	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/fairrelay/fairrelay/webhook"
 )
 
@@ -64,9 +63,9 @@ func cmdReceive(e *env, args []string) (err error) {
 	}
 	log := newLogger(e.stderr, *jsonLogs)
 
-	store, err := receiverstore.Open(e.abs(e.receiverPath))
+	store, err := e.relayReceiver() // created if missing, as for the relay in process
 	if err != nil {
-		return fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+		return fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), err)
 	}
 	defer closeWith(store, &err)
 
@@ -94,7 +93,7 @@ func cmdReceive(e *env, args []string) (err error) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintln(e.stdout, url)
-	log.Info("receiving", "url", url, "receiver", e.receiverPath, "metrics", url+"metrics")
+	log.Info("receiving", "url", url, "receiver", shown(e.receiverPath), "metrics", url+"metrics")
 
 	select {
 	case err := <-served: // Serve failed on its own

@@ -3,12 +3,24 @@ package main
 import (
 	"context"
 
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
 
-// receiverDB adapts *receiverstore.Store to receiverStore.
+// receiverLib is what receiverDB uses of a receiver store library:
+// *receiverstore.Store (sqliteReceiver) and *pgreceiverstore.Store
+// (pgReceiver, pg.go) both have it.
+type receiverLib interface {
+	Close() error
+	Flows(ctx context.Context) ([]receiver.FlowState, error)
+	Total(ctx context.Context, flow string) (int64, error)
+	Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error)
+	Snapshot(ctx context.Context) (receiver.Snapshot, error)
+}
+
+// receiverDB adapts a receiverLib to receiverStore.
 type receiverDB struct {
-	s *receiverstore.Store
+	s receiverLib
 }
 
 // readReceiverStore opens the receiver read-only, creating no file (see

@@ -17,6 +17,8 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/inbox"
+	"github.com/fairrelay/fairrelay/pgqueuestore"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/fairrelay/fairrelay/relay"
@@ -41,7 +43,9 @@ func cmdRelay(e *env, args []string) (err error) {
 			"is given the real-time policy below, with an audit row; --lease, --max-attempts, --backoff-base\n"+
 			"and --backoff-cap, when given, set the queue's policy (audited) if it differs.\n"+
 			"Ctrl-C or SIGTERM stops claiming, lets deliveries in flight finish (up to --grace), settles them\n"+
-			"and exits 0. On a terminal a live line shows delivered/s, backlog, in flight and quarantined.").withQueue()
+			"and exits 0. On a terminal a live line shows delivered/s, backlog, in flight and quarantined.\n"+
+			"On a postgres:// queue the relay also LISTENs for the queue's wake-ups: another process's enqueue\n"+
+			"wakes it at once; --poll stays the bound (a lost listener is retried with backoff).").withQueue()
 	to := c.String("to", "", "deliver over HTTP to `URL` (the URL 'relayctl receive' prints)")
 	secretFlag := c.String("secret", "", "signing secret `S` for --to (default $"+secretEnv+")")
 	c.withReceiver(false)
@@ -100,23 +104,42 @@ func cmdRelay(e *env, args []string) (err error) {
 	} else if e.receiverPath == "" {
 		return usagef("--receiver is empty (give --to URL or --receiver PATH)")
 	}
-	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
-		return err
+	pg := isPostgres(e.queuePath)
+	if !pg {
+		if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+			return err
+		}
 	}
-	if h == nil {
-		r, oerr := receiverstore.Open(e.abs(e.receiverPath))
+	var (
+		q      relayQueue
+		listen func(context.Context) (waiter, error)
+	)
+	if pg {
+		// One connection more than the relay's own for the LISTEN.
+		pq, oerr := openPGQueue(e.ctx, e.queuePath, false, 5, pgqueuestore.WithRealTime(clock.Wall{}, ms(*skew)))
 		if oerr != nil {
-			return fmt.Errorf("open receiver %s: %w", e.receiverPath, oerr)
+			return fmt.Errorf("open queue %s: %w", shown(e.queuePath), oerr)
+		}
+		q = pq
+		listen = func(ctx context.Context) (waiter, error) { return pq.Listen(ctx) }
+	} else {
+		sq, oerr := queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(clock.Wall{}, ms(*skew)))
+		if oerr != nil {
+			return fmt.Errorf("open queue %s: %w", e.queuePath, oerr)
+		}
+		q = sq
+	}
+	defer closeWith(q, &err)
+	// The receiver after the queue: a queue that does not exist (a missing
+	// file or schema) creates no receiver.
+	if h == nil {
+		r, oerr := e.relayReceiver()
+		if oerr != nil {
+			return fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), oerr)
 		}
 		defer closeWith(r, &err)
 		h = inbox.Local(r)
 	}
-
-	q, err := queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(clock.Wall{}, ms(*skew)))
-	if err != nil {
-		return fmt.Errorf("open queue %s: %w", e.queuePath, err)
-	}
-	defer closeWith(q, &err)
 	if err := ensurePolicy(e.ctx, q, want, explicitPolicy, log); err != nil {
 		return err
 	}
@@ -148,14 +171,24 @@ func cmdRelay(e *env, args []string) (err error) {
 	if *idle {
 		go watchIdle(ctx, q, *poll, cancel, done, log)
 	}
+	listening := make(chan struct{})
+	if listen != nil {
+		// Wake-ups from other processes' writes (pgqueuestore's LISTEN/NOTIFY,
+		// wake.go); Poll stays the bound when none arrives.
+		go func() { wakeOnNotify(ctx, listen, rl.Notify, log, wakeBackoff); close(listening) }()
+	} else {
+		close(listening)
+	}
 	live := !*jsonLogs && e.isTerminal(e.stderr)
 	liveStop, liveDone := make(chan struct{}), make(chan struct{})
 	if live {
 		go func() { liveLine(e.stderr, q, &count, liveStop); close(liveDone) }()
 	}
 	start := time.Now()
-	log.Info("relaying", "queue", e.queuePath, "to", target(*to, e.receiverPath), "concurrency", *concurrency, "batch", *batch)
+	log.Info("relaying", "queue", shown(e.queuePath), "to", target(*to, e.receiverPath), "concurrency", *concurrency, "batch", *batch)
 	runErr := rl.Run(ctx)
+	cancel(nil)
+	<-listening
 	if live {
 		close(liveStop)
 		<-liveDone // no redraw after this
@@ -173,6 +206,27 @@ func cmdRelay(e *env, args []string) (err error) {
 	return nil
 }
 
+// relayQueue is what 'relayctl relay' needs of its queue: the relay's own
+// queue with Stats (metrics, live line), SetPolicy (ensurePolicy) and Close.
+// *queuestore.Store and pgQueue have it.
+type relayQueue interface {
+	relay.StatsQueue
+	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
+	Close() error
+}
+
+// relayReceiver opens the receiver of in-process delivery, creating it if
+// missing: a SQLite file or a postgres:// schema.
+func (e *env) relayReceiver() (interface {
+	inbox.Receiver
+	Close() error
+}, error) {
+	if isPostgres(e.receiverPath) {
+		return openPGReceiver(e.ctx, e.receiverPath, true)
+	}
+	return receiverstore.Open(e.abs(e.receiverPath))
+}
+
 // ms converts a duration to millisecond ticks.
 func ms(d time.Duration) clock.Tick { return clock.Tick(d / time.Millisecond) }
 
@@ -180,14 +234,14 @@ func target(to, receiver string) string {
 	if to != "" {
 		return to
 	}
-	return "receiver " + receiver + " (in process)"
+	return "receiver " + shown(receiver) + " (in process)"
 }
 
 // ensurePolicy gives the queue the real-time policy want when it still has
 // the default logical one (lease 5 ticks is 5 ms on a wall clock), or when
 // the operator gave policy flags (explicit) and the queue's policy differs.
 // Either change writes an audit row. Otherwise the queue's policy stays.
-func ensurePolicy(ctx context.Context, q *queuestore.Store, want queuestore.Policy, explicit bool, log *slog.Logger) error {
+func ensurePolicy(ctx context.Context, q relayQueue, want queuestore.Policy, explicit bool, log *slog.Logger) error {
 	have, err := q.Policy(ctx)
 	if err != nil {
 		return fmt.Errorf("read the queue's policy: %w", err)
@@ -213,7 +267,7 @@ var errIdle = errors.New("idle")
 // quarantined, or waits behind a quarantined head, in every process.
 // (An event this relay holds is in flight, and so a head that waits for its
 // lease end: NextDue's ok stays true until it is settled.)
-func watchIdle(ctx context.Context, q *queuestore.Store, poll time.Duration, cancel context.CancelCauseFunc, done <-chan struct{}, log *slog.Logger) {
+func watchIdle(ctx context.Context, q relayQueue, poll time.Duration, cancel context.CancelCauseFunc, done <-chan struct{}, log *slog.Logger) {
 	every := min(poll, 100*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -256,7 +310,7 @@ func (c *countingHandler) Handle(ctx context.Context, ev relay.Event) error {
 // liveLine redraws one status line on w every second until done: this
 // process's deliveries per second, and the queue's backlog (pending and in
 // flight, every process), in flight and quarantined events.
-func liveLine(w io.Writer, q *queuestore.Store, c *countingHandler, done <-chan struct{}) {
+func liveLine(w io.Writer, q relayQueue, c *countingHandler, done <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last, at := c.ok.Load(), time.Now()

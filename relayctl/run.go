@@ -129,7 +129,8 @@ func (e *env) main(args []string) int {
 		if c.name == name {
 			label := name
 			if name == "receiver" && len(rest) > 1 && (rest[1] == "totals" || rest[1] == "conflicts") ||
-				name == "policy" && len(rest) > 1 && rest[1] == "set" {
+				name == "policy" && len(rest) > 1 && rest[1] == "set" ||
+				name == "flows" && len(rest) > 1 && rest[1] == "set-weight" {
 				label += " " + rest[1] // messages name the whole command
 			}
 			return e.finish(label, c.run(e, rest[1:]))
@@ -150,6 +151,9 @@ func (e *env) finish(name string, err error) int {
 		return exitOK
 	case errors.Is(err, errFlagParse):
 		// The flag package has already printed the problem and the usage.
+		return exitUsage
+	case errors.As(err, new(*unsupportedError)):
+		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, err)
 		return exitUsage
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, ue.msg)
@@ -175,6 +179,7 @@ func (e *env) topUsage(w io.Writer) {
 	b.WriteString("\nGlobal flags (also accepted after the command):\n")
 	b.WriteString("  --queue PATH      queue database (default queue.db)\n")
 	b.WriteString("  --receiver PATH   receiver database (default receiver.db)\n")
+	b.WriteString("                    either may be a postgres:// URL (?schema=NAME picks the schema)\n")
 	b.WriteString("  --clock MODE      how writes read time: auto (default), logical or wall\n")
 	b.WriteString("  --skew MS         wall-clock mode's tolerance (default 1000)\n")
 	b.WriteString("\nRun 'relayctl COMMAND -h' for a command's flags.\n")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +14,12 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/jackc/pgx/v5"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -36,6 +42,38 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:  "testdata/script",
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"rc": cmdRC},
+	})
+}
+
+// TestScriptsPostgres runs testdata/pgscript/*.txtar: operator sessions on
+// PostgreSQL, with $QUEUE and $RECEIVER postgres:// URLs whose schemas
+// (not yet created) are the script's own, dropped when it ends.
+func TestScriptsPostgres(t *testing.T) {
+	t.Parallel()
+	base := pgtest.Require(t)
+	pool := pgtest.Pool(t)
+	testscript.Run(t, testscript.Params{
+		Dir:  "testdata/pgscript",
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"rc": cmdRC},
+		Setup: func(env *testscript.Env) error {
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return err
+			}
+			tag := hex.EncodeToString(b[:])
+			qschema, rschema := "test_q"+tag, "test_r"+tag
+			env.Setenv("QSCHEMA", qschema)
+			env.Setenv("QUEUE", pgURL(t, base, qschema))
+			env.Setenv("RECEIVER", pgURL(t, base, rschema))
+			env.Defer(func() {
+				for _, s := range []string{qschema, rschema} {
+					if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE"); err != nil {
+						t.Errorf("drop schema %s: %v", s, err)
+					}
+				}
+			})
+			return nil
+		},
 	})
 }
 
@@ -104,7 +142,7 @@ func frDrive(args []string) int {
 	if len(args) == 4 {
 		reason = args[3]
 	}
-	q, err := queuestore.Open(args[0])
+	q, err := openSettler(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-drive:", err)
 		return 1
@@ -123,7 +161,15 @@ func frDrive(args []string) int {
 // nothing is dispatchable it moves to the tick at which id is available again
 // (from, from+2, from+6: the backoff of docs/contract.md §2.4). It stops when id is
 // quarantined and returns that tick; each step is logged to w.
-func driveToQuarantine(ctx context.Context, q *queuestore.Store, id string, from clock.Tick, reason string, w io.Writer) (clock.Tick, error) {
+// settler is the part of a queue store driveToQuarantine uses: queuestore
+// and pgqueuestore both have it.
+type settler interface {
+	Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, error)
+	Event(ctx context.Context, id string) (queue.EventState, error)
+	Settle(ctx context.Context, id string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error)
+}
+
+func driveToQuarantine(ctx context.Context, q settler, id string, from clock.Tick, reason string, w io.Writer) (clock.Tick, error) {
 	now := from
 	for range 1000 {
 		c, ok, err := q.Claim(ctx, now)
@@ -162,6 +208,18 @@ func driveToQuarantine(ctx context.Context, q *queuestore.Store, id string, from
 	return now, errors.New("gave up after 1000 claims")
 }
 
+// openSettler opens the queue a helper plays the relay on: a SQLite file,
+// or a postgres:// URL with ?schema= as relayctl takes it.
+func openSettler(path string) (interface {
+	settler
+	Close() error
+}, error) {
+	if isPostgres(path) {
+		return openPGQueue(context.Background(), path, false, 0)
+	}
+	return queuestore.Open(path)
+}
+
 // frClaim claims once and, when asked, settles:
 //
 //	fr-claim QUEUE TICK [ok|fail REASON]
@@ -178,7 +236,7 @@ func frClaim(args []string) int {
 		return 2
 	}
 	ctx := context.Background()
-	q, err := queuestore.Open(args[0])
+	q, err := openSettler(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-claim:", err)
 		return 1
@@ -223,7 +281,15 @@ func frRecv(args []string) int {
 		fmt.Fprintln(os.Stderr, "fr-recv: SEQ:", err)
 		return 2
 	}
-	r, err := receiverstore.Open(args[0])
+	var r interface {
+		Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error)
+		Close() error
+	}
+	if isPostgres(args[0]) {
+		r, err = openPGReceiver(context.Background(), args[0], true)
+	} else {
+		r, err = receiverstore.Open(args[0])
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fr-recv:", err)
 		return 1

@@ -33,7 +33,7 @@ func cmdStatus(e *env, args []string) (err error) {
 	}
 	defer closeWith(q, &err)
 	var rep statusReport
-	rep.Queue = e.queuePath
+	rep.Queue = shown(e.queuePath)
 	if rep.Stats, err = q.Stats(e.ctx); err != nil {
 		return fmt.Errorf("read queue stats: %w", err)
 	}
@@ -54,7 +54,7 @@ func cmdStatus(e *env, args []string) (err error) {
 }
 
 func readReceiverReport(e *env, r receiverStore) (*receiverReport, error) {
-	rr := &receiverReport{Path: e.receiverPath}
+	rr := &receiverReport{Path: shown(e.receiverPath)}
 	var err error
 	if rr.Totals, err = r.Totals(e.ctx); err != nil {
 		return nil, fmt.Errorf("read receiver totals: %w", err)

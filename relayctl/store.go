@@ -102,6 +102,9 @@ func (e *env) abs(path string) string {
 // openQueue opens the queue at e.queuePath, which must exist unless create
 // is true (only enqueue creates a queue).
 func (e *env) openQueue(create bool) (queueStore, error) {
+	if isPostgres(e.queuePath) {
+		return e.pgQueue(create)
+	}
 	if !create {
 		if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
 			return nil, err
@@ -119,6 +122,9 @@ func (e *env) openQueue(create bool) (queueStore, error) {
 // openReceiver opens the receiver at e.receiverPath, which must exist.
 // optional says the command can do without it (an empty --receiver).
 func (e *env) openReceiver(optional bool) (receiverStore, error) {
+	if isPostgres(e.receiverPath) {
+		return e.pgReceiver()
+	}
 	if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
 		if optional && !errors.As(err, new(*usageError)) {
 			err = fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
@@ -136,6 +142,9 @@ func (e *env) openReceiver(optional bool) (receiverStore, error) {
 // exist, and it is opened read-only, so that nothing is created beside it
 // and no write permission is needed (docs/operations.md).
 func (e *env) readQueue() (queueStore, error) {
+	if isPostgres(e.queuePath) {
+		return e.pgQueue(false)
+	}
 	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
 		return nil, err
 	}
@@ -149,6 +158,9 @@ func (e *env) readQueue() (queueStore, error) {
 // readReceiver is openReceiver for a read command: read-only, creating
 // nothing.
 func (e *env) readReceiver(optional bool) (receiverStore, error) {
+	if isPostgres(e.receiverPath) {
+		return e.pgReceiver()
+	}
 	if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
 		if optional && !errors.As(err, new(*usageError)) {
 			err = fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
@@ -160,6 +172,27 @@ func (e *env) readReceiver(optional bool) (receiverStore, error) {
 		return nil, fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
 	}
 	return r, nil
+}
+
+// pgQueue opens a postgres:// --queue (pg.go). A read command opens it as a
+// write command does: PostgreSQL has no read-only store, and opening an
+// existing schema changes nothing in it.
+func (e *env) pgQueue(create bool) (queueStore, error) {
+	q, err := pgQueueDB(e.ctx, e.queuePath, create)
+	if err != nil {
+		return nil, fmt.Errorf("open queue %s: %w", shown(e.queuePath), err)
+	}
+	return q, nil
+}
+
+// pgReceiver opens a postgres:// --receiver for a command that reads it: the
+// schema must exist.
+func (e *env) pgReceiver() (receiverStore, error) {
+	r, err := openPGReceiver(e.ctx, e.receiverPath, false)
+	if err != nil {
+		return nil, fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), err)
+	}
+	return receiverDB{r}, nil
 }
 
 // closeWith closes c and keeps the first error.

@@ -55,6 +55,12 @@ func cmdWeb(e *env, args []string) (err error) {
 	if !loopback && *token == "" {
 		return usagef("--listen %s is not a loopback address: give a token (--token or $%s), so that no page is open to the network", *listen, tokenEnv)
 	}
+	if isPostgres(e.queuePath) {
+		return &unsupportedError{command: "web", why: pgNoConsole}
+	}
+	if isPostgres(e.receiverPath) {
+		return &unsupportedError{command: "web", why: pgNoConsoleReceiver}
+	}
 	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
 		return err
 	}
