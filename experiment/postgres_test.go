@@ -2,13 +2,11 @@ package experiment
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 )
@@ -25,29 +23,10 @@ func postgresBackendFor(t *testing.T) postgresBackend {
 	return b.(postgresBackend)
 }
 
-// rotationOnPostgres reports whether pgqueuestore accepts the rotation
-// policy. Until it does, the scenarios that need it cannot run there.
-func rotationOnPostgres(t *testing.T) bool {
-	t.Helper()
-	url, schema := pgtest.Schema(t)
-	q, err := pgqueuestore.Open(context.Background(), url, pgqueuestore.WithSchema(schema), pgqueuestore.WithPolicy(rotationPolicy()))
-	if err == nil {
-		_ = q.Close()
-		return true
-	}
-	if errors.Is(err, queue.ErrInvalid) && strings.Contains(err.Error(), "not implemented") {
-		return false
-	}
-	t.Fatalf("open a rotation queue on PostgreSQL: %v", err)
-	return false
-}
-
 // TestScenariosPostgres runs every scenario with its stores on PostgreSQL
 // and compares the result with the SAME golden file as on SQLite, byte for
 // byte (docs/experiment.md "On PostgreSQL"): checks, trace and both
-// snapshots. It never writes a golden file. A scenario that needs the
-// rotation order is skipped, with its reason, only while pgqueuestore
-// refuses that policy and only when that refusal is all that failed.
+// snapshots. It never writes a golden file.
 //
 // It is deliberately not parallel with the other tests: its scenarios run
 // in parallel with each other, and only then the SQLite scenarios
@@ -59,15 +38,10 @@ func TestScenariosPostgres(t *testing.T) {
 		t.Skip("GOLDIE_UPDATE: golden files are written from SQLite only; run the tests again to compare PostgreSQL with them")
 	}
 	b := postgresBackendFor(t)
-	rotation := rotationOnPostgres(t)
 	for _, s := range Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
 			res := RunOn(context.Background(), b, s, t.TempDir())
-			if f := res.Failed(); !rotation && len(f) == 1 && f[0].Name == "scenario ran to its end" &&
-				strings.Contains(f[0].Detail, `Fairness "rotation" is not implemented`) {
-				t.Skipf("%s needs the rotation order, which pgqueuestore does not implement yet: %s", s.Name, f[0].Detail)
-			}
 			for _, c := range res.Failed() {
 				t.Errorf("%s: check %q failed: %s", s.Name, c.Name, c.Detail)
 			}

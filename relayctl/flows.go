@@ -174,9 +174,6 @@ func cmdSetWeight(e *env, args []string) (err error) {
 	if perr != nil || w < queuestore.MinWeight || w > queuestore.MaxWeight {
 		return usagef("WEIGHT %q: want an integer %d..%d", pos[1], queuestore.MinWeight, queuestore.MaxWeight)
 	}
-	if isPostgres(e.queuePath) {
-		return &unsupportedError{command: "flows set-weight", why: pgNoWeights}
-	}
 	q, err := e.openQueue(false)
 	if err != nil {
 		return err

@@ -112,8 +112,6 @@ func (p pgQueue) Close() error {
 	return err
 }
 
-func (p pgQueue) SnapshotAny(ctx context.Context) (any, error) { return p.Snapshot(ctx) }
-
 // openPGQueue opens the queue store of a postgres:// --queue value. create
 // says the schema may be new (enqueue). opts are added to the schema's.
 func openPGQueue(ctx context.Context, raw string, create bool, minConns int32, opts ...pgqueuestore.Option) (pgQueue, error) {
@@ -188,7 +186,6 @@ func (u *unsupportedError) Error() string {
 
 // Why each subcommand refuses a PostgreSQL store.
 const (
-	pgNoWeights = "pgqueuestore has no flow weights yet (the rotation order is SQLite-only); set weights on a SQLite queue"
 	pgNoConsole = "the console pages through queuestore's SQLite-only reads (FlowsPage, AuditPage, QuarantinedPage); " +
 		"use status, flows, events, quarantined, audit and redrive with the postgres:// URL instead"
 	pgNoConsoleReceiver = "the console reads the receiver through receiverstore (SQLite); " +

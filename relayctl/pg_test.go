@@ -198,7 +198,7 @@ func TestPostgres_OperatorCommands(t *testing.T) {
 		t.Errorf("snapshot: %v, keys %v", err, snap)
 	}
 
-	for _, args := range [][]string{{"web"}, {"flows", "set-weight", "a", "2", "--reason", "x"}} {
+	for _, args := range [][]string{{"web"}} {
 		code, _, errs := runPG(t, qURL, rURL, args...)
 		if code != exitUsage || !strings.Contains(errs, "not supported on PostgreSQL") {
 			t.Errorf("%v on PostgreSQL: exit %d, stderr %q; want 2, 'not supported on PostgreSQL'", args, code, errs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -15,7 +16,7 @@ const maxBodyBytes = queuestore.MaxBodyLen
 
 // queueLib is what queueDB uses of a queue store library: *queuestore.Store
 // (sqliteQueue) and *pgqueuestore.Store (pgQueue, pg.go) both have it, in
-// the shared queue vocabulary. SetWeight is optional (weighter).
+// the shared queue vocabulary.
 type queueLib interface {
 	Close() error
 	Stats(ctx context.Context) (queue.Stats, error)
@@ -31,20 +32,12 @@ type queueLib interface {
 	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
 	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
 	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
-	// SnapshotAny is the library's Snapshot (each has its own type).
-	SnapshotAny(ctx context.Context) (any, error)
-}
-
-// weighter is a queueLib that can set a flow's weight (queuestore only:
-// pgqueuestore has no rotation yet).
-type weighter interface {
 	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
+	Snapshot(ctx context.Context) (queue.Snapshot, error)
 }
 
 // sqliteQueue is *queuestore.Store as a queueLib.
 type sqliteQueue struct{ *queuestore.Store }
-
-func (s sqliteQueue) SnapshotAny(ctx context.Context) (any, error) { return s.Snapshot(ctx) }
 
 // queueDB adapts a queueLib to queueStore.
 type queueDB struct {
@@ -196,11 +189,7 @@ func (q *queueDB) Stats(ctx context.Context) (statsRow, error) {
 }
 
 func (q *queueDB) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
-	w, ok := q.s.(weighter)
-	if !ok {
-		return &unsupportedError{command: "flows set-weight", why: pgNoWeights}
-	}
-	return w.SetWeight(ctx, flow, weight, reason, now)
+	return q.s.SetWeight(ctx, flow, weight, reason, now)
 }
 
 func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
@@ -288,6 +277,12 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 				r.Change = policyDiff(old, new)
 			}
 		}
+		if a.Kind == queuestore.AuditWeight {
+			var ch queuestore.WeightChange
+			if err := json.Unmarshal([]byte(a.Detail), &ch); err == nil {
+				r.Change = fmt.Sprintf("weight of flow %q %d -> %d", ch.Flow, ch.Old, ch.New)
+			}
+		}
 		if r.Change == "" && a.Detail != "" {
 			r.Change = a.Detail
 		}
@@ -297,7 +292,7 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 }
 
 func (q *queueDB) Snapshot(ctx context.Context) (any, error) {
-	return q.s.SnapshotAny(ctx)
+	return q.s.Snapshot(ctx)
 }
 
 func policyFrom(p queuestore.Policy) policyRow {

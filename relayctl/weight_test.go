@@ -68,6 +68,9 @@ func TestFlows_7_6_RotationColumnsAndSetWeight(t *testing.T) {
 	if out := mustRun(t, dir, "flows", "set-weight", "a", "5", "--reason", "paying tenant"); out != "flow a: weight 5 at tick 1; reason kept in the audit\n" {
 		t.Fatalf("set-weight = %q", out)
 	}
+	if out := mustRun(t, dir, "audit"); !strings.Contains(out, `weight of flow "a" 1 -> 5`) {
+		t.Fatalf("audit does not say what the weight row changed:\n%s", out)
+	}
 	q, err = queuestore.Open(filepath.Join(dir, "queue.db"))
 	if err != nil {
 		t.Fatal(err)
