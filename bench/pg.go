@@ -256,3 +256,46 @@ func PGVersion(ctx context.Context, url string) (string, error) {
 	}
 	return v, nil
 }
+
+// PGCeiling is the PostgreSQL storage ceiling: one-row `INSERT` transactions
+// (autocommit: one durable commit each) into a bare table in a schema of its
+// own, one commit per Step.
+func PGCeiling(url string) Case {
+	return Case{
+		Name: "pg/ceiling",
+		Unit: "commits/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			schema := NewPGSchema()
+			c, err := pgx.Connect(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			t := pgx.Identifier{schema, "t"}.Sanitize()
+			if _, err := c.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()+"; CREATE TABLE "+t+" (id bigserial PRIMARY KEY, body bytea NOT NULL)"); err != nil {
+				c.Close(ctx)
+				DropPGSchema(ctx, url, schema)
+				return nil, fmt.Errorf("ceiling schema: %w", err)
+			}
+			return &pgCeiling{c: c, url: url, schema: schema, insert: "INSERT INTO " + t + " (body) VALUES ($1)"}, nil
+		},
+	}
+}
+
+type pgCeiling struct {
+	c                   *pgx.Conn
+	url, schema, insert string
+}
+
+// Step commits one row.
+func (p *pgCeiling) Step(ctx context.Context) (int, error) {
+	if _, err := p.c.Exec(ctx, p.insert, body); err != nil {
+		return 0, fmt.Errorf("ceiling insert: %w", err)
+	}
+	return 1, nil
+}
+
+// Close closes the connection and drops the schema.
+func (p *pgCeiling) Close() error {
+	p.c.Close(context.Background())
+	return DropPGSchema(context.Background(), p.url, p.schema)
+}

@@ -67,6 +67,20 @@ func TestPGBatchedCycle(t *testing.T) {
 	}
 }
 
+// The PostgreSQL ceiling commits one row a Step and drops its schema.
+func TestPGCeiling(t *testing.T) {
+	url := pgtest.Require(t)
+	before := schemaCount(t, url)
+	for _, n := range runSteps(t, PGCeiling(url), 3) {
+		if n != 1 {
+			t.Fatalf("step counted %d commits, want 1", n)
+		}
+	}
+	if after := schemaCount(t, url); after > before {
+		t.Fatalf("bench schemas: %d before, %d after Close", before, after)
+	}
+}
+
 // claim+settle on PostgreSQL drains exactly the backlog it loaded, then says
 // the backlog is empty.
 func TestPGClaimSettleDrainsItsBacklog(t *testing.T) {
