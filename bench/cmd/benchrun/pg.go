@@ -128,7 +128,7 @@ func pgRows(cfg config, rates bench.Rates, drains map[int][]bench.DrainSummary, 
 		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d (EnqueueBatch → ClaimBatch → SettleBatch)", riverBatch), Value: bench.Summarize(ours), Unit: "events/s"},
 		{What: fmt.Sprintf("PostgreSQL: River %s (riverpgxv5): InsertMany of %d → %d no-op workers → completed", bench.RiverVersion, riverBatch, bench.RiverWorkers), Value: bench.Summarize(rv), Unit: "events/s"},
 		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d ÷ River", riverBatch), Value: ratio, Verb: "%.2f", Unit: "ratio", Target: "≥ 1.5", Met: bench.AtLeast(ratio.Median, 1.5),
-			Why: "Our cycle is three transactions per 64 events in one goroutine, each taking the queue's one write turn (the meta row) and running its statements one event at a time (about three round trips per event); River inserts with one multi-row statement, fetches 16 at a time and completes in batches of up to 5,000 in one statement, from several goroutines at once. See bench/DECISIONS.md, \"PostgreSQL and River\"."},
+			Why: "Our cycle is three transactions per 64 events in one goroutine, each taking the queue's one write turn (the meta row) and running its statements one event at a time (about three round trips per event and operation), so it is bound by statements, not commits (compare the ceiling row); River inserts with one multi-row statement, fetches 16 at a time and completes 100 or more in one statement, from several goroutines at once. Set-based (or pipelined) batch operations in pgqueuestore are the way to the target. See bench/DECISIONS.md, \"PostgreSQL and River\"."},
 	}
 	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: queue cycle at %d ÷ (ceiling × %d/3)", riverBatch, riverBatch), Value: bench.Summarize(bench.Ratio(ours, ceil, 3.0/riverBatch)), Verb: "%.2f", Unit: "ratio"})
 	lo, hi := cfg.pgFlows[0], cfg.pgFlows[len(cfg.pgFlows)-1]
@@ -179,7 +179,7 @@ func pgDrainRows(drains map[int][]bench.DrainSummary) []bench.Row {
 			row := bench.Row{What: label + ": total ÷ one process", Value: r, Verb: "%.2f", Unit: "ratio"}
 			if n == 4 {
 				row.Target, row.Met = "≥ 2", bench.AtLeast(r.Median, 2)
-				row.Why = "Every write takes the queue's one turn (the meta row, FOR UPDATE) and holds it through its statements and its commit, so processes overlap only what lies outside the turn: their own CPU and the wait for the lock. See bench/DECISIONS.md, \"PostgreSQL and River\"."
+				row.Why = "Every write takes the queue's one turn (the meta row, FOR UPDATE) as its first statement and holds it through its statements and its commit, so the design promises no scaling: processes overlap only what lies outside the turn. On the loaded machine single rounds ranged widely; read the range. See bench/DECISIONS.md, \"PostgreSQL and River\"."
 			}
 			ms := bench.Summarize(minShare)
 			rows = append(rows,
