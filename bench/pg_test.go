@@ -216,3 +216,66 @@ func TestPGDrainCountsMatchTheDatabase(t *testing.T) {
 		}
 	}
 }
+
+// timedWorkload reports 100 items in 100 ms per step, whatever its wall time.
+type timedWorkload struct{ countingWorkload }
+
+func (w *timedWorkload) TimedStep(context.Context) (int, time.Duration, error) {
+	w.steps++
+	time.Sleep(time.Millisecond)
+	return 100, 100 * time.Millisecond, nil
+}
+
+// Measure takes a TimedWorkload's rate from the time its steps report, not
+// from the wall time they took.
+func TestMeasureUsesTheTimeATimedWorkloadReports(t *testing.T) {
+	t.Parallel()
+	rates, err := Measure(context.Background(), t.TempDir(), []Case{{Name: "timed", Setup: func(context.Context, string) (Workload, error) {
+		return &timedWorkload{}, nil
+	}}}, Plan{Rounds: 2, Slice: 5 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rates["timed"] {
+		if r != 1000 {
+			t.Fatalf("rates = %v, want 1000 items/s in every round (100 items per reported 100 ms)", rates["timed"])
+		}
+	}
+}
+
+// MeasurePGDrains gives every process count one summary per round, with
+// events counted and no error, and drops every copy it drained.
+func TestMeasurePGDrains(t *testing.T) {
+	url := pgtest.Require(t)
+	ctx := context.Background()
+	tmpl := NewPGSchema()
+	defer DropPGSchema(ctx, url, tmpl)
+	// Many more flows than events in flight (2 processes × 4): a flow's head
+	// in flight blocks the flow, and a claim that finds no head reads as an
+	// empty backlog.
+	if err := MakePGTemplate(ctx, url, tmpl, 40, 30); err != nil {
+		t.Fatal(err)
+	}
+	before := schemaCount(t, url)
+	t.Setenv("FAIRRELAY_BENCH_PG_CHILD", "1")
+	args := func(schema string) []string {
+		return []string{"-test.run=^TestHelperPGDrainChild$", "--", url, schema}
+	}
+	out, err := MeasurePGDrains(ctx, url, tmpl, os.Args[0], args, []int{1, 2}, 2, 300*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2} {
+		if len(out[n]) != 2 {
+			t.Fatalf("%d processes: %d rounds, want 2", n, len(out[n]))
+		}
+		for _, s := range out[n] {
+			if s.Procs != n || s.Events <= 0 || s.OtherErrs != 0 {
+				t.Fatalf("%d processes: %+v", n, s)
+			}
+		}
+	}
+	if after := schemaCount(t, url); after != before {
+		t.Fatalf("bench schemas: %d before the drains, %d after", before, after)
+	}
+}
