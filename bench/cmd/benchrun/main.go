@@ -228,7 +228,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	if cfg.runtimeOnly {
 		cases = []bench.Case{bench.BatchedRelayCycle(16), bench.BatchedRelayCycle(64)}
 	}
-	pg := pgServer{skipped: "PostgreSQL rows not in this mode"}
+	pg := pgServer{skipped: notThisMode}
 	if !cfg.runtimeOnly && !cfg.redriveOnly && (cfg.drainOnly == "" || cfg.drainOnly == "pg") {
 		pg = findPG(ctx)
 	}

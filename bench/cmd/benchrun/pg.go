@@ -22,6 +22,10 @@ const (
 // pgDrainCounts are the process counts of the PostgreSQL drains.
 var pgDrainCounts = []int{1, 2, 4, 8}
 
+// notThisMode is why a mode that measures neither has no PostgreSQL or
+// River rows.
+const notThisMode = "PostgreSQL and River rows not in this mode"
+
 // pgServer says whether the PostgreSQL rows can run: the server's URL and
 // version, or why not (one line, logged; never a failure of the run).
 type pgServer struct {
@@ -198,6 +202,9 @@ func pgDrainRows(drains map[int][]bench.DrainSummary) []bench.Row {
 
 // pgHeader is the header's bullet on the PostgreSQL rows and River.
 func pgHeader(cfg config, pg pgServer) string {
+	if pg.skipped == notThisMode {
+		return "- " + notThisMode + ".\n"
+	}
 	if pg.skipped != "" {
 		return fmt.Sprintf("- %s. River on SQLite: River %s (riversqlite) on a file with the stores' pragmas and one connection, InsertMany of %d, %d no-op workers, FetchCooldown %s, FetchPollInterval %s (River's `river bench` settings); a step inserts while at most %d jobs are outstanding and counts the jobs completed within its %s (at least %s); the ratio is taken within the round.\n",
 			pg.skipped, bench.RiverVersion, riverBatch, bench.RiverWorkers, bench.RiverFetchCooldown, bench.RiverFetchPoll, bench.RiverWindow, cfg.plan.Slice, bench.RiverMinStep)
