@@ -22,10 +22,21 @@ type Claimant interface {
 	Settle(ctx context.Context, item any) error
 }
 
+// A Batch is a claimed item that stands for several events (a ClaimBatch's
+// claims): Drain counts Len events when it is settled, 1 for any other item.
+type Batch interface{ Len() int }
+
+func itemCount(item any) int {
+	if b, ok := item.(Batch); ok {
+		return b.Len()
+	}
+	return 1
+}
+
 // ProcStats is what one claimant process reports after a drain.
 type ProcStats struct {
 	Proc      int           `json:"proc"`
-	Events    int           `json:"events"`     // claimed and settled
+	Events    int           `json:"events"`     // claimed and settled (events, not batches)
 	Writes    int           `json:"writes"`     // write calls that returned
 	Busy      int           `json:"busy"`       // write calls that returned SQLITE_BUSY
 	OtherErrs int           `json:"other_errs"` // any other error
@@ -65,7 +76,7 @@ func Drain(ctx context.Context, c Claimant, proc int, d time.Duration) ProcStats
 	for time.Since(start) < d && ctx.Err() == nil {
 		if pending != nil {
 			if timed(func() error { return c.Settle(ctx, pending) }) == nil {
-				st.Events++
+				st.Events += itemCount(pending)
 				pending = nil
 			}
 			continue

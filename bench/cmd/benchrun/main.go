@@ -4,6 +4,11 @@
 //
 //	go run ./cmd/benchrun -out ../docs/performance.md [-quick]
 //	go run ./cmd/benchrun -bulk-redrive-only [-quick]   # only the bulk redrive rows
+//	go run ./cmd/benchrun -pg-only [-quick]             # only the PostgreSQL and River rows
+//
+// The PostgreSQL rows run against FAIRRELAY_POSTGRES, else
+// postgres://postgres@127.0.0.1:5432/test; with no server they are skipped
+// with one line saying so.
 //
 // It re-runs itself as the claimant processes of the multi-process drains.
 package main
@@ -32,16 +37,19 @@ func main() {
 	out := flag.String("out", "", "file to write the report to (stdout only when empty)")
 	quick := flag.Bool("quick", false, "a short smoke run: fewer rounds, shorter slices, smaller backlogs")
 	keep := flag.Bool("keep", false, "keep the temporary directory with the databases")
-	child := flag.String("child", "", "internal: run as a drain child of this kind (queue, raw)")
-	db := flag.String("db", "", "internal: the drain child's database")
+	child := flag.String("child", "", "internal: run as a drain child of this kind (queue, raw, pg)")
+	db := flag.String("db", "", "internal: the drain child's database (for pg: its schema)")
+	pgURL := flag.String("pg-url", "", "internal: the pg drain child's server")
+	batch := flag.Int("batch", 16, "internal: the pg drain child's ClaimBatch size")
 	turn := flag.String("turn", "", "internal: the raw drain child's turn mode")
 	drainsOnly := flag.Bool("drains-only", false, "measure only the multi-process drains (for working on them)")
 	drainFor := flag.Duration("drain-for", 0, "how long each drain runs (0: the mode's default)")
 	drainRounds := flag.Int("drain-rounds", 0, "drain rounds (0: the mode's default)")
-	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_queue, raw-writer_keep)")
+	drainOnly := flag.String("drain", "", "run only this drain (queuestore, raw-busy_timeout, raw-writer_queue, raw-writer_keep, pg)")
 	redriveOnly := flag.Bool("bulk-redrive-only", false, "measure only the bulk redrive rows (for working on them)")
 	runtimeOnly := flag.Bool("runtime-only", false, "measure only the relay runtime and the batched cycles it is compared with (for working on it)")
 	claimSettleOnly := flag.Bool("claim-settle-only", false, "measure only the claim+settle rows, min_served and rotation (for working on them)")
+	pgOnly := flag.Bool("pg-only", false, "measure only the PostgreSQL rows and River (on PostgreSQL and SQLite, with the cases they are compared with)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchrun: ")
@@ -52,6 +60,8 @@ func main() {
 		switch *child {
 		case "queue":
 			err = bench.QueueChild(ctx, *db)
+		case "pg":
+			err = bench.PGQueueChild(ctx, *pgURL, *db, *batch)
 		case "wake":
 			err = bench.RuntimeWakeChild(ctx)
 		case "raw":
@@ -94,6 +104,10 @@ func main() {
 	}
 	cfg.runtimeOnly = *runtimeOnly
 	cfg.claimSettleOnly = *claimSettleOnly
+	cfg.pgOnly = *pgOnly
+	if cfg.pgOnly && (cfg.drainsOnly || cfg.redriveOnly || cfg.runtimeOnly || cfg.claimSettleOnly || cfg.drainOnly != "") {
+		log.Fatal("-pg-only measures nothing else: leave out the other -*-only flags and -drain")
+	}
 	if cfg.claimSettleOnly && (cfg.drainsOnly || cfg.redriveOnly || cfg.runtimeOnly || cfg.drainOnly != "") {
 		log.Fatal("-claim-settle-only measures nothing else: leave out the other -*-only flags and -drain")
 	}
@@ -137,6 +151,10 @@ type config struct {
 	runtimeOnly bool
 
 	claimSettleOnly bool
+	pgOnly          bool
+
+	pgFlows     []int // PostgreSQL claim+settle backlogs: the smallest and the largest number of flows
+	pgMinEvents int   // events loaded at least, per PostgreSQL claim+settle backlog
 }
 
 var (
@@ -148,6 +166,7 @@ var (
 		procs:   8, drainFor: 5 * time.Second, drainRnds: 3, drainFlow: 1000, drainPer: 40,
 		redriveN: 10000, redriveRnd: 3,
 		runtimePer: 100, wakeN: 50, wakeOtherN: 10, idleFor: 3 * time.Second,
+		pgFlows: []int{10, 100000}, pgMinEvents: 10000,
 	}
 	quickCfg = config{
 		name:  "quick",
@@ -157,10 +176,14 @@ var (
 		procs:   8, drainFor: time.Second, drainRnds: 1, drainFlow: 1000, drainPer: 5,
 		redriveN: 1000, redriveRnd: 1,
 		runtimePer: 15, wakeN: 10, wakeOtherN: 3, idleFor: time.Second,
+		pgFlows: []int{10, 10000}, pgMinEvents: 2000,
 	}
 )
 
 func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
+	if cfg.pgOnly {
+		return runPGOnly(ctx, dir, cfg)
+	}
 	start := time.Now()
 	version, err := sqliteVersion(ctx, dir)
 	if err != nil {
@@ -204,6 +227,14 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	}
 	if cfg.runtimeOnly {
 		cases = []bench.Case{bench.BatchedRelayCycle(16), bench.BatchedRelayCycle(64)}
+	}
+	pg := pgServer{skipped: notThisMode}
+	if !cfg.runtimeOnly && !cfg.redriveOnly && (cfg.drainOnly == "" || cfg.drainOnly == "pg") {
+		pg = findPG(ctx)
+	}
+	if !cfg.runtimeOnly {
+		cases = append(cases, riverSQLiteCases(cfg)...)
+		cases = append(cases, pgCases(cfg, pg)...)
 	}
 
 	sleepTimes := &bench.HandlerTimes{}
@@ -249,8 +280,14 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 
 	// Multi-process drains, interleaved.
 	drains := map[string][]bench.DrainRound{}
-	if !cfg.redriveOnly {
+	if !cfg.redriveOnly && cfg.drainOnly != "pg" {
 		if drains, err = measureDrains(ctx, dir, cfg); err != nil {
+			return nil, err
+		}
+	}
+	var pgDrains map[int][]bench.DrainSummary
+	if !cfg.redriveOnly {
+		if pgDrains, err = measurePGDrains(ctx, cfg, pg); err != nil {
 			return nil, err
 		}
 	}
@@ -259,11 +296,13 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	if !cfg.drainsOnly && !cfg.redriveOnly {
 		rows = singleRows(cfg, rates)
 		rows = append(rows, runtimeRows(rates, once, sleepTimes.Means())...)
+		rows = append(rows, riverSQLiteRows(rates)...)
 	}
 	if !cfg.drainsOnly {
 		rows = append(rows, redriveRows(cfg, redrives)...)
 	}
 	rows = append(rows, drainRows(cfg, drains)...)
+	rows = append(rows, pgRows(cfg, rates, pgDrains, pg)...)
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Performance\n\n")
 	fmt.Fprintf(&b, "Generated by `mage bench` (bench/cmd/benchrun, %s mode) on %s UTC; the run took %s.\n\n",
@@ -275,8 +314,10 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		cfg.plan.Warmup, cfg.plan.Slice, cfg.plan.Rounds)
 	fmt.Fprintf(&b, "- Bulk redrive: %d rounds; in each, two fresh copies of one queue holding %s quarantined events (one per flow, quarantined untimed by a policy of MaxAttempts 1) are redriven, one with a single `RedriveAll` (every quarantined head, 500 events and their audit rows per transaction), the other with `Quarantined` then one `Redrive` call (one transaction) per event; the two alternate which goes first. A rate is events redriven ÷ wall time of the redrive alone; the ratio is taken within the round.\n",
 		cfg.redriveRnd, thousands(cfg.redriveN))
-	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone (busy_timeout), with the writerlock module handing the turn over after every write (writer_queue), and with the writerlock module as the stores use it, kept runs of turns (writer_keep).\n\n",
+	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone (busy_timeout), with the writerlock module handing the turn over after every write (writer_queue), and with the writerlock module as the stores use it, kept runs of turns (writer_keep).\n",
 		cfg.drainRnds, cfg.procs, cfg.drainFlow, cfg.drainPer, cfg.drainFor)
+	b.WriteString(pgHeader(cfg, pg))
+	b.WriteString("\n")
 	if err := bench.WriteTable(&b, rows); err != nil {
 		return nil, err
 	}

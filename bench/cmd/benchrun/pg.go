@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/fairrelay/fairrelay/bench"
+)
+
+// The PostgreSQL rows and River (DECISIONS.md, "PostgreSQL and River").
+const (
+	riverBatch   = 64 // InsertMany batch, and our cycle's batch
+	pgDrainBatch = 16 // ClaimBatch/SettleBatch of the PostgreSQL drain children
+)
+
+// pgDrainCounts are the process counts of the PostgreSQL drains.
+var pgDrainCounts = []int{1, 2, 4, 8}
+
+// notThisMode is why a mode that measures neither has no PostgreSQL or
+// River rows.
+const notThisMode = "PostgreSQL and River rows not in this mode"
+
+// pgServer says whether the PostgreSQL rows can run: the server's URL and
+// version, or why not (one line, logged; never a failure of the run).
+type pgServer struct {
+	url, version string
+	skipped      string // why the PostgreSQL rows are not in this run, or ""
+}
+
+func findPG(ctx context.Context) pgServer {
+	url := bench.PGURL()
+	if err := bench.PGCheck(ctx, url); err != nil {
+		s := pgServer{url: url, skipped: fmt.Sprintf("PostgreSQL rows skipped: no server at %s (%v); start one or set %s=postgres://…", url, err, bench.EnvPGURL)}
+		log.Print(s.skipped)
+		return s
+	}
+	v, err := bench.PGVersion(ctx, url)
+	if err != nil {
+		s := pgServer{url: url, skipped: fmt.Sprintf("PostgreSQL rows skipped: %s: %v", url, err)}
+		log.Print(s.skipped)
+		return s
+	}
+	return pgServer{url: url, version: v}
+}
+
+// riverSQLiteCases are the SQLite cases compared with River on SQLite, which
+// the main run does not have already.
+func riverSQLiteCases(cfg config) []bench.Case {
+	return []bench.Case{bench.BatchedQueueCycle(riverBatch), bench.RiverSQLite(riverBatch, bench.RiverWorkers, cfg.plan.Slice)}
+}
+
+// pgCases are the single-process PostgreSQL cases: the batched cycle, River,
+// and claim+settle at the smallest and the largest backlog.
+func pgCases(cfg config, pg pgServer) []bench.Case {
+	if pg.skipped != "" {
+		return nil
+	}
+	lo, hi := cfg.pgFlows[0], cfg.pgFlows[len(cfg.pgFlows)-1]
+	return []bench.Case{
+		bench.PGCeiling(pg.url),
+		bench.PGBatchedCycle(pg.url, riverBatch),
+		bench.RiverPG(pg.url, riverBatch, bench.RiverWorkers, cfg.plan.Slice),
+		bench.PGClaimSettle(pg.url, lo, (cfg.pgMinEvents+lo-1)/lo),
+		bench.PGClaimSettle(pg.url, hi, (cfg.pgMinEvents+hi-1)/hi),
+	}
+}
+
+// measurePGDrains loads one template and drains copies of it with 1, 2, 4
+// and 8 processes of this executable (-child pg).
+func measurePGDrains(ctx context.Context, cfg config, pg pgServer) (map[int][]bench.DrainSummary, error) {
+	if pg.skipped != "" {
+		return nil, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	// Enough for 6,000 events/s over the whole drain: it must not run dry
+	// (a child that finds it empty fails the run).
+	per := max(cfg.drainPer, int(6*cfg.drainFor.Seconds()))
+	tmpl := bench.NewPGSchema()
+	defer bench.DropPGSchema(ctx, pg.url, tmpl)
+	log.Printf("loading the PostgreSQL drain template (%d flows × %d events)", cfg.drainFlow, per)
+	if err := bench.MakePGTemplate(ctx, pg.url, tmpl, cfg.drainFlow, per); err != nil {
+		return nil, err
+	}
+	return bench.MeasurePGDrains(ctx, pg.url, tmpl, exe,
+		func(schema string) []string { return bench.PGDrainArgs(pg.url, schema, pgDrainBatch) },
+		pgDrainCounts, cfg.drainRnds, cfg.drainFor,
+		func(round, procs int, s bench.DrainSummary) {
+			log.Printf("round %d pg drain %d procs %6.0f/s, share %.2f–%.2f, longest call %s, errors %d",
+				round, procs, s.Rate, s.MinShare, s.MaxShare, s.MaxWrite.Round(time.Millisecond), s.OtherErrs)
+		})
+}
+
+// riverSQLiteRows compare River on SQLite with our queue cycle and goqite.
+func riverSQLiteRows(rates bench.Rates) []bench.Row {
+	rv := rates[fmt.Sprintf("river-sqlite/batch-%d", riverBatch)]
+	qc := rates[fmt.Sprintf("queue/batch-%d", riverBatch)]
+	rc := rates[fmt.Sprintf("relay/batch-%d", riverBatch)]
+	goq := rates["goqite"]
+	return []bench.Row{
+		{What: fmt.Sprintf("River %s on SQLite (riversqlite): InsertMany of %d → %d no-op workers → completed", bench.RiverVersion, riverBatch, bench.RiverWorkers), Value: bench.Summarize(rv), Unit: "events/s"},
+		{What: fmt.Sprintf("queue cycle at %d on SQLite (EnqueueBatch → ClaimBatch → SettleBatch)", riverBatch), Value: bench.Summarize(qc), Unit: "events/s"},
+		{What: fmt.Sprintf("queue cycle at %d on SQLite ÷ River on SQLite", riverBatch), Value: bench.Summarize(bench.Ratio(qc, rv, 1)), Verb: "%.2f", Unit: "ratio"},
+		{What: fmt.Sprintf("batched relay cycle at %d (with ReceiveBatch) ÷ River on SQLite", riverBatch), Value: bench.Summarize(bench.Ratio(rc, rv, 1)), Verb: "%.2f", Unit: "ratio"},
+		{What: "River on SQLite ÷ goqite cycle", Value: bench.Summarize(bench.Ratio(rv, goq, 1)), Verb: "%.2f", Unit: "ratio"},
+	}
+}
+
+// pgRows are the PostgreSQL rows: the cycle against River, claim+settle at
+// the smallest and largest backlog, and the drains.
+func pgRows(cfg config, rates bench.Rates, drains map[int][]bench.DrainSummary, pg pgServer) []bench.Row {
+	if pg.skipped != "" {
+		return nil
+	}
+	ours := rates[fmt.Sprintf("pg/batch-%d", riverBatch)]
+	rv := rates[fmt.Sprintf("river-pg/batch-%d", riverBatch)]
+	if len(ours) == 0 { // a drains-only run
+		return pgDrainRows(drains)
+	}
+	ratio := bench.Summarize(bench.Ratio(ours, rv, 1))
+	ceil := rates["pg/ceiling"]
+	rows := []bench.Row{
+		{What: "PostgreSQL storage ceiling: one-row `INSERT` (autocommit)", Value: bench.Summarize(ceil), Unit: "commits/s"},
+		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d (EnqueueBatch → ClaimBatch → SettleBatch)", riverBatch), Value: bench.Summarize(ours), Unit: "events/s"},
+		{What: fmt.Sprintf("PostgreSQL: River %s (riverpgxv5): InsertMany of %d → %d no-op workers → completed", bench.RiverVersion, riverBatch, bench.RiverWorkers), Value: bench.Summarize(rv), Unit: "events/s"},
+		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d ÷ River", riverBatch), Value: ratio, Verb: "%.2f", Unit: "ratio", Target: "≥ 1.5", Met: bench.AtLeast(ratio.Median, 1.5),
+			Why: "Our cycle is three transactions per 64 events in one goroutine, each taking the queue's one write turn (the meta row) and running its statements one event at a time (about three round trips per event and operation), so it is bound by statements, not commits (compare the ceiling row); River inserts with one multi-row statement, fetches 16 at a time and completes 100 or more in one statement, from several goroutines at once. Set-based (or pipelined) batch operations in pgqueuestore are the way to the target. See bench/DECISIONS.md, \"PostgreSQL and River\"."},
+	}
+	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: queue cycle at %d ÷ (ceiling × %d/3)", riverBatch, riverBatch), Value: bench.Summarize(bench.Ratio(ours, ceil, 3.0/riverBatch)), Verb: "%.2f", Unit: "ratio"})
+	lo, hi := cfg.pgFlows[0], cfg.pgFlows[len(cfg.pgFlows)-1]
+	for _, n := range []int{lo, hi} {
+		rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: claim+settle at %s flows", thousands(n)), Value: bench.Summarize(rates[fmt.Sprintf("pg/claim+settle/%d", n)]), Unit: "events/s"})
+	}
+	cost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("pg/claim+settle/%d", lo)], rates[fmt.Sprintf("pg/claim+settle/%d", hi)], 1))
+	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: claim+settle cost at %s flows ÷ at %s flows", thousands(hi), thousands(lo)), Value: cost, Verb: "%.2f", Unit: "ratio",
+		Target: "≤ 1.5", Met: bench.AtMost(cost.Median, 1.5),
+		Why: "Every statement of the claim path is index-driven on an analyzed table (pgqueuestore's TestPlans_IndexDriven); a miss means a plan that changed with the statistics, or noise: compare the range with the other rows of this run."})
+	return append(rows, pgDrainRows(drains)...)
+}
+
+// pgDrainRows are the rows of the PostgreSQL drains, one group per process
+// count; a ratio to one process is taken within the round.
+func pgDrainRows(drains map[int][]bench.DrainSummary) []bench.Row {
+	var rows []bench.Row
+	one := drains[1]
+	for _, n := range pgDrainCounts {
+		ss := drains[n]
+		if len(ss) == 0 {
+			continue
+		}
+		var total, ratio, minShare, maxShare, longest, errs []float64
+		first := ""
+		for i, s := range ss {
+			total = append(total, s.Rate)
+			minShare = append(minShare, s.MinShare)
+			maxShare = append(maxShare, s.MaxShare)
+			longest = append(longest, float64(s.MaxWrite)/1e6)
+			errs = append(errs, float64(s.OtherErrs))
+			if first == "" {
+				first = s.FirstError
+			}
+			if i < len(one) && one[i].Rate > 0 {
+				ratio = append(ratio, s.Rate/one[i].Rate)
+			}
+		}
+		label := fmt.Sprintf("PostgreSQL: %d relay process", n)
+		if n > 1 {
+			label += "es"
+		}
+		label += fmt.Sprintf(" (ClaimBatch → SettleBatch of %d)", pgDrainBatch)
+		rows = append(rows, bench.Row{What: label + ": total", Value: bench.Summarize(total), Unit: "events/s"},
+			bench.Row{What: label + ": longest ClaimBatch or SettleBatch call (wait included)", Value: bench.Summarize(longest), Unit: "ms"})
+		if n > 1 {
+			r := bench.Summarize(ratio)
+			row := bench.Row{What: label + ": total ÷ one process", Value: r, Verb: "%.2f", Unit: "ratio"}
+			if n == 4 {
+				row.Target, row.Met = "≥ 2", bench.AtLeast(r.Median, 2)
+				row.Why = "Every write takes the queue's one turn (the meta row, FOR UPDATE) as its first statement and holds it through its statements and its commit, so the design promises no scaling: processes overlap only what lies outside the turn. On the loaded machine single rounds ranged widely; read the range. See bench/DECISIONS.md, \"PostgreSQL and River\"."
+			}
+			ms := bench.Summarize(minShare)
+			rows = append(rows,
+				row,
+				bench.Row{What: label + ": smallest share ÷ fair share", Value: ms, Verb: "%.2f", Unit: "ratio", Target: "≥ 0.5", Met: bench.AtLeast(ms.Min, 0.5),
+					Why: "The turn is the meta row's lock, and every write updates that row, so the transaction that takes it next is not always the one that waited longest: a waiter queues on the row version it found, the holder's commit leaves a newer version, and a transaction that arrives just then (often the process that just committed, starting its next write) can lock that version first. The shorter the drain, the more one such run weighs; see bench/DECISIONS.md, \"PostgreSQL and River\"."},
+				bench.Row{What: label + ": largest share ÷ fair share", Value: bench.Summarize(maxShare), Verb: "%.2f", Unit: "ratio"},
+			)
+		}
+		if e := bench.Summarize(errs); e.Max > 0 {
+			rows = append(rows, bench.Row{What: label + ": errors per round", Value: e, Unit: "count", Target: "0", Met: "NO", Why: "First error: " + first})
+		}
+	}
+	return rows
+}
+
+// pgHeader is the header's bullet on the PostgreSQL rows and River.
+func pgHeader(cfg config, pg pgServer) string {
+	if pg.skipped == notThisMode {
+		return "- " + notThisMode + ".\n"
+	}
+	if pg.skipped != "" {
+		return fmt.Sprintf("- %s. River on SQLite: River %s (riversqlite) on a file with the stores' pragmas and one connection, InsertMany of %d, %d no-op workers, FetchCooldown %s, FetchPollInterval %s (River's `river bench` settings); a step inserts while at most %d jobs are outstanding and counts the jobs completed within its %s (at least %s); the ratio is taken within the round.\n",
+			pg.skipped, bench.RiverVersion, riverBatch, bench.RiverWorkers, bench.RiverFetchCooldown, bench.RiverFetchPoll, bench.RiverWindow, cfg.plan.Slice, bench.RiverMinStep)
+	}
+	return fmt.Sprintf("- PostgreSQL %s at %s (fsync and synchronous_commit as the server has them), every case in a schema of its own, dropped afterwards. River %s (riverpgxv5 on PostgreSQL, riversqlite on a SQLite file with the stores' pragmas and one connection, as River's CLI opens SQLite), migrated with rivermigrate: InsertMany of %d, %d no-op workers, FetchCooldown %s, FetchPollInterval %s (River's `river bench` settings); a River step inserts while at most %d jobs are outstanding and counts the jobs completed (River's completed events) within its %s (at least %s), then waits untimed for the rest. Our side is one goroutine, three transactions per %d events. PostgreSQL claim+settle backlogs: at least %s events, loaded untimed with EnqueueBatch, then ANALYZE. PostgreSQL drains: %d rounds; in each, 1, 2, 4 and 8 OS processes (order rotated by round) drain a fresh copy of one template (%s flows, enough events for 6,000 events/s over the whole drain) for %s, each looping ClaimBatch(%d) → SettleBatch, as a relay claims.\n",
+		pg.version, pg.url, bench.RiverVersion, riverBatch, bench.RiverWorkers, bench.RiverFetchCooldown, bench.RiverFetchPoll, bench.RiverWindow, cfg.plan.Slice, bench.RiverMinStep,
+		riverBatch, thousands(cfg.pgMinEvents), cfg.drainRnds, thousands(cfg.drainFlow), cfg.drainFor, pgDrainBatch)
+}
+
+// runPGOnly measures only the PostgreSQL rows and the River rows (with the
+// SQLite cases they are compared with).
+func runPGOnly(ctx context.Context, dir string, cfg config) ([]byte, error) {
+	start := time.Now()
+	pg := findPG(ctx)
+	cases := []bench.Case{bench.Goqite(), bench.BatchedRelayCycle(riverBatch)}
+	cases = append(cases, riverSQLiteCases(cfg)...)
+	cases = append(cases, pgCases(cfg, pg)...)
+	log.Printf("setting up %d cases (loading backlogs)", len(cases))
+	rates, err := bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, func(round int, name string, rate float64) {
+		log.Printf("round %d %-22s %10.0f/s", round, name, rate)
+	})
+	if err != nil {
+		return nil, err
+	}
+	drains, err := measurePGDrains(ctx, cfg, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows := []bench.Row{{What: "goqite v0.4.0 send → receive → delete", Value: bench.Summarize(rates["goqite"]), Unit: "events/s"},
+		{What: fmt.Sprintf("batched relay cycle at %d (EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch)", riverBatch), Value: bench.Summarize(rates[fmt.Sprintf("relay/batch-%d", riverBatch)]), Unit: "events/s"}}
+	rows = append(rows, riverSQLiteRows(rates)...)
+	rows = append(rows, pgRows(cfg, rates, drains, pg)...)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "`benchrun -pg-only` (%s mode) on %s UTC; the run took %s. Machine: %s; Go %s.\n\n",
+		cfg.name, start.UTC().Format("2006-01-02 15:04"), time.Since(start).Round(time.Second), bench.Machine(), runtime.Version())
+	fmt.Fprintf(&b, "- Single-process cases: warmed up for %s, then %s per round, %d rounds, interleaved in an order rotated every round; median (min–max) over the rounds.\n",
+		cfg.plan.Warmup, cfg.plan.Slice, cfg.plan.Rounds)
+	b.WriteString(pgHeader(cfg, pg))
+	b.WriteString("\n")
+	if err := bench.WriteTable(&b, rows); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&b, "\n## Targets missed in this run\n\n")
+	if err := bench.WriteMisses(&b, rows); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

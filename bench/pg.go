@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/fairrelay/fairrelay/pgqueuestore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+)
+
+// PGDefaultURL is the server the PostgreSQL rows use when FAIRRELAY_POSTGRES
+// is unset: the project's local default, the one the pgtest module's tests
+// try (docs/postgres.md "Tests").
+const PGDefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// EnvPGURL names the variable that says where the PostgreSQL server is.
+const EnvPGURL = "FAIRRELAY_POSTGRES"
+
+// PGURL returns FAIRRELAY_POSTGRES, or PGDefaultURL when it is unset.
+func PGURL() string {
+	if u := os.Getenv(EnvPGURL); u != "" {
+		return u
+	}
+	return PGDefaultURL
+}
+
+// PGCheck connects to the server at url and pings it, within 5 seconds: nil
+// means the PostgreSQL rows can run.
+func PGCheck(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return c.Ping(ctx)
+}
+
+// NewPGSchema returns a schema name no other run uses: bench_<16 hex digits>.
+// It is not created; the stores and River's migrations create it.
+func NewPGSchema() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "bench_" + hex.EncodeToString(b[:])
+}
+
+// DropPGSchema drops schema and everything in it, if it exists.
+func DropPGSchema(ctx context.Context, url, schema string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+// LoadPGBacklog is [LoadBacklog] on a pgqueuestore: perFlow events in each of
+// flows flows, round by round, with EnqueueBatch in transactions of up to
+// 1,000 events. IDs are prefix + a counter.
+func LoadPGBacklog(ctx context.Context, q *pgqueuestore.Store, prefix string, flows, perFlow int) error {
+	const chunk = 1000
+	batch := make([]queue.Event, 0, chunk)
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := q.EnqueueBatch(ctx, batch, now)
+		if err != nil {
+			return fmt.Errorf("load backlog: %w", err)
+		}
+		for i, r := range res {
+			if r.Duplicate {
+				return fmt.Errorf("load backlog: %s is a duplicate", batch[i].ID)
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for range perFlow {
+		for f := range flows {
+			n++
+			batch = append(batch, queue.Event{ID: fmt.Sprintf("%s%d", prefix, n), Flow: flowName(f), Body: body})
+			if len(batch) == chunk {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+// analyzePG runs ANALYZE on the queue's tables, as autovacuum would soon after
+// a load: the planner chooses by statistics (docs/postgres.md, "Plans").
+func analyzePG(ctx context.Context, url, schema string) error {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	for _, t := range []string{"meta", "flows", "events"} {
+		if _, err := c.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, t}.Sanitize()); err != nil {
+			return fmt.Errorf("analyze %s.%s: %w", schema, t, err)
+		}
+	}
+	return nil
+}
+
+// pgQueue is a pgqueuestore in a schema of its own, dropped on Close.
+type pgQueue struct {
+	q           *pgqueuestore.Store
+	url, schema string
+}
+
+func openPGQueue(ctx context.Context, url string) (*pgQueue, error) {
+	schema := NewPGSchema()
+	q, err := pgqueuestore.Open(ctx, url, pgqueuestore.WithSchema(schema))
+	if err != nil {
+		DropPGSchema(ctx, url, schema)
+		return nil, err
+	}
+	return &pgQueue{q: q, url: url, schema: schema}, nil
+}
+
+// Close closes the store and drops its schema.
+func (p *pgQueue) Close() error {
+	p.q.Close()
+	return DropPGSchema(context.Background(), p.url, p.schema)
+}
+
+// PGBatchedCycle is the batched queue cycle on PostgreSQL: EnqueueBatch →
+// ClaimBatch → SettleBatch, three transactions (three turns, three commits)
+// per batch of size events, one event in each of size flows, size events per
+// Step. The queue lives in a schema of its own, dropped on Close.
+func PGBatchedCycle(url string, size int) Case {
+	return Case{
+		Name: fmt.Sprintf("pg/batch-%d", size),
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			p, err := openPGQueue(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			return &pgBatched{pgQueue: p, size: size, es: make([]queue.Event, size), items: make([]queue.SettleItem, size)}, nil
+		},
+	}
+}
+
+type pgBatched struct {
+	*pgQueue
+	size  int
+	n     int
+	es    []queue.Event
+	items []queue.SettleItem
+}
+
+// Step enqueues, claims and acks one batch of size events.
+func (b *pgBatched) Step(ctx context.Context) (int, error) {
+	for i := range b.es {
+		b.n++
+		b.es[i] = queue.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
+	}
+	if _, err := b.q.EnqueueBatch(ctx, b.es, now); err != nil {
+		return 0, err
+	}
+	cs, err := b.q.ClaimBatch(ctx, now, b.size)
+	if err != nil {
+		return 0, err
+	}
+	if len(cs) != b.size {
+		return 0, fmt.Errorf("claim batch: %d claims, want %d", len(cs), b.size)
+	}
+	for i, c := range cs {
+		b.items[i] = queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}}
+	}
+	ss, err := b.q.SettleBatch(ctx, b.items, now)
+	if err != nil {
+		return 0, err
+	}
+	for i, s := range ss {
+		if s.Err != nil || s.Outcome != queue.Acked {
+			return 0, fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
+		}
+	}
+	return b.size, nil
+}
+
+// PGClaimSettle is [ClaimSettle] on PostgreSQL: one Claim and one successful
+// Settle per Step, on a backlog of flows flows, perFlow events each, loaded
+// untimed with [LoadPGBacklog] and analyzed.
+func PGClaimSettle(url string, flows, perFlow int) Case {
+	return Case{
+		Name: fmt.Sprintf("pg/claim+settle/%d", flows),
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			p, err := openPGQueue(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			if err := LoadPGBacklog(ctx, p.q, "e", flows, perFlow); err != nil {
+				p.Close()
+				return nil, err
+			}
+			if err := analyzePG(ctx, url, p.schema); err != nil {
+				p.Close()
+				return nil, err
+			}
+			return &pgClaimSettle{p}, nil
+		},
+	}
+}
+
+type pgClaimSettle struct{ *pgQueue }
+
+// Step claims one head and acks it.
+func (c *pgClaimSettle) Step(ctx context.Context) (int, error) {
+	cl, ok, err := c.q.Claim(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, ErrBacklogEmpty
+	}
+	out, err := c.q.Settle(ctx, cl.EventID, cl.Generation, queue.Result{OK: true}, now)
+	if err != nil {
+		return 0, err
+	}
+	if out != queue.Acked {
+		return 0, fmt.Errorf("settle %s: outcome %s, want acked", cl.EventID, out)
+	}
+	return 1, nil
+}
+
+// PGVersion returns the server's version (SHOW server_version).
+func PGVersion(ctx context.Context, url string) (string, error) {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close(ctx)
+	var v string
+	if err := c.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "", fmt.Errorf("server_version: %w", err)
+	}
+	return v, nil
+}
+
+// PGCeiling is the PostgreSQL storage ceiling: one-row `INSERT` transactions
+// (autocommit: one durable commit each) into a bare table in a schema of its
+// own, one commit per Step.
+func PGCeiling(url string) Case {
+	return Case{
+		Name: "pg/ceiling",
+		Unit: "commits/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			schema := NewPGSchema()
+			c, err := pgx.Connect(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			t := pgx.Identifier{schema, "t"}.Sanitize()
+			if _, err := c.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()+"; CREATE TABLE "+t+" (id bigserial PRIMARY KEY, body bytea NOT NULL)"); err != nil {
+				c.Close(ctx)
+				DropPGSchema(ctx, url, schema)
+				return nil, fmt.Errorf("ceiling schema: %w", err)
+			}
+			return &pgCeiling{c: c, url: url, schema: schema, insert: "INSERT INTO " + t + " (body) VALUES ($1)"}, nil
+		},
+	}
+}
+
+type pgCeiling struct {
+	c                   *pgx.Conn
+	url, schema, insert string
+}
+
+// Step commits one row.
+func (p *pgCeiling) Step(ctx context.Context) (int, error) {
+	if _, err := p.c.Exec(ctx, p.insert, body); err != nil {
+		return 0, fmt.Errorf("ceiling insert: %w", err)
+	}
+	return 1, nil
+}
+
+// Close closes the connection and drops the schema.
+func (p *pgCeiling) Close() error {
+	p.c.Close(context.Background())
+	return DropPGSchema(context.Background(), p.url, p.schema)
+}

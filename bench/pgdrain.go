@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fairrelay/fairrelay/pgqueuestore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+)
+
+// PGClaims is one ClaimBatch's claims, settled together.
+type PGClaims []queue.Claim
+
+// Len is the number of claims.
+func (c PGClaims) Len() int { return len(c) }
+
+// PGBatchClaimant drains a pgqueuestore the way a relay does: ClaimBatch of
+// up to N events, then one SettleBatch acking them all.
+type PGBatchClaimant struct {
+	Q *pgqueuestore.Store
+	N int
+}
+
+// Claim takes up to N heads in one transaction; ok is false when none was
+// dispatchable.
+func (c PGBatchClaimant) Claim(ctx context.Context) (any, bool, error) {
+	cs, err := c.Q.ClaimBatch(ctx, now, c.N)
+	if err != nil || len(cs) == 0 {
+		return nil, false, err
+	}
+	return PGClaims(cs), true, nil
+}
+
+// Settle acks every claim of a batch in one transaction.
+func (c PGBatchClaimant) Settle(ctx context.Context, item any) error {
+	cs := item.(PGClaims)
+	items := make([]queue.SettleItem, len(cs))
+	for i, cl := range cs {
+		items[i] = queue.SettleItem{EventID: cl.EventID, Generation: cl.Generation, Result: queue.Result{OK: true}}
+	}
+	res, err := c.Q.SettleBatch(ctx, items, now)
+	if err != nil {
+		return err
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Outcome != queue.Acked {
+			return fmt.Errorf("settle %s: %s, %v, want acked", cs[i].EventID, r.Outcome, r.Err)
+		}
+	}
+	return nil
+}
+
+// PGQueueChild is the child side of a PostgreSQL drain: it opens the queue in
+// schema on the server at url and calls [ChildDrain] with a
+// [PGBatchClaimant] of batch events.
+func PGQueueChild(ctx context.Context, url, schema string, batch int) error {
+	q, err := pgqueuestore.Open(ctx, url, pgqueuestore.WithSchema(schema))
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	return ChildDrain(ctx, PGBatchClaimant{Q: q, N: batch})
+}
+
+// MakePGTemplate creates a queue in schema loaded with flows × perFlow events
+// ([LoadPGBacklog]), for [CopyPGTemplate] to copy.
+func MakePGTemplate(ctx context.Context, url, schema string, flows, perFlow int) error {
+	q, err := pgqueuestore.Open(ctx, url, pgqueuestore.WithSchema(schema))
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	return LoadPGBacklog(ctx, q, "e", flows, perFlow)
+}
+
+// CopyPGTemplate creates a fresh queue in schema (pgqueuestore's own
+// migration, so the tables, constraints and indexes are the store's) and
+// copies the rows of the template's meta, flows and events into it, then
+// analyzes it. The template's audit is empty and stays so.
+func CopyPGTemplate(ctx context.Context, url, template, schema string) error {
+	q, err := pgqueuestore.Open(ctx, url, pgqueuestore.WithSchema(schema))
+	if err != nil {
+		return err
+	}
+	q.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	from, to := pgx.Identifier{template}.Sanitize(), pgx.Identifier{schema}.Sanitize()
+	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+		for _, sql := range []string{
+			"DELETE FROM " + to + ".meta",
+			"INSERT INTO " + to + ".meta SELECT * FROM " + from + ".meta",
+			"INSERT INTO " + to + ".flows SELECT * FROM " + from + ".flows",
+			"INSERT INTO " + to + ".events SELECT * FROM " + from + ".events",
+		} {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("copy template: %s: %w", sql, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return analyzePG(ctx, url, schema)
+}
+
+// PGDrainArgs are the arguments that make a benchrun child (-child pg) drain
+// the queue in schema with batches of batch.
+func PGDrainArgs(url, schema string, batch int) []string {
+	return []string{"-child", "pg", "-pg-url", url, "-db", schema, "-batch", strconv.Itoa(batch)}
+}
+
+// MeasurePGDrains runs rounds rounds; in each, for every count in counts (in
+// an order rotated by one each round), that many OS processes (exe with
+// args(schema), each calling [PGQueueChild]) drain a fresh copy of the
+// template for d. The copy is dropped after its drain. It returns, for every
+// count, one summary per round.
+func MeasurePGDrains(ctx context.Context, url, template, exe string, args func(schema string) []string, counts []int, rounds int, d time.Duration,
+	progress func(round, procs int, s DrainSummary)) (map[int][]DrainSummary, error) {
+	out := map[int][]DrainSummary{}
+	for r := range rounds {
+		for j := range counts {
+			n := counts[(r+j)%len(counts)]
+			schema := NewPGSchema()
+			if err := CopyPGTemplate(ctx, url, template, schema); err != nil {
+				DropPGSchema(ctx, url, schema)
+				return nil, err
+			}
+			ps, err := SpawnDrain(ctx, exe, args(schema), n, d)
+			if derr := DropPGSchema(ctx, url, schema); err == nil {
+				err = derr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("pg drain, %d processes: %w", n, err)
+			}
+			s := SummarizeDrain(ps)
+			for _, p := range ps {
+				if p.Empty {
+					return nil, fmt.Errorf("pg drain, %d processes: process %d found the backlog empty after %s: %w", n, p.Proc, p.Elapsed, ErrBacklogEmpty)
+				}
+			}
+			out[n] = append(out[n], s)
+			if progress != nil {
+				progress(r+1, n, s)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,258 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// River's side of the comparison (DECISIONS.md, "River"): the settings of
+// River's own `river bench` (cmd/river/riverbench), except the worker count,
+// which is 16 here.
+const (
+	RiverVersion       = "v0.51.2"
+	RiverFetchCooldown = 2 * time.Millisecond  // riverbench: FetchCooldown
+	RiverFetchPoll     = 20 * time.Millisecond // riverbench: FetchPollInterval
+	RiverWorkers       = 16                    // no-op workers (riverbench runs 2,000)
+	// RiverWindow is the most jobs inserted and not yet completed: the
+	// inserter waits below it, as riverbench keeps a backlog topped up. It
+	// is well above the 100 completions River's batch completer waits for
+	// before it writes (else every write would wait for its 250 ms tick).
+	RiverWindow = 1024
+	// RiverMinStep is the shortest step of a River case: River needs a
+	// moment from its first insert to its first completed event (a fetch,
+	// the work, a batch completer write), which a quick run's 250 ms slice
+	// would mostly spend.
+	RiverMinStep = time.Second
+)
+
+// riverArgs is riverbench's BenchmarkArgs: one number per job.
+type riverArgs struct {
+	Num int `json:"num"`
+}
+
+// Kind is the job kind riverbench uses.
+func (riverArgs) Kind() string { return "benchmark" }
+
+// riverWorker is riverbench's BenchmarkWorker: it does nothing.
+type riverWorker struct {
+	river.WorkerDefaults[riverArgs]
+}
+
+// Work returns at once.
+func (w *riverWorker) Work(ctx context.Context, j *river.Job[riverArgs]) error { return nil }
+
+// riverLogger passes River's warnings and errors on to stderr.
+func riverLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// riverRun is a started River client with a no-op worker, fed by InsertMany
+// in batches. Each TimedStep inserts for step, counts the jobs completed in
+// that window (River's completed events, which come after its completer has
+// written them, as riverbench counts), then waits, untimed, for every job it
+// inserted to complete, so that nothing of it runs into the next case.
+type riverRun[TTx any] struct {
+	client  *river.Client[TTx]
+	step    time.Duration
+	window  int64
+	params  []river.InsertManyParams
+	num     int
+	insert  int64 // jobs inserted so far
+	done    atomic.Int64
+	failed  atomic.Int64
+	wake    chan struct{}
+	unsub   func()
+	closers []func() error
+}
+
+func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, batch, workers int, step time.Duration) (*riverRun[TTx], error) {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: riverLogger()})
+	if err != nil {
+		return nil, fmt.Errorf("river migrator: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return nil, fmt.Errorf("river migrate: %w", err)
+	}
+	workersB := river.NewWorkers()
+	river.AddWorker(workersB, &riverWorker{})
+	client, err := river.NewClient(driver, &river.Config{
+		FetchCooldown:     RiverFetchCooldown,
+		FetchPollInterval: RiverFetchPoll,
+		Logger:            riverLogger(),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Schema:            schema,
+		Workers:           workersB,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	r := &riverRun[TTx]{client: client, step: max(step, RiverMinStep), window: RiverWindow, params: make([]river.InsertManyParams, batch), wake: make(chan struct{}, 1)}
+	events, unsub := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: 4 * RiverWindow,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	r.unsub = unsub
+	go func() {
+		for ev := range events {
+			if ev.Kind == river.EventKindJobCompleted {
+				r.done.Add(1)
+			} else {
+				r.failed.Add(1)
+			}
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	if err := client.Start(ctx); err != nil {
+		unsub()
+		return nil, fmt.Errorf("river start: %w", err)
+	}
+	return r, nil
+}
+
+// TimedStep inserts in batches while fewer than the window are outstanding,
+// for r.step, and returns the jobs completed meanwhile and the time.
+func (r *riverRun[TTx]) TimedStep(ctx context.Context) (int, time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(r.step)
+	before := r.done.Load()
+	batch := int64(len(r.params))
+	for time.Now().Before(deadline) {
+		if r.insert-r.done.Load()-r.failed.Load() <= r.window-batch {
+			for i := range r.params {
+				r.num++
+				r.params[i] = river.InsertManyParams{Args: riverArgs{Num: r.num}}
+			}
+			if _, err := r.client.InsertMany(ctx, r.params); err != nil {
+				return 0, 0, fmt.Errorf("river insert many: %w", err)
+			}
+			r.insert += batch
+			continue
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-r.wake:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	n := r.done.Load() - before
+	took := time.Since(start)
+	if f := r.failed.Load(); f > 0 {
+		return 0, 0, fmt.Errorf("river: %d jobs failed or were cancelled", f)
+	}
+	// Untimed: the jobs still in flight finish before the next case runs.
+	limit := time.NewTimer(time.Minute)
+	defer limit.Stop()
+	for r.done.Load() < r.insert {
+		select {
+		case <-r.wake:
+		case <-time.After(50 * time.Millisecond):
+		case <-limit.C:
+			return 0, 0, fmt.Errorf("river: %d of %d jobs completed a minute after the step", r.done.Load(), r.insert)
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
+	}
+	return int(n), took, nil
+}
+
+// counts returns the jobs completed and inserted so far.
+func (r *riverRun[TTx]) counts() (done, inserted int64) { return r.done.Load(), r.insert }
+
+// Step is TimedStep without the time.
+func (r *riverRun[TTx]) Step(ctx context.Context) (int, error) {
+	n, _, err := r.TimedStep(ctx)
+	return n, err
+}
+
+// Close stops the client and closes what the case opened, in reverse order.
+func (r *riverRun[TTx]) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := []error{r.client.Stop(ctx)}
+	r.unsub()
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		errs = append(errs, r.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// RiverPG is River on PostgreSQL (riverpgxv5): jobs inserted with InsertMany
+// in batches of batch, worked by workers no-op workers, with riverbench's
+// fetch settings, in a schema of its own (migrated with rivermigrate,
+// dropped on Close). Each Step runs for step, at least RiverMinStep.
+func RiverPG(url string, batch, workers int, step time.Duration) Case {
+	return Case{
+		Name: fmt.Sprintf("river-pg/batch-%d", batch),
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			schema := NewPGSchema()
+			pool, err := pgxpool.New(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			cleanup := func() error {
+				pool.Close()
+				return DropPGSchema(context.Background(), url, schema)
+			}
+			if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+				cleanup()
+				return nil, fmt.Errorf("create schema: %w", err)
+			}
+			r, err := startRiver(ctx, riverpgxv5.New(pool), schema, batch, workers, step)
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			r.closers = append(r.closers, cleanup)
+			return r, nil
+		},
+	}
+}
+
+// RiverSQLite is River on SQLite (riversqlite, modernc.org/sqlite) with the
+// same settings as [RiverPG], on a file opened with the stores' pragmas
+// ([DSN]) and one connection, as River's CLI opens SQLite
+// (SetMaxOpenConns(1)).
+func RiverSQLite(batch, workers int, step time.Duration) Case {
+	return Case{
+		Name: fmt.Sprintf("river-sqlite/batch-%d", batch),
+		Unit: "events/s",
+		Setup: func(ctx context.Context, dir string) (Workload, error) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			db, err := OpenDB(filepath.Join(dir, "river.db"))
+			if err != nil {
+				return nil, err
+			}
+			db.SetMaxOpenConns(1)
+			r, err := startRiver[*sql.Tx](ctx, riversqlite.New(db), "", batch, workers, step)
+			if err != nil {
+				db.Close()
+				return nil, err
+			}
+			r.closers = append(r.closers, db.Close)
+			return r, nil
+		},
+	}
+}
