@@ -70,6 +70,13 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"by flow":      {qRedriveFlow, []any{"f1"}, "events_quarantined"},
 		"by reason":    {qRedriveReason, []any{"r"}, "events_quarantined_reason"},
 		"by both":      {qRedriveBoth, []any{"f1", "r"}, "events_quarantined_reason"},
+		"chunk all":    {qChunkAll, nil, "events_quarantined"},
+		"chunk flow":   {qChunkFlow, []any{"f1"}, "events_quarantined"},
+		"chunk reason": {qChunkReason, []any{"r"}, "events_quarantined_reason"},
+		"chunk both":   {qChunkBoth, []any{"f1", "r"}, "events_quarantined_reason"},
+		"redrive evs":  {qRedriveEvents, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},
+		"redrive flws": {qRedriveFlows, []any{redriveChunkJSON, 1}, "sqlite_autoindex_flows_1"},
+		"redrive aud":  {qRedriveAudit, []any{redriveChunkJSON, 1, "r"}, ""},
 	}
 	checkPlans(t, s, queries)
 }
@@ -131,6 +138,17 @@ var (
 	qRedriveReason, _ = RedriveFilter{Reason: "r"}.query(RedriveChunk)
 	qRedriveBoth, _   = RedriveFilter{Flow: "f", Reason: "r"}.query(RedriveChunk)
 )
+
+// The four forms of RedriveAll's chunk read (with rowids), and a chunk of
+// two events as that read returns it, for the chunk's set statements.
+var (
+	qChunkAll, _    = RedriveFilter{}.chunkQuery()
+	qChunkFlow, _   = RedriveFilter{Flow: "f"}.chunkQuery()
+	qChunkReason, _ = RedriveFilter{Reason: "r"}.chunkQuery()
+	qChunkBoth, _   = RedriveFilter{Flow: "f", Reason: "r"}.chunkQuery()
+)
+
+const redriveChunkJSON = `[[1,"e1","f1",1,3],[2,"e2","f2",1,3]]`
 
 func itoa(i int) string {
 	const digits = "0123456789"

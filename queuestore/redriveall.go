@@ -40,15 +40,33 @@ func (f RedriveFilter) validate() error {
 	return nil
 }
 
-// quarantinedQuery is the query of the quarantined events matching f, in
-// (flow, seq) order, with its arguments; limit > 0 adds a LIMIT. Each form
-// is driven by an index: events_quarantined without a reason, and
+// query is the query of the quarantined events matching f, in (flow, seq)
+// order, with its arguments; limit > 0 adds a LIMIT. Each form is driven
+// by an index: events_quarantined without a reason, and
 // events_quarantined_reason with one (plan_test.go). It returns one JSON
 // array of objects with QuarantinedEvent's keys.
 func (f RedriveFilter) query(limit int) (string, []any) {
-	q := `SELECT json_group_array(json_object('event_id', id, 'flow', flow, 'seq', seq,
+	return f.selectFrom(`SELECT json_group_array(json_object('event_id', id, 'flow', flow, 'seq', seq,
     'generation', generation, 'lifetime_attempts', lifetime_attempts, 'reason', reason))
-FROM (SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events
+FROM (SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events`, limit)
+}
+
+// chunkQuery is query(RedriveChunk) in the form RedriveAll's chunk reads:
+// one JSON array of [event rowid, event ID, flow, seq, generation] rows in
+// (flow, seq) order. RedriveAll hands that same text to its set statements
+// (qRedriveEvents, qRedriveFlows, qRedriveAudit) as their ?1, so a chunk
+// is one read and three writes whatever its size. The same indexes drive
+// it as query's (plan_test.go).
+func (f RedriveFilter) chunkQuery() (string, []any) {
+	return f.selectFrom(`SELECT json_group_array(json_array(rowid, id, flow, seq, generation))
+FROM (SELECT rowid, id, flow, seq, generation FROM events`, RedriveChunk)
+}
+
+// selectFrom completes head, an outer select over a subquery that selects
+// from events, with the subquery's filter, order and limit and the closing
+// parenthesis.
+func (f RedriveFilter) selectFrom(head string, limit int) (string, []any) {
+	q := head + `
     WHERE state = 'quarantined'`
 	var args []any
 	if f.Flow != "" {
@@ -88,6 +106,54 @@ func (s *Store) QuarantinedMatching(ctx context.Context, f RedriveFilter) ([]Qua
 	return out, nil
 }
 
+// RedriveAll's set statements, for the JSON array ?1 that chunkQuery
+// returned ([event rowid, event ID, flow, seq, generation] per event, in
+// (flow, seq) order), at now ?2: each is, for the whole chunk at once, what
+// Redrive's statement of the same role does to one event. Every event of a
+// chunk is a quarantined head, so no two name the same flow.
+const (
+	// qRedriveEvents is qRedrive for every event of the chunk, found by
+	// rowid. The list is materialized so that the plan is always "scan the
+	// list, look each event up by rowid" (as qAckEvents). It does not test
+	// the state again: the chunk was read as quarantined in the same
+	// transaction. (A "state = 'quarantined'" term here makes the planner
+	// walk the whole events_quarantined index for every chunk.)
+	qRedriveEvents = `WITH j (r) AS MATERIALIZED (SELECT value ->> 0 FROM json_each(?1))
+UPDATE OR FAIL events SET generation = generation + 1, attempts = 0, state = 'pending',
+    available_at = ?2, reason = '', lease_until = 0
+FROM j WHERE events.rowid = j.r`
+
+	// qRedriveFlows is qSetReadyNow for the flow of every event of the
+	// chunk, found by name (its primary key).
+	qRedriveFlows = `WITH j (f) AS MATERIALIZED (SELECT value ->> 2 FROM json_each(?1))
+UPDATE OR FAIL flows SET ready_at = ?2, ready = 1
+FROM j WHERE flows.flow = j.f`
+
+	// qRotRedriveFlows is qRotSetReadyNow for the chunk: qRedriveFlows that
+	// also clamps each flow's pass to vnow (a redrive does not move vnow,
+	// so every flow of the chunk is clamped to the same value, as a
+	// sequence of Redrive calls would).
+	qRotRedriveFlows = `WITH j (f) AS MATERIALIZED (SELECT value ->> 2 FROM json_each(?1))
+UPDATE OR FAIL flows SET ready_at = ?2, ready = 1, pass = max(pass, (SELECT vnow FROM meta WHERE id = 1))
+FROM j WHERE flows.flow = j.f`
+
+	// qRedriveAudit is qInsertAudit for every event of the chunk: its ID,
+	// its new generation (the one read + 1, as qRedriveEvents wrote), the
+	// reason ?3 and now ?2. One scan of the array, in its order, gives the
+	// audit rows their ids in (flow, seq) order, as successive Redrive
+	// calls would.
+	qRedriveAudit = `INSERT INTO audit (event_id, generation, reason, at)
+SELECT value ->> 1, (value ->> 4) + 1, ?3, ?2 FROM json_each(?1)`
+)
+
+// redriveFlows is qRedriveFlows, or under FairRotation qRotRedriveFlows.
+func redriveFlows(p Policy) string {
+	if p.rotation() {
+		return qRotRedriveFlows
+	}
+	return qRedriveFlows
+}
+
 // RedriveAll redrives every quarantined event that f selects, on one
 // operator reason, each exactly as Redrive would (generation + 1, attempts
 // 0, pending and available at now, reason cleared, its flow dispatchable at
@@ -99,7 +165,10 @@ func (s *Store) QuarantinedMatching(ctx context.Context, f RedriveFilter) ([]Qua
 // earlier chunks done and the rest quarantined: running it again redrives
 // the rest and never an event twice (a redriven event is no longer
 // quarantined). On an error RedriveAll returns the events of the chunks
-// already committed with the error.
+// already committed with the error. A chunk is one read and three set
+// statements (events, flows, audit), each over the whole chunk; the result
+// is the same as Redrive calls on the chunk's events in (flow, seq) order
+// at now, audit row ids included.
 //
 // Checks, before anything is written: the reason (as Redrive's), the
 // filter (ErrInvalid), then per chunk the tick errors of every write.
@@ -112,7 +181,7 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 	if err := f.validate(); err != nil {
 		return nil, fmt.Errorf("redrive all: %w", err)
 	}
-	q, args := f.query(RedriveChunk)
+	q, args := f.chunkQuery()
 	var done []Redriven
 	for {
 		var chunk []Redriven
@@ -122,30 +191,17 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 			if err != nil {
 				return err
 			}
-			at := a.now
 			var js []byte
 			if err := tx.QueryRowContext(ctx, q, args...).Scan(&js); err != nil {
 				return fmt.Errorf("read quarantined events: %w", err)
 			}
-			var evs []QuarantinedEvent
-			if err := json.Unmarshal(js, &evs); err != nil {
+			if chunk, err = readRedriveChunk(js, chunk); err != nil {
 				return fmt.Errorf("read quarantined events: %w", err)
 			}
-			for _, e := range evs {
-				var newGen int64
-				if err := tx.QueryRowContext(ctx, qRedrive, e.EventID, int64(at)).Scan(&newGen); err != nil {
-					return fmt.Errorf("update event %q: %w", e.EventID, err)
-				}
-				if _, err := tx.ExecContext(ctx, setReadyNow(a.pol), e.Flow, int64(at)); err != nil {
-					return fmt.Errorf("update flow %q: %w", e.Flow, err)
-				}
-				s.call(HookRedriveBeforeAudit)
-				if _, err := tx.ExecContext(ctx, qInsertAudit, e.EventID, newGen, reason, int64(at)); err != nil {
-					return fmt.Errorf("insert audit: %w", err)
-				}
-				chunk = append(chunk, Redriven{EventID: e.EventID, Flow: e.Flow, Seq: e.Seq, Generation: newGen})
+			if len(chunk) == 0 {
+				return nil
 			}
-			return nil
+			return s.redriveChunk(ctx, tx, a, string(js), chunk, reason)
 		})
 		if err != nil {
 			return done, fmt.Errorf("redrive all: %w", err)
@@ -155,4 +211,68 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 			return done, nil
 		}
 	}
+}
+
+// redriveChunk writes the redrive of chunk, whose rows are the JSON text js
+// of chunkQuery, with its set statements; each must touch exactly one row
+// per event.
+func (s *Store) redriveChunk(ctx context.Context, tx *txn, a admission, js string, chunk []Redriven, reason string) error {
+	n := int64(len(chunk))
+	at := int64(a.now)
+	res, err := tx.ExecContext(ctx, qRedriveEvents, js, at)
+	if err != nil {
+		return fmt.Errorf("update events: %w", err)
+	}
+	if k, err := res.RowsAffected(); err != nil || k != n {
+		return fmt.Errorf("%w: update events: updated %d rows (%v), want %d", ErrCorrupt, k, err, n)
+	}
+	// A quarantined event is its flow's head: make each flow ready now.
+	res, err = tx.ExecContext(ctx, redriveFlows(a.pol), js, at)
+	if err != nil {
+		return fmt.Errorf("update flows: %w", err)
+	}
+	if k, err := res.RowsAffected(); err != nil || k != n {
+		return fmt.Errorf("%w: update flows: updated %d rows (%v), want %d", ErrCorrupt, k, err, n)
+	}
+	// The hook runs once per event, as in a sequence of Redrive calls:
+	// every event is updated, no audit row is written yet.
+	for range chunk {
+		s.call(HookRedriveBeforeAudit)
+	}
+	res, err = tx.ExecContext(ctx, qRedriveAudit, js, at, reason)
+	if err != nil {
+		return fmt.Errorf("insert audit: %w", err)
+	}
+	if k, err := res.RowsAffected(); err != nil || k != n {
+		return fmt.Errorf("%w: insert audit: inserted %d rows (%v), want %d", ErrCorrupt, k, err, n)
+	}
+	return nil
+}
+
+// readRedriveChunk appends to out the rows of chunkQuery's JSON, each with
+// its new generation (the read one + 1).
+func readRedriveChunk(js []byte, out []Redriven) ([]Redriven, error) {
+	r := jsonRows{b: js}
+	r.open()
+	for first := true; r.next(first); first = false {
+		r.open()
+		r.int() // rowid: read by the set statements only
+		r.element(false)
+		id, _ := r.str()
+		r.element(false)
+		flow, _ := r.str()
+		r.element(false)
+		seq, _ := r.int()
+		r.element(false)
+		gen, _ := r.int()
+		r.end()
+		if r.err != nil {
+			break
+		}
+		out = append(out, Redriven{EventID: id, Flow: flow, Seq: seq, Generation: gen + 1})
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return out, nil
 }
