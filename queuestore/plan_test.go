@@ -75,8 +75,9 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"chunk reason": {qChunkReason, []any{"r"}, "events_quarantined_reason"},
 		"chunk both":   {qChunkBoth, []any{"f1", "r"}, "events_quarantined_reason"},
 		"redrive evs":  {qRedriveEvents, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},
-		"redrive flws": {qRedriveFlows, []any{redriveChunkJSON, 1}, "sqlite_autoindex_flows_1"},
-		"redrive aud":  {qRedriveAudit, []any{redriveChunkJSON, 1, "r"}, ""},
+		"redrive flws": {qRedriveFlows, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},
+		"redrive aud":  {qRedriveAudit, []any{redriveChunkJSON, 1, "r"}, "INTEGER PRIMARY KEY"},
+		"chunk's flow": {qChunkAll, nil, "sqlite_autoindex_flows_1"},
 	}
 	checkPlans(t, s, queries)
 }
@@ -139,8 +140,8 @@ var (
 	qRedriveBoth, _   = RedriveFilter{Flow: "f", Reason: "r"}.query(RedriveChunk)
 )
 
-// The four forms of RedriveAll's chunk read (with rowids), and a chunk of
-// two events as that read returns it, for the chunk's set statements.
+// The four forms of RedriveAll's chunk read (with rowids), and the rowids
+// of a chunk of two events (or flows), for the chunk's set statements.
 var (
 	qChunkAll, _    = RedriveFilter{}.chunkQuery()
 	qChunkFlow, _   = RedriveFilter{Flow: "f"}.chunkQuery()
@@ -148,7 +149,7 @@ var (
 	qChunkBoth, _   = RedriveFilter{Flow: "f", Reason: "r"}.chunkQuery()
 )
 
-const redriveChunkJSON = `[[1,"e1","f1",1,3],[2,"e2","f2",1,3]]`
+const redriveChunkJSON = `[1,2]`
 
 func itoa(i int) string {
 	const digits = "0123456789"

@@ -52,14 +52,16 @@ FROM (SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events`, 
 }
 
 // chunkQuery is query(RedriveChunk) in the form RedriveAll's chunk reads:
-// one JSON array of [event rowid, event ID, flow, seq, generation] rows in
-// (flow, seq) order. RedriveAll hands that same text to its set statements
-// (qRedriveEvents, qRedriveFlows, qRedriveAudit) as their ?1, so a chunk
-// is one read and three writes whatever its size. The same indexes drive
-// it as query's (plan_test.go).
+// one JSON array of [event rowid, flow rowid, event ID, flow, seq,
+// generation] rows in (flow, seq) order, for its set statements
+// (qRedriveEvents, qRedriveFlows, qRedriveAudit), so that a chunk is one
+// read and three writes whatever its size. The same indexes drive it as
+// query's, and each event's flow is found by its primary key
+// (plan_test.go).
 func (f RedriveFilter) chunkQuery() (string, []any) {
-	return f.selectFrom(`SELECT json_group_array(json_array(rowid, id, flow, seq, generation))
-FROM (SELECT rowid, id, flow, seq, generation FROM events`, RedriveChunk)
+	return f.selectFrom(`SELECT json_group_array(json_array(er, fr, id, flow, seq, generation))
+FROM (SELECT rowid AS er, (SELECT rowid FROM flows WHERE flows.flow = events.flow) AS fr,
+        id, flow, seq, generation FROM events`, RedriveChunk)
 }
 
 // selectFrom completes head, an outer select over a subquery that selects
@@ -106,44 +108,45 @@ func (s *Store) QuarantinedMatching(ctx context.Context, f RedriveFilter) ([]Qua
 	return out, nil
 }
 
-// RedriveAll's set statements, for the JSON array ?1 that chunkQuery
-// returned ([event rowid, event ID, flow, seq, generation] per event, in
-// (flow, seq) order), at now ?2: each is, for the whole chunk at once, what
-// Redrive's statement of the same role does to one event. Every event of a
-// chunk is a quarantined head, so no two name the same flow.
+// RedriveAll's set statements, each over the whole chunk at once, at now
+// ?2: each is what Redrive's statement of the same role does to one event.
+// Every event of a chunk is a quarantined head, so no two name the same
+// flow. Their ?1 is a JSON array that redriveChunk builds from the chunk's
+// read: event rowids, or flow rowids.
 const (
-	// qRedriveEvents is qRedrive for every event of the chunk, found by
-	// rowid. The list is materialized so that the plan is always "scan the
-	// list, look each event up by rowid" (as qAckEvents). It does not test
-	// the state again: the chunk was read as quarantined in the same
+	// qRedriveEvents is qRedrive for the events whose rowids are the JSON
+	// array ?1. The list is materialized so that the plan is always "scan
+	// the list, look each event up by rowid" (as qAckEvents). It does not
+	// test the state again: the chunk was read as quarantined in the same
 	// transaction. (A "state = 'quarantined'" term here makes the planner
 	// walk the whole events_quarantined index for every chunk.)
-	qRedriveEvents = `WITH j (r) AS MATERIALIZED (SELECT value ->> 0 FROM json_each(?1))
+	qRedriveEvents = `WITH j (r) AS MATERIALIZED (SELECT value FROM json_each(?1))
 UPDATE OR FAIL events SET generation = generation + 1, attempts = 0, state = 'pending',
     available_at = ?2, reason = '', lease_until = 0
 FROM j WHERE events.rowid = j.r`
 
-	// qRedriveFlows is qSetReadyNow for the flow of every event of the
-	// chunk, found by name (its primary key).
-	qRedriveFlows = `WITH j (f) AS MATERIALIZED (SELECT value ->> 2 FROM json_each(?1))
+	// qRedriveFlows is qSetReadyNow for the flows whose rowids are the
+	// JSON array ?1.
+	qRedriveFlows = `WITH j (r) AS MATERIALIZED (SELECT value FROM json_each(?1))
 UPDATE OR FAIL flows SET ready_at = ?2, ready = 1
-FROM j WHERE flows.flow = j.f`
+FROM j WHERE flows.rowid = j.r`
 
 	// qRotRedriveFlows is qRotSetReadyNow for the chunk: qRedriveFlows that
 	// also clamps each flow's pass to vnow (a redrive does not move vnow,
 	// so every flow of the chunk is clamped to the same value, as a
 	// sequence of Redrive calls would).
-	qRotRedriveFlows = `WITH j (f) AS MATERIALIZED (SELECT value ->> 2 FROM json_each(?1))
+	qRotRedriveFlows = `WITH j (r) AS MATERIALIZED (SELECT value FROM json_each(?1))
 UPDATE OR FAIL flows SET ready_at = ?2, ready = 1, pass = max(pass, (SELECT vnow FROM meta WHERE id = 1))
-FROM j WHERE flows.flow = j.f`
+FROM j WHERE flows.rowid = j.r`
 
-	// qRedriveAudit is qInsertAudit for every event of the chunk: its ID,
-	// its new generation (the one read + 1, as qRedriveEvents wrote), the
-	// reason ?3 and now ?2. One scan of the array, in its order, gives the
-	// audit rows their ids in (flow, seq) order, as successive Redrive
-	// calls would.
+	// qRedriveAudit is qInsertAudit for the events whose rowids are the
+	// JSON array ?1, after qRedriveEvents: each event's ID and its new
+	// generation (as qRedrive's RETURNING), the reason ?3 and now ?2. The
+	// array is the outer loop, read in its order, so the audit rows get
+	// their ids in the chunk's (flow, seq) order, as successive Redrive
+	// calls would give them.
 	qRedriveAudit = `INSERT INTO audit (event_id, generation, reason, at)
-SELECT value ->> 1, (value ->> 4) + 1, ?3, ?2 FROM json_each(?1)`
+SELECT e.id, e.generation, ?3, ?2 FROM json_each(?1) AS j CROSS JOIN events AS e ON e.rowid = j.value`
 )
 
 // redriveFlows is qRedriveFlows, or under FairRotation qRotRedriveFlows.
@@ -182,11 +185,14 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 		return nil, fmt.Errorf("redrive all: %w", err)
 	}
 	q, args := f.chunkQuery()
-	var done []Redriven
+	var (
+		done []Redriven
+		rows []chunkRow
+	)
 	for {
 		var chunk []Redriven
 		err := s.withTx(ctx, func(tx *txn) error {
-			chunk = chunk[:0]
+			chunk, rows = chunk[:0], rows[:0]
 			a, err := s.admit(ctx, tx, now)
 			if err != nil {
 				return err
@@ -195,13 +201,13 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 			if err := tx.QueryRowContext(ctx, q, args...).Scan(&js); err != nil {
 				return fmt.Errorf("read quarantined events: %w", err)
 			}
-			if chunk, err = readRedriveChunk(js, chunk); err != nil {
+			if chunk, rows, err = readRedriveChunk(js, chunk, rows); err != nil {
 				return fmt.Errorf("read quarantined events: %w", err)
 			}
 			if len(chunk) == 0 {
 				return nil
 			}
-			return s.redriveChunk(ctx, tx, a, string(js), chunk, reason)
+			return s.redriveChunk(ctx, tx, a, chunk, rows, reason)
 		})
 		if err != nil {
 			return done, fmt.Errorf("redrive all: %w", err)
@@ -213,13 +219,19 @@ func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, 
 	}
 }
 
-// redriveChunk writes the redrive of chunk, whose rows are the JSON text js
-// of chunkQuery, with its set statements; each must touch exactly one row
-// per event.
-func (s *Store) redriveChunk(ctx context.Context, tx *txn, a admission, js string, chunk []Redriven, reason string) error {
+// redriveChunk writes the redrive of chunk with the set statements; rows
+// holds each event's rowid and its flow's rowid, in chunk order. Each
+// statement must touch exactly one row per event.
+func (s *Store) redriveChunk(ctx context.Context, tx *txn, a admission, chunk []Redriven, rows []chunkRow, reason string) error {
 	n := int64(len(chunk))
 	at := int64(a.now)
-	res, err := tx.ExecContext(ctx, qRedriveEvents, js, at)
+	evRows, flowRows := make([]byte, 0, 16*len(rows)), make([]byte, 0, 16*len(rows))
+	for _, r := range rows {
+		evRows = appendRowid(evRows, r.event)
+		flowRows = appendRowid(flowRows, r.flow)
+	}
+	evRows, flowRows = append(evRows, ']'), append(flowRows, ']')
+	res, err := tx.ExecContext(ctx, qRedriveEvents, string(evRows), at)
 	if err != nil {
 		return fmt.Errorf("update events: %w", err)
 	}
@@ -227,7 +239,7 @@ func (s *Store) redriveChunk(ctx context.Context, tx *txn, a admission, js strin
 		return fmt.Errorf("%w: update events: updated %d rows (%v), want %d", ErrCorrupt, k, err, n)
 	}
 	// A quarantined event is its flow's head: make each flow ready now.
-	res, err = tx.ExecContext(ctx, redriveFlows(a.pol), js, at)
+	res, err = tx.ExecContext(ctx, redriveFlows(a.pol), string(flowRows), at)
 	if err != nil {
 		return fmt.Errorf("update flows: %w", err)
 	}
@@ -239,7 +251,7 @@ func (s *Store) redriveChunk(ctx context.Context, tx *txn, a admission, js strin
 	for range chunk {
 		s.call(HookRedriveBeforeAudit)
 	}
-	res, err = tx.ExecContext(ctx, qRedriveAudit, js, at, reason)
+	res, err = tx.ExecContext(ctx, qRedriveAudit, string(evRows), at, reason)
 	if err != nil {
 		return fmt.Errorf("insert audit: %w", err)
 	}
@@ -249,30 +261,47 @@ func (s *Store) redriveChunk(ctx context.Context, tx *txn, a admission, js strin
 	return nil
 }
 
+// chunkRow is where one event of a chunk is: its rowid and its flow's.
+type chunkRow struct{ event, flow int64 }
+
 // readRedriveChunk appends to out the rows of chunkQuery's JSON, each with
-// its new generation (the read one + 1).
-func readRedriveChunk(js []byte, out []Redriven) ([]Redriven, error) {
+// its new generation (the read one + 1), and to rows their rowids. A flow
+// that is missing (null) is ErrCorrupt.
+func readRedriveChunk(js []byte, out []Redriven, rows []chunkRow) ([]Redriven, []chunkRow, error) {
 	r := jsonRows{b: js}
 	r.open()
 	for first := true; r.next(first); first = false {
+		var (
+			row     chunkRow
+			flowOK  bool
+			id, flw string
+			seq     int64
+			gen     int64
+		)
 		r.open()
-		r.int() // rowid: read by the set statements only
+		row.event, _ = r.int()
 		r.element(false)
-		id, _ := r.str()
+		row.flow, flowOK = r.int()
 		r.element(false)
-		flow, _ := r.str()
+		id, _ = r.str()
 		r.element(false)
-		seq, _ := r.int()
+		flw, _ = r.str()
 		r.element(false)
-		gen, _ := r.int()
+		seq, _ = r.int()
+		r.element(false)
+		gen, _ = r.int()
 		r.end()
 		if r.err != nil {
 			break
 		}
-		out = append(out, Redriven{EventID: id, Flow: flow, Seq: seq, Generation: gen + 1})
+		if !flowOK {
+			return nil, nil, fmt.Errorf("%w: event %q has no flow %q", ErrCorrupt, id, flw)
+		}
+		out = append(out, Redriven{EventID: id, Flow: flw, Seq: seq, Generation: gen + 1})
+		rows = append(rows, row)
 	}
 	if r.err != nil {
-		return nil, r.err
+		return nil, nil, r.err
 	}
-	return out, nil
+	return out, rows, nil
 }
