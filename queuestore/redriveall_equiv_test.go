@@ -99,7 +99,7 @@ func TestRedriveAll_EquivalentToRedriveSequence(t *testing.T) {
 	filters := map[string]RedriveFilter{
 		"all":         {},
 		"flow":        {Flow: "f0003"}, // weight 4, pass below vnow: the clamp matters
-		"flow seq 2":  {}, // the flow of the first "late" head, found below
+		"flow seq 2":  {},              // the flow of the first "late" head, found below
 		"reason":      {Reason: "gone"},
 		"reason late": {Reason: "late"},
 		"none":        {Flow: "f0000"},
