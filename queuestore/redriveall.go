@@ -64,6 +64,17 @@ FROM (SELECT rowid AS er, (SELECT rowid FROM flows WHERE flows.flow = events.flo
         id, flow, seq, generation FROM events`, RedriveChunk)
 }
 
+// redriveChunkQueries is chunkQuery's SQL for each form of filter, to
+// prepare at Open (the filter values are its arguments).
+func redriveChunkQueries() []string {
+	var qs []string
+	for _, f := range []RedriveFilter{{}, {Flow: "f"}, {Reason: "r"}, {Flow: "f", Reason: "r"}} {
+		q, _ := f.chunkQuery()
+		qs = append(qs, q)
+	}
+	return qs
+}
+
 // selectFrom completes head, an outer select over a subquery that selects
 // from events, with the subquery's filter, order and limit and the closing
 // parenthesis.
