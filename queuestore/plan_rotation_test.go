@@ -37,6 +37,7 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"set head":      {qRotSetHead, []any{"f1", 2, 0, 1}, "sqlite_autoindex_flows_1"},
 		"set heads":     {qRotSetHeads, []any{"[[1,2,0],[2,null,null]]", 1}, "INTEGER PRIMARY KEY"},
 		"ready now":     {qRotSetReadyNow, []any{"f1", 1}, "sqlite_autoindex_flows_1"},
+		"redrive flows": {qRotRedriveFlows, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},
 		"head weight":   {qFlowHeadWeight, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"arrive":        {qRotArrive, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"join":          {qRotJoin, nil, ""},

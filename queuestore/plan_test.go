@@ -70,6 +70,14 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"by flow":      {qRedriveFlow, []any{"f1"}, "events_quarantined"},
 		"by reason":    {qRedriveReason, []any{"r"}, "events_quarantined_reason"},
 		"by both":      {qRedriveBoth, []any{"f1", "r"}, "events_quarantined_reason"},
+		"chunk all":    {qChunkAll, nil, "events_quarantined"},
+		"chunk flow":   {qChunkFlow, []any{"f1"}, "events_quarantined"},
+		"chunk reason": {qChunkReason, []any{"r"}, "events_quarantined_reason"},
+		"chunk both":   {qChunkBoth, []any{"f1", "r"}, "events_quarantined_reason"},
+		"redrive evs":  {qRedriveEvents, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},
+		"redrive flws": {qRedriveFlows, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},
+		"redrive aud":  {qRedriveAudit, []any{redriveChunkJSON, 1, "r"}, "INTEGER PRIMARY KEY"},
+		"chunk's flow": {qChunkAll, nil, "sqlite_autoindex_flows_1"},
 	}
 	checkPlans(t, s, queries)
 }
@@ -131,6 +139,17 @@ var (
 	qRedriveReason, _ = quarantinedQuery(RedriveFilter{Reason: "r"}, RedriveChunk)
 	qRedriveBoth, _   = quarantinedQuery(RedriveFilter{Flow: "f", Reason: "r"}, RedriveChunk)
 )
+
+// The four forms of RedriveAll's chunk read (with rowids), and the rowids
+// of a chunk of two events (or flows), for the chunk's set statements.
+var (
+	qChunkAll, _    = chunkQuery(RedriveFilter{})
+	qChunkFlow, _   = chunkQuery(RedriveFilter{Flow: "f"})
+	qChunkReason, _ = chunkQuery(RedriveFilter{Reason: "r"})
+	qChunkBoth, _   = chunkQuery(RedriveFilter{Flow: "f", Reason: "r"})
+)
+
+const redriveChunkJSON = `[1,2]`
 
 func itoa(i int) string {
 	const digits = "0123456789"

@@ -158,8 +158,9 @@ type cachedPolicy struct {
 }
 
 // writeQueries are prepared once, at Open, on the write connection
-// (drivertx), so a write does not parse its SQL again.
-var writeQueries = []string{
+// (drivertx), so a write does not parse its SQL again. RedriveAll's chunk
+// read comes in four forms (no filter, flow, reason, both).
+var writeQueries = append(redriveChunkQueries(), []string{
 	qAdmitRead, qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
 	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
@@ -167,8 +168,9 @@ var writeQueries = []string{
 	qSettleReadRows, qAckEvents, qSetHeads,
 	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
+	qRedriveEvents, qRedriveFlows, qRotRedriveFlows, qRedriveAudit,
 	qExtendRead, qExtend, qExtendFlow, qInsertAuditKind, qPolicyWrite,
-}
+}...)
 
 // readQueries are prepared at Open and reused by every read transaction on
 // every connection of the pool (database/sql keeps one prepared copy per
