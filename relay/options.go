@@ -42,6 +42,19 @@ type OldestDueQueue interface {
 	OldestDue(ctx context.Context) (clock.Tick, bool, error)
 }
 
+// SettleClaimer is a Queue that can settle results and claim in one
+// transaction: SettleClaimBatch(ctx, items, now, n) answers what
+// SettleBatch(ctx, items, now) followed at once by ClaimBatch(ctx, now, n)
+// would (n = 0: settle only), in one commit instead of two.
+// *queuestore.Store is one. When the queue given to New is one, the relay
+// settles its finished handlers and claims for the slots they freed in one
+// call whenever it would make either call alone; otherwise it makes the two
+// calls apart.
+type SettleClaimer interface {
+	Queue
+	SettleClaimBatch(ctx context.Context, items []queuestore.SettleItem, now clock.Tick, n int) ([]queuestore.SettleResult, []queuestore.Claim, error)
+}
+
 // Defaults of the zero Options.
 const (
 	DefaultConcurrency   = 16
@@ -93,6 +106,7 @@ type Options struct {
 // alive and settles their results. Make one with New and start it with Run.
 type Relay struct {
 	q       Queue
+	sc      SettleClaimer // q when it is one, else nil
 	h       Handler
 	o       Options
 	src     clock.Source
@@ -136,6 +150,9 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &Relay{q: q, h: h, o: o, src: o.Clock, log: o.Logger, wake: make(chan struct{}, 1)}
+	if sc, ok := q.(SettleClaimer); ok {
+		r.sc = sc
+	}
 	if ms, ok := o.Clock.(MovingSource); ok {
 		r.moving = ms
 	}
