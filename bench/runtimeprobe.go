@@ -83,6 +83,26 @@ func (p *probeQueue) SettleBatch(ctx context.Context, items []queuestore.SettleI
 	return rs, err
 }
 
+// probeSettleClaimer is probeQueue for a queue that is a
+// relayrt.SettleClaimer: its SettleClaimBatch calls count as the op
+// "settle_claim" (items: the settled ones) and, for the split of empty slot
+// time, as claims.
+type probeSettleClaimer struct {
+	*probeQueue
+	sc relayrt.SettleClaimer
+}
+
+func (p probeSettleClaimer) SettleClaimBatch(ctx context.Context, items []queuestore.SettleItem, now clock.Tick, n int) ([]queuestore.SettleResult, []queuestore.Claim, error) {
+	t := time.Now()
+	rs, cs, err := p.sc.SettleClaimBatch(ctx, items, now, n)
+	p.rec("settle_claim", len(items), t)
+	p.mu.Lock()
+	sp := p.spans["settle_claim"]
+	p.spans["claim"] = append(p.spans["claim"], span{sp[len(sp)-1].from, sp[len(sp)-1].to, len(cs)})
+	p.mu.Unlock()
+	return rs, cs, err
+}
+
 func (p *probeQueue) ExtendBatch(ctx context.Context, items []queuestore.ExtendItem, now clock.Tick) ([]queuestore.SettleResult, error) {
 	t := time.Now()
 	rs, err := p.q.ExtendBatch(ctx, items, now)
@@ -192,8 +212,11 @@ func RuntimeProbe(ctx context.Context, dir string, kind RuntimeKind, concurrency
 	if tune != nil {
 		tune(&w.o)
 	}
-	pq := newProbeQueue(w.q)
+	pq := newProbeQueue(w.queue())
 	w.rq = pq
+	if sc, ok := w.queue().(relayrt.SettleClaimer); ok {
+		w.rq = probeSettleClaimer{pq, sc}
+	}
 	var hmu sync.Mutex
 	var ends []time.Time
 	res := ProbeResult{Name: c.Name, Slots: concurrency}
