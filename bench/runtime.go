@@ -248,7 +248,7 @@ func (w *runtimeRun) Step(ctx context.Context) (int, error) {
 	before := w.ok.Load()
 	w.took.Store(0)
 	w.ran.Store(0)
-	var q relayrt.Queue = w.q
+	q := w.queue()
 	if w.rq != nil {
 		q = w.rq
 	}
@@ -281,6 +281,24 @@ func (w *runtimeRun) Step(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("runtime case: %d of %d events delivered: %w", total, w.loaded, ErrBacklogEmpty)
 	}
 	return n, nil
+}
+
+// SeparateSettleClaim, when set, hides the store's SettleClaimBatch from
+// the relay in the runtime cases (and RuntimeProbe): the relay then settles
+// and claims in two transactions, as before the combined call, so that the
+// two can be measured in alternation (benchrun -runtime-separate).
+var SeparateSettleClaim bool
+
+// plainQueue is a relayrt.Queue with no optional method.
+type plainQueue struct{ relayrt.Queue }
+
+// queue is the queue the relay gets: the store, or the store behind
+// plainQueue under SeparateSettleClaim.
+func (w *runtimeRun) queue() relayrt.Queue {
+	if SeparateSettleClaim {
+		return plainQueue{w.q}
+	}
+	return w.q
 }
 
 // Close closes what the case opened, in reverse order.

@@ -83,6 +83,37 @@ func (p *probeQueue) SettleBatch(ctx context.Context, items []queuestore.SettleI
 	return rs, err
 }
 
+// probeSettleClaimer is probeQueue for a queue that is a
+// relayrt.SettleClaimer: its SettleClaimBatch calls count as the op
+// "settle_claim" (items: the settled ones) and, for the split of empty slot
+// time, as claims.
+type probeSettleClaimer struct {
+	*probeQueue
+	sc relayrt.SettleClaimer
+}
+
+// opSCClaims counts the claims of the SettleClaimBatch calls (the same
+// calls and times as "settle_claim", whose items are the settled ones).
+const opSCClaims = "sc.claims"
+
+func (p probeSettleClaimer) SettleClaimBatch(ctx context.Context, items []queuestore.SettleItem, now clock.Tick, n int) ([]queuestore.SettleResult, []queuestore.Claim, error) {
+	t := time.Now()
+	rs, cs, err := p.sc.SettleClaimBatch(ctx, items, now, n)
+	p.rec("settle_claim", len(items), t)
+	p.mu.Lock()
+	sp := p.spans["settle_claim"]
+	last := sp[len(sp)-1]
+	p.spans["claim"] = append(p.spans["claim"], span{last.from, last.to, len(cs)})
+	s := p.op[opSCClaims]
+	if s == nil {
+		s = &OpStats{}
+		p.op[opSCClaims] = s
+	}
+	s.add(len(cs), last.to.Sub(last.from))
+	p.mu.Unlock()
+	return rs, cs, err
+}
+
 func (p *probeQueue) ExtendBatch(ctx context.Context, items []queuestore.ExtendItem, now clock.Tick) ([]queuestore.SettleResult, error) {
 	t := time.Now()
 	rs, err := p.q.ExtendBatch(ctx, items, now)
@@ -127,6 +158,30 @@ func (r ProbeResult) Rate() float64 { return float64(r.Delivered) / r.Wall.Secon
 
 // Write prints the result: rate, per-operation calls, items per call, mean
 // and median time per call, and the share of slot time spent in handlers.
+// Claimed is the number of events claimed, by ClaimBatch and by
+// SettleClaimBatch.
+func (r ProbeResult) Claimed() int {
+	n := 0
+	for _, k := range []string{"claim", opSCClaims} {
+		if c := r.Ops[k]; c != nil {
+			n += c.Items
+		}
+	}
+	return n
+}
+
+// Settled is the number of results settled, by SettleBatch and by
+// SettleClaimBatch.
+func (r ProbeResult) Settled() int {
+	n := 0
+	for _, k := range []string{"settle", "settle_claim"} {
+		if c := r.Ops[k]; c != nil {
+			n += c.Items
+		}
+	}
+	return n
+}
+
 func (r ProbeResult) Write(w io.Writer) {
 	fmt.Fprintf(w, "%s: %d events in %s = %.0f/s (Run took %s of it)\n", r.Name, r.Delivered, r.Wall.Round(time.Millisecond), r.Rate(), r.Run.Round(time.Millisecond))
 	names := make([]string, 0, len(r.Ops))
@@ -144,13 +199,11 @@ func (r ProbeResult) Write(w io.Writer) {
 	var txs, items int
 	for _, k := range names {
 		line(k, r.Ops[k])
-		if k == "claim" || k == "settle" || k == "extend" {
+		if k == "claim" || k == "settle" || k == "extend" || k == "settle_claim" {
 			txs += r.Ops[k].Calls
 		}
 	}
-	if c := r.Ops["claim"]; c != nil {
-		items = c.Items
-	}
+	items = r.Claimed()
 	line("receive", &r.Receive)
 	line("handler", &r.Handler)
 	if txs > 0 {
@@ -192,8 +245,11 @@ func RuntimeProbe(ctx context.Context, dir string, kind RuntimeKind, concurrency
 	if tune != nil {
 		tune(&w.o)
 	}
-	pq := newProbeQueue(w.q)
+	pq := newProbeQueue(w.queue())
 	w.rq = pq
+	if sc, ok := w.queue().(relayrt.SettleClaimer); ok {
+		w.rq = probeSettleClaimer{pq, sc}
+	}
 	var hmu sync.Mutex
 	var ends []time.Time
 	res := ProbeResult{Name: c.Name, Slots: concurrency}

@@ -13,12 +13,12 @@ func TestRuntimeProbeCountsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim, settle := res.Ops["claim"], res.Ops["settle"]
-	if res.Delivered == 0 || claim == nil || settle == nil {
-		t.Fatalf("RuntimeProbe() = %+v, want deliveries, claims and settles", res)
+	claim := res.Ops["claim"]
+	if res.Delivered == 0 || claim == nil || res.Ops["settle_claim"] == nil {
+		t.Fatalf("RuntimeProbe() = %+v, want deliveries, claims and SettleClaimBatch calls", res)
 	}
-	if claim.Items != res.Delivered || settle.Items != res.Delivered || res.Handler.Calls != res.Delivered || res.Receive.Items != res.Delivered {
-		t.Fatalf("claimed %d, settled %d, handled %d, received %d; want all %d", claim.Items, settle.Items, res.Handler.Calls, res.Receive.Items, res.Delivered)
+	if res.Claimed() != res.Delivered || res.Settled() != res.Delivered || res.Handler.Calls != res.Delivered || res.Receive.Items != res.Delivered {
+		t.Fatalf("claimed %d, settled %d, handled %d, received %d; want all %d", res.Claimed(), res.Settled(), res.Handler.Calls, res.Receive.Items, res.Delivered)
 	}
 	if len(claim.Took) != claim.Calls || claim.Items > 8*claim.Calls {
 		t.Fatalf("claim stats %d calls, %d times, %d items; want one time per call and at most 8 items each", claim.Calls, len(claim.Took), claim.Items)

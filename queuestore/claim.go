@@ -93,50 +93,54 @@ func (s *Store) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]Claim,
 func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, error) {
 	var out []Claim
 	err := s.withTx(ctx, func(tx *txn) error {
-		out = out[:0]
 		a, err := s.admit(ctx, tx, now)
 		if err != nil {
 			return err
 		}
-		now = a.now
-		ticket, pol := a.ticket, a.pol
-		if isRotation(pol) {
-			if _, err := tx.ExecContext(ctx, qRotPromote, int64(now)); err != nil {
-				return fmt.Errorf("promote ready flows: %w", err)
-			}
-			out, err = claimRot(ctx, tx, pol, now, n, ticket)
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, qPromote, int64(now)); err != nil {
-			return fmt.Errorf("promote ready flows: %w", err)
-		}
-		if n > 1 {
-			out, err = claimMany(ctx, tx, pol, now, n, ticket, out)
-			return err
-		}
-		for len(out) < n {
-			c, ok, err := claimOne(ctx, tx, pol, now, ticket+1)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
-			ticket = c.Ticket
-			out = append(out, c)
-		}
-		if len(out) > 0 {
-			if _, err := tx.ExecContext(ctx, qSetTicket, ticket); err != nil {
-				return fmt.Errorf("record ticket: %w", err)
-			}
-		}
-		return nil
+		out, err = claimIn(ctx, tx, a, n)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if len(out) > 0 {
 		s.call(HookClaimCommitted)
+	}
+	return out, nil
+}
+
+// claimIn claims up to n heads inside tx, after admit (a): the body of every
+// claim transaction (Claim, ClaimBatch, SettleClaimBatch).
+func claimIn(ctx context.Context, tx *txn, a admission, n int) ([]Claim, error) {
+	now, ticket, pol := a.now, a.ticket, a.pol
+	if isRotation(pol) {
+		if _, err := tx.ExecContext(ctx, qRotPromote, int64(now)); err != nil {
+			return nil, fmt.Errorf("promote ready flows: %w", err)
+		}
+		return claimRot(ctx, tx, pol, now, n, ticket)
+	}
+	if _, err := tx.ExecContext(ctx, qPromote, int64(now)); err != nil {
+		return nil, fmt.Errorf("promote ready flows: %w", err)
+	}
+	if n > 1 {
+		return claimMany(ctx, tx, pol, now, n, ticket, nil)
+	}
+	var out []Claim
+	for len(out) < n {
+		c, ok, err := claimOne(ctx, tx, pol, now, ticket+1)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		ticket = c.Ticket
+		out = append(out, c)
+	}
+	if len(out) > 0 {
+		if _, err := tx.ExecContext(ctx, qSetTicket, ticket); err != nil {
+			return nil, fmt.Errorf("record ticket: %w", err)
+		}
 	}
 	return out, nil
 }

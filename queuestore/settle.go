@@ -113,40 +113,47 @@ func (s *Store) SettleBatch(ctx context.Context, items []SettleItem, now clock.T
 		if err != nil {
 			return err
 		}
-		now := a.now
-		wrote := false
-		var acks ackBatch
-		rows, err := readSettleRows(ctx, tx, items, out)
-		if err != nil {
-			return err
-		}
-		for i, it := range items {
-			if out[i].Err != nil {
-				continue
-			}
-			o, err := acks.settle(ctx, tx, a.pol, it, &rows[i], now)
-			if errors.Is(err, ErrNotFound) {
-				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("item %d (%q): %w", i, it.EventID, err)
-			}
-			out[i].Outcome = o
-			wrote = wrote || o.Wrote()
-		}
-		if err := acks.write(ctx, tx, a.pol, now); err != nil {
-			return err
-		}
-		if wrote {
-			s.call(HookSettleBeforeCommit)
-		}
-		return nil
+		return s.settleIn(ctx, tx, a, items, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("settle batch: %w", err)
 	}
 	return out, nil
+}
+
+// settleIn settles items inside tx, after admit (a), writing each item's
+// result to out (len(items)); it calls HookSettleBeforeCommit when an item
+// changed its event. It is the body of SettleBatch and SettleClaimBatch.
+func (s *Store) settleIn(ctx context.Context, tx *txn, a admission, items []SettleItem, out []SettleResult) error {
+	now := a.now
+	wrote := false
+	var acks ackBatch
+	rows, err := readSettleRows(ctx, tx, items, out)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		if out[i].Err != nil {
+			continue
+		}
+		o, err := acks.settle(ctx, tx, a.pol, it, &rows[i], now)
+		if errors.Is(err, ErrNotFound) {
+			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("item %d (%q): %w", i, it.EventID, err)
+		}
+		out[i].Outcome = o
+		wrote = wrote || o.Wrote()
+	}
+	if err := acks.write(ctx, tx, a.pol, now); err != nil {
+		return err
+	}
+	if wrote {
+		s.call(HookSettleBeforeCommit)
+	}
+	return nil
 }
 
 // wrote reports whether the outcome changed the event.

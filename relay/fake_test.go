@@ -26,6 +26,13 @@ type fakeQueue struct {
 	claimNs []int    // n of every ClaimBatch
 	claimed []string // event IDs in claim order
 	settles [][]queuestore.SettleItem
+	scNs    []int // n of every SettleClaimBatch
+	// slots, when set, is the relay's Concurrency: a claim that would hold
+	// more events in flight (unexpired) than slots is recorded in
+	// violations. Only meaningful while the relay settles every finished
+	// handler before or with its next claim (a SettleClaimer).
+	slots      int
+	violations []string
 	// extend, when set, answers an ExtendBatch item instead of the model.
 	extend func(it queuestore.ExtendItem) (queuestore.Outcome, bool)
 	// fail, when set, makes the named call fail.
@@ -90,6 +97,29 @@ func (f *fakeQueue) ClaimBatch(_ context.Context, now clock.Tick, n int) ([]queu
 	if err := f.call("claim"); err != nil {
 		return nil, err
 	}
+	return f.claim(now, n), nil
+}
+
+// overSlots records a claim of n that, with the events in flight, would
+// hold more than slots (when slots is set).
+func (f *fakeQueue) overSlots(now clock.Tick, n int) {
+	if f.slots == 0 {
+		return
+	}
+	held := 0
+	for _, e := range f.byID {
+		if e.state == "inflight" && e.lease > now {
+			held++
+		}
+	}
+	if held+n > f.slots {
+		f.violations = append(f.violations, fmt.Sprintf("claim of %d with %d in flight and %d slots", n, held, f.slots))
+	}
+}
+
+// claim is ClaimBatch under the lock.
+func (f *fakeQueue) claim(now clock.Tick, n int) []queuestore.Claim {
+	f.overSlots(now, n)
 	f.claimNs = append(f.claimNs, n)
 	var out []queuestore.Claim
 	taken := map[string]bool{}
@@ -122,7 +152,7 @@ func (f *fakeQueue) ClaimBatch(_ context.Context, now clock.Tick, n int) ([]queu
 		out = append(out, queuestore.Claim{EventID: best.id, Flow: best.flow, Seq: best.seq, Body: best.body,
 			Generation: best.gen, Attempts: best.attempts, LeaseUntil: best.lease})
 	}
-	return out, nil
+	return out
 }
 
 // check is the order of Settle's and Extend's checks: stale, stale, expired.
@@ -145,6 +175,11 @@ func (f *fakeQueue) SettleBatch(_ context.Context, items []queuestore.SettleItem
 	if err := f.call("settle"); err != nil {
 		return nil, err
 	}
+	return f.settle(items, now), nil
+}
+
+// settle is SettleBatch under the lock.
+func (f *fakeQueue) settle(items []queuestore.SettleItem, now clock.Tick) []queuestore.SettleResult {
 	f.settles = append(f.settles, slices.Clone(items))
 	out := make([]queuestore.SettleResult, len(items))
 	for i, it := range items {
@@ -163,7 +198,28 @@ func (f *fakeQueue) SettleBatch(_ context.Context, items []queuestore.SettleItem
 		}
 		out[i].Outcome = o
 	}
-	return out, nil
+	return out
+}
+
+// fakeSettleClaimer is the fake with SettleClaimBatch: a relay.SettleClaimer.
+type fakeSettleClaimer struct{ *fakeQueue }
+
+// SettleClaimBatch is SettleBatch then ClaimBatch under one lock, counted
+// as the call "settle_claim" (its items also go to settles, its n to
+// claimNs and scNs).
+func (f fakeSettleClaimer) SettleClaimBatch(_ context.Context, items []queuestore.SettleItem, now clock.Tick, n int) ([]queuestore.SettleResult, []queuestore.Claim, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("settle_claim"); err != nil {
+		return nil, nil, err
+	}
+	rs := f.settle(items, now)
+	f.scNs = append(f.scNs, n)
+	var cs []queuestore.Claim
+	if n > 0 {
+		cs = f.claim(now, n)
+	}
+	return rs, cs, nil
 }
 
 func (f *fakeQueue) ExtendBatch(_ context.Context, items []queuestore.ExtendItem, now clock.Tick) ([]queuestore.SettleResult, error) {

@@ -14,7 +14,7 @@ import (
 )
 
 // Queue is what the relay needs of a queue store, in the queue module's
-// vocabulary. *queuestore.Store (SQLite) and *pgqueuestore.Store (PostgreSQL)
+// vocabulary. *queue.Store (SQLite) and *pgqueue.Store (PostgreSQL)
 // satisfy it; so does any backend that keeps the queue contract
 // (docs/contract.md §2, §7).
 type Queue interface {
@@ -41,6 +41,19 @@ type StatsQueue interface {
 type OldestDueQueue interface {
 	Queue
 	OldestDue(ctx context.Context) (clock.Tick, bool, error)
+}
+
+// SettleClaimer is a Queue that can settle results and claim in one
+// transaction: SettleClaimBatch(ctx, items, now, n) answers what
+// SettleBatch(ctx, items, now) followed at once by ClaimBatch(ctx, now, n)
+// would (n = 0: settle only), in one commit instead of two.
+// *queue.Store is one. When the queue given to New is one, the relay
+// settles its finished handlers and claims for the slots they freed in one
+// call whenever it would make either call alone; otherwise it makes the two
+// calls apart.
+type SettleClaimer interface {
+	Queue
+	SettleClaimBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error)
 }
 
 // Defaults of the zero Options.
@@ -94,6 +107,7 @@ type Options struct {
 // alive and settles their results. Make one with New and start it with Run.
 type Relay struct {
 	q       Queue
+	sc      SettleClaimer // q when it is one, else nil
 	h       Handler
 	o       Options
 	src     clock.Source
@@ -137,6 +151,9 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &Relay{q: q, h: h, o: o, src: o.Clock, log: o.Logger, wake: make(chan struct{}, 1)}
+	if sc, ok := q.(SettleClaimer); ok {
+		r.sc = sc
+	}
 	if ms, ok := o.Clock.(MovingSource); ok {
 		r.moving = ms
 	}

@@ -138,6 +138,7 @@ func (l *loop) run(ctx context.Context) error {
 		l.extend(now)
 		if !l.stopping {
 			l.poll(now)
+			l.settleClaim(now)
 			l.claim(now)
 		}
 		l.flush(now, false)
@@ -307,13 +308,65 @@ func (l *loop) claim(now clock.Tick) {
 			return
 		}
 		l.storeOK()
-		l.r.m.claimed(len(cs))
-		for _, c := range cs {
-			l.take(c)
+		if !l.took(now, cs, n) {
+			return
 		}
-		if len(cs) < n {
-			// Nothing else is dispatchable now; ask when something will be.
-			l.askNextDue(now, true)
+	}
+}
+
+// took starts (or parks) the claims of a batch that asked for n. When it
+// came back short it asks NextDue and reports false: nothing else is
+// dispatchable now.
+func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
+	l.r.m.claimed(len(cs))
+	for _, c := range cs {
+		l.take(c)
+	}
+	if len(cs) < n {
+		// Nothing else is dispatchable now; ask when something will be.
+		l.askNextDue(now, true)
+		return false
+	}
+	return true
+}
+
+// settleClaim, when the queue is a SettleClaimer, makes the relay's settle
+// and its claim one call (one commit) whenever it would make either alone:
+// a claim is due (as in claim) or a settle batch is (flushDue). The call
+// settles up to Batch finished results and claims min(Batch, free slots),
+// the slots the settled handlers freed included; the claim sees the
+// settles, so a flow whose head was just acked can hand out its next event
+// at once. When only the settle was due the claim rides along all the same:
+// it costs no commit. The results are taken before the claims, so a claim
+// of a flow whose previous event was just settled starts at once; the
+// handler of that event has returned already (finish), so no flow ever has
+// two handlers.
+func (l *loop) settleClaim(now clock.Tick) {
+	if l.r.sc == nil {
+		return
+	}
+	for len(l.pending) > 0 && !l.blocked() && l.free() > 0 {
+		if !(now >= l.nextClaim && !l.gathering()) && !l.flushDue() {
+			return
+		}
+		part, k, items := l.settleItems()
+		n := min(l.r.o.Batch, l.free())
+		rs, cs, err := l.r.sc.SettleClaimBatch(l.sctx, items, now, n)
+		l.lastAsk = time.Now()
+		l.freedAt = time.Time{}
+		if err == nil && len(rs) != len(items) {
+			err = fmt.Errorf("%d results for %d items", len(rs), len(items))
+		}
+		if err == nil && len(cs) > n {
+			err = fmt.Errorf("%d claims for n = %d", len(cs), n)
+		}
+		if err != nil {
+			l.storeFailed("settle_claim", err)
+			return
+		}
+		l.storeOK()
+		l.settled(part, k, rs)
+		if !l.took(now, cs, n) {
 			return
 		}
 	}
@@ -514,7 +567,7 @@ func (l *loop) extend(now clock.Tick) {
 // or force.
 func (l *loop) flush(now clock.Tick, force bool) {
 	for len(l.pending) > 0 && !l.blocked() {
-		if !force && len(l.pending) < min(l.r.o.Batch, l.r.o.Concurrency) && time.Since(l.pendingSince) < l.r.o.Linger && l.goroutines > 0 {
+		if !force && !l.flushDue() {
 			return
 		}
 		if err := l.settleBatch(now); err != nil {
@@ -523,22 +576,19 @@ func (l *loop) flush(now clock.Tick, force bool) {
 	}
 }
 
+// flushDue reports that the pending results make a settle batch now: they
+// hold min(Batch, Concurrency) results (a full set of slots), the oldest
+// has lingered for Linger, or no handler is running (nothing else is coming
+// soon).
+func (l *loop) flushDue() bool {
+	return len(l.pending) >= min(l.r.o.Batch, l.r.o.Concurrency) || time.Since(l.pendingSince) >= l.r.o.Linger || l.goroutines == 0
+}
+
 // settleBatch settles up to Batch pending claims. Lost claims are dropped
 // unsettled.
 func (l *loop) settleBatch(now clock.Tick) error {
-	var part []*claim
-	n := 0
-	for n < len(l.pending) && len(part) < l.r.o.Batch {
-		if cl := l.pending[n]; !cl.lost {
-			part = append(part, cl)
-		}
-		n++
-	}
+	part, k, items := l.settleItems()
 	if len(part) > 0 {
-		items := make([]queue.SettleItem, len(part))
-		for i, cl := range part {
-			items[i] = queue.SettleItem{EventID: cl.c.EventID, Generation: cl.c.Generation, Result: cl.res}
-		}
 		rs, err := l.r.q.SettleBatch(l.sctx, items, now)
 		if err == nil && len(rs) != len(items) {
 			err = fmt.Errorf("%d results for %d items", len(rs), len(items))
@@ -548,27 +598,52 @@ func (l *loop) settleBatch(now clock.Tick) error {
 			return err
 		}
 		l.storeOK()
-		for i, cl := range part {
-			delete(l.holds, cl)
-			if rs[i].Err != nil {
-				l.r.m.settled("error")
-				l.r.log.Error("relay: settle refused", "event", cl.c.EventID, "err", rs[i].Err)
-				continue
-			}
-			l.r.m.settled(string(rs[i].Outcome))
-			if rs[i].Outcome != queue.Stale && rs[i].Outcome != queue.Expired {
-				// The flow's head moved (or waits for a backoff): what is
-				// due changed, so claim again before trusting NextDue.
-				l.nextClaim = math.MinInt64
-			}
-			if rs[i].Outcome == queue.Stale || rs[i].Outcome == queue.Expired {
-				l.r.log.Info("relay: late settle", "event", cl.c.EventID, "outcome", rs[i].Outcome)
-			}
+		l.settled(part, k, rs)
+		return nil
+	}
+	l.settled(nil, k, nil)
+	return nil
+}
+
+// settleItems picks the next settle batch: the first k pending claims, of
+// which part (at most Batch, lost claims left out) are to be settled as
+// items.
+func (l *loop) settleItems() (part []*claim, k int, items []queue.SettleItem) {
+	for k < len(l.pending) && len(part) < l.r.o.Batch {
+		if cl := l.pending[k]; !cl.lost {
+			part = append(part, cl)
+		}
+		k++
+	}
+	items = make([]queue.SettleItem, len(part))
+	for i, cl := range part {
+		items[i] = queue.SettleItem{EventID: cl.c.EventID, Generation: cl.c.Generation, Result: cl.res}
+	}
+	return part, k, items
+}
+
+// settled takes the results rs of the items of part, and drops the first k
+// pending claims (part and the lost ones among them).
+func (l *loop) settled(part []*claim, k int, rs []queue.SettleResult) {
+	for i, cl := range part {
+		delete(l.holds, cl)
+		if rs[i].Err != nil {
+			l.r.m.settled("error")
+			l.r.log.Error("relay: settle refused", "event", cl.c.EventID, "err", rs[i].Err)
+			continue
+		}
+		l.r.m.settled(string(rs[i].Outcome))
+		if rs[i].Outcome != queue.Stale && rs[i].Outcome != queue.Expired {
+			// The flow's head moved (or waits for a backoff): what is
+			// due changed, so claim again before trusting NextDue.
+			l.nextClaim = math.MinInt64
+		}
+		if rs[i].Outcome == queue.Stale || rs[i].Outcome == queue.Expired {
+			l.r.log.Info("relay: late settle", "event", cl.c.EventID, "outcome", rs[i].Outcome)
 		}
 	}
-	l.pending = l.pending[n:]
+	l.pending = l.pending[k:]
 	l.pendingSince = time.Now()
-	return nil
 }
 
 // finalFlush settles everything finished, retrying a failed batch up to

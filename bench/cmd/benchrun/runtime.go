@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -11,9 +12,14 @@ import (
 	"github.com/fairrelay/fairrelay/bench"
 )
 
+// runtimeSeparate hides SettleClaimBatch from the runtime cases' relays:
+// they settle and claim in two transactions, as before the combined call.
+var runtimeSeparate = flag.Bool("runtime-separate", false, "the relay runtime settles and claims in two transactions (SettleClaimBatch hidden), to compare with the combined call")
+
 // runtimeCases are the relay runtime's single-process cases, measured in
 // the same interleaved rounds as the raw cycles they are compared with.
 func runtimeCases(cfg config, sleepTimes *bench.HandlerTimes) []bench.Case {
+	bench.SeparateSettleClaim = *runtimeSeparate
 	step := cfg.plan.Slice
 	return []bench.Case{
 		bench.RuntimeCase(bench.RuntimeInProcess, 16, 64, 1000, cfg.runtimePer, step),
