@@ -210,7 +210,7 @@ func TestMigrate_SchemaEqualsNewFile(t *testing.T) {
 	}
 	f2.Close()
 	a, b := schemaShape(t, migrated), schemaShape(t, freshPath)
-	if len(a["events table_xinfo"]) != 13 || len(a["index sql"]) != 8 || len(a["events checks"]) != 12 || len(a["meta checks"]) != 10 {
+	if len(a["events table_xinfo"]) != 13 || len(a["index sql"]) != 9 || len(a["events checks"]) != 12 || len(a["meta checks"]) != 10 {
 		t.Fatalf("schemaShape read too little: %s", jsonOf(a))
 	}
 	if !reflect.DeepEqual(a, b) {
@@ -248,6 +248,9 @@ func schemaShape(t *testing.T, path string) map[string][]string {
 				out[tab+" "+pragma] = append(out[tab+" "+pragma], fmt.Sprintf("%v", vals))
 			}
 			rows.Close()
+			if pragma == "index_list" {
+				sort.Strings(out[tab+" "+pragma]) // listed in creation order
+			}
 		}
 	}
 	rows, err := db.Query("SELECT name, sql FROM sqlite_schema WHERE type = 'table' ORDER BY name")
@@ -315,4 +318,38 @@ func TestMigrate_NewerVersionRefused(t *testing.T) {
 	db.Close()
 	_, err = Open(path)
 	wantErr(t, "Open(version 3)", err, ErrSchemaVersion)
+}
+
+// A version-2 file made before OldestDue has no flows_ready_due index: the
+// first read-write Open adds it, and changes nothing else.
+func TestOpen_AddsTheReadyDueIndexToAnOlderVersion2File(t *testing.T) {
+	t.Parallel()
+	s, path := openTest(t)
+	enqueue(t, s, "a1", "a", "x", 3)
+	s.Close()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("DROP INDEX flows_ready_due"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before := rawDump(t, path)
+	s, err = Open(path)
+	if err != nil {
+		t.Fatalf("Open() error = %v", err)
+	}
+	if due, ok, err := s.OldestDue(context.Background(), 5); err != nil || !ok || due != 3 {
+		t.Fatalf("OldestDue = %d, %v, %v; want 3, true, nil", due, ok, err)
+	}
+	s.Close()
+	after := rawDump(t, path)
+	want := "index flows_ready_due: CREATE INDEX flows_ready_due ON flows (ready, ready_at) WHERE ready = 1\n"
+	if !strings.Contains(after, want) {
+		t.Fatalf("after Open the file has no flows_ready_due index:\n%s", after)
+	}
+	if strings.Replace(after, want, "", 1) != before {
+		t.Fatalf("Open changed more than the index:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
 }

@@ -86,3 +86,5 @@ CREATE INDEX flows_by_served ON flows ((-served), flow);
 CREATE INDEX flows_by_blocked ON flows ((CASE WHEN head_seq IS NULL THEN 3 WHEN ready_at IS NULL THEN 0 WHEN ready = 0 THEN 1 ELSE 2 END), flow);
 -- step
 CREATE INDEX audit_event ON audit (event_id, id) WHERE event_id IS NOT NULL;
+-- step
+CREATE INDEX flows_ready_due ON flows (ready, ready_at) WHERE ready = 1;

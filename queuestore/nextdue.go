@@ -19,7 +19,51 @@ const (
 	// for a tick (flows_waiting: the first entry of the index).
 	qNextDueWaiting = `SELECT ready_at FROM flows WHERE ready = 0 AND ready_at IS NOT NULL
 ORDER BY ready_at LIMIT 1`
+
+	// qOldestReady is the earliest ready_at of the flows marked
+	// dispatchable (flows_ready_due: the first entry).
+	qOldestReady = `SELECT ready_at FROM flows WHERE ready = 1 ORDER BY ready_at LIMIT 1`
+
+	qHasReadyDueIndex = `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'flows_ready_due'`
+	qReadyDueIndex    = `CREATE INDEX flows_ready_due ON flows (ready, ready_at) WHERE ready = 1`
 )
+
+// OldestDue returns the tick at which the longest-waiting dispatchable head
+// became due: the smallest ready_at, at or below now, of the flows whose
+// head can be claimed at now (a pending head's available_at, an in-flight
+// head's lease end). now - the tick is how long work has waited for a
+// claim, the lag a relay's gauge reports. ok is false when no head is
+// dispatchable at now. It reads the first entry of two indexes
+// (flows_ready_due, flows_waiting) and writes nothing; now is not checked
+// against the clock mark.
+func (s *Store) OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool, error) {
+	var (
+		due clock.Tick
+		ok  bool
+	)
+	err := s.withReadTx(ctx, func(tx *txn) error {
+		for _, q := range []string{qOldestReady, qNextDueWaiting} {
+			var at sql.NullInt64
+			err := tx.QueryRowContext(ctx, q).Scan(&at)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				continue
+			case err != nil:
+				return err
+			case !at.Valid:
+				return fmt.Errorf("%w: a ready flow without a due tick", ErrCorrupt)
+			}
+			if t := clock.Tick(at.Int64); t <= now && (!ok || t < due) {
+				due, ok = t, true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("oldest due: %w", err)
+	}
+	return due, ok, nil
+}
 
 // NextDue returns the earliest tick at which some flow's head becomes
 // dispatchable: a pending head's available_at (a new event, or a retry whose

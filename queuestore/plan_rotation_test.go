@@ -48,6 +48,7 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1}, "INTEGER PRIMARY KEY"},
 		"due ready":     {qNextDueReady, nil, "INDEX flows_r"}, // flows_ready or flows_rotation: both hold exactly the ready flows
 		"due waiting":   {qNextDueWaiting, nil, "flows_waiting"},
+		"oldest ready":  {qOldestReady, nil, "flows_ready_due"},
 		"block flow":    {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
 		"claim event":   {qClaimEvent, []any{"e1", 6, 1}, "sqlite_autoindex_events_1"},

@@ -64,6 +64,7 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"extend flow":  {qExtendFlow, []any{"f1", 9}, "sqlite_autoindex_flows_1"},
 		"due ready":    {qNextDueReady, nil, "flows_ready"},
 		"due waiting":  {qNextDueWaiting, nil, "flows_waiting"},
+		"oldest ready": {qOldestReady, nil, "flows_ready_due"},
 		"policy read":  {qPolicyRead, nil, ""},
 		"policy audit": {qInsertAuditKind, []any{"policy", "r", "{}", 1}, ""},
 		"redrive all":  {qRedriveAll, nil, "events_quarantined"},

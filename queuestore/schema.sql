@@ -61,6 +61,10 @@ CREATE INDEX flows_waiting ON flows (ready, ready_at) WHERE ready = 0;
 -- Flows whose head is dispatchable, in fairness.MinServed order.
 CREATE INDEX flows_ready ON flows (ready, served, flow) WHERE ready = 1;
 
+-- The same flows by the tick their head became due: OldestDue reads the
+-- first entry (the relay's oldest-due-age gauge).
+CREATE INDEX flows_ready_due ON flows (ready, ready_at) WHERE ready = 1;
+
 -- events holds every event ever enqueued.
 --   generation         +1 at every claim and every redrive (0: never claimed)
 --   attempts           claims used in the current round (0..MaxAttempts of

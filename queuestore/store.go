@@ -434,6 +434,18 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 	}
 	switch v {
 	case SchemaVersion:
+		// A version-2 file made before OldestDue lacks its index; it is
+		// added once, by the first read-write open (SQLite keeps it up to
+		// date in every build, older ones included).
+		var n int
+		if err := conn.QueryRowContext(ctx, qHasReadyDueIndex).Scan(&n); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		if n == 0 {
+			if _, err := conn.ExecContext(ctx, qReadyDueIndex); err != nil {
+				return fmt.Errorf("create index flows_ready_due: %w", err)
+			}
+		}
 	case 1:
 		for i, stmt := range strings.Split(migrateV1V2SQL, "\n-- step\n") {
 			if migrateStep != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -137,13 +138,14 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(st.Quarantined))
 		}
 	}
+	now := c.r.src.Now()
 	next := c.r.q.NextDue
 	if oq, ok := c.r.q.(OldestDueQueue); ok {
-		next = oq.OldestDue
+		next = func(ctx context.Context) (clock.Tick, bool, error) { return oq.OldestDue(ctx, now) }
 	}
 	if due, ok, err := next(ctx); err == nil {
 		age := 0.0
-		if now := c.r.src.Now(); ok && due < now {
+		if ok && due < now {
 			age = float64(now-due) / 1000
 		}
 		ch <- prometheus.MustNewConstMetric(descOldestDue, prometheus.GaugeValue, age)

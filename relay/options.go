@@ -34,13 +34,14 @@ type StatsQueue interface {
 }
 
 // OldestDueQueue is a Queue that can tell the due tick of its
-// longest-waiting dispatchable head. The fairrelay_oldest_due_age_seconds
-// gauge uses OldestDue when the queue has it, and NextDue otherwise. NextDue
-// of queuestore answers the clock mark, not the head's own due tick, for a
-// head already marked dispatchable, so the gauge is then a lower bound.
+// longest-waiting head dispatchable at now (queuestore.Store.OldestDue).
+// The fairrelay_oldest_due_age_seconds gauge uses OldestDue when the queue
+// has it, and NextDue otherwise. NextDue answers the clock mark, not the
+// head's own due tick, for a head already marked dispatchable, so the gauge
+// is then a lower bound.
 type OldestDueQueue interface {
 	Queue
-	OldestDue(ctx context.Context) (clock.Tick, bool, error)
+	OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool, error)
 }
 
 // SettleClaimer is a Queue that can settle results and claim in one

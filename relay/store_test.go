@@ -204,3 +204,33 @@ func TestRealStoreRealTime(t *testing.T) {
 	}
 	waitStore(t, "3 acked", func() bool { return stats(t, s).Events.Acked == 3 })
 }
+
+// TestRealStoreOldestDueAge: the gauge reads the store's OldestDue, so it is
+// the age of the waiting head itself (enqueued at tick 10), not the time
+// since the queue's last write (the claim at tick 100), which NextDue would
+// give.
+func TestRealStoreOldestDueAge(t *testing.T) {
+	s := openStore(t, testPolicy(1000, 3))
+	enqueue(t, s, "busy", 1, 0)
+	enqueue(t, s, "waiting", 1, 10)
+	clk := relay.NewManualClock(100)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error { started <- struct{}{}; <-release; return nil })
+	reg := prometheus.NewRegistry()
+	run := start(t, s, h, relay.Options{Clock: clk, Concurrency: 1, Poll: time.Hour, Metrics: reg})
+	<-started
+	clk.Set(250)
+	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_oldest_due_age_seconds", "")); got != 0.24 {
+		t.Fatalf("oldest due age = %v, want 0.24 (tick 250 - the head's due tick 10)", got)
+	}
+	close(release)
+	waitStore(t, "both acked", func() bool { return stats(t, s).Events.Acked == 2 })
+	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_oldest_due_age_seconds", "")); got != 0 {
+		t.Fatalf("oldest due age with nothing waiting = %v, want 0", got)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var _ relay.OldestDueQueue = (*queuestore.Store)(nil)
