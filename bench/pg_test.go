@@ -127,7 +127,7 @@ func checkRiver(t *testing.T, c Case) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n < 0 || took <= 0 || took > 2*time.Second {
+		if n < 0 || took <= 0 {
 			t.Fatalf("step: %d jobs in %s", n, took)
 		}
 		total += n
