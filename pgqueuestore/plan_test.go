@@ -92,11 +92,14 @@ func TestPlans_IndexDriven(t *testing.T) {
 	}{
 		{"promote", qPromote, []any{int64(5)}, "flows_waiting"},
 		{"pick head", qPickHead, nil, "flows_ready"},
+		{"pick heads (ClaimBatch's page)", qPickHeads + " LIMIT 64", nil, "flows_ready"},
 		{"claim event", qClaimEvent, []any{"e1-1", int64(10), int64(1)}, ""},
 		{"serve flow", qServeFlow, []any{"f0001", int64(10)}, ""},
 		{"settle read", qSettleRead, []any{"e1-0"}, ""},
+		{"settle read many", qSettleReadMany, []any{[]string{"e1-0", "e2-0", "e3-1", "nope"}}, ""},
 		{"set head", qSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},
-		{"find event and flow", qFindEventFlow, []any{"e1-0", "f0001"}, ""},
+		{"find events", qFindEvents, []any{[]string{"e1-0", "e2-3", "nope"}}, ""},
+		{"find flows", qFindFlows, []any{[]string{"f0001", "f0002", "nope"}}, ""},
 		{"next due ready", qNextDueReady, nil, "flows_ready"},
 		{"next due waiting", qNextDueWaiting, nil, "flows_waiting"},
 		{"redrive read", qRedriveRead, []any{"e1-0"}, ""},
@@ -165,6 +168,7 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 	}{
 		{"promote", qRotPromote, []any{int64(5)}, "flows_waiting"},
 		{"pick head", qRotPickHead, nil, "flows_rotation"},
+		{"pick heads (ClaimBatch's page)", qRotPickHeads + " LIMIT 64", nil, "flows_rotation"},
 		{"serve flow", qRotServeFlow, []any{"f0001", int64(10), int64(720720)}, ""},
 		{"set clock", qRotSetClock, []any{int64(601), int64(5), int64(720720)}, ""},
 		{"set head", qRotSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},

@@ -21,6 +21,17 @@ LEFT JOIN {s}.flows AS f ON f.flow = e.flow
 LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
 WHERE e.id = $1`
 
+	// qSettleReadMany is qSettleRead for every ID of the array $1 at
+	// once (no row for an ID that is not stored), with the next event's
+	// ID so that a batch can see its own retries of it. Index-driven: one
+	// primary key probe per ID (TestPlans_IndexDriven).
+	qSettleReadMany = `SELECT k.id, e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until, e.available_at,
+    f.last_seq, n.id, n.available_at
+FROM unnest($1::text[]) AS k(id)
+JOIN {s}.events AS e ON e.id = k.id
+LEFT JOIN {s}.flows AS f ON f.flow = e.flow
+LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
+
 	qAck = `UPDATE {s}.events SET state = 'acked', lease_until = 0 WHERE id = $1`
 
 	qRetry = `UPDATE {s}.events SET state = 'pending', lease_until = 0, available_at = $2, reason = $3 WHERE id = $1`
@@ -54,10 +65,12 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 		if err != nil {
 			return err
 		}
-		if o, err = s.settleOne(ctx, tx, it, now, m.policy); err != nil {
+		rs, wrote, err := s.settleItems(ctx, tx, []queue.SettleItem{it}, now, m.policy, true)
+		if err != nil {
 			return err
 		}
-		if o.Wrote() {
+		o = rs[0].Outcome
+		if wrote {
 			s.call(queue.HookSettleBeforeCommit)
 		}
 		return nil
@@ -74,30 +87,17 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 // and changes nothing; the others go on. A time regression, a canceled
 // context or an SQL error refuses the whole batch.
 func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error) {
-	out := make([]queue.SettleResult, len(items))
+	var out []queue.SettleResult
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		now, m, err := s.admit(ctx, tx, now)
 		if err != nil {
 			return err
 		}
-		wrote := false
-		for i, it := range items {
-			out[i] = queue.SettleResult{}
-			if err := it.Validate(); err != nil {
-				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
-				continue
-			}
-			o, err := s.settleOne(ctx, tx, it, now, m.policy)
-			if errors.Is(err, queue.ErrNotFound) {
-				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("item %d (%q): %w", i, it.EventID, err)
-			}
-			out[i].Outcome = o
-			wrote = wrote || o.Wrote()
+		rs, wrote, err := s.settleItems(ctx, tx, items, now, m.policy, false)
+		if err != nil {
+			return err
 		}
+		out = rs
 		if wrote {
 			s.call(queue.HookSettleBeforeCommit)
 		}
@@ -139,58 +139,135 @@ func (s *Store) readSettle(ctx context.Context, tx pgx.Tx, id string, generation
 	return r, "", nil
 }
 
-// settleOne does the work of one settle inside tx (after admit).
-func (s *Store) settleOne(ctx context.Context, tx pgx.Tx, it queue.SettleItem, now clock.Tick, p queue.Policy) (queue.Outcome, error) {
-	r, o, err := s.readSettle(ctx, tx, it.EventID, it.Generation, now)
-	if err != nil || o != "" {
-		return o, err
+// settleEvent is what qSettleReadMany read of one event, then what the
+// items settled before it in the same batch made of it.
+type settleEvent struct {
+	settleRow
+	availAt int64
+	nextID  *string
+}
+
+// settleItems settles items inside tx (after admit) in two round trips,
+// with the outcomes, Errs and writes of settling them one after the other
+// (settleOne of earlier versions, DECISIONS.md "Batch operations in few
+// round trips"): one qSettleReadMany reads every item's event, its flow's
+// last seq and its next event; the checks then run in Go, item by item,
+// on those rows as the earlier items' writes leave them (an ack, a retry
+// or a quarantine changes the event's state, lease and available_at,
+// nothing else a later check reads; a settle never changes a flow's last
+// seq); and the writes of every item go to the server in one pipe, in
+// item order. With single, a missing event fails the call (Settle);
+// without, it is the item's Err, as is a bad item (SettleBatch). wrote
+// reports whether any item wrote.
+func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, items []queue.SettleItem, now clock.Tick, p queue.Policy, single bool) ([]queue.SettleResult, bool, error) {
+	out := make([]queue.SettleResult, len(items))
+	bad := make([]error, len(items))
+	ids := make([]string, 0, len(items))
+	for i, it := range items {
+		if bad[i] = it.Validate(); bad[i] == nil {
+			ids = append(ids, it.EventID)
+		}
+	}
+	evs := make(map[string]*settleEvent, len(ids))
+	var pp pipe
+	if len(ids) > 0 {
+		pp.query("read events", func(r pgx.Rows) error {
+			var (
+				id string
+				e  settleEvent
+			)
+			if err := r.Scan(&id, &e.flow, &e.seq, &e.state, &e.gen, &e.attempts, &e.leaseUntil, &e.availAt,
+				&e.last, &e.nextID, &e.next); err != nil {
+				return err
+			}
+			evs[id] = &e
+			return nil
+		}, s.q(qSettleReadMany), ids)
+		if err := pp.send(ctx, tx); err != nil {
+			return nil, false, err
+		}
+	}
+	wrote := false
+	for i, it := range items {
+		if bad[i] != nil {
+			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, bad[i])
+			continue
+		}
+		pre := ""
+		if !single {
+			pre = fmt.Sprintf("item %d (%q): ", i, it.EventID)
+		}
+		e := evs[it.EventID]
+		if e == nil {
+			err := fmt.Errorf("%w: event %q", queue.ErrNotFound, it.EventID)
+			if single {
+				return nil, false, err
+			}
+			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
+			continue
+		}
+		o, err := s.settleEvent(&pp, pre, it, e, evs, now, p)
+		if err != nil {
+			return nil, false, err
+		}
+		out[i].Outcome = o
+		wrote = wrote || o.Wrote()
+	}
+	if err := pp.send(ctx, tx); err != nil {
+		return nil, false, err
+	}
+	return out, wrote, nil
+}
+
+// settleEvent checks one item against e (its event as the earlier items
+// left it), queues its writes on pp (pre prefixes their errors), and
+// updates e (and finds the next event's available_at in evs) as the
+// writes will leave it.
+func (s *Store) settleEvent(pp *pipe, pre string, it queue.SettleItem, e *settleEvent, evs map[string]*settleEvent, now clock.Tick, p queue.Policy) (queue.Outcome, error) {
+	switch {
+	case it.Generation != e.gen, e.state != queue.StateInflight:
+		return queue.Stale, nil
+	case now >= clock.Tick(e.leaseUntil):
+		return queue.Expired, nil
 	}
 	if it.Result.OK {
-		if _, err := tx.Exec(ctx, s.q(qAck), it.EventID); err != nil {
-			return "", fmt.Errorf("ack: %w", err)
-		}
-		if r.last == nil {
-			return "", fmt.Errorf("read flow %q: %w", r.flow, pgx.ErrNoRows)
+		pp.exec(pre+"ack", s.q(qAck), it.EventID)
+		e.state, e.leaseUntil = queue.StateAcked, 0
+		if e.last == nil {
+			return "", fmt.Errorf("%sread flow %q: %w", pre, e.flow, pgx.ErrNoRows)
 		}
 		var head, readyAt *int64
-		if r.seq < *r.last {
-			if r.next == nil {
-				return "", fmt.Errorf("read next event of flow %q: %w", r.flow, pgx.ErrNoRows)
+		if e.seq < *e.last {
+			if e.nextID == nil {
+				return "", fmt.Errorf("%sread next event of flow %q: %w", pre, e.flow, pgx.ErrNoRows)
 			}
-			h := r.seq + 1
-			head, readyAt = &h, r.next
+			h, at := e.seq+1, *e.next
+			if n := evs[*e.nextID]; n != nil {
+				at = n.availAt
+			}
+			head, readyAt = &h, &at
 		}
 		q := qSetHead
 		if rotation(p) {
 			q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
 		}
-		if _, err := tx.Exec(ctx, s.q(q), r.flow, head, readyAt, int64(now)); err != nil {
-			return "", fmt.Errorf("move head of flow %q: %w", r.flow, err)
-		}
+		pp.exec(fmt.Sprintf("%smove head of flow %q", pre, e.flow), s.q(q), e.flow, head, readyAt, int64(now))
 		if head != nil {
 			// The flow's next event is its head now: work for a claimant.
-			if err := s.wake(ctx, tx); err != nil {
-				return "", err
-			}
+			s.wakePipe(pp, pre)
 		}
 		return queue.Acked, nil
 	}
-	if r.attempts < p.MaxAttempts {
-		at := now + p.Delay(it.EventID, r.gen, r.attempts)
-		if _, err := tx.Exec(ctx, s.q(qRetry), it.EventID, int64(at), it.Result.Reason); err != nil {
-			return "", fmt.Errorf("schedule retry: %w", err)
-		}
-		if _, err := tx.Exec(ctx, s.q(qWaitFlow), r.flow, int64(at)); err != nil {
-			return "", fmt.Errorf("update flow %q: %w", r.flow, err)
-		}
+	if e.attempts < p.MaxAttempts {
+		at := now + p.Delay(it.EventID, e.gen, e.attempts)
+		pp.exec(pre+"schedule retry", s.q(qRetry), it.EventID, int64(at), it.Result.Reason)
+		pp.exec(fmt.Sprintf("%supdate flow %q", pre, e.flow), s.q(qWaitFlow), e.flow, int64(at))
+		e.state, e.leaseUntil, e.availAt = queue.StatePending, 0, int64(at)
 		return queue.RetryScheduled, nil
 	}
-	if _, err := tx.Exec(ctx, s.q(qQuarantine), it.EventID, it.Result.Reason); err != nil {
-		return "", fmt.Errorf("quarantine: %w", err)
-	}
-	if _, err := tx.Exec(ctx, s.q(qBlockFlow), r.flow); err != nil {
-		return "", fmt.Errorf("block flow %q: %w", r.flow, err)
-	}
+	pp.exec(pre+"quarantine", s.q(qQuarantine), it.EventID, it.Result.Reason)
+	pp.exec(fmt.Sprintf("%sblock flow %q", pre, e.flow), s.q(qBlockFlow), e.flow)
+	e.state, e.leaseUntil = queue.StateQuarantined, 0
 	return queue.Quarantined, nil
 }
 
