@@ -42,6 +42,17 @@ WHERE f.ready ORDER BY f.served, f.flow`
     lease_until = $2, ticket = $3
 WHERE id = $1`
 
+	// qClaimEvents is qClaimEvent for the events of the array $1, the
+	// k-th (from 1) with ticket $3 + k - 1, all with lease $2.
+	qClaimEvents = `UPDATE {s}.events AS e SET state = 'inflight', generation = e.generation + 1,
+    attempts = e.attempts + 1, lifetime_attempts = e.lifetime_attempts + 1,
+    lease_until = $2, ticket = $3 + u.k - 1
+FROM unnest($1::text[]) WITH ORDINALITY AS u(id, k)
+WHERE e.id = u.id`
+
+	// qServeFlows is qServeFlow for the flows of the array $1.
+	qServeFlows = `UPDATE {s}.flows SET served = served + 1, ready_at = $2, ready = false WHERE flow = ANY($1::text[])`
+
 	qServeFlow = `UPDATE {s}.flows SET served = served + 1, ready_at = $2, ready = false WHERE flow = $1`
 
 	qSetTicket = `UPDATE {s}.meta SET ticket = $1 WHERE id = 1`
@@ -138,6 +149,8 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, now clock.Tick, n int
 		if err := pp.send(ctx, tx); err != nil {
 			return nil, err
 		}
+		var ids, flows []string
+		var passes []int64
 		for _, h := range page {
 			c, claimed, err := s.takeHead(&pp, now, ticket+1, p, h)
 			if err != nil {
@@ -147,14 +160,31 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, now clock.Tick, n int
 				continue
 			}
 			ticket = c.Ticket
+			ids, flows = append(ids, c.EventID), append(flows, c.Flow)
 			if rot {
 				next := h.pass + fairness.Stride(h.weight, h.served)
-				pp.exec(fmt.Sprintf("serve flow %q", h.flow), s.q(qRotServeFlow), h.flow, int64(c.LeaseUntil), next)
+				passes = append(passes, next)
 				vnow, vtail = h.pass, max(vtail, next)
-			} else {
-				pp.exec(fmt.Sprintf("serve flow %q", h.flow), s.q(qServeFlow), h.flow, int64(c.LeaseUntil))
 			}
 			out = append(out, c)
+		}
+		if len(ids) > 0 {
+			// The page's claims in two set statements: their events and
+			// flows are all distinct, so one statement per table leaves
+			// the rows as the claims one after the other would.
+			lease, first := int64(now+p.Lease), out[len(out)-len(ids)].Ticket
+			want := int64(len(ids))
+			pp.execCheck("claim events", func(tag pgconn.CommandTag) error {
+				if tag.RowsAffected() != want {
+					return fmt.Errorf("updated %d rows, want %d", tag.RowsAffected(), want)
+				}
+				return nil
+			}, s.q(qClaimEvents), ids, lease, first)
+			if rot {
+				pp.exec("serve flows", s.q(qRotServeFlows), flows, lease, passes)
+			} else {
+				pp.exec("serve flows", s.q(qServeFlows), flows, lease)
+			}
 		}
 		if len(out) == n || len(page) < limit {
 			break
@@ -186,10 +216,10 @@ type head struct {
 	weight                   int
 }
 
-// takeHead checks a picked head and queues the claim of its event on pp:
-// a used-up take-over is quarantined and its flow blocked (claimed false);
-// a dispatchable head is claimed with ticket (the flow's row is the
-// caller's to update); anything else is queue.ErrCorrupt.
+// takeHead checks a picked head: a used-up take-over is quarantined and
+// its flow blocked, on pp (claimed false); a dispatchable head is claimed
+// with ticket (its event's and flow's rows are the caller's to update:
+// qClaimEvents, qServeFlows); anything else is queue.ErrCorrupt.
 func (s *Store) takeHead(pp *pipe, now clock.Tick, ticket int64, p queue.Policy, h head) (queue.Claim, bool, error) {
 	if h.headSeq == nil {
 		return queue.Claim{}, false, fmt.Errorf("%w: flow %q is ready without a head", queue.ErrCorrupt, h.flow)
@@ -211,11 +241,5 @@ func (s *Store) takeHead(pp *pipe, now clock.Tick, ticket int64, p queue.Policy,
 	lease := now + p.Lease
 	c := queue.Claim{EventID: *h.id, Flow: h.flow, Seq: *h.headSeq, Body: h.body,
 		Generation: *h.gen + 1, Attempts: *h.attempts + 1, Ticket: ticket, LeaseUntil: lease}
-	pp.execCheck(fmt.Sprintf("claim event %q", *h.id), func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("updated %d rows, want 1", tag.RowsAffected())
-		}
-		return nil
-	}, s.q(qClaimEvent), *h.id, int64(lease), ticket)
 	return c, true, nil
 }

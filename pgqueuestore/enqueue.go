@@ -33,6 +33,22 @@ VALUES ($1, 1, 0, 1, $2, true)`
     ready    = CASE WHEN head_seq IS NULL THEN true ELSE ready END
 WHERE flow = $1`
 
+	// The set forms of qNewFlow, qNextSeq and qInsertEvent (enqueueSets).
+	qNewFlows = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready)
+SELECT u.flow, u.last, 0, 1, $3, true FROM unnest($1::text[], $2::bigint[]) AS u(flow, last)`
+	qNextSeqs = `UPDATE {s}.flows AS f SET
+    last_seq = u.last,
+    head_seq = coalesce(f.head_seq, u.first),
+    ready_at = CASE WHEN f.head_seq IS NULL THEN $4 ELSE f.ready_at END,
+    ready    = CASE WHEN f.head_seq IS NULL THEN true ELSE f.ready END
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, first, last)
+WHERE f.flow = u.flow`
+	qInsertEvents = `INSERT INTO {s}.events
+    (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
+     available_at, lease_until, ticket, reason, enqueued_at)
+SELECT u.id, u.flow, u.seq, u.body, 'pending', 0, 0, 0, $5, 0, 0, '', $5
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[]) AS u(id, flow, seq, body)`
+
 	qInsertEvent = `INSERT INTO {s}.events
     (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
      available_at, lease_until, ticket, reason, enqueued_at)
@@ -168,6 +184,14 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es
 	if err := pp.send(ctx, tx); err != nil {
 		return nil, err
 	}
+	// Without weights and rotation an event's writes are its flow's
+	// sequence number and its insert: a batch of those is written by one
+	// statement per kind (enqueueSets).
+	plain := !rotation(p)
+	for _, e := range es {
+		plain = plain && e.Weight == 0
+	}
+	var sets enqueueSets
 	added := false
 	for i, e := range es {
 		pre := ""
@@ -181,14 +205,21 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es
 			}
 			return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
 		}
-		seq, err := s.enqueueEvent(&pp, pre, p, e, flows, now)
-		if err != nil {
-			return nil, err
+		var seq int64
+		if plain {
+			seq = sets.add(e, flows)
+			s.call(queue.HookEnqueueSeqTaken)
+		} else {
+			var err error
+			if seq, err = s.enqueueEvent(&pp, pre, p, e, flows, now); err != nil {
+				return nil, err
+			}
 		}
 		events[e.ID] = &storedEvent{flow: e.Flow, seq: seq, body: e.Body}
 		out[i] = queue.Enqueued{Seq: seq}
 		added = true
 	}
+	sets.queue(&pp, s.q, now)
 	if added {
 		s.wakePipe(&pp, "")
 	}
@@ -196,6 +227,63 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es
 		return nil, err
 	}
 	return out, nil
+}
+
+// enqueueSets gathers the writes of a batch of events without weights
+// under FairMinServed: the new flows (qNewFlows), the existing flows'
+// sequence numbers (qNextSeqs), the events (qInsertEvents). One statement
+// per kind leaves the rows as the events' statements one after the other
+// would: a new flow ends with last_seq at its number of events and head
+// 1; an existing flow with last_seq at its last event's seq, and a head,
+// ready at now, only when it had none (as the first qNextSeq makes it).
+type enqueueSets struct {
+	newFlows, oldFlows []string
+	newLast            []int64
+	oldFirst, oldLast  []int64
+	slot               map[string]int // index in newFlows (>= 0) or -1 - index in oldFlows
+	ids, evFlows       []string
+	seqs               []int64
+	bodies             [][]byte
+}
+
+// add records event e and returns its sequence number, updating flows.
+func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow) int64 {
+	if w.slot == nil {
+		w.slot = make(map[string]int)
+	}
+	f := flows[e.Flow]
+	if f == nil {
+		f = &flowRow{weight: queue.MinWeight}
+		flows[e.Flow] = f
+		w.slot[e.Flow] = len(w.newFlows)
+		w.newFlows, w.newLast = append(w.newFlows, e.Flow), append(w.newLast, 0)
+	} else if _, ok := w.slot[e.Flow]; !ok {
+		w.slot[e.Flow] = -1 - len(w.oldFlows)
+		w.oldFlows, w.oldFirst, w.oldLast = append(w.oldFlows, e.Flow), append(w.oldFirst, f.last+1), append(w.oldLast, 0)
+	}
+	f.last, f.hasHead = f.last+1, true
+	if k := w.slot[e.Flow]; k >= 0 {
+		w.newLast[k] = f.last
+	} else {
+		w.oldLast[-1-k] = f.last
+	}
+	w.ids, w.evFlows = append(w.ids, e.ID), append(w.evFlows, e.Flow)
+	w.seqs, w.bodies = append(w.seqs, f.last), append(w.bodies, e.Body)
+	return f.last
+}
+
+// queue queues the statements on pp: flows first (the events reference
+// them).
+func (w *enqueueSets) queue(pp *pipe, q func(string) string, now clock.Tick) {
+	if len(w.newFlows) > 0 {
+		pp.exec("take sequence numbers", q(qNewFlows), w.newFlows, w.newLast, int64(now))
+	}
+	if len(w.oldFlows) > 0 {
+		pp.exec("take sequence numbers", q(qNextSeqs), w.oldFlows, w.oldFirst, w.oldLast, int64(now))
+	}
+	if len(w.ids) > 0 {
+		pp.exec("insert events", q(qInsertEvents), w.ids, w.evFlows, w.seqs, w.bodies, int64(now))
+	}
 }
 
 // enqueueEvent queues the writes of one new event on pp (pre prefixes

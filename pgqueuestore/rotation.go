@@ -59,6 +59,12 @@ WHERE f.ready ORDER BY f.pass, f.joined LIMIT 1`
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
 WHERE f.ready ORDER BY f.pass, f.joined`
 
+	// qRotServeFlows is qRotServeFlow for the flows of the array $1, the
+	// k-th getting the k-th pass of $3.
+	qRotServeFlows = `UPDATE {s}.flows AS f SET served = f.served + 1, ready_at = $2, ready = false, pass = u.pass
+FROM unnest($1::text[], $3::bigint[]) AS u(flow, pass)
+WHERE f.flow = u.flow`
+
 	qRotServeFlow = `UPDATE {s}.flows SET served = served + 1, ready_at = $2, ready = false, pass = $3 WHERE flow = $1`
 
 	// qRotSetClock records the ticket and the claims' virtual time: vnow is

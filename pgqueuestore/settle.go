@@ -44,6 +44,28 @@ LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 
 	qWaitFlow = `UPDATE {s}.flows SET ready_at = $2, ready = false WHERE flow = $1`
 
+	// The set forms of qAck, qSetHead (and qRotSetHead), qRetry,
+	// qWaitFlow, qQuarantine and qBlockFlow, for a batch whose writes touch
+	// each flow once: arrays in $1.., the clock mark in $4 for the heads.
+	qAckMany  = `UPDATE {s}.events SET state = 'acked', lease_until = 0 WHERE id = ANY($1::text[])`
+	qSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false)
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, head, at)
+WHERE f.flow = u.flow`
+	qRotSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false),
+    pass = CASE WHEN u.at <= $4::bigint THEN greatest(f.pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE f.pass END
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, head, at)
+WHERE f.flow = u.flow`
+	qRetryMany = `UPDATE {s}.events AS e SET state = 'pending', lease_until = 0, available_at = u.at, reason = u.reason
+FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(id, at, reason)
+WHERE e.id = u.id`
+	qWaitFlows = `UPDATE {s}.flows AS f SET ready_at = u.at, ready = false
+FROM unnest($1::text[], $2::bigint[]) AS u(flow, at)
+WHERE f.flow = u.flow`
+	qQuarantineMany = `UPDATE {s}.events AS e SET state = 'quarantined', lease_until = 0, reason = u.reason
+FROM unnest($1::text[], $2::text[]) AS u(id, reason)
+WHERE e.id = u.id`
+	qBlockFlows = `UPDATE {s}.flows SET ready_at = NULL, ready = false WHERE flow = ANY($1::text[])`
+
 	qExtend = `UPDATE {s}.events SET lease_until = $2 WHERE id = $1`
 )
 
@@ -188,6 +210,7 @@ func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, items []queue.Settle
 		}
 	}
 	wrote := false
+	var ops []*settleOp
 	for i, it := range items {
 		if bad[i] != nil {
 			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, bad[i])
@@ -206,69 +229,150 @@ func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, items []queue.Settle
 			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
 			continue
 		}
-		o, err := s.settleEvent(&pp, pre, it, e, evs, now, p)
+		o, op, err := checkSettle(pre, it, e, evs, now, p)
 		if err != nil {
 			return nil, false, err
+		}
+		if op != nil {
+			ops = append(ops, op)
 		}
 		out[i].Outcome = o
 		wrote = wrote || o.Wrote()
 	}
+	s.queueSettles(&pp, ops, now, p)
 	if err := pp.send(ctx, tx); err != nil {
 		return nil, false, err
 	}
 	return out, wrote, nil
 }
 
-// settleEvent checks one item against e (its event as the earlier items
-// left it), queues its writes on pp (pre prefixes their errors), and
-// updates e (and finds the next event's available_at in evs) as the
-// writes will leave it.
-func (s *Store) settleEvent(pp *pipe, pre string, it queue.SettleItem, e *settleEvent, evs map[string]*settleEvent, now clock.Tick, p queue.Policy) (queue.Outcome, error) {
+// settleOp is the write one item makes: an ack (with the head it moves
+// to, nil when none, and when that head is ready), a retry at at, or a
+// quarantine, with the item's error prefix.
+type settleOp struct {
+	outcome       queue.Outcome
+	pre, id, flow string
+	reason        string
+	head, readyAt *int64
+	at            int64
+}
+
+// checkSettle checks one item against e (its event as the earlier items
+// left it) and returns its outcome and write (nil when it writes
+// nothing), updating e (and reading the next event's available_at in
+// evs) as the write will leave it.
+func checkSettle(pre string, it queue.SettleItem, e *settleEvent, evs map[string]*settleEvent, now clock.Tick, p queue.Policy) (queue.Outcome, *settleOp, error) {
 	switch {
 	case it.Generation != e.gen, e.state != queue.StateInflight:
-		return queue.Stale, nil
+		return queue.Stale, nil, nil
 	case now >= clock.Tick(e.leaseUntil):
-		return queue.Expired, nil
+		return queue.Expired, nil, nil
 	}
-	if it.Result.OK {
-		pp.exec(pre+"ack", s.q(qAck), it.EventID)
+	op := &settleOp{pre: pre, id: it.EventID, flow: e.flow, reason: it.Result.Reason}
+	switch {
+	case it.Result.OK:
+		op.outcome = queue.Acked
 		e.state, e.leaseUntil = queue.StateAcked, 0
 		if e.last == nil {
-			return "", fmt.Errorf("%sread flow %q: %w", pre, e.flow, pgx.ErrNoRows)
+			return "", nil, fmt.Errorf("%sread flow %q: %w", pre, e.flow, pgx.ErrNoRows)
 		}
-		var head, readyAt *int64
 		if e.seq < *e.last {
 			if e.nextID == nil {
-				return "", fmt.Errorf("%sread next event of flow %q: %w", pre, e.flow, pgx.ErrNoRows)
+				return "", nil, fmt.Errorf("%sread next event of flow %q: %w", pre, e.flow, pgx.ErrNoRows)
 			}
 			h, at := e.seq+1, *e.next
 			if n := evs[*e.nextID]; n != nil {
 				at = n.availAt
 			}
-			head, readyAt = &h, &at
+			op.head, op.readyAt = &h, &at
 		}
-		q := qSetHead
+	case e.attempts < p.MaxAttempts:
+		op.outcome = queue.RetryScheduled
+		op.at = int64(now + p.Delay(it.EventID, e.gen, e.attempts))
+		e.state, e.leaseUntil, e.availAt = queue.StatePending, 0, op.at
+	default:
+		op.outcome = queue.Quarantined
+		e.state, e.leaseUntil = queue.StateQuarantined, 0
+	}
+	return op.outcome, op, nil
+}
+
+// queueSettles queues the writes of ops on pp. When no two of them write
+// the same flow (so no two the same event), each table's rows of a kind
+// of write are written by one set statement: rows written once each end
+// as the item-by-item statements leave them, whatever the order. Else
+// (a batch that settles two events of one flow) they are queued item by
+// item, statement for statement as Settle runs them.
+func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.Policy) {
+	setHead := qSetHead
+	if rotation(p) {
+		setHead = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
+	}
+	seen := make(map[string]bool, len(ops))
+	distinct := true
+	for _, op := range ops {
+		distinct = distinct && !seen[op.flow]
+		seen[op.flow] = true
+	}
+	if !distinct {
+		for _, op := range ops {
+			switch op.outcome {
+			case queue.Acked:
+				pp.exec(op.pre+"ack", s.q(qAck), op.id)
+				pp.exec(fmt.Sprintf("%smove head of flow %q", op.pre, op.flow), s.q(setHead), op.flow, op.head, op.readyAt, int64(now))
+				if op.head != nil {
+					// The flow's next event is its head now: work for a claimant.
+					s.wakePipe(pp, op.pre)
+				}
+			case queue.RetryScheduled:
+				pp.exec(op.pre+"schedule retry", s.q(qRetry), op.id, op.at, op.reason)
+				pp.exec(fmt.Sprintf("%supdate flow %q", op.pre, op.flow), s.q(qWaitFlow), op.flow, op.at)
+			default:
+				pp.exec(op.pre+"quarantine", s.q(qQuarantine), op.id, op.reason)
+				pp.exec(fmt.Sprintf("%sblock flow %q", op.pre, op.flow), s.q(qBlockFlow), op.flow)
+			}
+		}
+		return
+	}
+	var (
+		acked, headFlows, retried, retryReasons, waitFlows, quarantined, qReasons, blocked []string
+		heads, readyAts                                                                    []*int64
+		retryAts                                                                           []int64
+		wake                                                                               bool
+	)
+	for _, op := range ops {
+		switch op.outcome {
+		case queue.Acked:
+			acked, headFlows = append(acked, op.id), append(headFlows, op.flow)
+			heads, readyAts = append(heads, op.head), append(readyAts, op.readyAt)
+			wake = wake || op.head != nil
+		case queue.RetryScheduled:
+			retried, retryReasons, retryAts = append(retried, op.id), append(retryReasons, op.reason), append(retryAts, op.at)
+			waitFlows = append(waitFlows, op.flow)
+		default:
+			quarantined, qReasons, blocked = append(quarantined, op.id), append(qReasons, op.reason), append(blocked, op.flow)
+		}
+	}
+	if len(acked) > 0 {
+		pp.exec("ack", s.q(qAckMany), acked)
+		setHeads := qSetHeads
 		if rotation(p) {
-			q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
+			setHeads = qRotSetHeads
 		}
-		pp.exec(fmt.Sprintf("%smove head of flow %q", pre, e.flow), s.q(q), e.flow, head, readyAt, int64(now))
-		if head != nil {
-			// The flow's next event is its head now: work for a claimant.
-			s.wakePipe(pp, pre)
-		}
-		return queue.Acked, nil
+		pp.exec("move heads", s.q(setHeads), headFlows, heads, readyAts, int64(now))
 	}
-	if e.attempts < p.MaxAttempts {
-		at := now + p.Delay(it.EventID, e.gen, e.attempts)
-		pp.exec(pre+"schedule retry", s.q(qRetry), it.EventID, int64(at), it.Result.Reason)
-		pp.exec(fmt.Sprintf("%supdate flow %q", pre, e.flow), s.q(qWaitFlow), e.flow, int64(at))
-		e.state, e.leaseUntil, e.availAt = queue.StatePending, 0, int64(at)
-		return queue.RetryScheduled, nil
+	if len(retried) > 0 {
+		pp.exec("schedule retries", s.q(qRetryMany), retried, retryAts, retryReasons)
+		pp.exec("update flows", s.q(qWaitFlows), waitFlows, retryAts)
 	}
-	pp.exec(pre+"quarantine", s.q(qQuarantine), it.EventID, it.Result.Reason)
-	pp.exec(fmt.Sprintf("%sblock flow %q", pre, e.flow), s.q(qBlockFlow), e.flow)
-	e.state, e.leaseUntil = queue.StateQuarantined, 0
-	return queue.Quarantined, nil
+	if len(quarantined) > 0 {
+		pp.exec("quarantine", s.q(qQuarantineMany), quarantined, qReasons)
+		pp.exec("block flows", s.q(qBlockFlows), blocked)
+	}
+	if wake {
+		// Some flow's next event is its head now: work for a claimant.
+		s.wakePipe(pp, "")
+	}
 }
 
 // Extend moves the lease of a live claim to now + Lease
