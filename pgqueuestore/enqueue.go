@@ -137,10 +137,11 @@ type flowRow struct {
 // (qFindFlows); the checks then run in Go, event by event, on those rows
 // as the earlier events leave them (an insert adds an event; a sequence
 // number moves the flow's last seq and gives it a head; a weight changes
-// its weight), and the writes of every event go to the server in one
-// pipe, in event order, statement for statement those of one Enqueue:
-// take the sequence number (the first write), set the weight, join the
-// rotation, the hook, insert the event. With single, errors are those of
+// its weight), and the writes go to the server in one pipe: without
+// weights under FairMinServed as three set statements (enqueueSets),
+// else per event, in event order, the statements of one Enqueue (take
+// the sequence number, set the weight, join the rotation, the hook,
+// insert the event: enqueueEvent). With single, errors are those of
 // Enqueue; without, each is prefixed with its event's index and ID.
 func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es []queue.Event, now clock.Tick, single bool) ([]queue.Enqueued, error) {
 	out := make([]queue.Enqueued, len(es))

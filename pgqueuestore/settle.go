@@ -177,8 +177,9 @@ type settleEvent struct {
 // on those rows as the earlier items' writes leave them (an ack, a retry
 // or a quarantine changes the event's state, lease and available_at,
 // nothing else a later check reads; a settle never changes a flow's last
-// seq); and the writes of every item go to the server in one pipe, in
-// item order. With single, a missing event fails the call (Settle);
+// seq); and the writes of every item go to the server in one pipe
+// (queueSettles: one set statement per kind of write, or item by item).
+// With single, a missing event fails the call (Settle);
 // without, it is the item's Err, as is a bad item (SettleBatch). wrote
 // reports whether any item wrote.
 func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, items []queue.SettleItem, now clock.Tick, p queue.Policy, single bool) ([]queue.SettleResult, bool, error) {
