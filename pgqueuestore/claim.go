@@ -95,11 +95,12 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 	var out []queue.Claim
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		out, err = s.claimHeads(ctx, tx, now, n, m.ticket, m.policy)
+		out, err = s.claimHeads(ctx, tx, &pp, now, n, m.ticket, m.policy)
 		return err
 	})
 	if err != nil {
@@ -122,7 +123,7 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 // and joined), so the k-th pick of n successive ones is the k-th ready
 // flow of the page. Only when used-up take-overs leave the page short of
 // n claims is another page read, after the writes, for the rest.
-func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, now clock.Tick, n int, ticket int64, p queue.Policy) ([]queue.Claim, error) {
+func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, n int, ticket int64, p queue.Policy) ([]queue.Claim, error) {
 	rot := rotation(p)
 	promote, pick := qPromote, qPickHeads
 	if rot {
@@ -131,7 +132,6 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, now clock.Tick, n int
 	var (
 		out         []queue.Claim
 		vnow, vtail int64
-		pp          pipe
 	)
 	pp.exec("promote ready flows", s.q(promote), int64(now))
 	for {
@@ -152,7 +152,7 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, now clock.Tick, n int
 		var ids, flows []string
 		var passes []int64
 		for _, h := range page {
-			c, claimed, err := s.takeHead(&pp, now, ticket+1, p, h)
+			c, claimed, err := s.takeHead(pp, now, ticket+1, p, h)
 			if err != nil {
 				return nil, err
 			}

@@ -71,11 +71,12 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 	}
 	var out queue.Enqueued
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		rs, err := s.enqueueEvents(ctx, tx, m.policy, []queue.Event{e}, now, true)
+		rs, err := s.enqueueEvents(ctx, tx, &pp, m.policy, []queue.Event{e}, now, true)
 		if err != nil {
 			return err
 		}
@@ -100,11 +101,12 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 	}
 	var out []queue.Enqueued
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		out, err = s.enqueueEvents(ctx, tx, m.policy, es, now, false)
+		out, err = s.enqueueEvents(ctx, tx, &pp, m.policy, es, now, false)
 		return err
 	})
 	if err != nil {
@@ -143,10 +145,10 @@ type flowRow struct {
 // the sequence number, set the weight, join the rotation, the hook,
 // insert the event: enqueueEvent). With single, errors are those of
 // Enqueue; without, each is prefixed with its event's index and ID.
-func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es []queue.Event, now clock.Tick, single bool) ([]queue.Enqueued, error) {
+func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.Policy, es []queue.Event, now clock.Tick, single bool) ([]queue.Enqueued, error) {
 	out := make([]queue.Enqueued, len(es))
 	if len(es) == 0 {
-		return out, nil
+		return out, pp.send(ctx, tx)
 	}
 	ids, flowNames := make([]string, 0, len(es)), make([]string, 0, len(es))
 	events := make(map[string]*storedEvent, len(es))
@@ -159,7 +161,6 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es
 			flowNames = append(flowNames, e.Flow)
 		}
 	}
-	var pp pipe
 	pp.query("find events", func(r pgx.Rows) error {
 		var (
 			id string
@@ -212,7 +213,7 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es
 			s.call(queue.HookEnqueueSeqTaken)
 		} else {
 			var err error
-			if seq, err = s.enqueueEvent(&pp, pre, p, e, flows, now); err != nil {
+			if seq, err = s.enqueueEvent(pp, pre, p, e, flows, now); err != nil {
 				return nil, err
 			}
 		}
@@ -220,9 +221,9 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, p queue.Policy, es
 		out[i] = queue.Enqueued{Seq: seq}
 		added = true
 	}
-	sets.queue(&pp, s.q, now)
+	sets.queue(pp, s.q, now)
 	if added {
-		s.wakePipe(&pp, "")
+		s.wakePipe(pp, "")
 	}
 	if err := pp.send(ctx, tx); err != nil {
 		return nil, err

@@ -83,11 +83,12 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 	}
 	var o queue.Outcome
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		rs, wrote, err := s.settleItems(ctx, tx, []queue.SettleItem{it}, now, m.policy, true)
+		rs, wrote, err := s.settleItems(ctx, tx, &pp, []queue.SettleItem{it}, now, m.policy, true)
 		if err != nil {
 			return err
 		}
@@ -111,11 +112,12 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error) {
 	var out []queue.SettleResult
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		rs, wrote, err := s.settleItems(ctx, tx, items, now, m.policy, false)
+		rs, wrote, err := s.settleItems(ctx, tx, &pp, items, now, m.policy, false)
 		if err != nil {
 			return err
 		}
@@ -182,7 +184,7 @@ type settleEvent struct {
 // With single, a missing event fails the call (Settle);
 // without, it is the item's Err, as is a bad item (SettleBatch). wrote
 // reports whether any item wrote.
-func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, items []queue.SettleItem, now clock.Tick, p queue.Policy, single bool) ([]queue.SettleResult, bool, error) {
+func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, pp *pipe, items []queue.SettleItem, now clock.Tick, p queue.Policy, single bool) ([]queue.SettleResult, bool, error) {
 	out := make([]queue.SettleResult, len(items))
 	bad := make([]error, len(items))
 	ids := make([]string, 0, len(items))
@@ -192,7 +194,6 @@ func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, items []queue.Settle
 		}
 	}
 	evs := make(map[string]*settleEvent, len(ids))
-	var pp pipe
 	if len(ids) > 0 {
 		pp.query("read events", func(r pgx.Rows) error {
 			var (
@@ -240,7 +241,7 @@ func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, items []queue.Settle
 		out[i].Outcome = o
 		wrote = wrote || o.Wrote()
 	}
-	s.queueSettles(&pp, ops, now, p)
+	s.queueSettles(pp, ops, now, p)
 	if err := pp.send(ctx, tx); err != nil {
 		return nil, false, err
 	}
