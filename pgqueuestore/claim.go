@@ -3,10 +3,13 @@ package pgqueuestore
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/fairness"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The claim path; every statement is index-driven (plan_test.go).
@@ -25,10 +28,30 @@ WHERE f.ready ORDER BY f.served, f.flow LIMIT 1`
 
 	qBlockFlow = `UPDATE {s}.flows SET ready_at = NULL, ready = false WHERE flow = $1`
 
+	// qPickHeads is qPickHead without its LIMIT: the ready flows in
+	// MinServed order with their heads and the rotation's columns;
+	// claimHeads appends "LIMIT n" (a literal, so the plan is the one
+	// TestPlans_IndexDriven checks: flows_ready in order, no sort).
+	qPickHeads = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
+    e.body, e.generation, f.pass, f.served, f.weight
+FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+WHERE f.ready ORDER BY f.served, f.flow`
+
 	qClaimEvent = `UPDATE {s}.events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
     lease_until = $2, ticket = $3
 WHERE id = $1`
+
+	// qClaimEvents is qClaimEvent for the events of the array $1, the
+	// k-th (from 1) with ticket $3 + k - 1, all with lease $2.
+	qClaimEvents = `UPDATE {s}.events AS e SET state = 'inflight', generation = e.generation + 1,
+    attempts = e.attempts + 1, lifetime_attempts = e.lifetime_attempts + 1,
+    lease_until = $2, ticket = $3 + u.k - 1
+FROM unnest($1::text[]) WITH ORDINALITY AS u(id, k)
+WHERE e.id = u.id`
+
+	// qServeFlows is qServeFlow for the flows of the array $1.
+	qServeFlows = `UPDATE {s}.flows SET served = served + 1, ready_at = $2, ready = false WHERE flow = ANY($1::text[])`
 
 	qServeFlow = `UPDATE {s}.flows SET served = served + 1, ready_at = $2, ready = false WHERE flow = $1`
 
@@ -72,35 +95,13 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 	var out []queue.Claim
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		if rotation(m.policy) {
-			out, err = s.claimRot(ctx, tx, now, n, m.ticket, m.policy)
-			return err
-		}
-		if _, err := tx.Exec(ctx, s.q(qPromote), int64(now)); err != nil {
-			return fmt.Errorf("promote ready flows: %w", err)
-		}
-		ticket := m.ticket
-		for len(out) < n {
-			c, ok, err := s.claimOne(ctx, tx, now, ticket+1, m.policy)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
-			ticket = c.Ticket
-			out = append(out, c)
-		}
-		if len(out) > 0 {
-			if _, err := tx.Exec(ctx, s.q(qSetTicket), ticket); err != nil {
-				return fmt.Errorf("record ticket: %w", err)
-			}
-		}
-		return nil
+		out, err = s.claimHeads(ctx, tx, &pp, now, n, m.ticket, m.policy)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -111,7 +112,99 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 	return out, nil
 }
 
-// head is a picked flow's head as the pick statements read it.
+// claimHeads claims up to n heads after the promotion, in the policy's
+// order, in a few round trips: the promotion and the first page of picks
+// (the first n ready flows in pick order, qPickHeads or qRotPickHeads)
+// in one pipe, then the writes of every pick of the page (and the ticket)
+// in a second one. That is n successive picks exactly: inside the
+// transaction no flow becomes ready (the promotion comes first), and each
+// pick makes its flow not ready (claimed: served; a used-up take-over:
+// blocked) without changing any other flow's order key (served, or pass
+// and joined), so the k-th pick of n successive ones is the k-th ready
+// flow of the page. Only when used-up take-overs leave the page short of
+// n claims is another page read, after the writes, for the rest.
+func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, n int, ticket int64, p queue.Policy) ([]queue.Claim, error) {
+	rot := rotation(p)
+	promote, pick := qPromote, qPickHeads
+	if rot {
+		promote, pick = qRotPromote, qRotPickHeads
+	}
+	var (
+		out         []queue.Claim
+		vnow, vtail int64
+	)
+	pp.exec("promote ready flows", s.q(promote), int64(now))
+	for {
+		limit := n - len(out)
+		var page []head
+		pp.query("pick flow", func(r pgx.Rows) error {
+			var h head
+			if err := r.Scan(&h.flow, &h.headSeq, &h.id, &h.state, &h.attempts, &h.leaseUntil, &h.availAt, &h.body, &h.gen,
+				&h.pass, &h.served, &h.weight); err != nil {
+				return err
+			}
+			page = append(page, h)
+			return nil
+		}, s.q(pick)+" LIMIT "+strconv.Itoa(limit))
+		if err := pp.send(ctx, tx); err != nil {
+			return nil, err
+		}
+		var ids, flows []string
+		var passes []int64
+		for _, h := range page {
+			c, claimed, err := s.takeHead(pp, now, ticket+1, p, h)
+			if err != nil {
+				return nil, err
+			}
+			if !claimed {
+				continue
+			}
+			ticket = c.Ticket
+			ids, flows = append(ids, c.EventID), append(flows, c.Flow)
+			if rot {
+				next := h.pass + fairness.Stride(h.weight, h.served)
+				passes = append(passes, next)
+				vnow, vtail = h.pass, max(vtail, next)
+			}
+			out = append(out, c)
+		}
+		if len(ids) > 0 {
+			// The page's claims in two set statements: their events and
+			// flows are all distinct, so one statement per table leaves
+			// the rows as the claims one after the other would.
+			lease, first := int64(now+p.Lease), out[len(out)-len(ids)].Ticket
+			want := int64(len(ids))
+			pp.execCheck("claim events", func(tag pgconn.CommandTag) error {
+				if tag.RowsAffected() != want {
+					return fmt.Errorf("updated %d rows, want %d", tag.RowsAffected(), want)
+				}
+				return nil
+			}, s.q(qClaimEvents), ids, lease, first)
+			if rot {
+				pp.exec("serve flows", s.q(qRotServeFlows), flows, lease, passes)
+			} else {
+				pp.exec("serve flows", s.q(qServeFlows), flows, lease)
+			}
+		}
+		if len(out) == n || len(page) < limit {
+			break
+		}
+	}
+	if len(out) > 0 {
+		if rot {
+			pp.exec("record ticket", s.q(qRotSetClock), ticket, vnow, vtail)
+		} else {
+			pp.exec("record ticket", s.q(qSetTicket), ticket)
+		}
+	}
+	if err := pp.send(ctx, tx); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// head is a picked flow's head as the pick statements read it, with what
+// the rotation's stride needs.
 type head struct {
 	flow                     string
 	headSeq                  *int64
@@ -119,39 +212,15 @@ type head struct {
 	attempts                 *int
 	leaseUntil, availAt, gen *int64
 	body                     []byte
+	pass, served             int64
+	weight                   int
 }
 
-// claimOne picks and claims one head, quarantining used-up take-overs on
-// the way (docs/contract.md §2.3).
-func (s *Store) claimOne(ctx context.Context, tx pgx.Tx, now clock.Tick, ticket int64, p queue.Policy) (queue.Claim, bool, error) {
-	for {
-		var h head
-		err := tx.QueryRow(ctx, s.q(qPickHead)).Scan(&h.flow, &h.headSeq, &h.id, &h.state, &h.attempts, &h.leaseUntil, &h.availAt, &h.body, &h.gen)
-		if isNoRows(err) {
-			return queue.Claim{}, false, nil
-		}
-		if err != nil {
-			return queue.Claim{}, false, fmt.Errorf("pick flow: %w", err)
-		}
-		c, claimed, err := s.takeHead(ctx, tx, now, ticket, p, h)
-		if err != nil {
-			return queue.Claim{}, false, err
-		}
-		if !claimed {
-			continue
-		}
-		if _, err := tx.Exec(ctx, s.q(qServeFlow), h.flow, int64(c.LeaseUntil)); err != nil {
-			return queue.Claim{}, false, fmt.Errorf("serve flow %q: %w", h.flow, err)
-		}
-		return c, true, nil
-	}
-}
-
-// takeHead checks a picked head and claims its event: a used-up take-over
-// is quarantined and its flow blocked (claimed false); a dispatchable head
-// is claimed with ticket (the flow's row is the caller's to update);
-// anything else is queue.ErrCorrupt.
-func (s *Store) takeHead(ctx context.Context, tx pgx.Tx, now clock.Tick, ticket int64, p queue.Policy, h head) (queue.Claim, bool, error) {
+// takeHead checks a picked head: a used-up take-over is quarantined and
+// its flow blocked, on pp (claimed false); a dispatchable head is claimed
+// with ticket (its event's and flow's rows are the caller's to update:
+// qClaimEvents, qServeFlows); anything else is queue.ErrCorrupt.
+func (s *Store) takeHead(pp *pipe, now clock.Tick, ticket int64, p queue.Policy, h head) (queue.Claim, bool, error) {
 	if h.headSeq == nil {
 		return queue.Claim{}, false, fmt.Errorf("%w: flow %q is ready without a head", queue.ErrCorrupt, h.flow)
 	}
@@ -161,12 +230,8 @@ func (s *Store) takeHead(ctx context.Context, tx pgx.Tx, now clock.Tick, ticket 
 	inflight, pending := *h.state == queue.StateInflight, *h.state == queue.StatePending
 	switch {
 	case inflight && clock.Tick(*h.leaseUntil) <= now && *h.attempts >= p.MaxAttempts:
-		if _, err := tx.Exec(ctx, s.q(qQuarantineExpired), *h.id); err != nil {
-			return queue.Claim{}, false, fmt.Errorf("quarantine %q: %w", *h.id, err)
-		}
-		if _, err := tx.Exec(ctx, s.q(qBlockFlow), h.flow); err != nil {
-			return queue.Claim{}, false, fmt.Errorf("block flow %q: %w", h.flow, err)
-		}
+		pp.exec(fmt.Sprintf("quarantine %q", *h.id), s.q(qQuarantineExpired), *h.id)
+		pp.exec(fmt.Sprintf("block flow %q", h.flow), s.q(qBlockFlow), h.flow)
 		return queue.Claim{}, false, nil
 	case inflight && clock.Tick(*h.leaseUntil) <= now:
 	case pending && clock.Tick(*h.availAt) <= now:
@@ -176,12 +241,5 @@ func (s *Store) takeHead(ctx context.Context, tx pgx.Tx, now clock.Tick, ticket 
 	lease := now + p.Lease
 	c := queue.Claim{EventID: *h.id, Flow: h.flow, Seq: *h.headSeq, Body: h.body,
 		Generation: *h.gen + 1, Attempts: *h.attempts + 1, Ticket: ticket, LeaseUntil: lease}
-	tag, err := tx.Exec(ctx, s.q(qClaimEvent), *h.id, int64(lease), ticket)
-	if err != nil {
-		return queue.Claim{}, false, fmt.Errorf("claim event %q: %w", *h.id, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return queue.Claim{}, false, fmt.Errorf("claim event %q: updated %d rows, want 1", *h.id, tag.RowsAffected())
-	}
 	return c, true, nil
 }

@@ -3,6 +3,7 @@ package pgqueuestore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -11,13 +12,16 @@ import (
 )
 
 const (
-	// qFindEventFlow reads, in one statement, the stored event with ID $1
-	// (NULL columns when there is none) and the last sequence number of
-	// flow $2 (NULL for a new flow).
-	qFindEventFlow = `SELECT e.flow, e.seq, e.body, f.last_seq
-FROM (SELECT $1::text AS id, $2::text AS flow) AS k
-LEFT JOIN {s}.events AS e ON e.id = k.id
-LEFT JOIN {s}.flows AS f ON f.flow = k.flow`
+	// qFindEvents reads the stored events with an ID of the array $1 (no
+	// row for an ID not stored): one primary key probe per ID.
+	qFindEvents = `SELECT k.id, e.flow, e.seq, e.body
+FROM unnest($1::text[]) AS k(id) JOIN {s}.events AS e ON e.id = k.id`
+
+	// qFindFlows reads the existing flows named in the array $1: the last
+	// seq, whether the flow has a head, the weight (what qFlowHeadWeight
+	// reads of one flow). One primary key probe per name.
+	qFindFlows = `SELECT k.flow, f.last_seq, f.head_seq IS NOT NULL, f.weight
+FROM unnest($1::text[]) AS k(flow) JOIN {s}.flows AS f ON f.flow = k.flow`
 
 	qNewFlow = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready)
 VALUES ($1, 1, 0, 1, $2, true)`
@@ -28,6 +32,22 @@ VALUES ($1, 1, 0, 1, $2, true)`
     ready_at = CASE WHEN head_seq IS NULL THEN $3 ELSE ready_at END,
     ready    = CASE WHEN head_seq IS NULL THEN true ELSE ready END
 WHERE flow = $1`
+
+	// The set forms of qNewFlow, qNextSeq and qInsertEvent (enqueueSets).
+	qNewFlows = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready)
+SELECT u.flow, u.last, 0, 1, $3, true FROM unnest($1::text[], $2::bigint[]) AS u(flow, last)`
+	qNextSeqs = `UPDATE {s}.flows AS f SET
+    last_seq = u.last,
+    head_seq = coalesce(f.head_seq, u.first),
+    ready_at = CASE WHEN f.head_seq IS NULL THEN $4 ELSE f.ready_at END,
+    ready    = CASE WHEN f.head_seq IS NULL THEN true ELSE f.ready END
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, first, last)
+WHERE f.flow = u.flow`
+	qInsertEvents = `INSERT INTO {s}.events
+    (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
+     available_at, lease_until, ticket, reason, enqueued_at)
+SELECT u.id, u.flow, u.seq, u.body, 'pending', 0, 0, 0, $5, 0, 0, '', $5
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[]) AS u(id, flow, seq, body)`
 
 	qInsertEvent = `INSERT INTO {s}.events
     (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
@@ -51,14 +71,17 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 	}
 	var out queue.Enqueued
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		if out, err = s.enqueueOne(ctx, tx, m.policy, e, now); err != nil || out.Duplicate {
+		rs, err := s.enqueueEvents(ctx, tx, &pp, m.policy, []queue.Event{e}, now, true)
+		if err != nil {
 			return err
 		}
-		return s.wake(ctx, tx)
+		out = rs[0]
+		return nil
 	})
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueue %q: %w", e.ID, err)
@@ -76,25 +99,15 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 			return nil, fmt.Errorf("enqueue batch: event %d: %w", i, err)
 		}
 	}
-	out := make([]queue.Enqueued, len(es))
+	var out []queue.Enqueued
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		added := false
-		for i, e := range es {
-			r, err := s.enqueueOne(ctx, tx, m.policy, e, now)
-			if err != nil {
-				return fmt.Errorf("event %d (%q): %w", i, e.ID, err)
-			}
-			out[i] = r
-			added = added || !r.Duplicate
-		}
-		if added {
-			return s.wake(ctx, tx)
-		}
-		return nil
+		out, err = s.enqueueEvents(ctx, tx, &pp, m.policy, es, now, false)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue batch: %w", err)
@@ -102,68 +115,220 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 	return out, nil
 }
 
-// enqueueOne takes the sequence number (the first write), calls the hook,
-// then inserts the event (the second write). An event with a weight, or
-// any event under FairRotation, also sets the flow's weight and joins the
-// rotation (enqueueWeighted's steps, in queuestore's order).
-func (s *Store) enqueueOne(ctx context.Context, tx pgx.Tx, p queue.Policy, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
-	var (
-		flow    *string
-		seq     *int64
-		body    []byte
-		lastSeq *int64
-	)
-	if err := tx.QueryRow(ctx, s.q(qFindEventFlow), e.ID, e.Flow).Scan(&flow, &seq, &body, &lastSeq); err != nil {
-		return queue.Enqueued{}, fmt.Errorf("find event: %w", err)
+// storedEvent is what qFindEvents read of a stored event (or what this
+// batch inserted).
+type storedEvent struct {
+	flow string
+	seq  int64
+	body []byte
+}
+
+// flowRow is what qFindFlows read of a flow (or what this batch made of
+// it): its last seq, whether it has a head, its weight.
+type flowRow struct {
+	last    int64
+	hasHead bool
+	weight  int
+}
+
+// enqueueEvents enqueues es in order inside tx (after admit) in two round
+// trips, with the results, errors and writes of enqueueing them one after
+// the other (enqueueOne of earlier versions, DECISIONS.md "Batch
+// operations in few round trips"): one pipe reads every stored event with
+// one of the IDs (qFindEvents) and every existing flow of the events
+// (qFindFlows); the checks then run in Go, event by event, on those rows
+// as the earlier events leave them (an insert adds an event; a sequence
+// number moves the flow's last seq and gives it a head; a weight changes
+// its weight), and the writes go to the server in one pipe: without
+// weights under FairMinServed as three set statements (enqueueSets),
+// else per event, in event order, the statements of one Enqueue (take
+// the sequence number, set the weight, join the rotation, the hook,
+// insert the event: enqueueEvent). With single, errors are those of
+// Enqueue; without, each is prefixed with its event's index and ID.
+func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.Policy, es []queue.Event, now clock.Tick, single bool) ([]queue.Enqueued, error) {
+	out := make([]queue.Enqueued, len(es))
+	if len(es) == 0 {
+		return out, pp.send(ctx, tx)
 	}
-	if flow != nil {
-		if *flow == e.Flow && bytes.Equal(body, e.Body) {
-			return queue.Enqueued{Seq: *seq, Duplicate: true}, nil
+	ids, flowNames := make([]string, 0, len(es)), make([]string, 0, len(es))
+	events := make(map[string]*storedEvent, len(es))
+	flows := make(map[string]*flowRow, len(es))
+	seenFlow := make(map[string]bool, len(es))
+	for _, e := range es {
+		ids = append(ids, e.ID)
+		if !seenFlow[e.Flow] {
+			seenFlow[e.Flow] = true
+			flowNames = append(flowNames, e.Flow)
 		}
-		return queue.Enqueued{}, fmt.Errorf("%w: stored in flow %q as seq %d", queue.ErrConflict, *flow, *seq)
 	}
+	pp.query("find events", func(r pgx.Rows) error {
+		var (
+			id string
+			e  storedEvent
+		)
+		if err := r.Scan(&id, &e.flow, &e.seq, &e.body); err != nil {
+			return err
+		}
+		events[id] = &e
+		return nil
+	}, s.q(qFindEvents), ids)
+	pp.query("find flows", func(r pgx.Rows) error {
+		var (
+			flow string
+			f    flowRow
+		)
+		if err := r.Scan(&flow, &f.last, &f.hasHead, &f.weight); err != nil {
+			return err
+		}
+		flows[flow] = &f
+		return nil
+	}, s.q(qFindFlows), flowNames)
+	if err := pp.send(ctx, tx); err != nil {
+		return nil, err
+	}
+	// Without weights and rotation an event's writes are its flow's
+	// sequence number and its insert: a batch of those is written by one
+	// statement per kind (enqueueSets).
+	plain := !rotation(p)
+	for _, e := range es {
+		plain = plain && e.Weight == 0
+	}
+	var sets enqueueSets
+	added := false
+	for i, e := range es {
+		pre := ""
+		if !single {
+			pre = fmt.Sprintf("event %d (%q): ", i, e.ID)
+		}
+		if st := events[e.ID]; st != nil {
+			if st.flow == e.Flow && bytes.Equal(st.body, e.Body) {
+				out[i] = queue.Enqueued{Seq: st.seq, Duplicate: true}
+				continue
+			}
+			return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
+		}
+		var seq int64
+		if plain {
+			seq = sets.add(e, flows)
+			s.call(queue.HookEnqueueSeqTaken)
+		} else {
+			var err error
+			if seq, err = s.enqueueEvent(pp, pre, p, e, flows, now); err != nil {
+				return nil, err
+			}
+		}
+		events[e.ID] = &storedEvent{flow: e.Flow, seq: seq, body: e.Body}
+		out[i] = queue.Enqueued{Seq: seq}
+		added = true
+	}
+	sets.queue(pp, s.q, now)
+	if added {
+		s.wakePipe(pp, "")
+	}
+	if err := pp.send(ctx, tx); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// enqueueSets gathers the writes of a batch of events without weights
+// under FairMinServed: the new flows (qNewFlows), the existing flows'
+// sequence numbers (qNextSeqs), the events (qInsertEvents). One statement
+// per kind leaves the rows as the events' statements one after the other
+// would: a new flow ends with last_seq at its number of events and head
+// 1; an existing flow with last_seq at its last event's seq, and a head,
+// ready at now, only when it had none (as the first qNextSeq makes it).
+type enqueueSets struct {
+	newFlows, oldFlows []string
+	newLast            []int64
+	oldFirst, oldLast  []int64
+	slot               map[string]int // index in newFlows (>= 0) or -1 - index in oldFlows
+	ids, evFlows       []string
+	seqs               []int64
+	bodies             [][]byte
+}
+
+// add records event e and returns its sequence number, updating flows.
+func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow) int64 {
+	if w.slot == nil {
+		w.slot = make(map[string]int)
+	}
+	f := flows[e.Flow]
+	if f == nil {
+		f = &flowRow{weight: queue.MinWeight}
+		flows[e.Flow] = f
+		w.slot[e.Flow] = len(w.newFlows)
+		w.newFlows, w.newLast = append(w.newFlows, e.Flow), append(w.newLast, 0)
+	} else if _, ok := w.slot[e.Flow]; !ok {
+		w.slot[e.Flow] = -1 - len(w.oldFlows)
+		w.oldFlows, w.oldFirst, w.oldLast = append(w.oldFlows, e.Flow), append(w.oldFirst, f.last+1), append(w.oldLast, 0)
+	}
+	f.last, f.hasHead = f.last+1, true
+	if k := w.slot[e.Flow]; k >= 0 {
+		w.newLast[k] = f.last
+	} else {
+		w.oldLast[-1-k] = f.last
+	}
+	w.ids, w.evFlows = append(w.ids, e.ID), append(w.evFlows, e.Flow)
+	w.seqs, w.bodies = append(w.seqs, f.last), append(w.bodies, e.Body)
+	return f.last
+}
+
+// queue queues the statements on pp: flows first (the events reference
+// them).
+func (w *enqueueSets) queue(pp *pipe, q func(string) string, now clock.Tick) {
+	if len(w.newFlows) > 0 {
+		pp.exec("take sequence numbers", q(qNewFlows), w.newFlows, w.newLast, int64(now))
+	}
+	if len(w.oldFlows) > 0 {
+		pp.exec("take sequence numbers", q(qNextSeqs), w.oldFlows, w.oldFirst, w.oldLast, int64(now))
+	}
+	if len(w.ids) > 0 {
+		pp.exec("insert events", q(qInsertEvents), w.ids, w.evFlows, w.seqs, w.bodies, int64(now))
+	}
+}
+
+// enqueueEvent queues the writes of one new event on pp (pre prefixes
+// their errors), calls the hook between the sequence number and the
+// insert, updates flows as the writes will leave the event's flow, and
+// returns the event's sequence number. An event with a weight, or any
+// event under FairRotation, also sets the flow's weight and joins the
+// rotation, in queuestore's order.
+func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event, flows map[string]*flowRow, now clock.Tick) (int64, error) {
 	weighted := e.Weight != 0 || rotation(p)
 	next := int64(1)
 	arrives := true
-	if lastSeq != nil {
+	if f := flows[e.Flow]; f != nil {
 		old := queue.MinWeight
 		if weighted {
-			var hasHead bool
-			if err := tx.QueryRow(ctx, s.q(qFlowHeadWeight), e.Flow).Scan(&hasHead, &old); err != nil {
-				return queue.Enqueued{}, fmt.Errorf("read flow: %w", err)
-			}
-			arrives = !hasHead
+			old, arrives = f.weight, !f.hasHead
 		}
-		next = *lastSeq + 1
-		if _, err := tx.Exec(ctx, s.q(qNextSeq), e.Flow, next, int64(now)); err != nil {
-			return queue.Enqueued{}, fmt.Errorf("take sequence number: %w", err)
-		}
+		next = f.last + 1
+		pp.exec(pre+"take sequence number", s.q(qNextSeq), e.Flow, next, int64(now))
 		if e.Weight != 0 && e.Weight != old {
-			if err := s.writeWeight(ctx, tx, e.Flow, old, e.Weight, ReasonEnqueueWeight, now); err != nil {
-				return queue.Enqueued{}, err
+			detail, err := json.Marshal(WeightChange{Flow: e.Flow, Old: old, New: e.Weight})
+			if err != nil {
+				return 0, fmt.Errorf("%sencode weight change: %w", pre, err)
 			}
+			pp.exec(pre+"set weight", s.q(qSetWeight), e.Flow, e.Weight)
+			pp.exec(pre+"insert audit", s.q(qInsertAuditKind), string(queue.AuditWeight), ReasonEnqueueWeight, string(detail), int64(now))
+			f.weight = e.Weight
 		}
+		f.last, f.hasHead = next, true
 	} else {
-		if _, err := tx.Exec(ctx, s.q(qNewFlow), e.Flow, int64(now)); err != nil {
-			return queue.Enqueued{}, fmt.Errorf("take sequence number: %w", err)
-		}
+		pp.exec(pre+"take sequence number", s.q(qNewFlow), e.Flow, int64(now))
+		w := queue.MinWeight
 		if e.Weight != 0 && e.Weight != queue.MinWeight {
-			if _, err := tx.Exec(ctx, s.q(qSetWeight), e.Flow, e.Weight); err != nil {
-				return queue.Enqueued{}, fmt.Errorf("set weight: %w", err)
-			}
+			pp.exec(pre+"set weight", s.q(qSetWeight), e.Flow, e.Weight)
+			w = e.Weight
 		}
+		flows[e.Flow] = &flowRow{last: 1, hasHead: true, weight: w}
 	}
 	if rotation(p) && arrives {
-		if _, err := tx.Exec(ctx, s.q(qRotArrive), e.Flow); err != nil {
-			return queue.Enqueued{}, fmt.Errorf("join rotation: %w", err)
-		}
-		if _, err := tx.Exec(ctx, s.q(qRotJoin)); err != nil {
-			return queue.Enqueued{}, fmt.Errorf("join rotation: %w", err)
-		}
+		pp.exec(pre+"join rotation", s.q(qRotArrive), e.Flow)
+		pp.exec(pre+"join rotation", s.q(qRotJoin))
 	}
 	s.call(queue.HookEnqueueSeqTaken)
-	if _, err := tx.Exec(ctx, s.q(qInsertEvent), e.ID, e.Flow, next, e.Body, int64(now)); err != nil {
-		return queue.Enqueued{}, fmt.Errorf("insert event: %w", err)
-	}
-	return queue.Enqueued{Seq: next}, nil
+	pp.exec(pre+"insert event", s.q(qInsertEvent), e.ID, e.Flow, next, e.Body, int64(now))
+	return next, nil
 }

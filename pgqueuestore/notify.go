@@ -58,6 +58,14 @@ func (s *Store) wake(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// wakePipe is wake for a pipe: the notification, when the limiter allows,
+// is queued after the statements already on pp.
+func (s *Store) wakePipe(pp *pipe, pre string) {
+	if s.notify.due() {
+		pp.exec(pre+"notify", `SELECT pg_notify($1, '')`, s.channel())
+	}
+}
+
 // Listener hears the wake-ups of one store's schema (LISTEN on a
 // connection of its own): Enqueue, EnqueueBatch, Redrive, RedriveAll and an
 // ack that makes a flow's next event its head send one, rate-limited per

@@ -92,11 +92,23 @@ func TestPlans_IndexDriven(t *testing.T) {
 	}{
 		{"promote", qPromote, []any{int64(5)}, "flows_waiting"},
 		{"pick head", qPickHead, nil, "flows_ready"},
+		{"pick heads (ClaimBatch's page)", qPickHeads + " LIMIT 64", nil, "flows_ready"},
 		{"claim event", qClaimEvent, []any{"e1-1", int64(10), int64(1)}, ""},
 		{"serve flow", qServeFlow, []any{"f0001", int64(10)}, ""},
+		{"claim events", qClaimEvents, []any{[]string{"e1-1", "e2-1"}, int64(10), int64(1)}, ""},
+		{"serve flows", qServeFlows, []any{[]string{"f0001", "f0002"}, int64(10)}, ""},
 		{"settle read", qSettleRead, []any{"e1-0"}, ""},
+		{"settle read many", qSettleReadMany, []any{[]string{"e1-0", "e2-0", "e3-1", "nope"}}, ""},
 		{"set head", qSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},
-		{"find event and flow", qFindEventFlow, []any{"e1-0", "f0001"}, ""},
+		{"ack many", qAckMany, []any{[]string{"e1-0", "e2-0"}}, ""},
+		{"set heads", qSetHeads, []any{[]string{"f0001", "f0002"}, []*int64{ptr(2), nil}, []*int64{ptr(3), nil}, int64(4)}, ""},
+		{"retry many", qRetryMany, []any{[]string{"e1-0", "e2-0"}, []int64{5, 6}, []string{"a", "b"}}, ""},
+		{"wait flows", qWaitFlows, []any{[]string{"f0001", "f0002"}, []int64{5, 6}}, ""},
+		{"quarantine many", qQuarantineMany, []any{[]string{"e1-0", "e2-0"}, []string{"a", "b"}}, ""},
+		{"block flows", qBlockFlows, []any{[]string{"f0001", "f0002"}}, ""},
+		{"find events", qFindEvents, []any{[]string{"e1-0", "e2-3", "nope"}}, ""},
+		{"next seqs", qNextSeqs, []any{[]string{"f0001", "f0002"}, []int64{5, 5}, []int64{6, 7}, int64(4)}, ""},
+		{"find flows", qFindFlows, []any{[]string{"f0001", "f0002", "nope"}}, ""},
 		{"next due ready", qNextDueReady, nil, "flows_ready"},
 		{"next due waiting", qNextDueWaiting, nil, "flows_waiting"},
 		{"redrive read", qRedriveRead, []any{"e1-0"}, ""},
@@ -165,9 +177,12 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 	}{
 		{"promote", qRotPromote, []any{int64(5)}, "flows_waiting"},
 		{"pick head", qRotPickHead, nil, "flows_rotation"},
+		{"pick heads (ClaimBatch's page)", qRotPickHeads + " LIMIT 64", nil, "flows_rotation"},
 		{"serve flow", qRotServeFlow, []any{"f0001", int64(10), int64(720720)}, ""},
+		{"serve flows", qRotServeFlows, []any{[]string{"f0001", "f0002"}, int64(10), []int64{720720, 5}}, ""},
 		{"set clock", qRotSetClock, []any{int64(601), int64(5), int64(720720)}, ""},
 		{"set head", qRotSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},
+		{"set heads", qRotSetHeads, []any{[]string{"f0001", "f0002"}, []*int64{ptr(2), nil}, []*int64{ptr(3), nil}, int64(4)}, ""},
 		{"set ready now", qRotSetReadyNow, []any{"f0001", int64(4)}, ""},
 		{"flow head and weight", qFlowHeadWeight, []any{"f0001"}, ""},
 		{"arrive", qRotArrive, []any{"f0001"}, ""},
@@ -187,3 +202,5 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 		t.Logf("%s: %s", c.name, joined)
 	}
 }
+
+func ptr(v int64) *int64 { return &v }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/fairness"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
 )
@@ -53,6 +52,19 @@ WHERE NOT ready AND ready_at <= $1`
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
 WHERE f.ready ORDER BY f.pass, f.joined LIMIT 1`
 
+	// qRotPickHeads is qRotPickHead without its LIMIT, its columns in
+	// qPickHeads's order (claimHeads appends "LIMIT n").
+	qRotPickHeads = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
+    e.body, e.generation, f.pass, f.served, f.weight
+FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+WHERE f.ready ORDER BY f.pass, f.joined`
+
+	// qRotServeFlows is qRotServeFlow for the flows of the array $1, the
+	// k-th getting the k-th pass of $3.
+	qRotServeFlows = `UPDATE {s}.flows AS f SET served = f.served + 1, ready_at = $2, ready = false, pass = u.pass
+FROM unnest($1::text[], $3::bigint[]) AS u(flow, pass)
+WHERE f.flow = u.flow`
+
 	qRotServeFlow = `UPDATE {s}.flows SET served = served + 1, ready_at = $2, ready = false, pass = $3 WHERE flow = $1`
 
 	// qRotSetClock records the ticket and the claims' virtual time: vnow is
@@ -68,9 +80,8 @@ WHERE flow = $1`
     pass = greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1))
 WHERE flow = $1`
 
-	// qFlowHeadWeight reads what an enqueue with a weight, or under
-	// FairRotation, needs besides qFindEventFlow: whether the flow has a
-	// head, and its weight (no row for a new flow).
+	// qFlowHeadWeight reads what SetWeight needs of a flow: whether it
+	// has a head, and its weight (no row for a new flow).
 	qFlowHeadWeight = `SELECT head_seq IS NOT NULL, weight FROM {s}.flows WHERE flow = $1`
 
 	// qRotArrive joins flow $1 at the tail: pass = max(pass, vtail),
@@ -176,71 +187,4 @@ func (s *Store) writeWeight(ctx context.Context, tx pgx.Tx, flow string, old, we
 		return fmt.Errorf("insert audit: %w", err)
 	}
 	return nil
-}
-
-// claimRot is the rotation's claim of up to n heads after the promotion
-// (qRotPromote): n successive picks of the smallest (pass, joined), each
-// adding its stride (fairness.Stride) to the flow's pass, then one write
-// of the ticket, vnow (the pass of the flow claimed last) and vtail.
-// Within the transaction no flow enters the ready set, so this is exactly
-// what n Claim calls at the same now give.
-func (s *Store) claimRot(ctx context.Context, tx pgx.Tx, now clock.Tick, n int, ticket int64, p queue.Policy) ([]queue.Claim, error) {
-	if _, err := tx.Exec(ctx, s.q(qRotPromote), int64(now)); err != nil {
-		return nil, fmt.Errorf("promote ready flows: %w", err)
-	}
-	var (
-		out         []queue.Claim
-		vnow, vtail int64
-	)
-	for len(out) < n {
-		c, picked, pass, ok, err := s.claimOneRot(ctx, tx, now, ticket+1, p)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		ticket = c.Ticket
-		vnow, vtail = picked, max(vtail, pass)
-		out = append(out, c)
-	}
-	if len(out) > 0 {
-		if _, err := tx.Exec(ctx, s.q(qRotSetClock), ticket, vnow, vtail); err != nil {
-			return nil, fmt.Errorf("record ticket: %w", err)
-		}
-	}
-	return out, nil
-}
-
-// claimOneRot is claimOne in rotation order. It returns the claim, the
-// pass the flow was picked at (the new vnow) and its new pass. A used-up
-// take-over is quarantined and costs nothing.
-func (s *Store) claimOneRot(ctx context.Context, tx pgx.Tx, now clock.Tick, ticket int64, p queue.Policy) (queue.Claim, int64, int64, bool, error) {
-	for {
-		var (
-			h            head
-			pass, served int64
-			weight       int
-		)
-		err := tx.QueryRow(ctx, s.q(qRotPickHead)).Scan(&h.flow, &h.headSeq, &h.id, &h.state, &h.attempts, &h.leaseUntil,
-			&h.availAt, &h.body, &h.gen, &pass, &weight, &served)
-		if isNoRows(err) {
-			return queue.Claim{}, 0, 0, false, nil
-		}
-		if err != nil {
-			return queue.Claim{}, 0, 0, false, fmt.Errorf("pick flow: %w", err)
-		}
-		c, claimed, err := s.takeHead(ctx, tx, now, ticket, p, h)
-		if err != nil {
-			return queue.Claim{}, 0, 0, false, err
-		}
-		if !claimed {
-			continue
-		}
-		next := pass + fairness.Stride(weight, served)
-		if _, err := tx.Exec(ctx, s.q(qRotServeFlow), h.flow, int64(c.LeaseUntil), next); err != nil {
-			return queue.Claim{}, 0, 0, false, fmt.Errorf("serve flow %q: %w", h.flow, err)
-		}
-		return c, pass, next, true, nil
-	}
 }

@@ -21,6 +21,17 @@ LEFT JOIN {s}.flows AS f ON f.flow = e.flow
 LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
 WHERE e.id = $1`
 
+	// qSettleReadMany is qSettleRead for every ID of the array $1 at
+	// once (no row for an ID that is not stored), with the next event's
+	// ID so that a batch can see its own retries of it. Index-driven: one
+	// primary key probe per ID (TestPlans_IndexDriven).
+	qSettleReadMany = `SELECT k.id, e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until, e.available_at,
+    f.last_seq, n.id, n.available_at
+FROM unnest($1::text[]) AS k(id)
+JOIN {s}.events AS e ON e.id = k.id
+LEFT JOIN {s}.flows AS f ON f.flow = e.flow
+LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
+
 	qAck = `UPDATE {s}.events SET state = 'acked', lease_until = 0 WHERE id = $1`
 
 	qRetry = `UPDATE {s}.events SET state = 'pending', lease_until = 0, available_at = $2, reason = $3 WHERE id = $1`
@@ -32,6 +43,28 @@ WHERE e.id = $1`
 	qSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint, ready = coalesce($3::bigint <= $4::bigint, false) WHERE flow = $1`
 
 	qWaitFlow = `UPDATE {s}.flows SET ready_at = $2, ready = false WHERE flow = $1`
+
+	// The set forms of qAck, qSetHead (and qRotSetHead), qRetry,
+	// qWaitFlow, qQuarantine and qBlockFlow, for a batch whose writes touch
+	// each flow once: arrays in $1.., the clock mark in $4 for the heads.
+	qAckMany  = `UPDATE {s}.events SET state = 'acked', lease_until = 0 WHERE id = ANY($1::text[])`
+	qSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false)
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, head, at)
+WHERE f.flow = u.flow`
+	qRotSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false),
+    pass = CASE WHEN u.at <= $4::bigint THEN greatest(f.pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE f.pass END
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, head, at)
+WHERE f.flow = u.flow`
+	qRetryMany = `UPDATE {s}.events AS e SET state = 'pending', lease_until = 0, available_at = u.at, reason = u.reason
+FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(id, at, reason)
+WHERE e.id = u.id`
+	qWaitFlows = `UPDATE {s}.flows AS f SET ready_at = u.at, ready = false
+FROM unnest($1::text[], $2::bigint[]) AS u(flow, at)
+WHERE f.flow = u.flow`
+	qQuarantineMany = `UPDATE {s}.events AS e SET state = 'quarantined', lease_until = 0, reason = u.reason
+FROM unnest($1::text[], $2::text[]) AS u(id, reason)
+WHERE e.id = u.id`
+	qBlockFlows = `UPDATE {s}.flows SET ready_at = NULL, ready = false WHERE flow = ANY($1::text[])`
 
 	qExtend = `UPDATE {s}.events SET lease_until = $2 WHERE id = $1`
 )
@@ -50,14 +83,17 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 	}
 	var o queue.Outcome
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		if o, err = s.settleOne(ctx, tx, it, now, m.policy); err != nil {
+		rs, wrote, err := s.settleItems(ctx, tx, &pp, []queue.SettleItem{it}, now, m.policy, true)
+		if err != nil {
 			return err
 		}
-		if o.Wrote() {
+		o = rs[0].Outcome
+		if wrote {
 			s.call(queue.HookSettleBeforeCommit)
 		}
 		return nil
@@ -74,30 +110,18 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 // and changes nothing; the others go on. A time regression, a canceled
 // context or an SQL error refuses the whole batch.
 func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error) {
-	out := make([]queue.SettleResult, len(items))
+	var out []queue.SettleResult
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+		var pp pipe
+		now, m, err := s.admitPipe(ctx, tx, now, &pp)
 		if err != nil {
 			return err
 		}
-		wrote := false
-		for i, it := range items {
-			out[i] = queue.SettleResult{}
-			if err := it.Validate(); err != nil {
-				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
-				continue
-			}
-			o, err := s.settleOne(ctx, tx, it, now, m.policy)
-			if errors.Is(err, queue.ErrNotFound) {
-				out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("item %d (%q): %w", i, it.EventID, err)
-			}
-			out[i].Outcome = o
-			wrote = wrote || o.Wrote()
+		rs, wrote, err := s.settleItems(ctx, tx, &pp, items, now, m.policy, false)
+		if err != nil {
+			return err
 		}
+		out = rs
 		if wrote {
 			s.call(queue.HookSettleBeforeCommit)
 		}
@@ -139,59 +163,218 @@ func (s *Store) readSettle(ctx context.Context, tx pgx.Tx, id string, generation
 	return r, "", nil
 }
 
-// settleOne does the work of one settle inside tx (after admit).
-func (s *Store) settleOne(ctx context.Context, tx pgx.Tx, it queue.SettleItem, now clock.Tick, p queue.Policy) (queue.Outcome, error) {
-	r, o, err := s.readSettle(ctx, tx, it.EventID, it.Generation, now)
-	if err != nil || o != "" {
-		return o, err
+// settleEvent is what qSettleReadMany read of one event, then what the
+// items settled before it in the same batch made of it.
+type settleEvent struct {
+	settleRow
+	availAt int64
+	nextID  *string
+}
+
+// settleItems settles items inside tx (after admit) in two round trips,
+// with the outcomes, Errs and writes of settling them one after the other
+// (settleOne of earlier versions, DECISIONS.md "Batch operations in few
+// round trips"): one qSettleReadMany reads every item's event, its flow's
+// last seq and its next event; the checks then run in Go, item by item,
+// on those rows as the earlier items' writes leave them (an ack, a retry
+// or a quarantine changes the event's state, lease and available_at,
+// nothing else a later check reads; a settle never changes a flow's last
+// seq); and the writes of every item go to the server in one pipe
+// (queueSettles: one set statement per kind of write, or item by item).
+// With single, a missing event fails the call (Settle);
+// without, it is the item's Err, as is a bad item (SettleBatch). wrote
+// reports whether any item wrote.
+func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, pp *pipe, items []queue.SettleItem, now clock.Tick, p queue.Policy, single bool) ([]queue.SettleResult, bool, error) {
+	out := make([]queue.SettleResult, len(items))
+	bad := make([]error, len(items))
+	ids := make([]string, 0, len(items))
+	for i, it := range items {
+		if bad[i] = it.Validate(); bad[i] == nil {
+			ids = append(ids, it.EventID)
+		}
 	}
-	if it.Result.OK {
-		if _, err := tx.Exec(ctx, s.q(qAck), it.EventID); err != nil {
-			return "", fmt.Errorf("ack: %w", err)
-		}
-		if r.last == nil {
-			return "", fmt.Errorf("read flow %q: %w", r.flow, pgx.ErrNoRows)
-		}
-		var head, readyAt *int64
-		if r.seq < *r.last {
-			if r.next == nil {
-				return "", fmt.Errorf("read next event of flow %q: %w", r.flow, pgx.ErrNoRows)
+	evs := make(map[string]*settleEvent, len(ids))
+	if len(ids) > 0 {
+		pp.query("read events", func(r pgx.Rows) error {
+			var (
+				id string
+				e  settleEvent
+			)
+			if err := r.Scan(&id, &e.flow, &e.seq, &e.state, &e.gen, &e.attempts, &e.leaseUntil, &e.availAt,
+				&e.last, &e.nextID, &e.next); err != nil {
+				return err
 			}
-			h := r.seq + 1
-			head, readyAt = &h, r.next
+			evs[id] = &e
+			return nil
+		}, s.q(qSettleReadMany), ids)
+		if err := pp.send(ctx, tx); err != nil {
+			return nil, false, err
 		}
-		q := qSetHead
+	}
+	wrote := false
+	var ops []*settleOp
+	for i, it := range items {
+		if bad[i] != nil {
+			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, bad[i])
+			continue
+		}
+		pre := ""
+		if !single {
+			pre = fmt.Sprintf("item %d (%q): ", i, it.EventID)
+		}
+		e := evs[it.EventID]
+		if e == nil {
+			err := fmt.Errorf("%w: event %q", queue.ErrNotFound, it.EventID)
+			if single {
+				return nil, false, err
+			}
+			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
+			continue
+		}
+		o, op, err := checkSettle(pre, it, e, evs, now, p)
+		if err != nil {
+			return nil, false, err
+		}
+		if op != nil {
+			ops = append(ops, op)
+		}
+		out[i].Outcome = o
+		wrote = wrote || o.Wrote()
+	}
+	s.queueSettles(pp, ops, now, p)
+	if err := pp.send(ctx, tx); err != nil {
+		return nil, false, err
+	}
+	return out, wrote, nil
+}
+
+// settleOp is the write one item makes: an ack (with the head it moves
+// to, nil when none, and when that head is ready), a retry at at, or a
+// quarantine, with the item's error prefix.
+type settleOp struct {
+	outcome       queue.Outcome
+	pre, id, flow string
+	reason        string
+	head, readyAt *int64
+	at            int64
+}
+
+// checkSettle checks one item against e (its event as the earlier items
+// left it) and returns its outcome and write (nil when it writes
+// nothing), updating e (and reading the next event's available_at in
+// evs) as the write will leave it.
+func checkSettle(pre string, it queue.SettleItem, e *settleEvent, evs map[string]*settleEvent, now clock.Tick, p queue.Policy) (queue.Outcome, *settleOp, error) {
+	switch {
+	case it.Generation != e.gen, e.state != queue.StateInflight:
+		return queue.Stale, nil, nil
+	case now >= clock.Tick(e.leaseUntil):
+		return queue.Expired, nil, nil
+	}
+	op := &settleOp{pre: pre, id: it.EventID, flow: e.flow, reason: it.Result.Reason}
+	switch {
+	case it.Result.OK:
+		op.outcome = queue.Acked
+		e.state, e.leaseUntil = queue.StateAcked, 0
+		if e.last == nil {
+			return "", nil, fmt.Errorf("%sread flow %q: %w", pre, e.flow, pgx.ErrNoRows)
+		}
+		if e.seq < *e.last {
+			if e.nextID == nil {
+				return "", nil, fmt.Errorf("%sread next event of flow %q: %w", pre, e.flow, pgx.ErrNoRows)
+			}
+			h, at := e.seq+1, *e.next
+			if n := evs[*e.nextID]; n != nil {
+				at = n.availAt
+			}
+			op.head, op.readyAt = &h, &at
+		}
+	case e.attempts < p.MaxAttempts:
+		op.outcome = queue.RetryScheduled
+		op.at = int64(now + p.Delay(it.EventID, e.gen, e.attempts))
+		e.state, e.leaseUntil, e.availAt = queue.StatePending, 0, op.at
+	default:
+		op.outcome = queue.Quarantined
+		e.state, e.leaseUntil = queue.StateQuarantined, 0
+	}
+	return op.outcome, op, nil
+}
+
+// queueSettles queues the writes of ops on pp. When no two of them write
+// the same flow (so no two the same event), each table's rows of a kind
+// of write are written by one set statement: rows written once each end
+// as the item-by-item statements leave them, whatever the order. Else
+// (a batch that settles two events of one flow) they are queued item by
+// item, statement for statement as Settle runs them.
+func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.Policy) {
+	setHead := qSetHead
+	if rotation(p) {
+		setHead = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
+	}
+	seen := make(map[string]bool, len(ops))
+	distinct := true
+	for _, op := range ops {
+		distinct = distinct && !seen[op.flow]
+		seen[op.flow] = true
+	}
+	if !distinct {
+		for _, op := range ops {
+			switch op.outcome {
+			case queue.Acked:
+				pp.exec(op.pre+"ack", s.q(qAck), op.id)
+				pp.exec(fmt.Sprintf("%smove head of flow %q", op.pre, op.flow), s.q(setHead), op.flow, op.head, op.readyAt, int64(now))
+				if op.head != nil {
+					// The flow's next event is its head now: work for a claimant.
+					s.wakePipe(pp, op.pre)
+				}
+			case queue.RetryScheduled:
+				pp.exec(op.pre+"schedule retry", s.q(qRetry), op.id, op.at, op.reason)
+				pp.exec(fmt.Sprintf("%supdate flow %q", op.pre, op.flow), s.q(qWaitFlow), op.flow, op.at)
+			default:
+				pp.exec(op.pre+"quarantine", s.q(qQuarantine), op.id, op.reason)
+				pp.exec(fmt.Sprintf("%sblock flow %q", op.pre, op.flow), s.q(qBlockFlow), op.flow)
+			}
+		}
+		return
+	}
+	var (
+		acked, headFlows, retried, retryReasons, waitFlows, quarantined, qReasons, blocked []string
+		heads, readyAts                                                                    []*int64
+		retryAts                                                                           []int64
+		wake                                                                               bool
+	)
+	for _, op := range ops {
+		switch op.outcome {
+		case queue.Acked:
+			acked, headFlows = append(acked, op.id), append(headFlows, op.flow)
+			heads, readyAts = append(heads, op.head), append(readyAts, op.readyAt)
+			wake = wake || op.head != nil
+		case queue.RetryScheduled:
+			retried, retryReasons, retryAts = append(retried, op.id), append(retryReasons, op.reason), append(retryAts, op.at)
+			waitFlows = append(waitFlows, op.flow)
+		default:
+			quarantined, qReasons, blocked = append(quarantined, op.id), append(qReasons, op.reason), append(blocked, op.flow)
+		}
+	}
+	if len(acked) > 0 {
+		pp.exec("ack", s.q(qAckMany), acked)
+		setHeads := qSetHeads
 		if rotation(p) {
-			q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
+			setHeads = qRotSetHeads
 		}
-		if _, err := tx.Exec(ctx, s.q(q), r.flow, head, readyAt, int64(now)); err != nil {
-			return "", fmt.Errorf("move head of flow %q: %w", r.flow, err)
-		}
-		if head != nil {
-			// The flow's next event is its head now: work for a claimant.
-			if err := s.wake(ctx, tx); err != nil {
-				return "", err
-			}
-		}
-		return queue.Acked, nil
+		pp.exec("move heads", s.q(setHeads), headFlows, heads, readyAts, int64(now))
 	}
-	if r.attempts < p.MaxAttempts {
-		at := now + p.Delay(it.EventID, r.gen, r.attempts)
-		if _, err := tx.Exec(ctx, s.q(qRetry), it.EventID, int64(at), it.Result.Reason); err != nil {
-			return "", fmt.Errorf("schedule retry: %w", err)
-		}
-		if _, err := tx.Exec(ctx, s.q(qWaitFlow), r.flow, int64(at)); err != nil {
-			return "", fmt.Errorf("update flow %q: %w", r.flow, err)
-		}
-		return queue.RetryScheduled, nil
+	if len(retried) > 0 {
+		pp.exec("schedule retries", s.q(qRetryMany), retried, retryAts, retryReasons)
+		pp.exec("update flows", s.q(qWaitFlows), waitFlows, retryAts)
 	}
-	if _, err := tx.Exec(ctx, s.q(qQuarantine), it.EventID, it.Result.Reason); err != nil {
-		return "", fmt.Errorf("quarantine: %w", err)
+	if len(quarantined) > 0 {
+		pp.exec("quarantine", s.q(qQuarantineMany), quarantined, qReasons)
+		pp.exec("block flows", s.q(qBlockFlows), blocked)
 	}
-	if _, err := tx.Exec(ctx, s.q(qBlockFlow), r.flow); err != nil {
-		return "", fmt.Errorf("block flow %q: %w", r.flow, err)
+	if wake {
+		// Some flow's next event is its head now: work for a claimant.
+		s.wakePipe(pp, "")
 	}
-	return queue.Quarantined, nil
 }
 
 // Extend moves the lease of a live claim to now + Lease

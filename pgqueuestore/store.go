@@ -354,6 +354,14 @@ FROM {s}.meta WHERE id = 1 FOR UPDATE`
 // real time a tick at most the skew below the mark is moved up to the mark.
 // It returns the (possibly moved) tick.
 func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tick, meta, error) {
+	return s.admitPipe(ctx, tx, now, nil)
+}
+
+// admitPipe is admit, but with a pipe the write of the new clock mark is
+// queued on pp, to go with the caller's next statements in one round trip
+// (the batch operations: DECISIONS.md "Batch operations in few round
+// trips"); the caller must send pp before it commits.
+func (s *Store) admitPipe(ctx context.Context, tx pgx.Tx, now clock.Tick, pp *pipe) (clock.Tick, meta, error) {
 	var (
 		mark, lease, base, capT int64
 		m                       meta
@@ -382,12 +390,16 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tic
 		return 0, meta{}, fmt.Errorf("%w: %w", queue.ErrTimeRegression, cerr)
 	}
 	if next != clock.Mark(mark) {
-		if _, err := tx.Exec(ctx, s.q(`UPDATE {s}.meta SET clock_mark = $1 WHERE id = 1`), int64(now)); err != nil {
+		if pp != nil {
+			pp.exec("record clock mark", s.q(qRecordMark), int64(now))
+		} else if _, err := tx.Exec(ctx, s.q(qRecordMark), int64(now)); err != nil {
 			return 0, meta{}, fmt.Errorf("record clock mark: %w", err)
 		}
 	}
 	return now, m, nil
 }
+
+const qRecordMark = `UPDATE {s}.meta SET clock_mark = $1 WHERE id = 1`
 
 // satAdd is a + b, or math.MaxInt64 when that overflows.
 func satAdd(a, b clock.Tick) clock.Tick {
