@@ -39,7 +39,7 @@ func openRuntimeQueue(path string) (*queuestore.Store, error) {
 }
 
 // RuntimeLinger is the Linger of the runtime cases' inbox.Batcher
-// (0: inbox.DefaultLinger, negative: none), set by benchrun
+// (0, inbox.DefaultLinger: none), set by benchrun
 // -runtime-linger to measure the choice of the default.
 var RuntimeLinger time.Duration
 

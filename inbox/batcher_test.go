@@ -174,7 +174,7 @@ func mixedMessages() []receiver.Message {
 // that group commit surely happens.
 func TestBatcher_EquivalentToSequential(t *testing.T) {
 	t.Parallel()
-	for _, linger := range []time.Duration{-1, 0, 2 * time.Millisecond} {
+	for _, linger := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond} {
 		t.Run(fmt.Sprint("linger=", linger), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -271,7 +271,7 @@ func TestBatcher_CancelWhileWaiting(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, "c.db")
 	rec := newBatchRecorder(st, true)
-	b := NewBatcher(rec, BatcherOptions{Linger: -1})
+	b := NewBatcher(rec, BatcherOptions{})
 	defer b.Close()
 	msg := func(flow string) receiver.Message {
 		return receiver.Message{ID: flow + "-1", Flow: flow, Seq: 1, Body: []byte(`{"delta": 1}`)}
@@ -399,7 +399,7 @@ func TestBatcher_EffectFailureIsItsCallersOnly(t *testing.T) {
 			return err
 		}))
 	rec := newBatchRecorder(st, true)
-	b := NewBatcher(rec, BatcherOptions{Linger: -1})
+	b := NewBatcher(rec, BatcherOptions{})
 	defer b.Close()
 	const n = 6
 	type res struct {

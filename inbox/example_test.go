@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/fairrelay/fairrelay/inbox"
 	"github.com/fairrelay/fairrelay/receiver"
@@ -73,7 +72,7 @@ func ExampleNewBatcher() {
 	}
 	defer store.Close()
 
-	b := inbox.NewBatcher(store, inbox.BatcherOptions{MaxBatch: 64, Linger: time.Millisecond})
+	b := inbox.NewBatcher(store, inbox.BatcherOptions{MaxBatch: 64})
 	defer b.Close()
 	h := inbox.Local(b) // the relay's Handler: relay.New(queue, h, ...)
 

@@ -18,7 +18,7 @@ var runtimeSeparate = flag.Bool("runtime-separate", false, "the relay runtime se
 
 // runtimeLinger is the Linger of the in-process receiver's inbox.Batcher
 // in the runtime cases, to measure the choice of inbox.DefaultLinger.
-var runtimeLinger = flag.Duration("runtime-linger", 0, "Linger of the runtime cases' inbox.Batcher (0: inbox.DefaultLinger, negative: no linger)")
+var runtimeLinger = flag.Duration("runtime-linger", 0, "Linger of the runtime cases' inbox.Batcher (0, the default: no linger)")
 
 // runtimeCases are the relay runtime's single-process cases, measured in
 // the same interleaved rounds as the raw cycles they are compared with.
