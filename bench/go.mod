@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
+	github.com/fairrelay/fairrelay/inbox v0.0.0
 	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0
 	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
@@ -81,3 +82,5 @@ replace github.com/fairrelay/fairrelay/receiver => ../receiver
 replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
 
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/inbox => ../inbox

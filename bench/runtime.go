@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/inbox"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	relayrt "github.com/fairrelay/fairrelay/relay"
@@ -37,121 +38,67 @@ func openRuntimeQueue(path string) (*queuestore.Store, error) {
 	return queuestore.Open(path, queuestore.WithPolicy(RuntimePolicy()), queuestore.WithRealTime(clock.Wall{}, 1000))
 }
 
-// Receiver is an in-process relayrt.Handler that delivers to a receiverstore
-// with group commit: the handlers running at one moment share one
-// ReceiveBatch (up to 64 messages). Outcomes map as the HTTP protocol does:
-// accepted and duplicate are success, conflict, gap and unsupported_delta
-// fail with that reason.
-type Receiver struct {
-	s    *receiverstore.Store
-	reqs chan recvReq
-	done chan struct{}
-	wg   sync.WaitGroup
+// RuntimeLinger is the Linger of the runtime cases' inbox.Batcher
+// (0, inbox.DefaultLinger: none), set by benchrun
+// -runtime-linger to measure the choice of the default.
+var RuntimeLinger time.Duration
 
-	mu sync.Mutex
-	st OpStats // ReceiveBatch calls, for RuntimeProbe
+// Receiver is the runtime cases' in-process receiver: what a user has,
+// inbox.Local over inbox.NewBatcher (group commit) over a receiverstore,
+// with the store's commits counted for RuntimeProbe.
+type Receiver struct {
+	*inbox.Batcher
+	h relayrt.Handler
+	c *countingReceiver
 }
 
-// stats returns a copy of the ReceiveBatch counts so far.
+// countingReceiver is a receiverstore that counts its commits: each
+// ReceiveBatch, and each Receive (a batch of one), with its size and time.
+type countingReceiver struct {
+	*receiverstore.Store
+	mu sync.Mutex
+	st OpStats
+}
+
+func (c *countingReceiver) Receive(ctx context.Context, m receiverstore.Message) (receiverstore.Outcome, error) {
+	began := time.Now()
+	out, err := c.Store.Receive(ctx, m)
+	c.mu.Lock()
+	c.st.add(1, time.Since(began))
+	c.mu.Unlock()
+	return out, err
+}
+
+func (c *countingReceiver) ReceiveBatch(ctx context.Context, ms []receiverstore.Message) ([]receiverstore.BatchResult, error) {
+	began := time.Now()
+	rs, err := c.Store.ReceiveBatch(ctx, ms)
+	c.mu.Lock()
+	c.st.add(len(ms), time.Since(began))
+	c.mu.Unlock()
+	return rs, err
+}
+
+// stats returns a copy of the commit counts so far.
 func (r *Receiver) stats() OpStats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.st
-	st.Took = append([]time.Duration(nil), r.st.Took...)
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	st := r.c.st
+	st.Took = append([]time.Duration(nil), r.c.st.Took...)
 	return st
 }
 
-type recvReq struct {
-	m     receiverstore.Message
-	reply chan recvRes
-}
-
-type recvRes struct {
-	out receiverstore.Outcome
-	err error
-}
-
-// NewReceiver starts the receiver's batching goroutine; Close stops it.
+// NewReceiver starts the batcher over s (batches of up to 64, Linger
+// RuntimeLinger); Close stops it.
 func NewReceiver(s *receiverstore.Store) *Receiver {
-	r := &Receiver{s: s, reqs: make(chan recvReq, 256), done: make(chan struct{})}
-	r.wg.Add(1)
-	go r.loop()
-	return r
+	c := &countingReceiver{Store: s}
+	b := inbox.NewBatcher(c, inbox.BatcherOptions{MaxBatch: 64, Linger: RuntimeLinger})
+	return &Receiver{Batcher: b, h: inbox.Local(b), c: c}
 }
 
-func (r *Receiver) loop() {
-	defer r.wg.Done()
-	batch := make([]recvReq, 0, 64)
-	ms := make([]receiverstore.Message, 0, 64)
-	for {
-		select {
-		case <-r.done:
-			return
-		case q := <-r.reqs:
-			batch = append(batch[:0], q)
-		}
-		for more := true; more && len(batch) < cap(batch); {
-			select {
-			case q := <-r.reqs:
-				batch = append(batch, q)
-			default:
-				more = false
-			}
-		}
-		ms = ms[:0]
-		for _, q := range batch {
-			ms = append(ms, q.m)
-		}
-		began := time.Now()
-		rs, err := r.s.ReceiveBatch(context.Background(), ms)
-		r.mu.Lock()
-		r.st.add(len(ms), time.Since(began))
-		r.mu.Unlock()
-		for i, q := range batch {
-			switch {
-			case err != nil:
-				q.reply <- recvRes{err: err}
-			default:
-				q.reply <- recvRes{out: rs[i].Outcome, err: rs[i].Err}
-			}
-		}
-	}
-}
-
-// Receive hands m to the batcher and waits for its outcome.
-func (r *Receiver) Receive(ctx context.Context, m receiverstore.Message) (receiverstore.Outcome, error) {
-	reply := make(chan recvRes, 1)
-	select {
-	case r.reqs <- recvReq{m: m, reply: reply}:
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-	res := <-reply
-	return res.out, res.err
-}
-
-// Handle receives e and maps the outcome.
+// Handle delivers e through inbox.Local: the settle reasons of an HTTP
+// delivery.
 func (r *Receiver) Handle(ctx context.Context, e relayrt.Event) error {
-	out, err := r.Receive(ctx, receiverstore.Message{ID: e.ID, Flow: e.Flow, Seq: e.Seq, Body: e.Body})
-	if err != nil {
-		return relayrt.Fail(relayrt.ReasonUnavailable, err)
-	}
-	return outcomeErr(out)
-}
-
-func outcomeErr(out receiverstore.Outcome) error {
-	switch out {
-	case receiverstore.Accepted, receiverstore.Duplicate:
-		return nil
-	default:
-		return relayrt.Fail(string(out), nil)
-	}
-}
-
-// Close stops the batching goroutine.
-func (r *Receiver) Close() {
-	close(r.done)
-	r.wg.Wait()
+	return r.h.Handle(ctx, e)
 }
 
 // receiverServer is a minimal receiver over HTTP for the loopback case:
@@ -366,7 +313,7 @@ func ObservedRuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow in
 			w.closers = append(w.closers, rs.Close)
 			rc := NewReceiver(rs)
 			w.rc = rc
-			w.closers = append(w.closers, func() error { rc.Close(); return nil })
+			w.closers = append(w.closers, rc.Close)
 			if kind == RuntimeInProcess {
 				w.h = rc
 				return w, nil

@@ -25,4 +25,20 @@
 //
 // [Local] is the same mapping for a relay that delivers in process, without
 // HTTP: what the experiment does with its receiver.
+//
+// [NewBatcher] gives in-process delivery group commit: a [Batcher] is a
+// [Receiver] that gathers concurrent Receive calls into one ReceiveBatch of
+// a [BatchReceiver] (*receiverstore.Store, *pgreceiverstore.Store), so the
+// relay's concurrent handlers share one transaction and one commit instead
+// of one fsync each. Each caller still gets the outcome or error its own
+// Receive would give; a batch that fails as a whole (an effect's error) is
+// received again message by message, so that the failure is only its own
+// caller's. A relay in process is then
+//
+//	b := inbox.NewBatcher(store, inbox.BatcherOptions{})
+//	defer b.Close()
+//	r, err := relay.New(queue, inbox.Local(b), relay.Options{Concurrency: 16})
+//
+// docs/runtime.md ("In-process delivery and group commit") gives the
+// measurements and how to tune MaxBatch and Linger.
 package inbox

@@ -7,8 +7,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/fairrelay/fairrelay/inbox"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/fairrelay/fairrelay/relay"
 )
@@ -53,4 +55,48 @@ func ExampleNewServer() {
 	// ev-1 <nil>
 	// ev-3 gap: 409 Conflict: gap
 	// total 5
+}
+
+// Group commit for a relay that delivers in process: sixteen concurrent
+// deliveries through one Batcher share receiver transactions, and each gets
+// its own outcome, as its own Receive would give it.
+func ExampleNewBatcher() {
+	dir, err := os.MkdirTemp("", "inbox-batcher")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	b := inbox.NewBatcher(store, inbox.BatcherOptions{MaxBatch: 64})
+	defer b.Close()
+	h := inbox.Local(b) // the relay's Handler: relay.New(queue, h, ...)
+
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for f := range 16 {
+		wg.Go(func() {
+			e := relay.Event{ID: fmt.Sprint("evt-", f), Flow: fmt.Sprint("flow-", f), Seq: 1, Body: []byte(`{"delta": 2}`)}
+			if err := h.Handle(ctx, e); err != nil {
+				log.Fatal(err)
+			}
+		})
+	}
+	wg.Wait()
+	// The same event again is a duplicate: success, applied once.
+	out, err := b.Receive(ctx, receiver.Message{ID: "evt-3", Flow: "flow-3", Seq: 1, Body: []byte(`{"delta": 2}`)})
+	fmt.Println(out, err)
+	// A gap fails only its own caller.
+	out, err = b.Receive(ctx, receiver.Message{ID: "evt-x", Flow: "flow-3", Seq: 5, Body: []byte(`{"delta": 2}`)})
+	fmt.Println(out, err)
+	total, err := store.Total(ctx, "flow-3")
+	fmt.Println(total, err)
+	// Output:
+	// duplicate <nil>
+	// gap <nil>
+	// 2 <nil>
 }

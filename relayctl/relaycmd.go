@@ -138,7 +138,13 @@ func cmdRelay(e *env, args []string) (err error) {
 			return fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), oerr)
 		}
 		defer closeWith(r, &err)
-		h = inbox.Local(r)
+		// Group commit: the concurrent handlers' receives share one
+		// transaction (docs/runtime.md, "In-process delivery"). Closed
+		// before the receiver (deferred after it), once the relay has
+		// returned and every handler has its result.
+		b := inbox.NewBatcher(r, inbox.BatcherOptions{})
+		defer b.Close()
+		h = inbox.Local(b)
 	}
 	if err := ensurePolicy(e.ctx, q, want, explicitPolicy, log); err != nil {
 		return err
@@ -216,9 +222,10 @@ type relayQueue interface {
 }
 
 // relayReceiver opens the receiver of in-process delivery, creating it if
-// missing: a SQLite file or a postgres:// schema.
+// missing: a SQLite file or a postgres:// schema. Both have ReceiveBatch,
+// which the relay's inbox.Batcher uses.
 func (e *env) relayReceiver() (interface {
-	inbox.Receiver
+	inbox.BatchReceiver
 	Close() error
 }, error) {
 	if isPostgres(e.receiverPath) {

@@ -16,10 +16,15 @@ import (
 // they settle and claim in two transactions, as before the combined call.
 var runtimeSeparate = flag.Bool("runtime-separate", false, "the relay runtime settles and claims in two transactions (SettleClaimBatch hidden), to compare with the combined call")
 
+// runtimeLinger is the Linger of the in-process receiver's inbox.Batcher
+// in the runtime cases, to measure the choice of inbox.DefaultLinger.
+var runtimeLinger = flag.Duration("runtime-linger", 0, "Linger of the runtime cases' inbox.Batcher (0, the default: no linger)")
+
 // runtimeCases are the relay runtime's single-process cases, measured in
 // the same interleaved rounds as the raw cycles they are compared with.
 func runtimeCases(cfg config, sleepTimes *bench.HandlerTimes) []bench.Case {
 	bench.SeparateSettleClaim = *runtimeSeparate
+	bench.RuntimeLinger = *runtimeLinger
 	step := cfg.plan.Slice
 	return []bench.Case{
 		bench.RuntimeCase(bench.RuntimeInProcess, 16, 64, 1000, cfg.runtimePer, step),

@@ -26,9 +26,11 @@ func main() {
 	cases := flag.String("case", "in-process/16,in-process/64,sleep-50ms/64", "comma-separated kind/concurrency")
 	repeat := flag.Int("repeat", 1, "runs of every case, interleaved")
 	linger := flag.Duration("linger", 0, "Options.Linger (0: the default)")
+	recvLinger := flag.Duration("receiver-linger", 0, "the in-process receiver's inbox.BatcherOptions.Linger (0, the default: none)")
 	per := flag.Int("per", 200, "events per flow (1000 flows)")
 	tx := flag.Int("tx", 0, "instead: time transactions of 1, 8, 16, 32 and 64 events, this many times each")
 	flag.Parse()
+	bench.RuntimeLinger = *recvLinger
 	log.SetFlags(0)
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "relayprobe-")

@@ -1,0 +1,252 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fairrelay/fairrelay/receiver"
+)
+
+// BatchReceiver is a Receiver that can also receive many messages in one
+// transaction: ReceiveBatch gives each message the result that successive
+// Receive calls, in slice order, would give, and its error is for the batch
+// as a whole (nothing changed). *receiverstore.Store and
+// *pgreceiverstore.Store have it.
+type BatchReceiver interface {
+	Receiver
+	ReceiveBatch(ctx context.Context, ms []receiver.Message) ([]receiver.BatchResult, error)
+}
+
+// BatcherOptions tunes NewBatcher. The zero value is the default.
+type BatcherOptions struct {
+	// MaxBatch is the most messages one ReceiveBatch takes; <= 0 means
+	// DefaultMaxBatch.
+	MaxBatch int
+	// Linger is how long a batch, once it has taken every request already
+	// waiting, waits for more while it has fewer than MaxBatch. 0 (the
+	// default, DefaultLinger) is no wait: a batch is then what arrived
+	// while the previous one committed, which under concurrent callers is
+	// already most of them. A negative value is 0.
+	Linger time.Duration
+}
+
+// Defaults of BatcherOptions.
+const (
+	DefaultMaxBatch = 64
+	// DefaultLinger is no linger: measured against 1 ms and 2 ms
+	// (bench/DECISIONS.md, "Group commit in inbox"), waiting gained
+	// nothing measurable in throughput and costs a lone caller that much
+	// latency on every Receive.
+	DefaultLinger time.Duration = 0
+)
+
+// ErrClosed is the error of a Batcher's Receive after Close.
+var ErrClosed = errors.New("inbox: batcher closed")
+
+// Batcher is a Receiver with group commit: concurrent Receive calls are
+// gathered into one ReceiveBatch of the underlying BatchReceiver, so one
+// transaction and one commit (one fsync) serve them all. Each caller gets
+// the outcome and error its own Receive would have given, had the calls run
+// one after the other in the order they reached the Batcher.
+//
+// A batch starts with the first request, takes every request already
+// waiting, then waits up to Linger for more while it has fewer than
+// MaxBatch. One batch runs at a time; requests arriving meanwhile wait for
+// the next one.
+//
+// When ReceiveBatch fails as a whole (an SQL error, or a receiverstore
+// effect's error wrapping receiver.ErrEffect), nothing has changed; the
+// Batcher then receives each message of that batch alone, in order, with
+// Receive, so that one failing message (one effect's error) fails only its
+// own caller and the others are received as they would have been. A
+// message is thus applied once or not at all, never twice.
+//
+// Use it with Local for a relay that delivers in process:
+// inbox.Local(inbox.NewBatcher(store, inbox.BatcherOptions{})).
+type Batcher struct {
+	r      BatchReceiver
+	max    int
+	linger time.Duration
+
+	mu     sync.RWMutex
+	closed bool
+	reqs   chan *batchReq
+	done   chan struct{}
+}
+
+type batchReq struct {
+	ctx   context.Context
+	m     receiver.Message
+	reply chan batchRes // buffered: the loop never blocks on a caller
+}
+
+type batchRes struct {
+	out receiver.Outcome
+	err error
+}
+
+// NewBatcher starts a Batcher over r; Close stops it (r stays open).
+func NewBatcher(r BatchReceiver, o BatcherOptions) *Batcher {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.Linger < 0 {
+		o.Linger = 0
+	}
+	b := &Batcher{r: r, max: o.MaxBatch, linger: o.Linger,
+		reqs: make(chan *batchReq, o.MaxBatch), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// Receive hands m to the next batch and waits for its result. A context
+// that ends before the batch starts withdraws m (nothing changes) and
+// returns the context's error; one that ends while its batch runs returns
+// the context's error at once, and m may then have been received, as with
+// a Receive canceled during its commit (receiving it again gives
+// duplicate). After Close, Receive returns ErrClosed.
+func (b *Batcher) Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	q := &batchReq{ctx: ctx, m: m, reply: make(chan batchRes, 1)}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return "", ErrClosed
+	}
+	select {
+	case b.reqs <- q:
+		b.mu.RUnlock()
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		return "", ctx.Err()
+	}
+	select {
+	case res := <-q.reply:
+		return res.out, res.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Close stops taking requests, receives those already handed over and
+// returns when they all have their results. It does not close the
+// underlying receiver. Close may be called more than once.
+func (b *Batcher) Close() error {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.reqs)
+	}
+	b.mu.Unlock()
+	<-b.done
+	return nil
+}
+
+func (b *Batcher) loop() {
+	defer close(b.done)
+	batch := make([]*batchReq, 0, b.max)
+	ms := make([]receiver.Message, 0, b.max)
+	var timer *time.Timer
+	// After Close the channel still yields what was handed over before it,
+	// so the loop drains it batch by batch and stops when it is empty.
+	for {
+		q, ok := <-b.reqs
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], q)
+		if b.take(&batch) && b.linger > 0 && len(batch) < b.max {
+			if timer == nil {
+				timer = time.NewTimer(b.linger)
+			} else {
+				timer.Reset(b.linger)
+			}
+		wait:
+			for len(batch) < b.max {
+				select {
+				case q, ok := <-b.reqs:
+					if !ok {
+						break wait
+					}
+					batch = append(batch, q)
+				case <-timer.C:
+					break wait
+				}
+			}
+			timer.Stop()
+		}
+		ms = b.run(batch, ms[:0])
+	}
+}
+
+// take appends the requests already waiting, up to b.max, and reports
+// whether the request channel is still open.
+func (b *Batcher) take(batch *[]*batchReq) bool {
+	for len(*batch) < b.max {
+		select {
+		case q, ok := <-b.reqs:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, q)
+		default:
+			return true
+		}
+	}
+	return true
+}
+
+// run receives batch and answers every caller; ms is scratch space for
+// the messages, returned for reuse.
+func (b *Batcher) run(batch []*batchReq, ms []receiver.Message) []receiver.Message {
+	// A caller whose context ended before the batch starts is withdrawn:
+	// it has already returned, and nothing of its message changes.
+	live := batch[:0]
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.reply <- batchRes{err: err}
+			continue
+		}
+		live = append(live, q)
+		ms = append(ms, q.m)
+	}
+	switch len(live) {
+	case 0:
+		return ms
+	case 1:
+		q := live[0]
+		out, err := b.r.Receive(q.ctx, q.m)
+		q.reply <- batchRes{out: out, err: err}
+		return ms
+	}
+	// The batch is shared: no one caller's cancellation may roll back the
+	// others' messages.
+	rs, err := b.r.ReceiveBatch(context.Background(), ms)
+	if err == nil && len(rs) != len(live) {
+		// A broken BatchReceiver: what it did is unknown, so every
+		// caller gets an error (a retry is safe: receiving is idempotent).
+		err = fmt.Errorf("inbox: ReceiveBatch returned %d results for %d messages", len(rs), len(live))
+		for _, q := range live {
+			q.reply <- batchRes{err: err}
+		}
+		return ms
+	}
+	if err == nil {
+		for i, q := range live {
+			q.reply <- batchRes{out: rs[i].Outcome, err: rs[i].Err}
+		}
+		return ms
+	}
+	// The batch failed as a whole and changed nothing: each message alone,
+	// in order, so that a failure is its own caller's only.
+	for _, q := range live {
+		out, err := b.r.Receive(q.ctx, q.m)
+		q.reply <- batchRes{out: out, err: err}
+	}
+	return ms
+}
