@@ -73,7 +73,13 @@ func cmdReceive(e *env, args []string) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
-	mux.Handle("/", inbox.NewServer(store, secret, inbox.ServerOptions{
+	// Group commit: concurrent requests (several relays, or one relay's
+	// concurrent handlers) share one receive transaction
+	// (docs/receiver-server.md). Closed before the store (deferred after
+	// it), once the server has stopped and every request has its answer.
+	batcher := inbox.NewBatcher(store, inbox.BatcherOptions{})
+	defer batcher.Close()
+	mux.Handle("/", inbox.NewServer(batcher, secret, inbox.ServerOptions{
 		MaxBody: *maxBody, Tolerance: *tolerance, Logger: log, Metrics: reg,
 	}))
 
