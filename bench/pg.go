@@ -69,37 +69,7 @@ func DropPGSchema(ctx context.Context, url, schema string) error {
 // flows flows, round by round, with EnqueueBatch in transactions of up to
 // 1,000 events. IDs are prefix + a counter.
 func LoadPGBacklog(ctx context.Context, q *pgqueuestore.Store, prefix string, flows, perFlow int) error {
-	const chunk = 1000
-	batch := make([]queue.Event, 0, chunk)
-	n := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		res, err := q.EnqueueBatch(ctx, batch, now)
-		if err != nil {
-			return fmt.Errorf("load backlog: %w", err)
-		}
-		for i, r := range res {
-			if r.Duplicate {
-				return fmt.Errorf("load backlog: %s is a duplicate", batch[i].ID)
-			}
-		}
-		batch = batch[:0]
-		return nil
-	}
-	for range perFlow {
-		for f := range flows {
-			n++
-			batch = append(batch, queue.Event{ID: fmt.Sprintf("%s%d", prefix, n), Flow: flowName(f), Body: body})
-			if len(batch) == chunk {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return flush()
+	return LoadBacklog(ctx, q, prefix, flows, perFlow)
 }
 
 // analyzePG runs ANALYZE on the queue's tables, as autovacuum would soon after
@@ -153,48 +123,15 @@ func PGBatchedCycle(url string, size int) Case {
 			if err != nil {
 				return nil, err
 			}
-			return &pgBatched{pgQueue: p, size: size, es: make([]queue.Event, size), items: make([]queue.SettleItem, size)}, nil
+			return &pgBatched{batchedCycle: newBatchedCycle(p.q, size), pgQueue: p}, nil
 		},
 	}
 }
 
+// pgBatched is the cycle on a pgqueuestore (its pool closed with it).
 type pgBatched struct {
+	batchedCycle
 	*pgQueue
-	size  int
-	n     int
-	es    []queue.Event
-	items []queue.SettleItem
-}
-
-// Step enqueues, claims and acks one batch of size events.
-func (b *pgBatched) Step(ctx context.Context) (int, error) {
-	for i := range b.es {
-		b.n++
-		b.es[i] = queue.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
-	}
-	if _, err := b.q.EnqueueBatch(ctx, b.es, now); err != nil {
-		return 0, err
-	}
-	cs, err := b.q.ClaimBatch(ctx, now, b.size)
-	if err != nil {
-		return 0, err
-	}
-	if len(cs) != b.size {
-		return 0, fmt.Errorf("claim batch: %d claims, want %d", len(cs), b.size)
-	}
-	for i, c := range cs {
-		b.items[i] = queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}}
-	}
-	ss, err := b.q.SettleBatch(ctx, b.items, now)
-	if err != nil {
-		return 0, err
-	}
-	for i, s := range ss {
-		if s.Err != nil || s.Outcome != queue.Acked {
-			return 0, fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
-		}
-	}
-	return b.size, nil
 }
 
 // PGClaimSettle is [ClaimSettle] on PostgreSQL: one Claim and one successful

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -26,29 +28,43 @@ func BatchedQueueCycle(size int) Case {
 			if err != nil {
 				return nil, err
 			}
-			return &queueBatched{q: q, size: size, es: make([]queuestore.Event, size), items: make([]queuestore.SettleItem, size)}, nil
+			return &queueBatched{batchedCycle: newBatchedCycle(q, size), q: q}, nil
 		},
 	}
 }
 
-type queueBatched struct {
-	q     *queuestore.Store
+// cycleQueue is what a batched cycle needs of a queue: *queuestore.Store
+// and *pgqueuestore.Store both have it.
+type cycleQueue interface {
+	BatchEnqueuer
+	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error)
+	SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error)
+}
+
+// batchedCycle is the queue cycle at size events: EnqueueBatch → ClaimBatch
+// → SettleBatch (all acked), the same Step on either backend.
+type batchedCycle struct {
+	cq    cycleQueue
 	size  int
 	n     int
-	es    []queuestore.Event
-	items []queuestore.SettleItem
+	es    []queue.Event
+	items []queue.SettleItem
+}
+
+func newBatchedCycle(q cycleQueue, size int) batchedCycle {
+	return batchedCycle{cq: q, size: size, es: make([]queue.Event, size), items: make([]queue.SettleItem, size)}
 }
 
 // Step enqueues, claims and acks one batch of size events.
-func (b *queueBatched) Step(ctx context.Context) (int, error) {
+func (b *batchedCycle) Step(ctx context.Context) (int, error) {
 	for i := range b.es {
 		b.n++
-		b.es[i] = queuestore.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
+		b.es[i] = queue.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
 	}
-	if _, err := b.q.EnqueueBatch(ctx, b.es, now); err != nil {
+	if _, err := b.cq.EnqueueBatch(ctx, b.es, now); err != nil {
 		return 0, err
 	}
-	cs, err := b.q.ClaimBatch(ctx, now, b.size)
+	cs, err := b.cq.ClaimBatch(ctx, now, b.size)
 	if err != nil {
 		return 0, err
 	}
@@ -56,18 +72,24 @@ func (b *queueBatched) Step(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("claim batch: %d claims, want %d", len(cs), b.size)
 	}
 	for i, c := range cs {
-		b.items[i] = queuestore.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queuestore.Result{OK: true}}
+		b.items[i] = queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}}
 	}
-	ss, err := b.q.SettleBatch(ctx, b.items, now)
+	ss, err := b.cq.SettleBatch(ctx, b.items, now)
 	if err != nil {
 		return 0, err
 	}
 	for i, s := range ss {
-		if s.Err != nil || s.Outcome != queuestore.Acked {
+		if s.Err != nil || s.Outcome != queue.Acked {
 			return 0, fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
 		}
 	}
 	return b.size, nil
+}
+
+// queueBatched is the cycle on a queuestore.
+type queueBatched struct {
+	batchedCycle
+	q *queuestore.Store
 }
 
 // Close closes the queue.

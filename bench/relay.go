@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
@@ -18,12 +19,18 @@ const now clock.Tick = 1
 
 var body = []byte(`{"delta": 1}`)
 
+// BatchEnqueuer is what LoadBacklog needs of a queue: *queuestore.Store and
+// *pgqueuestore.Store both have it.
+type BatchEnqueuer interface {
+	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
+}
+
 // LoadBacklog enqueues perFlow events in each of flows flows ("f000000" …),
 // round by round (one event of every flow, then the next), with EnqueueBatch
 // in transactions of up to 1,000 events. IDs are prefix + a counter.
-func LoadBacklog(ctx context.Context, q *queuestore.Store, prefix string, flows, perFlow int) error {
+func LoadBacklog(ctx context.Context, q BatchEnqueuer, prefix string, flows, perFlow int) error {
 	const chunk = 1000
-	batch := make([]queuestore.Event, 0, chunk)
+	batch := make([]queue.Event, 0, chunk)
 	n := 0
 	flush := func() error {
 		if len(batch) == 0 {
@@ -44,7 +51,7 @@ func LoadBacklog(ctx context.Context, q *queuestore.Store, prefix string, flows,
 	for range perFlow {
 		for f := range flows {
 			n++
-			batch = append(batch, queuestore.Event{ID: fmt.Sprintf("%s%d", prefix, n), Flow: flowName(f), Body: body})
+			batch = append(batch, queue.Event{ID: fmt.Sprintf("%s%d", prefix, n), Flow: flowName(f), Body: body})
 			if len(batch) == chunk {
 				if err := flush(); err != nil {
 					return err
