@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
@@ -127,19 +128,7 @@ func TestEndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make(map[string]int64, flows)
-	ids := make(map[string]string, flows*perFlow) // flow/seq -> event ID
-	var evs []queuestore.Event
-	for s := 1; s <= perFlow; s++ {
-		for f := range flows {
-			flow := fmt.Sprintf("tenant-%03d", f)
-			delta := int64((f*perFlow+s)*7919%1000 + 1)
-			id := fmt.Sprintf("ev-%03d-%02d", f, s)
-			evs = append(evs, queuestore.Event{ID: id, Flow: flow, Body: fmt.Appendf(nil, `{"delta":%d}`, delta)})
-			want[flow] += delta
-			ids[fmt.Sprintf("%s/%d", flow, s)] = id
-		}
-	}
+	evs, want, ids := e2eEvents(flows, perFlow)
 	for i := 0; i < len(evs); i += 1000 {
 		if _, err := q.EnqueueBatch(ctx, evs[i:i+1000], 0); err != nil {
 			t.Fatal(err)
@@ -265,4 +254,23 @@ func TestEndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 	if n != len(evs) {
 		t.Fatalf("receipts = %d, want %d", n, len(evs))
 	}
+}
+
+// e2eEvents makes the end-to-end tests' events: perFlow events in each of
+// flows flows ("tenant-000" …), flows interleaved, deltas 1..1000; with each
+// flow's expected total and the event ID of each flow/seq.
+func e2eEvents(flows, perFlow int) (evs []queue.Event, want map[string]int64, ids map[string]string) {
+	want = make(map[string]int64, flows)
+	ids = make(map[string]string, flows*perFlow) // flow/seq -> event ID
+	for s := 1; s <= perFlow; s++ {
+		for f := range flows {
+			flow := fmt.Sprintf("tenant-%03d", f)
+			delta := int64((f*perFlow+s)*7919%1000 + 1)
+			id := fmt.Sprintf("ev-%03d-%02d", f, s)
+			evs = append(evs, queue.Event{ID: id, Flow: flow, Body: fmt.Appendf(nil, `{"delta":%d}`, delta)})
+			want[flow] += delta
+			ids[fmt.Sprintf("%s/%d", flow, s)] = id
+		}
+	}
+	return evs, want, ids
 }

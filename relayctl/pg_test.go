@@ -267,19 +267,7 @@ func TestPostgres_EndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 	bin := buildRelayctl(t, t.TempDir())
 	ctx := context.Background()
 
-	want := make(map[string]int64, flows)
-	ids := make(map[string]string, flows*perFlow) // flow/seq -> event ID
-	var evs []queue.Event
-	for s := 1; s <= perFlow; s++ {
-		for f := range flows {
-			flow := fmt.Sprintf("tenant-%03d", f)
-			delta := int64((f*perFlow+s)*7919%1000 + 1)
-			id := fmt.Sprintf("ev-%03d-%02d", f, s)
-			evs = append(evs, queue.Event{ID: id, Flow: flow, Body: fmt.Appendf(nil, `{"delta":%d}`, delta)})
-			want[flow] += delta
-			ids[fmt.Sprintf("%s/%d", flow, s)] = id
-		}
-	}
+	evs, want, ids := e2eEvents(flows, perFlow)
 	for i := 0; i < len(evs); i += 500 {
 		if _, err := qs.EnqueueBatch(ctx, evs[i:i+500], 0); err != nil {
 			t.Fatal(err)
