@@ -250,6 +250,7 @@ func TestLostLeaseFlowClaimedAgain(t *testing.T) {
 	var active, maxActive int
 	var attempts []int
 	release := make(chan struct{})
+	running := make(chan struct{})
 	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
 		mu.Lock()
 		active++
@@ -258,6 +259,7 @@ func TestLostLeaseFlowClaimedAgain(t *testing.T) {
 		mu.Unlock()
 		defer func() { mu.Lock(); active--; mu.Unlock() }()
 		if e.Attempt == 1 {
+			close(running)
 			<-release // ignores ctx on purpose
 			return nil
 		}
@@ -265,6 +267,9 @@ func TestLostLeaseFlowClaimedAgain(t *testing.T) {
 	})
 	start(t, q, h, relay.Options{Clock: clk, Poll: 10 * time.Millisecond})
 	q.waitFor(t, "a/1 claimed", func() bool { return len(q.claimed) == 1 })
+	// The claim is recorded before its handler's goroutine runs; on a loaded
+	// machine the lease could otherwise run out before the first call.
+	<-running
 	q.get(func() { q.fail["extend"] = errors.New("extend unavailable") })
 	clk.Set(6) // the lease ran out: the fake hands a/1 out again
 	q.waitFor(t, "a/1 claimed again", func() bool { return len(q.claimed) == 2 })
