@@ -93,10 +93,10 @@ func (s *Store) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.
 
 func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error) {
 	var out []queue.Claim
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
 		out = out[:0]
 		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, now, &pp)
+		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}

@@ -70,9 +70,9 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 		return queue.Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var out queue.Enqueued
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
 		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, now, &pp)
+		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}
@@ -100,9 +100,9 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 		}
 	}
 	var out []queue.Enqueued
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
 		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, now, &pp)
+		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}

@@ -38,8 +38,8 @@ func (s *Store) SetPolicy(ctx context.Context, p queue.Policy, reason string, no
 	if err := p.CheckTick(now); err != nil {
 		return fmt.Errorf("set policy: %w", err)
 	}
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		at, m, err := s.admit(ctx, tx, now)
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+		at, m, err := s.admit(ctx, tx, a, now)
 		if err != nil {
 			return err
 		}

@@ -41,8 +41,8 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 	if err := queue.CheckGeneration(generation); err != nil {
 		return fmt.Errorf("redrive: %w", err)
 	}
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+		now, m, err := s.admit(ctx, tx, a, now)
 		if err != nil {
 			return err
 		}
@@ -156,9 +156,9 @@ func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason st
 	var all []queue.Redriven
 	for {
 		var chunk []queue.Redriven
-		err := s.withTx(ctx, func(tx pgx.Tx) error {
+		err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
 			chunk = chunk[:0]
-			now, m, err := s.admit(ctx, tx, now)
+			now, m, err := s.admit(ctx, tx, a, now)
 			if err != nil {
 				return err
 			}

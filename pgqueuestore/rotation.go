@@ -152,8 +152,8 @@ func (s *Store) SetWeight(ctx context.Context, flow string, weight int, reason s
 	if err := queue.CheckFlow(flow); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, _, err := s.admit(ctx, tx, now)
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+		now, _, err := s.admit(ctx, tx, a, now)
 		if err != nil {
 			return err
 		}

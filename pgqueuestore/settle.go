@@ -82,9 +82,9 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 		return "", fmt.Errorf("settle: %w", err)
 	}
 	var o queue.Outcome
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
 		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, now, &pp)
+		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}
@@ -111,9 +111,9 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 // context or an SQL error refuses the whole batch.
 func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error) {
 	var out []queue.SettleResult
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
 		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, now, &pp)
+		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}
@@ -409,8 +409,8 @@ func (s *Store) ExtendBatch(ctx context.Context, items []queue.ExtendItem, now c
 // mark); without, it is the item's Err (ExtendBatch).
 func (s *Store) extend(ctx context.Context, items []queue.ExtendItem, now clock.Tick, single bool) ([]queue.SettleResult, error) {
 	out := make([]queue.SettleResult, len(items))
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, m, err := s.admit(ctx, tx, now)
+	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+		now, m, err := s.admit(ctx, tx, a, now)
 		if err != nil {
 			return err
 		}

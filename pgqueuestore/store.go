@@ -318,17 +318,96 @@ func (s *Store) Policy(ctx context.Context) (queue.Policy, error) {
 	return p, nil
 }
 
-// withTx runs fn in one READ COMMITTED transaction and commits it when fn
-// returns nil; any error rolls everything back. Every write's first
-// statement (admit) locks the meta row, so writes take turns: see
-// DECISIONS.md.
-func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
+// qCustomPlans makes the server plan each of the transaction's statements
+// for its own arguments and the tables' sizes at that moment, instead of
+// reusing a generic plan made once per connection (after five executions
+// of a prepared statement). A queue's tables grow from empty within
+// seconds: a generic plan made while events was tiny scans the whole table
+// for `id = ANY($1)` until autovacuum analyzes it, which made a batched
+// cycle four times slower after 400 cycles. SET LOCAL ends with the
+// transaction, so a pool the caller passes to OpenPool keeps its own
+// setting for everything else. See DECISIONS.md, "Plans that follow the
+// tables' growth".
+const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+
+// admission is the meta row as the transaction's first statement read and
+// locked it; admit checks a tick against it.
+type admission struct {
+	mark int64
+	m    meta
 }
 
-// withReadTx runs fn in one read-only REPEATABLE READ transaction.
-func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+// withTx runs fn in one READ COMMITTED transaction and commits it when fn
+// returns nil; any error rolls everything back. BEGIN, qCustomPlans and
+// the read of the meta row FOR UPDATE go to the server in one round trip,
+// so every write's first statement locks the meta row and writes take
+// turns (DECISIONS.md); fn gets the row, for admit or admitPipe, which
+// every write calls first.
+func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) (err error) {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(qCustomPlans)
+	b.Queue(s.q(qAdmitRead))
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer func() {
+		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) && err == nil {
+			err = fmt.Errorf("rollback: %w", rerr)
+		}
+	}()
+	var a admission
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("begin: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("custom plans: %w", err)
+	}
+	var lease, base, capT int64
+	var fair string
+	if err := br.QueryRow().Scan(&a.mark, &a.m.ticket, &lease, &a.m.policy.MaxAttempts, &base, &capT,
+		&a.m.policy.Jitter, &fair); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("read clock mark: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	a.m.policy.Lease, a.m.policy.BackoffBase, a.m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
+	a.m.policy.Fairness = queue.Fairness(fair)
+	if err := fn(tx, a); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// withReadTx runs fn in one read-only REPEATABLE READ transaction, with
+// qCustomPlans sent in the same round trip as BEGIN.
+func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) (err error) {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	b.Queue(qCustomPlans)
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer func() {
+		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) && err == nil {
+			err = fmt.Errorf("rollback: %w", rerr)
+		}
+	}()
+	for _, what := range []string{"begin", "custom plans"} {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 func (s *Store) call(p queue.HookPoint) {
@@ -346,33 +425,23 @@ type meta struct {
 const qAdmitRead = `SELECT clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness
 FROM {s}.meta WHERE id = 1 FOR UPDATE`
 
-// admit is the first statement of every write transaction: it locks the
-// meta row (so writes take turns), checks the tick against the policy
+// admit checks the tick against the meta row that withTx read and locked
+// as the transaction's first statement: against the policy
 // (queue.ErrTickOverflow), the wall clock (real time: queue.ErrTimeAhead)
 // and the clock mark (queue.ErrTimeRegression, also clock.ErrRegression),
 // and records it as the new mark, exactly as queuestore's admit does. With
 // real time a tick at most the skew below the mark is moved up to the mark.
 // It returns the (possibly moved) tick.
-func (s *Store) admit(ctx context.Context, tx pgx.Tx, now clock.Tick) (clock.Tick, meta, error) {
-	return s.admitPipe(ctx, tx, now, nil)
+func (s *Store) admit(ctx context.Context, tx pgx.Tx, a admission, now clock.Tick) (clock.Tick, meta, error) {
+	return s.admitPipe(ctx, tx, a, now, nil)
 }
 
 // admitPipe is admit, but with a pipe the write of the new clock mark is
 // queued on pp, to go with the caller's next statements in one round trip
 // (the batch operations: DECISIONS.md "Batch operations in few round
 // trips"); the caller must send pp before it commits.
-func (s *Store) admitPipe(ctx context.Context, tx pgx.Tx, now clock.Tick, pp *pipe) (clock.Tick, meta, error) {
-	var (
-		mark, lease, base, capT int64
-		m                       meta
-		fair                    string
-	)
-	if err := tx.QueryRow(ctx, s.q(qAdmitRead)).Scan(&mark, &m.ticket, &lease, &m.policy.MaxAttempts, &base, &capT,
-		&m.policy.Jitter, &fair); err != nil {
-		return 0, meta{}, fmt.Errorf("read clock mark: %w", err)
-	}
-	m.policy.Lease, m.policy.BackoffBase, m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
-	m.policy.Fairness = queue.Fairness(fair)
+func (s *Store) admitPipe(ctx context.Context, tx pgx.Tx, a admission, now clock.Tick, pp *pipe) (clock.Tick, meta, error) {
+	mark, m := a.mark, a.m
 	if err := m.policy.CheckTick(now); err != nil {
 		return 0, meta{}, err
 	}
