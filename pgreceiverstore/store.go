@@ -197,9 +197,18 @@ func lockKey(kind, schema, name string) int64 {
 	return int64(h.Sum64())
 }
 
+// qCustomPlans makes the server plan each statement of the transaction for
+// the tables' current size: a generic plan, made once per connection after
+// five executions of a prepared statement while a new store's tables were
+// nearly empty, could scan receipts in full for an ID until autovacuum's
+// first analyze (pgqueuestore/DECISIONS.md, "Plans that follow the tables'
+// growth", measured there). SET LOCAL ends with the transaction.
+const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+
 // withWriteTx runs fn in one READ COMMITTED transaction after taking the
 // advisory locks of the given message IDs and flows, in ascending key
-// order; it commits when fn returns nil and rolls back otherwise.
+// order; it commits when fn returns nil and rolls back otherwise. BEGIN,
+// qCustomPlans and the locks go to the server in one round trip.
 func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) error) error {
 	keys := make([]int64, 0, 2*len(ms))
 	for _, m := range ms {
@@ -207,18 +216,52 @@ func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, keys); err != nil {
-			return fmt.Errorf("lock: %w", err)
-		}
-		return fn(tx)
-	})
+	return s.begin(ctx, pgx.TxOptions{}, fn, batchStep{"lock", `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, []any{keys}})
 }
 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction: every
 // read inside sees the same state.
 func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+// batchStep is a statement sent with BEGIN, and what it is for.
+type batchStep struct {
+	what string
+	sql  string
+	args []any
+}
+
+// begin starts a transaction with BEGIN, qCustomPlans and first in one
+// round trip (pgx.Batch.BeginTx), runs fn, and commits when fn returns nil;
+// any error rolls everything back.
+func (s *Store) begin(ctx context.Context, o pgx.TxOptions, fn func(pgx.Tx) error, first ...batchStep) (err error) {
+	b := &pgx.Batch{}
+	b.BeginTx(o)
+	steps := append([]batchStep{{what: "begin"}, {"custom plans", qCustomPlans, nil}}, first...)
+	for _, st := range steps[1:] {
+		b.Queue(st.sql, st.args...)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer func() {
+		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) && err == nil {
+			err = fmt.Errorf("rollback: %w", rerr)
+		}
+	}()
+	for _, st := range steps {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 var errNoRows = pgx.ErrNoRows
