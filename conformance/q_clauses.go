@@ -46,6 +46,7 @@ var queueClauses = []queueClause{
 	{"Hooks_BatchOperations", queueHooks_BatchOperations},
 	{"NextDue_EarliestDispatchableTick", queueNextDue_EarliestDispatchableTick},
 	{"NextDue_FollowsExtend", queueNextDue_FollowsExtend},
+	{"OldestDue_LongestWaitingDispatchableHead", queueOldestDue_LongestWaitingDispatchableHead},
 	{"RedriveAll_EveryHeadWithOneAuditRowEach", queueRedriveAll_EveryHeadWithOneAuditRowEach},
 	{"RedriveAll_Filters", queueRedriveAll_Filters},
 	{"RedriveAll_BadInputChangesNothing", queueRedriveAll_BadInputChangesNothing},

@@ -80,3 +80,61 @@ func queueNextDue_FollowsExtend(t *testing.T, bk *QueueBackend) {
 		t.Fatalf("NextDue = %d, %v; want %d", due, ok, 3+queue.Lease)
 	}
 }
+
+func oldestDue(t *testing.T, s Queue, now clock.Tick) (clock.Tick, bool) {
+	t.Helper()
+	due, ok, err := s.OldestDue(context.Background(), now)
+	if err != nil {
+		t.Fatalf("OldestDue(%d) error = %v", now, err)
+	}
+	return due, ok
+}
+
+// OldestDue is the due tick of the longest-waiting dispatchable head at now:
+// the smallest ready_at at or below now, whether a claim has marked the flow
+// ready or not; ok=false when nothing is dispatchable at now. It writes
+// nothing.
+func queueOldestDue_LongestWaitingDispatchableHead(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	s, _ := bk.openTest(t)
+	if _, ok := oldestDue(t, s, 100); ok {
+		t.Fatalf("empty store: ok = true")
+	}
+	enqueue(t, s, "a1", "a", "x", 10)
+	enqueue(t, s, "b1", "b", "x", 12)
+	before := snap(t, s)
+	if due, ok := oldestDue(t, s, 12); !ok || due != 10 {
+		t.Fatalf("two new heads (10, 12): OldestDue = %d, %v; want 10", due, ok)
+	}
+	assertUnchanged(t, "OldestDue", before, snap(t, s))
+	if due, ok := oldestDue(t, s, 9); ok {
+		t.Fatalf("before either was due: OldestDue(9) = %d, true; want ok = false", due)
+	}
+	ca := mustClaim(t, s, 13) // a1 in flight until 18; b becomes the oldest
+	if due, ok := oldestDue(t, s, 13); !ok || due != 12 {
+		t.Fatalf("a in flight: OldestDue = %d, %v; want b's 12", due, ok)
+	}
+	cb := mustClaim(t, s, 14) // b1 in flight until 19
+	if due, ok := oldestDue(t, s, 14); ok {
+		t.Fatalf("both in flight: OldestDue = %d, true; want ok = false", due)
+	}
+	// A lease that ran out is due from its end: a take-over waits.
+	if due, ok := oldestDue(t, s, 20); !ok || due != 18 {
+		t.Fatalf("both leases over (18, 19): OldestDue(20) = %d, %v; want 18", due, ok)
+	}
+	settle(t, s, "a1", ca.Generation, success, 15)
+	settle(t, s, "b1", cb.Generation, failure("x"), 16) // retry due at 18
+	if due, ok := oldestDue(t, s, 17); ok {
+		t.Fatalf("a acked, b backing off: OldestDue(17) = %d, true; want ok = false", due)
+	}
+	if due, ok := oldestDue(t, s, 30); !ok || due != 18 {
+		t.Fatalf("b's backoff over: OldestDue(30) = %d, %v; want 18", due, ok)
+	}
+	// A quarantined head waits for nobody's tick.
+	s2, _ := bk.openTest(t)
+	enqueue(t, s2, "q1", "q", "x", 0)
+	quarantineHead(t, s2, 0)
+	if due, ok := oldestDue(t, s2, 1000); ok {
+		t.Fatalf("only a quarantined head: OldestDue = %d, true; want ok = false", due)
+	}
+}

@@ -23,6 +23,7 @@ type Queue interface {
 	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
 	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
 	NextDue(ctx context.Context) (clock.Tick, bool, error)
+	OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool, error)
 	Policy(ctx context.Context) (queue.Policy, error)
 	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
 	Event(ctx context.Context, id string) (queue.EventState, error)

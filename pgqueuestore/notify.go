@@ -42,8 +42,11 @@ func (n *notifier) due() bool {
 	return true
 }
 
+// channelPrefix begins every store's notification channel.
+const channelPrefix = "fairrelay_queue."
+
 // channel is the notification channel of the store's schema.
-func (s *Store) channel() string { return "fairrelay_queue." + s.schema }
+func (s *Store) channel() string { return channelPrefix + s.schema }
 
 // wake sends a wake-up inside tx when the limiter allows: pg_notify is
 // transactional, so listeners hear it when tx commits, and never when it

@@ -111,6 +111,7 @@ func TestPlans_IndexDriven(t *testing.T) {
 		{"find flows", qFindFlows, []any{[]string{"f0001", "f0002", "nope"}}, ""},
 		{"next due ready", qNextDueReady, nil, "flows_ready"},
 		{"next due waiting", qNextDueWaiting, nil, "flows_waiting"},
+		{"oldest ready", qOldestReady, nil, "flows_ready_due"},
 		{"redrive read", qRedriveRead, []any{"e1-0"}, ""},
 		{"quarantined by reason", `SELECT id FROM {s}.events WHERE state = 'quarantined' AND reason = $1 ORDER BY flow, seq LIMIT 500`, []any{"unavailable"}, "events_quarantined_reason"},
 		{"quarantined", `SELECT id FROM {s}.events WHERE state = 'quarantined' ORDER BY flow, seq LIMIT 500`, nil, "events_quarantined"},

@@ -201,6 +201,48 @@ WHERE m.id = 1`
 ORDER BY ready_at LIMIT 1`
 )
 
+// qOldestReady is the earliest ready_at of the flows marked dispatchable
+// (flows_ready_due: the first entry).
+const qOldestReady = `SELECT ready_at FROM {s}.flows WHERE ready ORDER BY ready_at LIMIT 1`
+
+// OldestDue returns the tick at which the longest-waiting dispatchable head
+// became due, as queuestore.Store.OldestDue does: the smallest ready_at, at
+// or below now, of the flows whose head can be claimed at now (a pending
+// head's available_at, an in-flight head's lease end). now - the tick is
+// how long work has waited for a claim, the lag a relay's gauge reports.
+// ok is false when no head is dispatchable at now. It reads the first
+// entry of two indexes (flows_ready_due, flows_waiting) in one read
+// transaction and writes nothing; now is not checked against the clock
+// mark.
+func (s *Store) OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool, error) {
+	var (
+		due clock.Tick
+		ok  bool
+	)
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		for _, q := range []string{qOldestReady, qNextDueWaiting} {
+			var at *int64
+			err := tx.QueryRow(ctx, s.q(q)).Scan(&at)
+			switch {
+			case isNoRows(err):
+				continue
+			case err != nil:
+				return err
+			case at == nil:
+				return fmt.Errorf("%w: a ready flow without a due tick", queue.ErrCorrupt)
+			}
+			if t := clock.Tick(*at); t <= now && (!ok || t < due) {
+				due, ok = t, true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("oldest due: %w", err)
+	}
+	return due, ok, nil
+}
+
 // NextDue returns the earliest tick at which some flow's head becomes
 // dispatchable, as queuestore.Store.NextDue does: the clock mark when a
 // head is dispatchable already, else the earliest available_at of a

@@ -16,11 +16,19 @@ import (
 )
 
 // SchemaVersion is the newest migration this package knows.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
 const DefaultSchema = "fairrelay_queue"
+
+// MaxSchemaLen is the longest schema name, in bytes, a store accepts: its
+// wake-up channel, "fairrelay_queue." and the name, must fit PostgreSQL's
+// 63-byte identifiers. A longer name would be cut short by the server
+// without an error (two long names could become one schema) and
+// pg_notify would refuse the channel, failing every write that wakes
+// listeners.
+const MaxSchemaLen = 63 - len(channelPrefix)
 
 // migrations[i] brings a schema from version i to version i+1; "{s}" is
 // the quoted schema name. Text columns are COLLATE "C" so that every
@@ -98,6 +106,10 @@ CREATE TABLE {s}.audit (
 	// (queuestore's flows_rotation). It is kept under every policy, so
 	// that SetPolicy never runs DDL: see DECISIONS.md.
 	`CREATE INDEX flows_rotation ON {s}.flows (pass, joined) WHERE ready;`,
+	// 3: OldestDue's index, the flows marked ready in due order
+	// (queuestore's flows_ready_due): the first entry is the longest-waiting
+	// ready head, found without reading every ready flow.
+	`CREATE INDEX flows_ready_due ON {s}.flows (ready_at) WHERE ready;`,
 }
 
 // An Option changes how Open sets up a Store.
@@ -184,6 +196,9 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	}
 	if o.schema == "" {
 		return nil, fmt.Errorf("open: %w: empty schema name", queue.ErrInvalid)
+	}
+	if len(o.schema) > MaxSchemaLen {
+		return nil, fmt.Errorf("open: %w: schema name %q is %d bytes, at most %d", queue.ErrInvalid, o.schema, len(o.schema), MaxSchemaLen)
 	}
 	if o.policy != nil {
 		if err := o.policy.Validate(); err != nil {

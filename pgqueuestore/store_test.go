@@ -3,7 +3,9 @@ package pgqueuestore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
@@ -87,5 +89,50 @@ func TestPolicyRecorded(t *testing.T) {
 	c, ok, err := s2.Claim(ctx, 2)
 	if err != nil || !ok || c.LeaseUntil != 9 {
 		t.Fatalf("claim %+v %v %v, want lease until 9", c, ok, err)
+	}
+}
+
+// TestSchemaNameLength: a schema name whose wake-up channel would not fit
+// PostgreSQL's 63-byte names is ErrInvalid and creates nothing; the longest
+// accepted one works end to end, its wake-up included.
+func TestSchemaNameLength(t *testing.T) {
+	ctx := context.Background()
+	url, base := pgtest.Schema(t)
+	name := func(n int) string {
+		s := base + strings.Repeat("x", n-len(base))
+		t.Cleanup(func() { execSQL(t, url, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE") })
+		return s
+	}
+	long := name(MaxSchemaLen + 1)
+	if _, err := Open(ctx, url, WithSchema(long)); !errors.Is(err, queue.ErrInvalid) {
+		t.Fatalf("a %d-byte schema name: %v, want ErrInvalid", len(long), err)
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE $1 || '%'`, base).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("schemas after the refusal: %d, %v; want none", n, err)
+	}
+	longest := name(MaxSchemaLen)
+	s, err := Open(ctx, url, WithSchema(longest), WithNotifyInterval(0))
+	if err != nil {
+		t.Fatalf("a %d-byte schema name: %v", len(longest), err)
+	}
+	defer s.Close()
+	l, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "a", Flow: "f", Body: []byte("x")}, 1); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := l.Wait(wctx); err != nil {
+		t.Fatalf("wake-up on the longest schema name: %v", err)
 	}
 }

@@ -181,8 +181,9 @@ func TestRotationFollowsTheModel(t *testing.T) {
 	}
 }
 
-// A version-1 schema (every column of the rotation, no flows_rotation and
-// no row 2 in schema_migrations) is brought to version 2 by Open: it keeps
+// A version-1 schema (every column of the rotation, no flows_rotation, no
+// flows_ready_due, no rows 2 and 3 in schema_migrations) is brought to the
+// newest version by Open: it keeps
 // its events, the default policy and weight 1 on every flow; the index is
 // there and the queue can switch to the rotation, which joins the flows
 // with a head in flow ID order.
@@ -195,15 +196,15 @@ func TestMigrationFromVersion1(t *testing.T) {
 		}
 	}
 	s.Close()
-	execSQL(t, url, "DROP INDEX "+schema+".flows_rotation; DELETE FROM "+schema+".schema_migrations WHERE version = 2")
+	execSQL(t, url, "DROP INDEX "+schema+".flows_rotation; DROP INDEX "+schema+".flows_ready_due; DELETE FROM "+schema+".schema_migrations WHERE version >= 2")
 	s2, err := Open(ctx, url, WithSchema(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close()
 	st, err := s2.Stats(ctx)
-	if err != nil || st.SchemaVersion != 2 || st.Events.Pending != 3 {
-		t.Fatalf("Stats = %+v, %v; want version 2 with 3 pending events", st, err)
+	if err != nil || st.SchemaVersion != SchemaVersion || st.Events.Pending != 3 {
+		t.Fatalf("Stats = %+v, %v; want version %d with 3 pending events", st, err, SchemaVersion)
 	}
 	if p, err := s2.Policy(ctx); err != nil || p != queue.DefaultPolicy() {
 		t.Fatalf("Policy = %+v, %v; want the default", p, err)
@@ -241,5 +242,38 @@ func TestMigrationFromVersion1(t *testing.T) {
 		if err != nil || !ok || c.Flow != want {
 			t.Fatalf("Claim = %s, %v, %v; want %s", c.Flow, ok, err, want)
 		}
+	}
+}
+
+// A version-2 schema (before OldestDue: no flows_ready_due, no row 3) is
+// brought to version 3 by Open: the index is there and OldestDue reads
+// the ready heads that were stored before it.
+func TestMigrationFromVersion2(t *testing.T) {
+	ctx := context.Background()
+	s, url, schema := open(t)
+	for i, f := range []string{"b", "a"} {
+		if _, err := s.Enqueue(ctx, queue.Event{ID: f + "-1", Flow: f, Body: []byte("x")}, clock.Tick(3+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	execSQL(t, url, "DROP INDEX "+schema+".flows_ready_due; DELETE FROM "+schema+".schema_migrations WHERE version = 3")
+	s2, err := Open(ctx, url, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if st, err := s2.Stats(ctx); err != nil || st.SchemaVersion != 3 {
+		t.Fatalf("Stats = %+v, %v; want version 3", st, err)
+	}
+	var n int
+	if err := s2.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'flows_ready_due'`, schema).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("flows_ready_due indexes: %d, %v; want 1", n, err)
+	}
+	if _, _, err := s2.Claim(ctx, 5); err != nil { // marks both flows ready, then claims a
+		t.Fatal(err)
+	}
+	if due, ok, err := s2.OldestDue(ctx, 5); err != nil || !ok || due != 3 {
+		t.Fatalf("OldestDue = %d, %v, %v; want b's 3", due, ok, err)
 	}
 }

@@ -22,6 +22,11 @@ const SchemaVersion = 1
 // WithSchema says otherwise.
 const DefaultSchema = "fairrelay_receiver"
 
+// MaxSchemaLen is the longest schema name, in bytes, a store accepts:
+// PostgreSQL cuts longer identifiers short without an error, so two long
+// names could become one schema.
+const MaxSchemaLen = 63
+
 // migrations[i] brings a schema from version i to version i+1. "{s}" is
 // replaced by the quoted schema name. Text columns are COLLATE "C": every
 // comparison and order is byte order, as SQLite's BINARY collation.
@@ -126,6 +131,9 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	}
 	if o.schema == "" {
 		return nil, fmt.Errorf("open: %w: empty schema name", receiver.ErrInvalidOption)
+	}
+	if len(o.schema) > MaxSchemaLen {
+		return nil, fmt.Errorf("open: %w: schema name %q is %d bytes, at most %d", receiver.ErrInvalidOption, o.schema, len(o.schema), MaxSchemaLen)
 	}
 	quoted := pgx.Identifier{o.schema}.Sanitize()
 	s := &Store{pool: pool, schema: o.schema, maxDelta: int64(o.maxDelta), hook: o.hook,

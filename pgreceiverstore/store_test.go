@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -137,5 +138,37 @@ func TestConcurrentReceivers(t *testing.T) {
 		if tot, err := s.Total(ctx, fmt.Sprintf("f%d", f)); err != nil || tot != int64(per*(f+1)) {
 			t.Fatalf("flow %d total %d, %v", f, tot, err)
 		}
+	}
+}
+
+// TestSchemaNameLength: a schema name PostgreSQL would cut short is
+// ErrInvalidOption and creates nothing; the longest accepted one works.
+func TestSchemaNameLength(t *testing.T) {
+	ctx := context.Background()
+	url, base := pgtest.Schema(t)
+	name := func(n int) string {
+		s := base + strings.Repeat("x", n-len(base))
+		t.Cleanup(func() { execSQL(t, url, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE") })
+		return s
+	}
+	if _, err := Open(ctx, url, WithSchema(name(MaxSchemaLen+1))); !errors.Is(err, receiver.ErrInvalidOption) {
+		t.Fatalf("a %d-byte schema name: %v, want ErrInvalidOption", MaxSchemaLen+1, err)
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE $1 || '%'`, base).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("schemas after the refusal: %d, %v; want none", n, err)
+	}
+	s, err := Open(ctx, url, WithSchema(name(MaxSchemaLen)))
+	if err != nil {
+		t.Fatalf("a %d-byte schema name: %v", MaxSchemaLen, err)
+	}
+	defer s.Close()
+	if out, err := s.Receive(ctx, msg("a", "f", 1, 2)); err != nil || out != receiver.Accepted {
+		t.Fatalf("Receive = %v, %v", out, err)
 	}
 }

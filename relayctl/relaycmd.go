@@ -221,6 +221,13 @@ type relayQueue interface {
 	Close() error
 }
 
+// Both stores give the relay's oldest-due gauge an exact reading
+// (relay.OldestDueQueue); a queue without it falls back to NextDue.
+var (
+	_ relay.OldestDueQueue = (*queuestore.Store)(nil)
+	_ relay.OldestDueQueue = pgQueue{}
+)
+
 // relayReceiver opens the receiver of in-process delivery, creating it if
 // missing: a SQLite file or a postgres:// schema. Both have ReceiveBatch,
 // which the relay's inbox.Batcher uses.
