@@ -3,7 +3,6 @@ package pgqueuestore
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,26 +96,14 @@ func TestPolicyRecorded(t *testing.T) {
 // accepted one works end to end, its wake-up included.
 func TestSchemaNameLength(t *testing.T) {
 	ctx := context.Background()
-	url, base := pgtest.Schema(t)
-	name := func(n int) string {
-		s := base + strings.Repeat("x", n-len(base))
-		t.Cleanup(func() { execSQL(t, url, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE") })
-		return s
-	}
-	long := name(MaxSchemaLen + 1)
+	url, long := pgtest.SchemaOfLen(t, MaxSchemaLen+1)
 	if _, err := Open(ctx, url, WithSchema(long)); !errors.Is(err, queue.ErrInvalid) {
 		t.Fatalf("a %d-byte schema name: %v, want ErrInvalid", len(long), err)
 	}
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
+	if n := pgtest.SchemasWithPrefix(t, long[:min(len(long), 63)]); n != 0 {
+		t.Fatalf("schemas after the refusal: %d, want none", n)
 	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE $1 || '%'`, base).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("schemas after the refusal: %d, %v; want none", n, err)
-	}
-	longest := name(MaxSchemaLen)
+	_, longest := pgtest.SchemaOfLen(t, MaxSchemaLen)
 	s, err := Open(ctx, url, WithSchema(longest), WithNotifyInterval(0))
 	if err != nil {
 		t.Fatalf("a %d-byte schema name: %v", len(longest), err)

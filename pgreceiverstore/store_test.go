@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
@@ -145,25 +144,15 @@ func TestConcurrentReceivers(t *testing.T) {
 // ErrInvalidOption and creates nothing; the longest accepted one works.
 func TestSchemaNameLength(t *testing.T) {
 	ctx := context.Background()
-	url, base := pgtest.Schema(t)
-	name := func(n int) string {
-		s := base + strings.Repeat("x", n-len(base))
-		t.Cleanup(func() { execSQL(t, url, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE") })
-		return s
+	url, long := pgtest.SchemaOfLen(t, MaxSchemaLen+1)
+	if _, err := Open(ctx, url, WithSchema(long)); !errors.Is(err, receiver.ErrInvalidOption) {
+		t.Fatalf("a %d-byte schema name: %v, want ErrInvalidOption", len(long), err)
 	}
-	if _, err := Open(ctx, url, WithSchema(name(MaxSchemaLen+1))); !errors.Is(err, receiver.ErrInvalidOption) {
-		t.Fatalf("a %d-byte schema name: %v, want ErrInvalidOption", MaxSchemaLen+1, err)
+	if n := pgtest.SchemasWithPrefix(t, long[:min(len(long), 63)]); n != 0 {
+		t.Fatalf("schemas after the refusal: %d, want none", n)
 	}
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE $1 || '%'`, base).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("schemas after the refusal: %d, %v; want none", n, err)
-	}
-	s, err := Open(ctx, url, WithSchema(name(MaxSchemaLen)))
+	_, longest := pgtest.SchemaOfLen(t, MaxSchemaLen)
+	s, err := Open(ctx, url, WithSchema(longest))
 	if err != nil {
 		t.Fatalf("a %d-byte schema name: %v", MaxSchemaLen, err)
 	}

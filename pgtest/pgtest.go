@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,4 +129,37 @@ func Schema(t testing.TB) (url, schema string) {
 		}
 	})
 	return url, schema
+}
+
+// SchemaOfLen is Schema with a name of exactly n bytes (n at least 21, the
+// length of Schema's names), padded with 'x': for tests of the limits of
+// PostgreSQL's 63-byte names. It is dropped when t ends, as Schema's are.
+func SchemaOfLen(t testing.TB, n int) (url, schema string) {
+	t.Helper()
+	url, base := Schema(t)
+	if n < len(base) {
+		t.Fatalf("pgtest: SchemaOfLen(%d): names are at least %d bytes", n, len(base))
+	}
+	schema = base + strings.Repeat("x", n-len(base))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return url, schema
+}
+
+// SchemasWithPrefix counts the server's schemas whose names begin with
+// prefix: a test that a refused Open created nothing, under its full name
+// or the 63 bytes the server would have cut it to.
+func SchemasWithPrefix(t testing.TB, prefix string) int {
+	t.Helper()
+	Require(t)
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1)`, prefix).Scan(&n); err != nil {
+		t.Fatalf("pgtest: count schemas: %v", err)
+	}
+	return n
 }
