@@ -121,6 +121,12 @@ func Schema(t testing.TB) (url, schema string) {
 		t.Fatal(err)
 	}
 	schema = "test_" + hex.EncodeToString(b[:])
+	dropWhenDone(t, schema)
+	return url, schema
+}
+
+// dropWhenDone drops schema, with everything in it, when t ends.
+func dropWhenDone(t testing.TB, schema string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -128,7 +134,6 @@ func Schema(t testing.TB) (url, schema string) {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	return url, schema
 }
 
 // SchemaOfLen is Schema with a name of exactly n bytes (n at least 21, the
@@ -141,13 +146,7 @@ func SchemaOfLen(t testing.TB, n int) (url, schema string) {
 		t.Fatalf("pgtest: SchemaOfLen(%d): names are at least %d bytes", n, len(base))
 	}
 	schema = base + strings.Repeat("x", n-len(base))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	dropWhenDone(t, schema)
 	return url, schema
 }
 
