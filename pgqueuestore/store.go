@@ -358,51 +358,38 @@ type admission struct {
 // so every write's first statement locks the meta row and writes take
 // turns (DECISIONS.md); fn gets the row, for admit or admitPipe, which
 // every write calls first.
-func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) (err error) {
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	b.Queue(qCustomPlans)
-	b.Queue(s.q(qAdmitRead))
-	br := s.pool.SendBatch(ctx, b)
-	tx := br.Tx()
-	defer func() {
-		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) && err == nil {
-			err = fmt.Errorf("rollback: %w", rerr)
-		}
-	}()
+func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) error {
 	var a admission
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return fmt.Errorf("begin: %w", err)
+	scan := func(r pgx.Row) error {
+		var lease, base, capT int64
+		var fair string
+		if err := r.Scan(&a.mark, &a.m.ticket, &lease, &a.m.policy.MaxAttempts, &base, &capT, &a.m.policy.Jitter, &fair); err != nil {
+			return fmt.Errorf("read clock mark: %w", err)
+		}
+		a.m.policy.Lease, a.m.policy.BackoffBase, a.m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
+		a.m.policy.Fairness = queue.Fairness(fair)
+		return nil
 	}
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return fmt.Errorf("custom plans: %w", err)
-	}
-	var lease, base, capT int64
-	var fair string
-	if err := br.QueryRow().Scan(&a.mark, &a.m.ticket, &lease, &a.m.policy.MaxAttempts, &base, &capT,
-		&a.m.policy.Jitter, &fair); err != nil {
-		_ = br.Close()
-		return fmt.Errorf("read clock mark: %w", err)
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	a.m.policy.Lease, a.m.policy.BackoffBase, a.m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
-	a.m.policy.Fairness = queue.Fairness(fair)
-	if err := fn(tx, a); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return s.begin(ctx, pgx.TxOptions{}, s.q(qAdmitRead), scan, func(tx pgx.Tx) error { return fn(tx, a) })
 }
 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction, with
 // qCustomPlans sent in the same round trip as BEGIN.
-func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) (err error) {
+func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, "", nil, fn)
+}
+
+// begin sends BEGIN (with o), qCustomPlans and, when first is not empty,
+// the query first in one round trip (pgx.Batch.BeginTx), gives first's
+// one row to scan, runs fn, and commits when fn returns nil; any error
+// rolls everything back.
+func (s *Store) begin(ctx context.Context, o pgx.TxOptions, first string, scan func(pgx.Row) error, fn func(pgx.Tx) error) (err error) {
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	b.BeginTx(o)
 	b.Queue(qCustomPlans)
+	if first != "" {
+		b.Queue(first)
+	}
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer func() {
@@ -414,6 +401,12 @@ func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) (err erro
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if first != "" {
+		if err := scan(br.QueryRow()); err != nil {
+			_ = br.Close()
+			return err
 		}
 	}
 	if err := br.Close(); err != nil {
