@@ -84,7 +84,7 @@ func TestOpen_WrongFilesAreRefusedAndLeftAlone(t *testing.T) {
 		return p
 	}
 	newer := put("newer.db", good)
-	sqliteFile(t, newer, "PRAGMA user_version = 3")
+	sqliteFile(t, newer, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1))
 	other := filepath.Join(dir, "other.db")
 	sqliteFile(t, other, "CREATE TABLE notes (x TEXT); INSERT INTO notes VALUES ('mine')")
 	receiverLike := filepath.Join(dir, "receiverlike.db")

@@ -47,7 +47,7 @@ func WithReadOnly() Option {
 	return func(o *options) { o.readOnly = true }
 }
 
-// queueTables are the tables of schema version 2 (version 1 has them too).
+// queueTables are the tables of every schema version.
 var queueTables = []string{"meta", "flows", "events", "audit"}
 
 // openReadOnly is Open for WithReadOnly.

@@ -1,5 +1,8 @@
--- queuestore schema, version 2 (PRAGMA user_version is set by Open).
--- migrate_v1_v2.sql turns a version-1 file into this schema.
+-- queuestore schema, version 3 (PRAGMA user_version is set by Open).
+-- migrate_v1_v2.sql turns a version-1 file into version 2, and
+-- migrate_v2_v3.sql a version-2 file into this schema. A CHECK constraint
+-- never lists values with IN: SQLite would build a temporary table for the
+-- list each time it checks a row (migrate_v2_v3.sql).
 -- Records are kept forever: nothing here is ever deleted.
 
 -- meta holds the store's single row: the clock mark (the highest tick any
@@ -47,7 +50,7 @@ CREATE TABLE flows (
     served   INTEGER NOT NULL CHECK (served >= 0),
     head_seq INTEGER CHECK (head_seq BETWEEN 1 AND last_seq),
     ready_at INTEGER,
-    ready    INTEGER NOT NULL CHECK (ready IN (0, 1)),
+    ready    INTEGER NOT NULL CHECK (ready = 0 OR ready = 1),
     weight   INTEGER NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),
     pass     INTEGER NOT NULL DEFAULT 0,
     joined   INTEGER NOT NULL DEFAULT 0,
@@ -79,7 +82,7 @@ CREATE TABLE events (
     seq               INTEGER NOT NULL CHECK (seq >= 1),
     body              BLOB NOT NULL CHECK (length(body) >= 1),
     state             TEXT NOT NULL
-                      CHECK (state IN ('pending', 'inflight', 'acked', 'quarantined')),
+                      CHECK (state = 'pending' OR state = 'inflight' OR state = 'acked' OR state = 'quarantined'),
     generation        INTEGER NOT NULL CHECK (generation >= attempts),
     attempts          INTEGER NOT NULL CHECK (attempts >= 0),
     lifetime_attempts INTEGER NOT NULL CHECK (lifetime_attempts >= attempts),
@@ -107,7 +110,7 @@ CREATE INDEX events_quarantined_reason ON events (reason, flow, seq) WHERE state
 --   at          the tick
 CREATE TABLE audit (
     id         INTEGER PRIMARY KEY,
-    kind       TEXT NOT NULL DEFAULT 'redrive' CHECK (kind IN ('redrive', 'policy', 'weight')),
+    kind       TEXT NOT NULL DEFAULT 'redrive' CHECK (kind = 'redrive' OR kind = 'policy' OR kind = 'weight'),
     event_id   TEXT REFERENCES events (id),
     generation INTEGER CHECK (generation >= 1),
     reason     TEXT NOT NULL CHECK (reason <> ''),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -122,12 +123,13 @@ func TestStorage_2_7_SchemaVersion(t *testing.T) {
 	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
 		t.Fatalf("user_version = %d, %v; want %d", v, err, SchemaVersion)
 	}
-	if _, err := s.db.Exec("PRAGMA user_version = 3"); err != nil {
+	newer := SchemaVersion + 1
+	if _, err := s.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", newer)); err != nil {
 		t.Fatalf("set user_version error = %v", err)
 	}
 	s.Close()
-	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "version 3") {
-		t.Fatalf("Open(newer file) error = %v, want ErrSchemaVersion naming version 3", err)
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("version %d", newer)) {
+		t.Fatalf("Open(newer file) error = %v, want ErrSchemaVersion naming version %d", err, newer)
 	} else {
 		wantErr(t, "Open(newer file)", err, ErrSchemaVersion)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -26,10 +27,13 @@ var schemaSQL string
 //go:embed migrate_v1_v2.sql
 var migrateV1V2SQL string
 
+//go:embed migrate_v2_v3.sql
+var migrateV2V3SQL string
+
 // SchemaVersion is the schema version this build writes and reads, kept in
-// PRAGMA user_version. Open migrates a version-1 file to it, in one
-// transaction, and refuses a file with any other non-zero version.
-const SchemaVersion = 2
+// PRAGMA user_version. Open migrates a version-1 or version-2 file to it,
+// in one transaction, and refuses a file with any other non-zero version.
+const SchemaVersion = 3
 
 // The contract's constants (docs/contract.md §2.3, §2.4): the default
 // policy's values (DefaultPolicy). A store uses the policy recorded in its
@@ -270,9 +274,10 @@ func dsn(path string) string {
 // it is escaped for SQLite's URI form).
 //
 // A new file records the policy given by WithPolicy, or DefaultPolicy; an
-// existing file keeps its recorded policy (WithPolicy). A version-1 file is
-// migrated to version 2 in one transaction and gets DefaultPolicy; if the
-// migration fails, the file stays as it was.
+// existing file keeps its recorded policy (WithPolicy). A version-1 or
+// version-2 file is migrated to SchemaVersion in one transaction (a
+// version-1 file gets DefaultPolicy); if the migration fails, the file
+// stays as it was.
 //
 // Defaults: WAL journal, synchronous=FULL, foreign keys on, a busy timeout of
 // BusyTimeoutMillis, write transactions BEGIN IMMEDIATE, no hook, logical
@@ -422,9 +427,77 @@ func (s *Store) migrate(ctx context.Context, want *Policy) error {
 	return err
 }
 
-// migrateStep, when set (by tests), is called before each statement of
-// the v1 -> v2 migration with its index; an error fails the migration there.
+// migrateStep, when set (by tests), is called before each statement of a
+// migration with its index, counted from 0 over the migration's scripts
+// (v1 -> v2, then v2 -> v3); an error fails the migration there.
 var migrateStep func(i int) error
+
+// migrateSteps migrates a file of version v (1 or 2) to SchemaVersion
+// inside migrate's transaction: the scripts from v on, then the indexes
+// of the rebuilt tables, then a foreign key check.
+func migrateSteps(ctx context.Context, conn *sql.Conn, v int) error {
+	var steps []string
+	if v == 1 {
+		steps = strings.Split(migrateV1V2SQL, "\n-- step\n")
+	} else {
+		// A version-2 file made before OldestDue lacks its index; it is
+		// added first, so that the rebuild below creates it again with
+		// the others.
+		var n int
+		if err := conn.QueryRowContext(ctx, qHasReadyDueIndex).Scan(&n); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		if n == 0 {
+			steps = append(steps, qReadyDueIndex)
+		}
+	}
+	steps = append(steps, qIndexesToRebuild)
+	steps = append(steps, strings.Split(migrateV2V3SQL, "\n-- step\n")...)
+	var indexes []string
+	for i, stmt := range steps {
+		if migrateStep != nil {
+			if err := migrateStep(i); err != nil {
+				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
+			}
+		}
+		if stmt != qIndexesToRebuild {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
+			}
+			continue
+		}
+		var js []byte
+		if err := conn.QueryRowContext(ctx, stmt).Scan(&js); err != nil {
+			return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
+		}
+		if err := json.Unmarshal(js, &indexes); err != nil {
+			return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
+		}
+	}
+	// Dropping a table dropped its indexes: create each again.
+	for _, q := range indexes {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("migrate to version %d: index: %w", SchemaVersion, err)
+		}
+	}
+	rows, err := conn.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		return fmt.Errorf("migrate: foreign key check: %w", err)
+	}
+	bad := rows.Next()
+	rows.Close()
+	if bad {
+		return fmt.Errorf("migrate: %w: foreign key check failed", ErrCorrupt)
+	}
+	return nil
+}
+
+// qIndexesToRebuild reads, before the v2 -> v3 rebuild, the SQL of every
+// index that was created on the tables it rebuilds (the automatic
+// indexes of PRIMARY KEY and UNIQUE have none and come with their
+// tables), as one JSON array.
+const qIndexesToRebuild = `SELECT json_group_array(sql) FROM (SELECT sql FROM sqlite_schema
+    WHERE type = 'index' AND tbl_name IN ('flows', 'events', 'audit') AND sql IS NOT NULL ORDER BY rowid)`
 
 // migrateTx is migrate's transaction body.
 func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
@@ -434,37 +507,9 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 	}
 	switch v {
 	case SchemaVersion:
-		// A version-2 file made before OldestDue lacks its index; it is
-		// added once, by the first read-write open (SQLite keeps it up to
-		// date in every build, older ones included).
-		var n int
-		if err := conn.QueryRowContext(ctx, qHasReadyDueIndex).Scan(&n); err != nil {
-			return fmt.Errorf("read schema: %w", err)
-		}
-		if n == 0 {
-			if _, err := conn.ExecContext(ctx, qReadyDueIndex); err != nil {
-				return fmt.Errorf("create index flows_ready_due: %w", err)
-			}
-		}
-	case 1:
-		for i, stmt := range strings.Split(migrateV1V2SQL, "\n-- step\n") {
-			if migrateStep != nil {
-				if err := migrateStep(i); err != nil {
-					return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
-				}
-			}
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
-			}
-		}
-		rows, err := conn.QueryContext(ctx, "PRAGMA foreign_key_check")
-		if err != nil {
-			return fmt.Errorf("migrate: foreign key check: %w", err)
-		}
-		bad := rows.Next()
-		rows.Close()
-		if bad {
-			return fmt.Errorf("migrate: %w: foreign key check failed", ErrCorrupt)
+	case 1, 2:
+		if err := migrateSteps(ctx, conn, v); err != nil {
+			return err
 		}
 	case 0:
 		var n int
