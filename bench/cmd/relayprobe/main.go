@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +30,18 @@ func main() {
 	recvLinger := flag.Duration("receiver-linger", 0, "the in-process receiver's inbox.BatcherOptions.Linger (0, the default: none)")
 	per := flag.Int("per", 200, "events per flow (1000 flows)")
 	tx := flag.Int("tx", 0, "instead: time transactions of 1, 8, 16, 32 and 64 events, this many times each")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole command (backlog loads included) to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	bench.RuntimeLinger = *recvLinger
 	log.SetFlags(0)
 	ctx := context.Background()
