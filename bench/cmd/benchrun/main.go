@@ -164,7 +164,7 @@ var (
 		flows: []int{10, 1000, 100000}, minEvents: 30000,
 		batches: []int{1, 16, 64},
 		procs:   8, drainFor: 5 * time.Second, drainRnds: 3, drainFlow: 1000, drainPer: 40,
-		redriveN: 10000, redriveRnd: 3,
+		redriveN: 10000, redriveRnd: 5,
 		runtimePer: 100, wakeN: 50, wakeOtherN: 10, idleFor: 3 * time.Second,
 		pgFlows: []int{10, 100000}, pgMinEvents: 10000,
 	}
