@@ -228,3 +228,65 @@ func reopenTest(t *testing.T, path string) *Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// migrateFullDiskEnv makes the test binary a child that opens the queue
+// at its value (a version-2 file) under a file-size limit of
+// migrateFullDiskLimit, set before the Open, and prints the Open's error.
+const migrateFullDiskEnv = "FAIRRELAY_QUEUE_MIGRATE_FULLDISK"
+
+// migrateFullDiskLimit is less than the WAL that migrating
+// testdata/v2-queue.db writes (it rebuilds three tables and their indexes).
+const migrateFullDiskLimit = 40 << 10
+
+// TestMigrateFullDiskChild is the child's body; it does nothing in a normal
+// run.
+func TestMigrateFullDiskChild(t *testing.T) {
+	path := os.Getenv(migrateFullDiskEnv)
+	if path == "" {
+		t.Skip("runs only as the child of TestMigrate_V2FullDiskLeavesItUntouched")
+	}
+	signal.Ignore(syscall.SIGXFSZ)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: migrateFullDiskLimit, Max: ^uint64(0)}); err != nil {
+		fmt.Println("setrlimit:", err)
+		os.Exit(2)
+	}
+	s, err := Open(path)
+	if err == nil {
+		s.Close()
+		fmt.Println("open: no error")
+		os.Exit(0)
+	}
+	fmt.Printf("full=%v %v\n", errors.Is(err, ErrDiskFull), err)
+	os.Exit(0)
+}
+
+// A migration that runs out of space (a child process under a file-size
+// limit) fails with ErrDiskFull and leaves the version-2 file as it was; a
+// later Open with space migrates it.
+func TestMigrate_V2FullDiskLeavesItUntouched(t *testing.T) {
+	t.Parallel()
+	path := copyV2(t)
+	before := rawDump(t, path)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMigrateFullDiskChild$")
+	cmd.Env = append(os.Environ(), migrateFullDiskEnv+"="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	t.Logf("child: %s", out)
+	if !strings.Contains(string(out), "full=true") || !strings.Contains(string(out), "no space left") {
+		t.Fatalf("Open under the limit: %s; want ErrDiskFull saying no space left", out)
+	}
+	if after := rawDump(t, path); after != before {
+		t.Fatalf("the failed migration changed the file:\n%s\nwant\n%s", after, before)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open with space: %v", err)
+	}
+	defer s.Close()
+	checkIntegrity(t, s, "the migration")
+	if st, err := s.Stats(context.Background()); err != nil || st.SchemaVersion != SchemaVersion {
+		t.Fatalf("Stats() = %+v, %v; want version %d", st, err, SchemaVersion)
+	}
+}
