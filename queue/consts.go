@@ -31,5 +31,7 @@ func Backoff(k int) clock.Tick {
 	return DefaultPolicy().Backoff(k)
 }
 
-// RedriveChunk is the number of events RedriveAll redrives per transaction.
-const RedriveChunk = 500
+// RedriveChunk is the number of events RedriveAll redrives per transaction:
+// large enough that the chunk's commit is a small part of its cost, small
+// enough that it holds the single write turn for tens of milliseconds only.
+const RedriveChunk = 1000

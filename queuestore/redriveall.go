@@ -6,10 +6,12 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
-// RedriveChunk is the number of events RedriveAll redrives per transaction.
-const RedriveChunk = 500
+// RedriveChunk is the number of events RedriveAll redrives per transaction
+// (queuestore/DECISIONS.md, "RedriveAll").
+const RedriveChunk = queue.RedriveChunk
 
 func validateFilter(f RedriveFilter) error {
 	if f.Flow != "" {

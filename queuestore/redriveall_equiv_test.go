@@ -95,7 +95,9 @@ func redriveSetup(t *testing.T, s *Store, nFlows int) {
 // (all: three chunks; reason "gone": two).
 func TestRedriveAll_EquivalentToRedriveSequence(t *testing.T) {
 	t.Parallel()
-	const nFlows = 1700 // all: 1,020 heads quarantined in round 1; reason "gone": 510
+	// all: 60 % of the heads quarantined in round 1 (three chunks); reason
+	// "gone": 30 % (two chunks).
+	const nFlows = RedriveChunk * 34 / 10
 	filters := map[string]RedriveFilter{
 		"all":         {},
 		"flow":        {Flow: "f0003"}, // weight 4, pass below vnow: the clamp matters
@@ -108,8 +110,8 @@ func TestRedriveAll_EquivalentToRedriveSequence(t *testing.T) {
 		for name, f := range filters {
 			t.Run(string(fair)+"/"+name, func(t *testing.T) {
 				if raceBuild && name != "all" {
-					// Each case builds two stores of 1,700 flows; under the
-					// detector that is half a minute apiece. "all" (three
+					// Each case builds two stores of 3,400 flows; under the
+					// detector that is about a minute apiece. "all" (three
 					// chunks) runs here; mage test runs every case without it.
 					t.Skip("race build: only the \"all\" case; the others run in mage test's run without the race detector")
 				}

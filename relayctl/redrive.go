@@ -20,7 +20,7 @@ func cmdRedrive(e *env, args []string) (err error) {
 			"changes in between is refused, never redriven twice. --all-in-flow redrives the\n"+
 			"flow's quarantined head. --all redrives every quarantined event that matches\n"+
 			"--flow and --failed-with (both optional), with one reason and one audit row\n"+
-			"per event, 500 events a transaction; --dry-run lists them and changes nothing.").
+			"per event, 1000 events a transaction; --dry-run lists them and changes nothing.").
 		withQueue().withNow().withJSON()
 	reason := f.String("reason", "", "why the event may go again, e.g. what was fixed (required; kept in the audit)")
 	gen := f.Int64("generation", 0, "redrive only if the event is still at generation `N`")
