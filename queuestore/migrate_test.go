@@ -153,14 +153,12 @@ func TestMigrate_V1FileKeepsEverythingAndGetsDefaultPolicy(t *testing.T) {
 	}
 }
 
-// A migration that fails midway leaves the file at version 1, untouched:
-// it is one transaction. A later Open migrates it.
-func TestMigrate_FailureMidwayLeavesV1Untouched(t *testing.T) {
-	// Not parallel: migrateStep is package state.
-	path := copyV1(t)
-	before := rawDump(t, path)
-	steps := strings.Count(migrateV1V2SQL, "\n-- step\n") + 1
-	for _, failAt := range []int{1, steps / 2, steps - 1} {
+// failMigrationAt opens path once for each step in steps with a failure
+// injected at that step of the migration, and checks that each Open fails
+// and leaves the file as before (rawDump).
+func failMigrationAt(t *testing.T, path, before string, steps []int) {
+	t.Helper()
+	for _, failAt := range steps {
 		migrateStep = func(i int) error {
 			if i == failAt {
 				return errors.New("injected failure")
@@ -176,6 +174,18 @@ func TestMigrate_FailureMidwayLeavesV1Untouched(t *testing.T) {
 			t.Fatalf("failed migration at step %d changed the file:\n%s\nwant\n%s", failAt, after, before)
 		}
 	}
+}
+
+// A migration that fails midway leaves the file at version 1, untouched:
+// it is one transaction. A later Open migrates it.
+func TestMigrate_FailureMidwayLeavesV1Untouched(t *testing.T) {
+	// Not parallel: migrateStep is package state.
+	path := copyV1(t)
+	before := rawDump(t, path)
+	steps := strings.Count(migrateV1V2SQL, "\n-- step\n") + 1
+	// Steps after the v1 -> v2 script: the index read, then inside the
+	// v2 -> v3 rebuild.
+	failMigrationAt(t, path, before, []int{1, steps / 2, steps - 1, steps, steps + 4})
 	// A different explicit policy fails the migration the same way.
 	p := DefaultPolicy()
 	p.Lease = 6
@@ -436,22 +446,11 @@ func TestMigrate_V2FailureMidwayLeavesItUntouched(t *testing.T) {
 	path := copyV2(t)
 	before := rawDump(t, path)
 	steps := strings.Count(migrateV2V3SQL, "\n-- step\n") + 2 // and the index read
-	for failAt := 0; failAt < steps; failAt++ {
-		migrateStep = func(i int) error {
-			if i == failAt {
-				return errors.New("injected failure")
-			}
-			return nil
-		}
-		_, err := Open(path)
-		migrateStep = nil
-		if err == nil || !strings.Contains(err.Error(), "injected failure") {
-			t.Fatalf("Open with a failure at step %d: error = %v", failAt, err)
-		}
-		if after := rawDump(t, path); after != before {
-			t.Fatalf("failed migration at step %d changed the file:\n%s\nwant\n%s", failAt, after, before)
-		}
+	var every []int
+	for i := range steps {
+		every = append(every, i)
 	}
+	failMigrationAt(t, path, before, every)
 	s, err := Open(path)
 	if err != nil {
 		t.Fatalf("Open after failures error = %v", err)
