@@ -151,11 +151,13 @@ func SchemaOfLen(t testing.TB, n int) (url, schema string) {
 }
 
 // SchemasWithPrefix counts the server's schemas whose names begin with
-// prefix: a test that a refused Open created nothing, under its full name
-// or the 63 bytes the server would have cut it to.
+// prefix, cut to the 63 bytes the server keeps of a name: a test that a
+// refused Open created nothing, under its full name or the one the server
+// would have cut it to.
 func SchemasWithPrefix(t testing.TB, prefix string) int {
 	t.Helper()
 	Require(t)
+	prefix = prefix[:min(len(prefix), 63)]
 	var n int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, $1)`, prefix).Scan(&n); err != nil {
 		t.Fatalf("pgtest: count schemas: %v", err)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,28 +13,28 @@ import (
 	"testing"
 )
 
-// copyV1 copies testdata/v1-queue.db (made by the v1 build) into a fresh
-// temporary directory and returns the copy's path.
-func copyV1(t *testing.T) string {
+// copyTestdata copies testdata/name (a file made by an older build) into a
+// fresh temporary directory and returns the copy's path; the file itself is
+// never opened in place.
+func copyTestdata(t *testing.T, name string) string {
 	t.Helper()
-	src, err := os.Open(filepath.Join("testdata", "v1-queue.db"))
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
-		t.Fatalf("open testdata: %v", err)
+		t.Fatalf("read testdata: %v", err)
 	}
-	defer src.Close()
 	path := filepath.Join(t.TempDir(), "queue.db")
-	dst, err := os.Create(path)
-	if err != nil {
-		t.Fatalf("create copy: %v", err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatalf("copy: %v", err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatalf("close copy: %v", err)
 	}
 	return path
 }
+
+// copyV1 copies testdata/v1-queue.db (made by the v1 build).
+func copyV1(t *testing.T) string { return copyTestdata(t, "v1-queue.db") }
+
+// copyV2 copies testdata/v2-queue.db (made by the version-2 build, with the
+// FairRotation policy).
+func copyV2(t *testing.T) string { return copyTestdata(t, "v2-queue.db") }
 
 // rawDump reads a file without this package: its user_version, its schema
 // and every row of every table, as text.
@@ -183,9 +182,10 @@ func TestMigrate_FailureMidwayLeavesV1Untouched(t *testing.T) {
 	path := copyV1(t)
 	before := rawDump(t, path)
 	steps := strings.Count(migrateV1V2SQL, "\n-- step\n") + 1
-	// Steps after the v1 -> v2 script: the index read, then inside the
-	// v2 -> v3 rebuild.
-	failMigrationAt(t, path, before, []int{1, steps / 2, steps - 1, steps, steps + 4})
+	// Then steps of the v2 -> v3 rebuild that follows: its first
+	// statement, one inside it, and the first index it creates again.
+	v2v3 := strings.Count(migrateV2V3SQL, "\n-- step\n") + 1
+	failMigrationAt(t, path, before, []int{1, steps / 2, steps - 1, steps, steps + 4, steps + v2v3})
 	// A different explicit policy fails the migration the same way.
 	p := DefaultPolicy()
 	p.Lease = 6
@@ -201,30 +201,45 @@ func TestMigrate_FailureMidwayLeavesV1Untouched(t *testing.T) {
 	s.Close()
 }
 
-// The migrated schema is the new file's schema: same columns (with types,
+// A migrated file has the new file's schema: same columns (with types,
 // defaults, NOT NULL), same indexes, same foreign keys, and the same CHECK
-// constraints (by table SQL
-// here, whitespace collapsed).
+// constraints (by table SQL here, whitespace collapsed). The version-2
+// file's new twin gets its policy, so the rotation's index too.
 func TestMigrate_SchemaEqualsNewFile(t *testing.T) {
 	t.Parallel()
-	migrated := copyV1(t)
-	s, err := Open(migrated)
-	if err != nil {
-		t.Fatalf("Open(v1) error = %v", err)
-	}
-	s.Close()
-	freshPath := filepath.Join(t.TempDir(), "fresh.db")
-	f2, err := Open(freshPath)
-	if err != nil {
-		t.Fatalf("Open() error = %v", err)
-	}
-	f2.Close()
-	a, b := schemaShape(t, migrated), schemaShape(t, freshPath)
-	if len(a["events table_xinfo"]) != 13 || len(a["index sql"]) != 9 || len(a["events checks"]) != 12 || len(a["meta checks"]) != 10 {
-		t.Fatalf("schemaShape read too little: %s", jsonOf(a))
-	}
-	if !reflect.DeepEqual(a, b) {
-		t.Fatalf("migrated schema:\n%s\nnew file's schema:\n%s", jsonOf(a), jsonOf(b))
+	for _, c := range []struct {
+		name string
+		copy func(*testing.T) string
+		opts []Option
+		want map[string]int // at least this many entries per key: schemaShape read enough
+	}{
+		{"v1", copyV1, nil, map[string]int{"events table_xinfo": 13, "index sql": 9, "events checks": 12, "meta checks": 10}},
+		{"v2", copyV2, []Option{WithPolicy(v2Policy())}, map[string]int{"index sql": 10, "events checks": 12, "flows checks": 7}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			migrated := c.copy(t)
+			s, err := Open(migrated)
+			if err != nil {
+				t.Fatalf("Open(%s) error = %v", c.name, err)
+			}
+			s.Close()
+			freshPath := filepath.Join(t.TempDir(), "fresh.db")
+			f2, err := Open(freshPath, c.opts...)
+			if err != nil {
+				t.Fatalf("Open() error = %v", err)
+			}
+			f2.Close()
+			a, b := schemaShape(t, migrated), schemaShape(t, freshPath)
+			for k, n := range c.want {
+				if len(a[k]) != n {
+					t.Fatalf("schemaShape read %d %q, want %d: %s", len(a[k]), k, n, jsonOf(a))
+				}
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("migrated schema:\n%s\nnew file's schema:\n%s", jsonOf(a), jsonOf(b))
+			}
+		})
 	}
 }
 
@@ -330,22 +345,6 @@ func TestMigrate_NewerVersionRefused(t *testing.T) {
 	wantErr(t, "Open(newer version)", err, ErrSchemaVersion)
 }
 
-// copyV2 copies testdata/v2-queue.db (made by the version-2 build, with
-// the FairRotation policy) into a fresh temporary directory and returns the
-// copy's path.
-func copyV2(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "v2-queue.db"))
-	if err != nil {
-		t.Fatalf("read testdata: %v", err)
-	}
-	path := filepath.Join(t.TempDir(), "queue.db")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatalf("copy: %v", err)
-	}
-	return path
-}
-
 // v2Policy is the policy testdata/v2-queue.db records.
 func v2Policy() Policy {
 	p := DefaultPolicy()
@@ -445,42 +444,29 @@ func TestMigrate_V2FailureMidwayLeavesItUntouched(t *testing.T) {
 	// Not parallel: migrateStep is package state.
 	path := copyV2(t)
 	before := rawDump(t, path)
-	steps := strings.Count(migrateV2V3SQL, "\n-- step\n") + 2 // and the index read
+	// Count the steps on another copy: the script's statements, then one
+	// per index the rebuild creates again.
+	steps := 0
+	migrateStep = func(i int) error { steps = i + 1; return nil }
+	s, err := Open(copyV2(t))
+	migrateStep = nil
+	if err != nil {
+		t.Fatalf("Open(counting copy) error = %v", err)
+	}
+	s.Close()
+	if want := strings.Count(migrateV2V3SQL, "\n-- step\n") + 1 + 10; steps != want {
+		t.Fatalf("the migration ran %d steps, want %d (the script and 10 indexes)", steps, want)
+	}
 	var every []int
 	for i := range steps {
 		every = append(every, i)
 	}
 	failMigrationAt(t, path, before, every)
-	s, err := Open(path)
+	s, err = Open(path)
 	if err != nil {
 		t.Fatalf("Open after failures error = %v", err)
 	}
 	s.Close()
-}
-
-// The version-2 file migrated has the new file's schema (with the same
-// policy, so the rotation's index too).
-func TestMigrate_V2SchemaEqualsNewFile(t *testing.T) {
-	t.Parallel()
-	migrated := copyV2(t)
-	s, err := Open(migrated)
-	if err != nil {
-		t.Fatalf("Open(v2) error = %v", err)
-	}
-	s.Close()
-	freshPath := filepath.Join(t.TempDir(), "fresh.db")
-	f2, err := Open(freshPath, WithPolicy(v2Policy()))
-	if err != nil {
-		t.Fatalf("Open() error = %v", err)
-	}
-	f2.Close()
-	a, b := schemaShape(t, migrated), schemaShape(t, freshPath)
-	if len(a["index sql"]) != 10 || len(a["events checks"]) != 12 || len(a["flows checks"]) != 7 {
-		t.Fatalf("schemaShape read too little: %s", jsonOf(a))
-	}
-	if !reflect.DeepEqual(a, b) {
-		t.Fatalf("migrated schema:\n%s\nnew file's schema:\n%s", jsonOf(a), jsonOf(b))
-	}
 }
 
 // A version-2 file made before OldestDue has no flows_ready_due index: the

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -433,52 +432,52 @@ func (s *Store) migrate(ctx context.Context, want *Policy) error {
 var migrateStep func(i int) error
 
 // migrateSteps migrates a file of version v (1 or 2) to SchemaVersion
-// inside migrate's transaction: the scripts from v on, then the indexes
-// of the rebuilt tables, then a foreign key check.
+// inside migrate's transaction: the v1 -> v2 script (version 1) or the
+// flows_ready_due index (a version-2 file made before OldestDue lacks
+// it), then the v2 -> v3 rebuild, the indexes the rebuild dropped, and a
+// foreign key check.
 func migrateSteps(ctx context.Context, conn *sql.Conn, v int) error {
-	var steps []string
+	step := 0
+	exec := func(stmts []string) error {
+		for _, stmt := range stmts {
+			if migrateStep != nil {
+				if err := migrateStep(step); err != nil {
+					return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, step, err)
+				}
+			}
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, step, err)
+			}
+			step++
+		}
+		return nil
+	}
+	var first []string
 	if v == 1 {
-		steps = strings.Split(migrateV1V2SQL, "\n-- step\n")
+		first = strings.Split(migrateV1V2SQL, "\n-- step\n")
 	} else {
-		// A version-2 file made before OldestDue lacks its index; it is
-		// added first, so that the rebuild below creates it again with
-		// the others.
 		var n int
 		if err := conn.QueryRowContext(ctx, qHasReadyDueIndex).Scan(&n); err != nil {
 			return fmt.Errorf("read schema: %w", err)
 		}
 		if n == 0 {
-			steps = append(steps, qReadyDueIndex)
+			first = []string{qReadyDueIndex}
 		}
 	}
-	steps = append(steps, qIndexesToRebuild)
-	steps = append(steps, strings.Split(migrateV2V3SQL, "\n-- step\n")...)
-	var indexes []string
-	for i, stmt := range steps {
-		if migrateStep != nil {
-			if err := migrateStep(i); err != nil {
-				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
-			}
-		}
-		if stmt != qIndexesToRebuild {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
-			}
-			continue
-		}
-		var js []byte
-		if err := conn.QueryRowContext(ctx, stmt).Scan(&js); err != nil {
-			return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
-		}
-		if err := json.Unmarshal(js, &indexes); err != nil {
-			return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, i, err)
-		}
+	if err := exec(first); err != nil {
+		return err
 	}
-	// Dropping a table dropped its indexes: create each again.
-	for _, q := range indexes {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("migrate to version %d: index: %w", SchemaVersion, err)
-		}
+	// Dropping a table drops its indexes: the rebuild creates again every
+	// one the file has now, from its own SQL.
+	indexes, err := indexesOfRebuiltTables(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := exec(strings.Split(migrateV2V3SQL, "\n-- step\n")); err != nil {
+		return err
+	}
+	if err := exec(indexes); err != nil {
+		return err
 	}
 	rows, err := conn.QueryContext(ctx, "PRAGMA foreign_key_check")
 	if err != nil {
@@ -492,12 +491,29 @@ func migrateSteps(ctx context.Context, conn *sql.Conn, v int) error {
 	return nil
 }
 
-// qIndexesToRebuild reads, before the v2 -> v3 rebuild, the SQL of every
-// index that was created on the tables it rebuilds (the automatic
-// indexes of PRIMARY KEY and UNIQUE have none and come with their
-// tables), as one JSON array.
-const qIndexesToRebuild = `SELECT json_group_array(sql) FROM (SELECT sql FROM sqlite_schema
-    WHERE type = 'index' AND tbl_name IN ('flows', 'events', 'audit') AND sql IS NOT NULL ORDER BY rowid)`
+// indexesOfRebuiltTables returns the SQL of every index created on the
+// tables the v2 -> v3 migration rebuilds, in creation order (the automatic
+// indexes of PRIMARY KEY and UNIQUE have none and come with their tables).
+func indexesOfRebuiltTables(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT sql FROM sqlite_schema
+    WHERE type = 'index' AND tbl_name IN ('flows', 'events', 'audit') AND sql IS NOT NULL ORDER BY rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read indexes: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			return nil, fmt.Errorf("migrate: read indexes: %w", err)
+		}
+		out = append(out, q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("migrate: read indexes: %w", err)
+	}
+	return out, nil
+}
 
 // migrateTx is migrate's transaction body.
 func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
