@@ -113,8 +113,8 @@ func TestPlans_IndexDriven(t *testing.T) {
 		{"next due waiting", qNextDueWaiting, nil, "flows_waiting"},
 		{"oldest ready", qOldestReady, nil, "flows_ready_due"},
 		{"redrive read", qRedriveRead, []any{"e1-0"}, ""},
-		{"quarantined by reason", `SELECT id FROM {s}.events WHERE state = 'quarantined' AND reason = $1 ORDER BY flow, seq LIMIT 500`, []any{"unavailable"}, "events_quarantined_reason"},
-		{"quarantined", `SELECT id FROM {s}.events WHERE state = 'quarantined' ORDER BY flow, seq LIMIT 500`, nil, "events_quarantined"},
+		{"quarantined by reason", `SELECT id FROM {s}.events WHERE quarantined AND reason = $1 ORDER BY flow, seq LIMIT 500`, []any{"unavailable"}, "events_quarantined_reason"},
+		{"quarantined", `SELECT id FROM {s}.events WHERE quarantined ORDER BY flow, seq LIMIT 500`, nil, "events_quarantined"},
 	}
 	for _, c := range cases {
 		nodes := planNodes(t, tx, s.q(c.sql), c.args...)

@@ -12,7 +12,7 @@ import (
 const (
 	qRedriveRead = `SELECT flow, state, generation FROM {s}.events WHERE id = $1`
 
-	qRedrive = `UPDATE {s}.events SET generation = generation + 1, attempts = 0, state = 'pending',
+	qRedrive = `UPDATE {s}.events SET generation = generation + 1, attempts = 0, state = 'pending', quarantined = false,
     available_at = $2, reason = '', lease_until = 0
 WHERE id = $1 RETURNING generation`
 
@@ -116,7 +116,7 @@ func (s *Store) QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) 
 // at most limit when limit > 0, through events_quarantined (no reason) or
 // events_quarantined_reason (a reason).
 func (s *Store) quarantined(ctx context.Context, q querier, f queue.RedriveFilter, limit int) ([]queue.QuarantinedEvent, error) {
-	sql := `SELECT id, flow, seq, generation, lifetime_attempts, reason FROM {s}.events WHERE state = 'quarantined'`
+	sql := `SELECT id, flow, seq, generation, lifetime_attempts, reason FROM {s}.events WHERE quarantined`
 	var args []any
 	if f.Flow != "" {
 		args = append(args, f.Flow)

@@ -1,0 +1,171 @@
+package pgqueuestore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// atVersion makes Open stop at migration v: the schema an older build
+// made, for the migration tests.
+func atVersion(v int) Option { return func(o *options) { o.version = v } }
+
+// A version-3 schema, as a version-3 build made it (quarantine indexes on
+// state, a foreign key from events to flows), holding an event in every
+// state, is brought to the newest version by Open: the quarantined event
+// is marked and listed (by reason too), can be redriven and claimed, the
+// other events are unmarked, and the events table has its fill factor,
+// the flow trigger and no foreign key.
+func TestMigrationFromVersion3(t *testing.T) {
+	ctx := context.Background()
+	s, url, schema := open(t, atVersion(3))
+	for _, id := range []string{"a-1", "b-1", "c-1", "d-1"} {
+		if _, err := s.Enqueue(ctx, queue.Event{ID: id, Flow: id[:1], Body: []byte("x")}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := s.ClaimBatch(ctx, 2, 3) // a, b and c in flight
+	if err != nil || len(cs) != 3 {
+		t.Fatal(cs, err)
+	}
+	if r, err := s.Settle(ctx, "a-1", cs[0].Generation, queue.Result{OK: true}, 3); err != nil || r != queue.Acked {
+		t.Fatal(r, err)
+	}
+	s.Close()
+	// b-1 quarantined as a version-3 build's settle wrote it (there is no
+	// quarantined column to write yet).
+	execSQL(t, url, `UPDATE `+schema+`.events SET state = 'quarantined', lease_until = 0, reason = 'unavailable' WHERE id = 'b-1';
+UPDATE `+schema+`.flows SET ready_at = NULL, ready = false WHERE flow = 'b'`)
+
+	s2, err := Open(ctx, url, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if st, err := s2.Stats(ctx); err != nil || st.SchemaVersion != SchemaVersion || st.Events != (queue.EventCounts{Pending: 1, Inflight: 1, Acked: 1, Quarantined: 1}) {
+		t.Fatalf("Stats = %+v, %v; want version %d and one event in each state", st, err, SchemaVersion)
+	}
+	marked := map[string]bool{}
+	rows, _ := s2.pool.Query(ctx, `SELECT id, quarantined FROM `+schema+`.events`)
+	for rows.Next() {
+		var id string
+		var q bool
+		if err := rows.Scan(&id, &q); err != nil {
+			t.Fatal(err)
+		}
+		marked[id] = q
+	}
+	if rows.Err() != nil || len(marked) != 4 || !marked["b-1"] || marked["a-1"] || marked["c-1"] || marked["d-1"] {
+		t.Fatalf("quarantined column: %v, %v; want only b-1", marked, rows.Err())
+	}
+	for _, f := range []queue.RedriveFilter{{}, {Reason: "unavailable"}, {Flow: "b"}} {
+		qs, err := s2.QuarantinedMatching(ctx, f)
+		if err != nil || len(qs) != 1 || qs[0].EventID != "b-1" || qs[0].Reason != "unavailable" {
+			t.Fatalf("QuarantinedMatching(%+v) = %+v, %v; want b-1", f, qs, err)
+		}
+	}
+	var opts []string
+	var fks int
+	if err := s2.pool.QueryRow(ctx, `SELECT coalesce(c.reloptions, '{}'),
+    (SELECT count(*) FROM pg_constraint WHERE conrelid = c.oid AND contype = 'f')
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = 'events'`, schema).Scan(&opts, &fks); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(opts, ",") != "fillfactor=70" || fks != 0 {
+		t.Fatalf("events: options %v, %d foreign keys; want fillfactor=70 and none", opts, fks)
+	}
+	if err := s2.Redrive(ctx, "b-1", cs[1].Generation, "fixed", 4); err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := s2.Quarantined(ctx); err != nil || len(qs) != 0 {
+		t.Fatalf("Quarantined after the redrive = %+v, %v; want none", qs, err)
+	}
+	c, ok, err := s2.Claim(ctx, 4)
+	if err != nil || !ok || c.EventID != "b-1" && c.EventID != "d-1" {
+		t.Fatalf("Claim = %+v, %v, %v; want b-1 or d-1", c, ok, err)
+	}
+	expectOrphanRefused(t, s2, schema)
+}
+
+// TestEventsNeedTheirFlow: the trigger that replaced the foreign key
+// refuses an event whose flow is not in flows, with the foreign key's
+// SQLSTATE, and leaves the table as it was.
+func TestEventsNeedTheirFlow(t *testing.T) {
+	s, _, schema := open(t)
+	if _, err := s.Enqueue(context.Background(), queue.Event{ID: "a-1", Flow: "a", Body: []byte("x")}, 1); err != nil {
+		t.Fatal(err)
+	}
+	expectOrphanRefused(t, s, schema)
+}
+
+// expectOrphanRefused inserts, in one statement, an event of an existing
+// flow and one of a flow that does not exist, and wants the statement
+// refused (SQLSTATE 23503) with neither row stored.
+func expectOrphanRefused(t *testing.T, s *Store, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	var before int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.events`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+schema+`.events
+    (id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, ticket, reason, enqueued_at)
+VALUES ('a-x', 'a', 99, 'x', 'pending', 0, 0, 0, 9, 0, 0, '', 9),
+       ('nobody-1', 'nobody', 1, 'x', 'pending', 0, 0, 0, 9, 0, 0, '', 9)`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23503" {
+		t.Fatalf("insert of an event without its flow: %v; want SQLSTATE 23503", err)
+	}
+	var after int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.events`).Scan(&after); err != nil || after != before {
+		t.Fatalf("events after the refused insert: %d, %v; want %d", after, err, before)
+	}
+}
+
+// TestClaimAndAckCanStayOnTheirPage: no index of events reads a column
+// that a claim, an ack or a lease extension writes, so PostgreSQL can make
+// those updates heap-only (no new index entries) when the page has room
+// (DECISIONS.md, "Updates that stay on their page"). An index added on
+// one of them, or a predicate on state again, fails here.
+func TestClaimAndAckCanStayOnTheirPage(t *testing.T) {
+	s, _, schema := open(t)
+	written := []string{"state", "generation", "attempts", "lifetime_attempts", "lease_until", "ticket"}
+	rows, _ := s.pool.Query(context.Background(), `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'events'`, schema)
+	n := 0
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, col := range written {
+			if containsWord(def, col) {
+				t.Errorf("index %s reads %s, which claims or acks write: %s", name, col, def)
+			}
+		}
+	}
+	if rows.Err() != nil || n != 4 {
+		t.Fatalf("events has %d indexes, %v; want 4 (the primary key, (flow, seq), the two quarantine indexes)", n, rows.Err())
+	}
+}
+
+// containsWord reports whether w occurs in s as a whole identifier.
+func containsWord(s, w string) bool {
+	isIdent := func(b byte) bool { return b == '_' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9' }
+	for i := 0; ; {
+		j := strings.Index(s[i:], w)
+		if j < 0 {
+			return false
+		}
+		j += i
+		if (j == 0 || !isIdent(s[j-1])) && (j+len(w) == len(s) || !isIdent(s[j+len(w)])) {
+			return true
+		}
+		i = j + 1
+	}
+}
