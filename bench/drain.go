@@ -22,6 +22,16 @@ type Claimant interface {
 	Settle(ctx context.Context, item any) error
 }
 
+// A SettleClaimant is a Claimant that can also settle an item and claim the
+// next in one call (one transaction), as a relay does with
+// SettleClaimBatch; Drain then makes that one call for every item after the
+// first. ok is false when nothing more was dispatchable; the item is
+// settled all the same.
+type SettleClaimant interface {
+	Claimant
+	SettleClaim(ctx context.Context, item any) (next any, ok bool, err error)
+}
+
 // A Batch is a claimed item that stands for several events (a ClaimBatch's
 // claims): Drain counts Len events when it is settled, 1 for any other item.
 type Batch interface{ Len() int }
@@ -74,6 +84,22 @@ func Drain(ctx context.Context, c Claimant, proc int, d time.Duration) ProcStats
 	}
 	var pending any
 	for time.Since(start) < d && ctx.Err() == nil {
+		if sc, both := c.(SettleClaimant); pending != nil && both {
+			var next any
+			var ok bool
+			if timed(func() error {
+				var err error
+				next, ok, err = sc.SettleClaim(ctx, pending)
+				return err
+			}) == nil {
+				st.Events += itemCount(pending)
+				pending = nil
+				if ok {
+					pending = next
+				}
+			}
+			continue
+		}
 		if pending != nil {
 			if timed(func() error { return c.Settle(ctx, pending) }) == nil {
 				st.Events += itemCount(pending)

@@ -17,8 +17,9 @@ type PGClaims []queue.Claim
 // Len is the number of claims.
 func (c PGClaims) Len() int { return len(c) }
 
-// PGBatchClaimant drains a pgqueuestore the way a relay does: ClaimBatch of
-// up to N events, then one SettleBatch acking them all.
+// PGBatchClaimant drains a pgqueuestore the way a relay does: a first
+// ClaimBatch of up to N events, then one SettleClaimBatch after another,
+// each acking the last batch and claiming the next (a [SettleClaimant]).
 type PGBatchClaimant struct {
 	Q *pgqueuestore.Store
 	N int
@@ -37,14 +38,38 @@ func (c PGBatchClaimant) Claim(ctx context.Context) (any, bool, error) {
 // Settle acks every claim of a batch in one transaction.
 func (c PGBatchClaimant) Settle(ctx context.Context, item any) error {
 	cs := item.(PGClaims)
+	res, err := c.Q.SettleBatch(ctx, acks(cs), now)
+	if err != nil {
+		return err
+	}
+	return allAcked(cs, res)
+}
+
+// SettleClaim acks every claim of a batch and claims up to N heads, in one
+// transaction.
+func (c PGBatchClaimant) SettleClaim(ctx context.Context, item any) (any, bool, error) {
+	cs := item.(PGClaims)
+	res, next, err := c.Q.SettleClaimBatch(ctx, acks(cs), now, c.N)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := allAcked(cs, res); err != nil {
+		return nil, false, err
+	}
+	return PGClaims(next), len(next) > 0, nil
+}
+
+// acks are the successful settle items of cs.
+func acks(cs PGClaims) []queue.SettleItem {
 	items := make([]queue.SettleItem, len(cs))
 	for i, cl := range cs {
 		items[i] = queue.SettleItem{EventID: cl.EventID, Generation: cl.Generation, Result: queue.Result{OK: true}}
 	}
-	res, err := c.Q.SettleBatch(ctx, items, now)
-	if err != nil {
-		return err
-	}
+	return items
+}
+
+// allAcked fails unless every result of settling cs is Acked.
+func allAcked(cs PGClaims, res []queue.SettleResult) error {
 	for i, r := range res {
 		if r.Err != nil || r.Outcome != queue.Acked {
 			return fmt.Errorf("settle %s: %s, %v, want acked", cs[i].EventID, r.Outcome, r.Err)

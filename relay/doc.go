@@ -25,8 +25,9 @@
 // slots) at a time, and runs the claims in the order the queue gave. Freed
 // slots and finished results wait up to Options.Linger for others, so that
 // claims and settles share transactions. When the queue is a SettleClaimer
-// (queuestore's SettleClaimBatch), the settle of the finished results and
-// the claim for the slots they freed are one call and one commit. It
+// (the SettleClaimBatch of queuestore and pgqueuestore), the settle of the
+// finished results and the claim for the slots they freed are one call and
+// one commit. It
 // extends a lease, with one ExtendBatch for every lease due, once a third of
 // the lease (rounded up, at least one tick) is left, so a handler may run
 // for many leases and the event is still delivered once. An extension

@@ -1,4 +1,4 @@
-package queuestore
+package conformance
 
 import (
 	"context"
@@ -9,12 +9,38 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
-// errText renders the items' errors for comparison (errors are values of
-// unexported types; their text and the sentinels they wrap are what
-// callers see).
-func errText(rs []SettleResult) []string {
+// SettleClaimer is a queue with SettleClaimBatch: SettleBatch followed at
+// once by ClaimBatch in one transaction (queuestore.Store and
+// pgqueuestore.Store both have it; a relay uses it when the queue does).
+type SettleClaimer interface {
+	SettleClaimBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error)
+}
+
+// settleClaimer is q as a SettleClaimer; the clause is skipped when the
+// backend has no SettleClaimBatch.
+func settleClaimer(t *testing.T, q Queue) SettleClaimer {
+	t.Helper()
+	sc, ok := q.(SettleClaimer)
+	if !ok {
+		t.Skip("the backend has no SettleClaimBatch")
+	}
+	return sc
+}
+
+func outcomes(rs []queue.SettleResult) []queue.Outcome {
+	out := make([]queue.Outcome, len(rs))
+	for i, r := range rs {
+		out[i] = r.Outcome
+	}
+	return out
+}
+
+// errText renders the items' errors for comparison: their text and the
+// sentinels they wrap are what callers see.
+func errText(rs []queue.SettleResult) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		if r.Err != nil {
@@ -24,54 +50,38 @@ func errText(rs []SettleResult) []string {
 	return out
 }
 
-func outcomes(rs []SettleResult) []Outcome {
-	out := make([]Outcome, len(rs))
-	for i, r := range rs {
-		out[i] = r.Outcome
-	}
-	return out
-}
-
-// TestSettleClaimBatch_TwinOfSettleBatchThenClaimBatch: on twin stores, for
+// SettleClaimBatch_TwinOfSettleBatchThenClaimBatch: on twin stores, for
 // both fairness orders, SettleClaimBatch gives what SettleBatch followed by
 // ClaimBatch at the same tick give — the same outcomes and item errors, the
 // same claims (order, tickets, generations, attempts, leases) — and leaves
 // the same snapshot, on random states with acks, retries, quarantines,
 // take-overs of expired leases, stale and unknown items, invalid items,
 // weights, and n from 0 (settle only) up.
-func TestSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T) {
+func queueSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
-	seeds := uint64(12)
-	if raceBuild {
-		seeds = 2 // every statement costs several times more under the detector; mage test runs the full count without it
+	seeds := uint64(sequences(12))
+	fairs := []queue.Fairness{queue.FairMinServed}
+	if bk.Rotation {
+		fairs = append(fairs, queue.FairRotation)
 	}
-	for _, fair := range []Fairness{FairMinServed, FairRotation} {
+	for _, fair := range fairs {
 		for seed := range seeds {
-			p := DefaultPolicy()
+			p := queue.DefaultPolicy()
 			p.Fairness = fair
 			p.MaxAttempts = 2
 			p.Lease = 4
-			var stores [2]*Store
-			for i := range stores {
-				path := memTempDir(t) + fmt.Sprintf("/twin-%s-%d-%d.db", fair, seed, i)
-				s, err := Open(path, WithPolicy(p))
-				if err != nil {
-					t.Fatalf("Open: %v", err)
-				}
-				t.Cleanup(func() { s.Close() })
-				stores[i] = s
-			}
-			both, single := stores[0], stores[1]
+			both, single := bk.openPolicy(t, p), bk.openPolicy(t, p)
+			sc := settleClaimer(t, both)
 			rng := rand.New(rand.NewPCG(seed, 7))
-			var held []Claim // claims handed out so far (some settled, some expired)
+			var held []queue.Claim // claims handed out so far (some settled, some expired)
 			now := clock.Tick(1)
 			nEvents := 0
 			for round := range 30 {
 				where := fmt.Sprintf("%s seed %d round %d", fair, seed, round)
 				// New events on both, some flows with a weight.
 				for range rng.IntN(4) {
-					e := Event{
+					e := queue.Event{
 						ID:   fmt.Sprintf("e%d", nEvents),
 						Flow: fmt.Sprintf("f%d", rng.IntN(6)),
 						Body: []byte(fmt.Sprintf("b%d", nEvents)),
@@ -80,21 +90,21 @@ func TestSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T) {
 						e.Weight = 1 + rng.IntN(3)
 					}
 					nEvents++
-					for _, s := range stores {
+					for _, s := range []Queue{both, single} {
 						if _, err := s.Enqueue(ctx, e, now); err != nil {
 							t.Fatalf("%s: Enqueue(%s): %v", where, e.ID, err)
 						}
 					}
 				}
-				var items []SettleItem
+				var items []queue.SettleItem
 				for range rng.IntN(6) {
 					switch r := rng.IntN(12); {
 					case r == 0:
-						items = append(items, SettleItem{EventID: "", Generation: 1, Result: success}) // invalid ID
+						items = append(items, queue.SettleItem{EventID: "", Generation: 1, Result: success}) // invalid ID
 					case r == 1:
-						items = append(items, SettleItem{EventID: "nobody", Generation: 1, Result: success}) // not found
+						items = append(items, queue.SettleItem{EventID: "nobody", Generation: 1, Result: success}) // not found
 					case r == 2:
-						items = append(items, SettleItem{EventID: "e0", Generation: 1, Result: Result{}}) // no reason
+						items = append(items, queue.SettleItem{EventID: "e0", Generation: 1, Result: queue.Result{}}) // no reason
 					case len(held) > 0:
 						c := held[rng.IntN(len(held))]
 						res := success
@@ -105,15 +115,14 @@ func TestSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T) {
 						if rng.IntN(8) == 0 {
 							gen++ // stale
 						}
-						items = append(items, SettleItem{EventID: c.EventID, Generation: gen, Result: res})
+						items = append(items, queue.SettleItem{EventID: c.EventID, Generation: gen, Result: res})
 					}
 				}
 				n := rng.IntN(5)
-				beforeB, beforeS := snap(t, both), snap(t, single)
-				if !reflect.DeepEqual(beforeB, beforeS) {
+				if b, s := snap(t, both), snap(t, single); !reflect.DeepEqual(b, s) {
 					t.Fatalf("%s: stores differ before the call", where)
 				}
-				gotR, gotC, err := both.SettleClaimBatch(ctx, items, now, n)
+				gotR, gotC, err := sc.SettleClaimBatch(ctx, items, now, n)
 				if err != nil {
 					t.Fatalf("%s: SettleClaimBatch: %v", where, err)
 				}
@@ -121,7 +130,7 @@ func TestSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: SettleBatch: %v", where, err)
 				}
-				var wantC []Claim
+				var wantC []queue.Claim
 				if n > 0 {
 					if wantC, err = single.ClaimBatch(ctx, now, n); err != nil {
 						t.Fatalf("%s: ClaimBatch: %v", where, err)
@@ -131,7 +140,7 @@ func TestSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T) {
 					t.Fatalf("%s: results %v %q, SettleBatch %v %q", where, outcomes(gotR), errText(gotR), outcomes(wantR), errText(wantR))
 				}
 				for i, r := range gotR {
-					if (r.Err != nil) != (wantR[i].Err != nil) || r.Err != nil && errors.Is(wantR[i].Err, ErrInvalid) != errors.Is(r.Err, ErrInvalid) {
+					if (r.Err != nil) != (wantR[i].Err != nil) || r.Err != nil && errors.Is(wantR[i].Err, queue.ErrInvalid) != errors.Is(r.Err, queue.ErrInvalid) {
 						t.Fatalf("%s: item %d error %v, SettleBatch %v", where, i, r.Err, wantR[i].Err)
 					}
 				}
@@ -151,99 +160,102 @@ func TestSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T) {
 	}
 }
 
-// TestSettleClaimBatch_ClaimSeesTheSettle: a flow whose head is acked hands
-// out its next event in the same call, and n bounds the claims.
-func TestSettleClaimBatch_ClaimSeesTheSettle(t *testing.T) {
+// SettleClaimBatch_ClaimSeesTheSettle: a flow whose head is acked hands out
+// its next event in the same call, and n bounds the claims.
+func queueSettleClaimBatch_ClaimSeesTheSettle(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := openTest(t)
+	s := bk.open(t)
+	sc := settleClaimer(t, s)
 	for _, id := range []string{"a1", "a2", "a3"} {
 		enqueue(t, s, id, "a", "x", 0)
 	}
 	enqueue(t, s, "b1", "b", "x", 0)
 	c := mustClaim(t, s, 0) // a1
-	rs, cs, err := s.SettleClaimBatch(ctx, []SettleItem{{EventID: c.EventID, Generation: c.Generation, Result: success}}, 1, 1)
+	rs, cs, err := sc.SettleClaimBatch(ctx, []queue.SettleItem{{EventID: c.EventID, Generation: c.Generation, Result: success}}, 1, 1)
 	if err != nil {
 		t.Fatalf("SettleClaimBatch() error = %v", err)
 	}
-	if len(rs) != 1 || rs[0].Outcome != Acked || rs[0].Err != nil {
+	if len(rs) != 1 || rs[0].Outcome != queue.Acked || rs[0].Err != nil {
 		t.Fatalf("SettleClaimBatch() results = %+v, want one Acked", rs)
 	}
 	// b (served 0) comes before a (served 1); n = 1 stops there.
 	if len(cs) != 1 || cs[0].EventID != "b1" || cs[0].Ticket != 2 {
 		t.Fatalf("SettleClaimBatch() claims = %s, want b1 with ticket 2", jsonOf(cs))
 	}
-	_, cs, err = s.SettleClaimBatch(ctx, nil, 1, 5)
+	_, cs, err = sc.SettleClaimBatch(ctx, nil, 1, 5)
 	if err != nil || len(cs) != 1 || cs[0].EventID != "a2" {
 		t.Fatalf("SettleClaimBatch(no items, 5) = %s, %v; want a2 only (b's head is in flight)", jsonOf(cs), err)
 	}
 }
 
-// TestSettleClaimBatch_SettleOnly: n = 0 settles and claims nothing, even
-// with dispatchable heads; it records now, as SettleBatch does.
-func TestSettleClaimBatch_SettleOnly(t *testing.T) {
+// SettleClaimBatch_SettleOnly: n = 0 settles and claims nothing, even with
+// dispatchable heads; it records now, as SettleBatch does.
+func queueSettleClaimBatch_SettleOnly(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := openTest(t)
+	s := bk.open(t)
+	sc := settleClaimer(t, s)
 	enqueue(t, s, "a1", "a", "x", 0)
 	enqueue(t, s, "a2", "a", "x", 0)
 	enqueue(t, s, "b1", "b", "x", 0)
 	c := mustClaim(t, s, 0)
-	rs, cs, err := s.SettleClaimBatch(ctx, []SettleItem{{EventID: c.EventID, Generation: c.Generation, Result: success}}, 2, 0)
-	if err != nil || len(cs) != 0 || len(rs) != 1 || rs[0].Outcome != Acked {
+	rs, cs, err := sc.SettleClaimBatch(ctx, []queue.SettleItem{{EventID: c.EventID, Generation: c.Generation, Result: success}}, 2, 0)
+	if err != nil || len(cs) != 0 || len(rs) != 1 || rs[0].Outcome != queue.Acked {
 		t.Fatalf("SettleClaimBatch(n=0) = %+v, %s, %v; want Acked and no claim", rs, jsonOf(cs), err)
 	}
 	if sn := snap(t, s); sn.ClockMark != 2 {
 		t.Fatalf("clock mark = %d, want 2", sn.ClockMark)
 	}
-	if e := event(t, s, "b1"); e.State != statePending {
+	if e := event(t, s, "b1"); e.State != queue.StatePending {
 		t.Fatalf("b1 state = %q, want pending (nothing claimed)", e.State)
 	}
 }
 
-// TestSettleClaimBatch_RefusedWholeChangesNothing: a negative n
-// (ErrInvalid), a time regression, and a failure in the claim part after
-// the settles were written (the context cancelled by the settle's hook)
-// each refuse the whole call: no item is settled, nothing is claimed, the
-// store is unchanged. A bad item alone is not refused whole: it gets its
-// own Err, as in SettleBatch, and changes nothing of its own.
-func TestSettleClaimBatch_RefusedWholeChangesNothing(t *testing.T) {
+// SettleClaimBatch_RefusedWholeChangesNothing: a negative n (ErrInvalid),
+// a time regression, and a failure in the claim part after the settles
+// were written (the context cancelled by the settle's hook) each refuse
+// the whole call: no item is settled, nothing is claimed, the store is
+// unchanged. A bad item alone is not refused whole: it gets its own Err,
+// as in SettleBatch, and changes nothing of its own.
+func queueSettleClaimBatch_RefusedWholeChangesNothing(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	armed := false
-	s, _ := openTest(t, WithHook(func(p HookPoint) {
-		if armed && p == HookSettleBeforeCommit {
+	armed := false // the hook runs in the calling goroutine
+	s, _ := bk.openTest(t, withHook(func(p queue.HookPoint) {
+		if armed && p == queue.HookSettleBeforeCommit {
 			cancel()
 		}
 	}))
+	sc := settleClaimer(t, s)
 	enqueue(t, s, "a1", "a", "x", 0)
 	enqueue(t, s, "b1", "b", "x", 0)
 	c := mustClaim(t, s, 5)
-	ok := []SettleItem{{EventID: c.EventID, Generation: c.Generation, Result: success}}
+	ok := []queue.SettleItem{{EventID: c.EventID, Generation: c.Generation, Result: success}}
 
 	before := snap(t, s)
-	_, _, err := s.SettleClaimBatch(ctx, ok, 5, -1)
-	wantErr(t, "SettleClaimBatch(n=-1)", err, ErrInvalid)
+	_, _, err := sc.SettleClaimBatch(ctx, ok, 5, -1)
+	wantErr(t, "SettleClaimBatch(n=-1)", err, queue.ErrInvalid)
 	assertUnchanged(t, "SettleClaimBatch(n=-1)", before, snap(t, s))
 
-	_, _, err = s.SettleClaimBatch(ctx, ok, 4, 3)
-	wantErr(t, "SettleClaimBatch(time regression)", err, ErrTimeRegression)
+	_, _, err = sc.SettleClaimBatch(ctx, ok, 4, 3)
+	wantErr(t, "SettleClaimBatch(time regression)", err, queue.ErrTimeRegression)
 	assertUnchanged(t, "SettleClaimBatch(time regression)", before, snap(t, s))
 
 	armed = true
-	_, _, err = s.SettleClaimBatch(ctx, ok, 6, 3)
+	_, _, err = sc.SettleClaimBatch(ctx, ok, 6, 3)
 	armed = false
 	wantErr(t, "SettleClaimBatch(cancelled after the settle)", err, context.Canceled)
 	assertUnchanged(t, "SettleClaimBatch(cancelled after the settle)", before, snap(t, s))
 
-	bad := append([]SettleItem{{EventID: "", Generation: 1, Result: success}}, ok...)
-	rs, cs, err := s.SettleClaimBatch(context.Background(), bad, 6, 3)
+	bad := append([]queue.SettleItem{{EventID: "", Generation: 1, Result: success}}, ok...)
+	rs, cs, err := sc.SettleClaimBatch(context.Background(), bad, 6, 3)
 	if err != nil {
 		t.Fatalf("SettleClaimBatch(bad item) error = %v", err)
 	}
-	wantErr(t, "SettleClaimBatch bad item", rs[0].Err, ErrInvalid)
-	if rs[1].Outcome != Acked || len(cs) != 1 || cs[0].EventID != "b1" {
+	wantErr(t, "SettleClaimBatch bad item", rs[0].Err, queue.ErrInvalid)
+	if rs[1].Outcome != queue.Acked || len(cs) != 1 || cs[0].EventID != "b1" {
 		t.Fatalf("SettleClaimBatch(bad item) = %+v, %s; want the good item Acked and b1 claimed", rs, jsonOf(cs))
 	}
 }
