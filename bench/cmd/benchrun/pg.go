@@ -183,7 +183,7 @@ func pgDrainRows(drains map[int][]bench.DrainSummary) []bench.Row {
 			row := bench.Row{What: label + ": total ÷ one process", Value: r, Verb: "%.2f", Unit: "ratio"}
 			if n == 4 {
 				row.Target, row.Met = "≥ 2", bench.AtLeast(r.Median, 2)
-				row.Why = "Every write takes the queue's one turn (the meta row, FOR UPDATE) as its first statement and holds it through its statements and its commit, so the design promises no scaling: processes overlap only what lies outside the turn, and these drain children do nothing outside it (no handler). It is the turn, not the 2 cores: vmstat showed the machine 36-49 % idle in every phase of a drain run (1, 2, 4 and 8 processes). Processes add throughput when their handlers take time outside the turn; see bench/DECISIONS.md, \"PostgreSQL and River\"."
+				row.Why = "The contract rules it out on one queue: a claim takes the next global ticket in its own transaction and tickets are consecutive (§2.3), so a claim cannot know its ticket before the claim before it has committed or rolled back, and claims run one after another through their commits whatever the lock (pgqueuestore/DECISIONS.md, \"Why more processes cannot multiply one queue's claims\"). One process without a handler already keeps that turn busy (vmstat showed the machine 36-49 % idle in every phase of a drain run, 1 to 8 processes); more processes only queue for it. Processes add throughput when their handlers take time outside the turn; past one turn, partitions (docs/postgres.md)."
 			}
 			ms := bench.Summarize(minShare)
 			rows = append(rows,
