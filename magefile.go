@@ -86,7 +86,7 @@ func Test() error {
 		if err := run(dir, "go", testArgs...); err != nil {
 			return err
 		}
-		// A race-built run cuts the randomized model tests to a tenth of
+		// A race-built run cuts the randomized model tests to a fraction of
 		// their sequences; run them once more at full count without it.
 		if pattern, ok := fullCountModels[filepath.Base(dir)]; ok && raceOn {
 			if err := run(dir, "go", "test", "-count=1", "-timeout", "30m", "-run", pattern, "./..."); err != nil {

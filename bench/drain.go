@@ -97,6 +97,8 @@ func Drain(ctx context.Context, c Claimant, proc int, d time.Duration) ProcStats
 				if ok {
 					pending = next
 				}
+			} else if st.OtherErrs > 100 {
+				break
 			}
 			continue
 		}

@@ -25,8 +25,10 @@
 // Open creates the schema (default "fairrelay_queue", WithSchema to
 // choose) and applies the migrations it lacks in one transaction under an
 // advisory lock, recording each in schema_migrations: 1 the tables, 2 the
-// rotation's index. The policy is recorded in meta when the schema is
-// created (WithPolicy).
+// rotation's index, 3 OldestDue's index, 4 the quarantine indexes on a
+// column of their own, the events' fill factor and their flow checked per
+// statement (DECISIONS.md). The policy is recorded in meta when the schema
+// is created (WithPolicy).
 //
 // # Wake-ups
 //

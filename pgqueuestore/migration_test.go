@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -104,8 +106,9 @@ func TestEventsNeedTheirFlow(t *testing.T) {
 }
 
 // expectOrphanRefused inserts, in one statement, an event of an existing
-// flow and one of a flow that does not exist, and wants the statement
-// refused (SQLSTATE 23503) with neither row stored.
+// flow (a) and one of a flow that does not exist, and wants the statement
+// refused (SQLSTATE 23503) with neither row stored. schema is as it goes
+// into SQL (quoted when it needs to be).
 func expectOrphanRefused(t *testing.T, s *Store, schema string) {
 	t.Helper()
 	ctx := context.Background()
@@ -168,4 +171,26 @@ func containsWord(s, w string) bool {
 		}
 		i = j + 1
 	}
+}
+
+// TestSchemaNameWithQuotes: a schema whose name holds a dollar quote and a
+// double quote gets every migration (the trigger's body names no schema)
+// and works: its trigger refuses an event without a flow.
+func TestSchemaNameWithQuotes(t *testing.T) {
+	ctx := context.Background()
+	url, base := pgtest.Schema(t)
+	name := base + `_$$"x`
+	t.Cleanup(func() { execSQL(t, url, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE") })
+	s, err := Open(ctx, url, WithSchema(name))
+	if err != nil {
+		t.Fatalf("Open(%q): %v", name, err)
+	}
+	defer s.Close()
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "a-1", Flow: "a", Body: []byte("x")}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.SchemaVersion != SchemaVersion || st.Events.Pending != 1 {
+		t.Fatalf("Stats = %+v, %v; want version %d and one pending event", st, err, SchemaVersion)
+	}
+	expectOrphanRefused(t, s, pgx.Identifier{name}.Sanitize())
 }

@@ -48,7 +48,7 @@ type OldestDueQueue interface {
 // transaction: SettleClaimBatch(ctx, items, now, n) answers what
 // SettleBatch(ctx, items, now) followed at once by ClaimBatch(ctx, now, n)
 // would (n = 0: settle only), in one commit instead of two.
-// *queue.Store is one. When the queue given to New is one, the relay
+// *queuestore.Store and *pgqueuestore.Store are. When the queue given to New is one, the relay
 // settles its finished handlers and claims for the slots they freed in one
 // call whenever it would make either call alone; otherwise it makes the two
 // calls apart.
