@@ -110,23 +110,7 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 // and changes nothing; the others go on. A time regression, a canceled
 // context or an SQL error refuses the whole batch.
 func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error) {
-	var out []queue.SettleResult
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
-		if err != nil {
-			return err
-		}
-		rs, wrote, err := s.settleItems(ctx, tx, &pp, items, now, m.policy, false)
-		if err != nil {
-			return err
-		}
-		out = rs
-		if wrote {
-			s.call(queue.HookSettleBeforeCommit)
-		}
-		return nil
-	})
+	out, _, err := s.settleClaim(ctx, items, now, 0)
 	if err != nil {
 		return nil, fmt.Errorf("settle batch: %w", err)
 	}

@@ -34,6 +34,17 @@ func (s *Store) SettleClaimBatch(ctx context.Context, items []queue.SettleItem, 
 	if n < 0 {
 		return nil, nil, fmt.Errorf("settle claim batch: %w: n is %d, want at least 0", queue.ErrInvalid, n)
 	}
+	out, cs, err := s.settleClaim(ctx, items, now, n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("settle claim batch: %w", err)
+	}
+	return out, cs, nil
+}
+
+// settleClaim is the body of SettleBatch (n = 0) and SettleClaimBatch: in
+// one transaction, the items settled as SettleBatch settles them, then up
+// to n heads claimed as ClaimBatch claims them.
+func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error) {
 	var (
 		out []queue.SettleResult
 		cs  []queue.Claim
@@ -60,7 +71,7 @@ func (s *Store) SettleClaimBatch(ctx context.Context, items []queue.SettleItem, 
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("settle claim batch: %w", err)
+		return nil, nil, err
 	}
 	if len(cs) > 0 {
 		s.call(queue.HookClaimCommitted)
