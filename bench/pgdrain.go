@@ -37,45 +37,37 @@ func (c PGBatchClaimant) Claim(ctx context.Context) (any, bool, error) {
 
 // Settle acks every claim of a batch in one transaction.
 func (c PGBatchClaimant) Settle(ctx context.Context, item any) error {
-	cs := item.(PGClaims)
-	res, err := c.Q.SettleBatch(ctx, acks(cs), now)
-	if err != nil {
-		return err
-	}
-	return allAcked(cs, res)
+	_, err := c.ackAndClaim(ctx, item.(PGClaims), 0)
+	return err
 }
 
 // SettleClaim acks every claim of a batch and claims up to N heads, in one
 // transaction.
 func (c PGBatchClaimant) SettleClaim(ctx context.Context, item any) (any, bool, error) {
-	cs := item.(PGClaims)
-	res, next, err := c.Q.SettleClaimBatch(ctx, acks(cs), now, c.N)
+	next, err := c.ackAndClaim(ctx, item.(PGClaims), c.N)
 	if err != nil {
-		return nil, false, err
-	}
-	if err := allAcked(cs, res); err != nil {
 		return nil, false, err
 	}
 	return PGClaims(next), len(next) > 0, nil
 }
 
-// acks are the successful settle items of cs.
-func acks(cs PGClaims) []queue.SettleItem {
+// ackAndClaim acks every claim of cs and claims up to n heads (none when n
+// is 0) in one SettleClaimBatch; it fails unless every claim was acked.
+func (c PGBatchClaimant) ackAndClaim(ctx context.Context, cs PGClaims, n int) ([]queue.Claim, error) {
 	items := make([]queue.SettleItem, len(cs))
 	for i, cl := range cs {
 		items[i] = queue.SettleItem{EventID: cl.EventID, Generation: cl.Generation, Result: queue.Result{OK: true}}
 	}
-	return items
-}
-
-// allAcked fails unless every result of settling cs is Acked.
-func allAcked(cs PGClaims, res []queue.SettleResult) error {
+	res, next, err := c.Q.SettleClaimBatch(ctx, items, now, n)
+	if err != nil {
+		return nil, err
+	}
 	for i, r := range res {
 		if r.Err != nil || r.Outcome != queue.Acked {
-			return fmt.Errorf("settle %s: %s, %v, want acked", cs[i].EventID, r.Outcome, r.Err)
+			return nil, fmt.Errorf("settle %s: %s, %v, want acked", cs[i].EventID, r.Outcome, r.Err)
 		}
 	}
-	return nil
+	return next, nil
 }
 
 // PGQueueChild is the child side of a PostgreSQL drain: it opens the queue in

@@ -29,6 +29,19 @@ func copyTestdata(t *testing.T, name string) string {
 	return path
 }
 
+// wantSnapshotFile fails t unless s's snapshot is testdata/name, the
+// snapshot the older build that made the file wrote of it.
+func wantSnapshotFile(t *testing.T, s *Store, name string) {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatalf("read want: %v", err)
+	}
+	if got := jsonOf(snap(t, s)) + "\n"; got != string(want) {
+		t.Fatalf("snapshot after migration:\n%s\nwant (testdata/%s, the older build's):\n%s", got, name, want)
+	}
+}
+
 // copyV1 copies testdata/v1-queue.db (made by the v1 build).
 func copyV1(t *testing.T) string { return copyTestdata(t, "v1-queue.db") }
 
@@ -102,13 +115,7 @@ func TestMigrate_V1FileKeepsEverythingAndGetsDefaultPolicy(t *testing.T) {
 		t.Fatalf("Open(v1 file) error = %v", err)
 	}
 	defer s.Close()
-	want, err := os.ReadFile(filepath.Join("testdata", "v1-queue.snapshot.json"))
-	if err != nil {
-		t.Fatalf("read want: %v", err)
-	}
-	if got := jsonOf(snap(t, s)) + "\n"; got != string(want) {
-		t.Fatalf("snapshot after migration:\n%s\nwant (the v1 build's):\n%s", got, want)
-	}
+	wantSnapshotFile(t, s, "v1-queue.snapshot.json")
 	st, err := s.Stats(ctx)
 	if err != nil || st.SchemaVersion != SchemaVersion {
 		t.Fatalf("Stats() = %+v, %v; want schema version %d", st, err, SchemaVersion)
@@ -400,13 +407,7 @@ func TestMigrate_V2FileKeepsEveryRow(t *testing.T) {
 		t.Fatalf("Open(v2 file) error = %v", err)
 	}
 	defer s.Close()
-	want, err := os.ReadFile(filepath.Join("testdata", "v2-queue.snapshot.json"))
-	if err != nil {
-		t.Fatalf("read want: %v", err)
-	}
-	if got := jsonOf(snap(t, s)) + "\n"; got != string(want) {
-		t.Fatalf("snapshot after migration:\n%s\nwant (the version-2 build's):\n%s", got, want)
-	}
+	wantSnapshotFile(t, s, "v2-queue.snapshot.json")
 	after := rawDump(t, path)
 	if !strings.HasPrefix(after, fmt.Sprintf("user_version %d\n", SchemaVersion)) {
 		t.Fatalf("after Open:\n%s", after)
@@ -417,8 +418,8 @@ func TestMigrate_V2FileKeepsEveryRow(t *testing.T) {
 	if !strings.Contains(after, "index flows_rotation: ") {
 		t.Fatalf("the rotation's index is gone:\n%s", after)
 	}
-	if strings.Contains(after, " IN (") && strings.Count(after, " IN (") != 2 {
-		t.Fatalf("want IN lists only in meta's two checks:\n%s", after)
+	if n := strings.Count(after, " IN ("); n != 2 {
+		t.Fatalf("%d IN lists; want only meta's two checks:\n%s", n, after)
 	}
 	// The migrated store works: a-4 (in flight, lease 31) is acked and
 	// a-5 claimed; b-2 is due at 25.
