@@ -114,7 +114,8 @@ func CopyPGTemplate(ctx context.Context, url, template, schema string) error {
 			"DELETE FROM " + to + ".meta",
 			"INSERT INTO " + to + ".meta SELECT * FROM " + from + ".meta",
 			"INSERT INTO " + to + ".flows SELECT * FROM " + from + ".flows",
-			"INSERT INTO " + to + ".events SELECT * FROM " + from + ".events",
+			// quarantined is generated: every column but it.
+			"INSERT INTO " + to + ".events (" + eventColumns + ") SELECT " + eventColumns + " FROM " + from + ".events",
 		} {
 			if _, err := tx.Exec(ctx, sql); err != nil {
 				return fmt.Errorf("copy template: %s: %w", sql, err)
@@ -127,6 +128,9 @@ func CopyPGTemplate(ctx context.Context, url, template, schema string) error {
 	}
 	return analyzePG(ctx, url, schema)
 }
+
+// eventColumns are the stored columns of pgqueuestore's events.
+const eventColumns = "id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, ticket, reason, enqueued_at"
 
 // PGDrainArgs are the arguments that make a benchrun child (-child pg) drain
 // the queue in schema with batches of batch.

@@ -24,7 +24,7 @@ const (
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
 WHERE f.ready ORDER BY f.served, f.flow LIMIT 1`
 
-	qQuarantineExpired = `UPDATE {s}.events SET state = 'quarantined', quarantined = true, reason = 'lease_expired', lease_until = 0 WHERE id = $1`
+	qQuarantineExpired = `UPDATE {s}.events SET state = 'quarantined', reason = 'lease_expired', lease_until = 0 WHERE id = $1`
 
 	qBlockFlow = `UPDATE {s}.flows SET ready_at = NULL, ready = false WHERE flow = $1`
 

@@ -3,6 +3,7 @@ package pgqueuestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -134,7 +135,7 @@ VALUES ('a-x', 'a', 99, 'x', 'pending', 0, 0, 0, 9, 0, 0, '', 9),
 }
 
 // TestClaimAndAckCanStayOnTheirPage: no index of events reads a column
-// that a claim, an ack or a lease extension writes, so PostgreSQL can make
+// that a claim, an ack or a lease extension writes, so PostgreSQL makes
 // those updates heap-only (no new index entries) when the page has room
 // (DECISIONS.md, "Updates that stay on their page"). An index added on
 // one of them, or a predicate on state again, fails here.
@@ -157,6 +158,40 @@ func TestClaimAndAckCanStayOnTheirPage(t *testing.T) {
 	}
 	if rows.Err() != nil || n != 4 {
 		t.Fatalf("events has %d indexes, %v; want 4 (the primary key, (flow, seq), the two quarantine indexes)", n, rows.Err())
+	}
+
+	// And the store's own claim and ack statements are heap-only on 10
+	// new events (their page has room for the two new versions of each:
+	// inside one transaction nothing can be pruned), counted by the server
+	// for this transaction alone, which then rolls back.
+	ctx := context.Background()
+	var ids []string
+	var es []queue.Event
+	for i := range 10 {
+		id := fmt.Sprintf("e%02d", i)
+		ids = append(ids, id)
+		es = append(es, queue.Event{ID: id, Flow: "f" + id, Body: []byte("x")})
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 1); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, s.q(qClaimEvents), ids, int64(6), int64(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, s.q(qAckMany), ids); err != nil {
+		t.Fatal(err)
+	}
+	var upd, hot int64
+	if err := tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'events'`, schema).Scan(&upd, &hot); err != nil {
+		t.Fatal(err)
+	}
+	if upd != 20 || hot != 20 {
+		t.Fatalf("the claim and the ack updated %d event rows, %d heap-only; want 20 and 20", upd, hot)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 const (
 	qRedriveRead = `SELECT flow, state, generation FROM {s}.events WHERE id = $1`
 
-	qRedrive = `UPDATE {s}.events SET generation = generation + 1, attempts = 0, state = 'pending', quarantined = false,
+	qRedrive = `UPDATE {s}.events SET generation = generation + 1, attempts = 0, state = 'pending',
     available_at = $2, reason = '', lease_until = 0
 WHERE id = $1 RETURNING generation`
 

@@ -36,7 +36,7 @@ LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 
 	qRetry = `UPDATE {s}.events SET state = 'pending', lease_until = 0, available_at = $2, reason = $3 WHERE id = $1`
 
-	qQuarantine = `UPDATE {s}.events SET state = 'quarantined', quarantined = true, lease_until = 0, reason = $2 WHERE id = $1`
+	qQuarantine = `UPDATE {s}.events SET state = 'quarantined', lease_until = 0, reason = $2 WHERE id = $1`
 
 	// qSetHead moves the flow's head; ready at once when the head is
 	// already dispatchable at now ($4, the clock mark in this transaction).
@@ -61,7 +61,7 @@ WHERE e.id = u.id`
 	qWaitFlows = `UPDATE {s}.flows AS f SET ready_at = u.at, ready = false
 FROM unnest($1::text[], $2::bigint[]) AS u(flow, at)
 WHERE f.flow = u.flow`
-	qQuarantineMany = `UPDATE {s}.events AS e SET state = 'quarantined', quarantined = true, lease_until = 0, reason = u.reason
+	qQuarantineMany = `UPDATE {s}.events AS e SET state = 'quarantined', lease_until = 0, reason = u.reason
 FROM unnest($1::text[], $2::text[]) AS u(id, reason)
 WHERE e.id = u.id`
 	qBlockFlows = `UPDATE {s}.flows SET ready_at = NULL, ready = false WHERE flow = ANY($1::text[])`

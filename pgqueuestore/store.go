@@ -112,8 +112,8 @@ CREATE TABLE {s}.audit (
 	`CREATE INDEX flows_ready_due ON {s}.flows (ready_at) WHERE ready;`,
 	// 4: cheaper claims and settles (DECISIONS.md, "Updates that stay on
 	// their page"). The quarantine indexes select their rows by a column
-	// of their own, quarantined (true exactly when state is 'quarantined'),
-	// instead of by state: an index that reads state kept every claim and
+	// of their own, quarantined (generated: state = 'quarantined'), instead
+	// of by state: an index that reads state kept every claim and
 	// every ack from being a heap-only update, so each wrote new entries in
 	// the primary key and (flow, seq); now they are heap-only when the page
 	// has room, which the fill factor leaves. The flow of each inserted
@@ -122,9 +122,8 @@ CREATE TABLE {s}.audit (
 	// changes an event's flow, so the insert is the only write the key
 	// guarded. The trigger's body names no schema (its search_path does), so
 	// that no schema name can end its dollar quote.
-	`ALTER TABLE {s}.events ADD COLUMN quarantined boolean NOT NULL DEFAULT false;
-UPDATE {s}.events SET quarantined = true WHERE state = 'quarantined';
-ALTER TABLE {s}.events ADD CONSTRAINT events_quarantined_state CHECK (quarantined = (state = 'quarantined'));
+	`ALTER TABLE {s}.events ADD COLUMN quarantined boolean NOT NULL
+    GENERATED ALWAYS AS (state = 'quarantined') STORED;
 DROP INDEX {s}.events_quarantined;
 DROP INDEX {s}.events_quarantined_reason;
 CREATE INDEX events_quarantined ON {s}.events (flow, seq) WHERE quarantined;
