@@ -90,8 +90,10 @@ type Options struct {
 	// to share its SettleBatch, and how long a freed handler slot may wait
 	// for others to share a ClaimBatch (default 2 ms). A settle batch is
 	// flushed earlier when it holds min(Batch, Concurrency) results or no
-	// handler is running; a claim is made earlier when half of
-	// min(Batch, Concurrency) slots are free or no handler is running.
+	// handler is running; a claim is made earlier when no handler is
+	// running, when min(Batch, Concurrency) slots are free, or when half of
+	// them are and every running handler started at least Linger ago (one
+	// that has run that long is not waited for).
 	Linger time.Duration
 	// ShutdownGrace is how long Run waits for running handlers once its
 	// context ends (default 10 s). Then their contexts are cancelled

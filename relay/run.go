@@ -34,6 +34,14 @@ type claim struct {
 	lost        bool // the lease is gone: never settled
 	interrupted bool // cancelled at the end of the shutdown grace period
 	res         queue.Result
+	wave        *wave // the handlers started with this one, while it runs
+}
+
+// wave is a group of handlers started together (one claim call's, or a
+// parked claim's), counted while any of them runs.
+type wave struct {
+	began   time.Time
+	running int
 }
 
 // outcome is what a handler goroutine reports.
@@ -58,6 +66,8 @@ type loop struct {
 	parked     map[string]*claim   // a claim waiting for its flow's lost handler to return
 	goroutines int
 	done       chan outcome
+	waves      []*wave // waves with a handler running, oldest first
+	cur        *wave   // the wave that start adds to; nil: start a new one
 
 	pending      []*claim // finished, to settle
 	pendingSince time.Time
@@ -186,6 +196,9 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		at(l.lastAsk.Add(l.r.o.Poll))
 		if l.gathering() {
 			at(l.freedAt.Add(l.r.o.Linger))
+			if l.free() >= max(1, min(l.r.o.Batch, l.r.o.Concurrency)/2) {
+				at(l.youngest().Add(l.r.o.Linger))
+			}
 		} else if !blocked {
 			tick = min(tick, l.nextClaim)
 		}
@@ -319,6 +332,7 @@ func (l *loop) claim(now clock.Tick) {
 // dispatchable now.
 func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	l.r.m.claimed(len(cs))
+	l.cur = nil
 	for _, c := range cs {
 		l.take(c)
 	}
@@ -373,13 +387,31 @@ func (l *loop) settleClaim(now clock.Tick) {
 }
 
 // gathering reports that the relay waits for more free slots before it
-// claims: fewer than half of min(Batch, Concurrency) are free, handlers are
-// still running (they will free more), and the first free slot has waited
-// less than Linger. Claiming for every slot as it frees would split the
-// handlers into small waves, each paying a claim and a settle transaction.
+// claims, which it does for at most Linger after the first slot freed and
+// only while handlers still run (they will free more). It waits while
+// fewer than half of min(Batch, Concurrency) slots are free, and beyond
+// that, up to all of them, while a handler that started less than Linger
+// ago still runs: such a handler is likely to finish within the wait,
+// while one that has run longer (a slow call, a straggler) would only hold
+// the others back. Claiming for every slot as it frees would split the
+// handlers into small waves, each paying a claim and a settle transaction;
+// a fast handler's waves grow to the whole min(Batch, Concurrency).
 func (l *loop) gathering() bool {
-	want := max(1, min(l.r.o.Batch, l.r.o.Concurrency)/2)
-	return l.free() < want && l.goroutines > 0 && !l.freedAt.IsZero() && time.Since(l.freedAt) < l.r.o.Linger
+	if l.goroutines == 0 || l.freedAt.IsZero() || time.Since(l.freedAt) >= l.r.o.Linger {
+		return false
+	}
+	full := min(l.r.o.Batch, l.r.o.Concurrency)
+	free := l.free()
+	return free < max(1, full/2) || free < full && time.Since(l.youngest()) < l.r.o.Linger
+}
+
+// youngest returns when the most recently started wave that still runs
+// began (the zero time when none runs).
+func (l *loop) youngest() time.Time {
+	if len(l.waves) == 0 {
+		return time.Time{}
+	}
+	return l.waves[len(l.waves)-1].began
 }
 
 // take starts a new claim, or parks it when a handler of its flow still
@@ -426,6 +458,12 @@ func (l *loop) lose(cl *claim, why string) {
 
 func (l *loop) start(cl *claim) {
 	cl.state = running
+	if l.cur == nil {
+		l.cur = &wave{began: time.Now()}
+		l.waves = append(l.waves, l.cur)
+	}
+	cl.wave = l.cur
+	l.cur.running++
 	ctx, cancel := context.WithCancelCause(l.base)
 	cl.cancel = cancel
 	l.byFlow[cl.c.Flow] = cl
@@ -463,6 +501,7 @@ func (l *loop) finish(o outcome) {
 	}
 	l.goroutines--
 	l.r.m.running(l.goroutines)
+	l.ended(cl)
 	if l.byFlow[cl.c.Flow] == cl {
 		delete(l.byFlow, cl.c.Flow)
 	}
@@ -493,7 +532,29 @@ func (l *loop) finish(o outcome) {
 	}
 	if p := l.parked[cl.c.Flow]; p != nil && l.byFlow[cl.c.Flow] == nil {
 		delete(l.parked, cl.c.Flow)
+		l.cur = nil
 		l.start(p)
+	}
+}
+
+// ended counts cl's handler out of its wave, and forgets the wave when it
+// was the last of it that ran. The waves running are few (at most one per
+// claim call since the oldest running handler started), so the search is
+// short.
+func (l *loop) ended(cl *claim) {
+	w := cl.wave
+	cl.wave = nil
+	if w.running--; w.running > 0 {
+		return
+	}
+	if l.cur == w {
+		l.cur = nil
+	}
+	for i, x := range l.waves {
+		if x == w {
+			l.waves = append(l.waves[:i], l.waves[i+1:]...)
+			break
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -617,44 +618,72 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Colle
 	return counter(t, reg, name, "")
 }
 
-// TestClaimsGatherFreedSlots: with 4 slots, a slot freed while the other
-// handlers still run waits (up to Linger, here an hour) until half the slots
-// are free, so that one ClaimBatch serves them together.
-func TestClaimsGatherFreedSlots(t *testing.T) {
+// gatherCase starts a relay with 4 slots over 8 one-event flows whose
+// handlers each wait for their flow's channel, and returns the queue, the
+// channels, and a function that waits until n handlers are in flight.
+func gatherCase(t *testing.T, queue func(*fakeQueue) relay.Queue, linger time.Duration) (*fakeQueue, map[string]chan struct{}, func(n int)) {
+	t.Helper()
 	q := newFake(testPolicy(600, 3))
-	for i := range 8 {
-		q.enqueue(fmt.Sprintf("f%d", i), 1)
-	}
 	release := map[string]chan struct{}{}
 	for i := range 8 {
+		q.enqueue(fmt.Sprintf("f%d", i), 1)
 		release[fmt.Sprintf("f%d", i)] = make(chan struct{})
 	}
 	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error { <-release[e.Flow]; return nil })
 	reg := prometheus.NewRegistry()
-	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Linger: time.Hour, Poll: time.Hour, Metrics: reg})
+	start(t, queue(q), h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Linger: linger, Poll: time.Hour, Metrics: reg})
 	q.waitFor(t, "4 claimed", func() bool { return len(q.claimed) == 4 })
-	close(release["f0"])
-	// The relay has taken f0's result (3 handlers in flight) and not claimed.
 	inFlight := gauge(t, reg, "fairrelay_handlers_in_flight")
-	claimedMore := func() (n int) { q.get(func() { n = len(q.claimed) }); return n }
-	for deadline := time.Now().Add(20 * time.Second); testutil.ToFloat64(inFlight) != 3 && claimedMore() == 4; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for 3 handlers in flight")
+	return q, release, func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); testutil.ToFloat64(inFlight) != float64(n); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %d handlers in flight", n)
+			}
 		}
 	}
+}
+
+func plain(q *fakeQueue) relay.Queue { return q }
+
+// TestClaimsWaitForYoungHandlers: with 4 slots and Linger an hour, slots
+// freed while handlers that started less than Linger ago still run wait
+// for them, so that one ClaimBatch refills all 4 slots: the whole wave.
+func TestClaimsWaitForYoungHandlers(t *testing.T) {
+	q, release, inFlight := gatherCase(t, plain, time.Hour)
+	for i, f := range []string{"f0", "f1", "f2"} {
+		close(release[f])
+		inFlight(3 - i)
+	}
+	close(release["f3"])
+	q.waitFor(t, "8 claimed", func() bool { return len(q.claimed) == 8 })
+	for i := 4; i < 8; i++ {
+		close(release[fmt.Sprintf("f%d", i)])
+	}
+	q.waitFor(t, "8 acked", allAcked(q))
+	q.get(func() {
+		if len(q.claimNs) < 2 || !slices.Equal(q.claimNs[:2], []int{4, 4}) {
+			t.Fatalf("ClaimBatch sizes %v, want 4, then 4: the freed slots waited for the young handlers", q.claimNs)
+		}
+	})
+}
+
+// TestClaimsGatherHalfTheSlots: with 4 slots, once the running handlers
+// are older than Linger (500 ms) a freed slot waits only until half the
+// slots are free, so that one ClaimBatch serves them together without
+// waiting for handlers that have run long.
+func TestClaimsGatherHalfTheSlots(t *testing.T) {
+	const linger = 500 * time.Millisecond
+	q, release, inFlight := gatherCase(t, plain, linger)
+	time.Sleep(linger + linger/5) // the 4 handlers are now older than Linger
+	close(release["f0"])
+	inFlight(3)
 	close(release["f1"])
 	q.waitFor(t, "6 claimed", func() bool { return len(q.claimed) == 6 })
 	for i := 2; i < 8; i++ {
 		close(release[fmt.Sprintf("f%d", i)])
 	}
-	q.waitFor(t, "8 acked", func() bool {
-		for _, e := range q.byID {
-			if e.state != "acked" {
-				return false
-			}
-		}
-		return true
-	})
+	q.waitFor(t, "8 acked", allAcked(q))
 	q.get(func() {
 		if len(q.claimNs) < 2 || q.claimNs[1] != 2 {
 			t.Fatalf("ClaimBatch sizes %v, want the second to ask for the 2 freed slots together", q.claimNs)

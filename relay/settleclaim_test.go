@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/relay"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // allAcked reports (under the fake's lock) that every event is acked.
@@ -29,39 +27,24 @@ func allAcked(q *fakeQueue) func() bool {
 	}
 }
 
-// TestSettleClaimerSettlesWithTheClaim: with 4 slots, two handlers that
-// finish free half the slots. A queue with SettleClaimBatch gets their
-// results and the claim of the 2 freed slots in one call, so both are acked
-// when the next events are claimed, with no SettleBatch; a queue without it
-// gets a ClaimBatch of 2 and keeps the results waiting for their batch
-// (Linger is an hour, 2 handlers still run).
+// TestSettleClaimerSettlesWithTheClaim: with 4 slots whose handlers are
+// older than Linger (500 ms), two handlers that finish free half the
+// slots. A queue with SettleClaimBatch gets their results and the claim of
+// the 2 freed slots in one call, so both are acked when the next events
+// are claimed, with no SettleBatch; a queue without it gets a ClaimBatch of
+// 2 and keeps the results waiting for their batch (2 handlers still run).
 func TestSettleClaimerSettlesWithTheClaim(t *testing.T) {
 	for _, combined := range []bool{true, false} {
 		t.Run(fmt.Sprintf("combined=%v", combined), func(t *testing.T) {
-			q := newFake(testPolicy(600, 3))
-			for i := range 8 {
-				q.enqueue(fmt.Sprintf("f%d", i), 1)
-			}
-			var queue relay.Queue = q
+			const linger = 500 * time.Millisecond
+			queue := plain
 			if combined {
-				queue = fakeSettleClaimer{q}
-				q.slots = 4
+				queue = func(q *fakeQueue) relay.Queue { q.slots = 4; return fakeSettleClaimer{q} }
 			}
-			release := map[string]chan struct{}{}
-			for i := range 8 {
-				release[fmt.Sprintf("f%d", i)] = make(chan struct{})
-			}
-			h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error { <-release[e.Flow]; return nil })
-			reg := prometheus.NewRegistry()
-			start(t, queue, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Linger: time.Hour, Poll: time.Hour, Metrics: reg})
-			q.waitFor(t, "4 claimed", func() bool { return len(q.claimed) == 4 })
+			q, release, inFlight := gatherCase(t, queue, linger)
+			time.Sleep(linger + linger/5) // the 4 handlers are now older than Linger
 			close(release["f0"])
-			inFlight := gauge(t, reg, "fairrelay_handlers_in_flight")
-			for deadline := time.Now().Add(20 * time.Second); testutil.ToFloat64(inFlight) != 3; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("timed out waiting for 3 handlers in flight")
-				}
-			}
+			inFlight(3)
 			close(release["f1"])
 			q.waitFor(t, "6 claimed", func() bool { return len(q.claimed) == 6 })
 			q.get(func() {
