@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -52,9 +53,11 @@ var ErrClosed = errors.New("inbox: batcher closed")
 // the outcome and error its own Receive would have given, had the calls run
 // one after the other in the order they reached the Batcher.
 //
-// A batch starts with the first request, takes every request already
-// waiting, then waits up to Linger for more while it has fewer than
-// MaxBatch. One batch runs at a time; requests arriving meanwhile wait for
+// A batch starts with the first request and takes every request already
+// waiting; while it has fewer than MaxBatch it then yields the processor
+// once (runtime.Gosched), so that callers ready to run, such as a relay's
+// handlers started together, hand theirs over too, takes those, and waits
+// up to Linger for more. One batch runs at a time; requests arriving meanwhile wait for
 // the next one.
 //
 // When ReceiveBatch fails as a whole (an SQL error, or a receiverstore
@@ -160,7 +163,16 @@ func (b *Batcher) loop() {
 			return
 		}
 		batch = append(batch[:0], q)
-		if b.take(&batch) && b.linger > 0 && len(batch) < b.max {
+		open := b.take(&batch)
+		if open && len(batch) < b.max {
+			// Callers that are runnable now (a relay that has just
+			// started a wave of handlers) get one turn of the scheduler
+			// to hand their requests over: a yield costs microseconds, a
+			// commit of its own an fsync.
+			runtime.Gosched()
+			open = b.take(&batch)
+		}
+		if open && b.linger > 0 && len(batch) < b.max {
 			if timer == nil {
 				timer = time.NewTimer(b.linger)
 			} else {

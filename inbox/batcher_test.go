@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -474,5 +475,50 @@ func TestBatcher_EffectFailureIsItsCallersOnly(t *testing.T) {
 	}
 	if !reflect.DeepEqual(snap, after) {
 		t.Errorf("redelivery changed the store")
+	}
+}
+
+// A wave of callers started together (as a relay starts its handlers) is
+// received in one batch even without Linger: the batch yields once to the
+// callers that are ready to run before it commits. With one processor the
+// last started caller runs first and wakes the batcher, which without the
+// yield commits every request alone (measured: 160 Receive calls for 20
+// waves of 8). Preemption can still split a wave now and then, so of 20
+// waves at least 12 must be one ReceiveBatch of the whole wave.
+func TestBatcher_WaveOfCallersIsOneBatch(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	rc := newBatchRecorder(openStore(t, "receiver.db"), false)
+	b := NewBatcher(rc, BatcherOptions{})
+	defer b.Close()
+	const wave = 8
+	for w := range 20 {
+		var wg sync.WaitGroup
+		errs := make(chan error, wave)
+		for i := range wave {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m := receiver.Message{ID: fmt.Sprintf("w%d-%d", w, i), Flow: fmt.Sprintf("f%d", i), Seq: int64(w + 1), Body: []byte(`{"delta": 1}`)}
+				if out, err := b.Receive(context.Background(), m); err != nil || out != receiver.Accepted {
+					errs <- fmt.Errorf("%s: %s, %v", m.ID, out, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	whole := 0
+	for _, n := range rc.batches {
+		if n == wave {
+			whole++
+		}
+	}
+	if whole < 12 {
+		t.Fatalf("%d Receive calls and ReceiveBatch sizes %v; want at least 12 of the 20 waves in one batch of %d", rc.singles, rc.batches, wave)
 	}
 }
