@@ -32,7 +32,41 @@ const (
 	// HeaderRoute carries the signature that binds flow and sequence number:
 	// "v1,<base64(HMAC-SHA256(secret, id.timestamp.flow.seq))>".
 	HeaderRoute = "fairrelay-signature"
+	// HeaderWave, optional and unsigned, carries "<id>/<size>": the sender
+	// delivered this event together with size-1 others under the same id
+	// (a relay's wave of handlers). A receiver may wait for the others to
+	// commit them together; it is a hint for batching, never for what is
+	// applied. See FormatWave and ParseWave.
+	HeaderWave = "fairrelay-wave"
 )
+
+// MaxWaveID is the longest wave id ParseWave accepts.
+const MaxWaveID = 64
+
+// FormatWave returns the HeaderWave value of a wave.
+func FormatWave(id string, size int) string {
+	return id + "/" + strconv.Itoa(size)
+}
+
+// ParseWave reads a HeaderWave value: an id of 1 to MaxWaveID printable
+// ASCII characters other than '/', a slash, and a size from 1 to 1<<20.
+// Anything else is not ok.
+func ParseWave(v string) (id string, size int, ok bool) {
+	i := strings.LastIndexByte(v, '/')
+	if i < 1 || i > MaxWaveID {
+		return "", 0, false
+	}
+	for _, c := range []byte(v[:i]) {
+		if c <= ' ' || c >= 0x7f || c == '/' {
+			return "", 0, false
+		}
+	}
+	n, err := strconv.Atoi(v[i+1:])
+	if err != nil || n < 1 || n > 1<<20 || v[i+1] == '+' {
+		return "", 0, false
+	}
+	return v[:i], n, true
+}
 
 // DefaultTolerance is the timestamp window Verify and VerifyRoute use when
 // they are given a tolerance <= 0: five minutes, the standard's suggestion.

@@ -248,3 +248,17 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+func TestWaveHeader(t *testing.T) {
+	if id, n, ok := webhook.ParseWave(webhook.FormatWave("a1b2-7", 16)); !ok || id != "a1b2-7" || n != 16 {
+		t.Fatalf("webhook.ParseWave(FormatWave) = %q, %d, %v", id, n, ok)
+	}
+	for _, v := range []string{"", "/3", "x/", "x/0", "x/-1", "x/+3", "x/1048577", "x y/3", "x/3/", "a/b/3", "x\x7f/2", strings.Repeat("x", webhook.MaxWaveID+1) + "/2"} {
+		if id, n, ok := webhook.ParseWave(v); ok {
+			t.Errorf("webhook.ParseWave(%q) = %q, %d, true; want not ok", v, id, n)
+		}
+	}
+	if _, _, ok := webhook.ParseWave(strings.Repeat("x", webhook.MaxWaveID) + "/1048576"); !ok {
+		t.Error("the longest id and the largest size are refused")
+	}
+}
