@@ -59,7 +59,9 @@ type HTTPOptions struct {
 // (package webhook): POST, Content-Type application/json, the body
 // byte-identical, and the headers webhook-id, webhook-timestamp,
 // webhook-signature, Idempotency-Key, fairrelay-flow, fairrelay-seq and
-// fairrelay-signature. The answer maps to the handler's result:
+// fairrelay-signature, and, for a handler the relay started in a wave
+// (WaveOf), fairrelay-wave: a hint that lets the receiver commit the
+// wave's deliveries together. The answer maps to the handler's result:
 //
 //	2xx                                   success (the receiver applied the event, or had before)
 //	409 with {"outcome":"gap"}            failure "gap"
@@ -137,6 +139,9 @@ func (h *HTTP) Handle(ctx context.Context, e Event) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	webhook.SetHeaders(req.Header, h.secret, e.ID, e.Flow, e.Seq, h.now(), e.Body)
+	if w, ok := WaveOf(ctx); ok {
+		req.Header.Set(webhook.HeaderWave, webhook.FormatWave(w.ID(), w.Size()))
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return Fail(ReasonUnavailable, err)

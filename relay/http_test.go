@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,5 +217,47 @@ func TestNewHTTPRefusesBadInput(t *testing.T) {
 		if _, err := relay.NewHTTP(tt.url, tt.secret, tt.o); !errors.Is(err, relay.ErrInvalid) {
 			t.Errorf("NewHTTP(%q, %q, %+v) error = %v, want ErrInvalid", tt.url, tt.secret, tt.o, err)
 		}
+	}
+}
+
+// TestHTTPSendsTheWave: a relay delivering over HTTP at concurrency 4 sends
+// each request with its wave in fairrelay-wave: one id and size 4 for the
+// 4 events of each claim, another id for the next claim; a delivery
+// outside a relay sends none.
+func TestHTTPSendsTheWave(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{} // event ID -> fairrelay-wave
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Header.Get(webhook.HeaderID)] = r.Header.Get(webhook.HeaderWave)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	h := newHTTP(t, srv.URL, relay.HTTPOptions{})
+	if err := h.Handle(context.Background(), hookEvent); err != nil {
+		t.Fatal(err)
+	}
+	q := newFake(testPolicy(600, 3))
+	for i := range 8 {
+		q.enqueue(fmt.Sprintf("f%d", i), 1)
+	}
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Linger: time.Hour, Poll: time.Hour})
+	q.waitFor(t, "8 acked", allAcked(q))
+	mu.Lock()
+	defer mu.Unlock()
+	if v := got[hookEvent.ID]; v != "" {
+		t.Errorf("a delivery outside a relay sent fairrelay-wave %q", v)
+	}
+	ids := map[string]bool{}
+	for i := range 8 {
+		id, n, ok := webhook.ParseWave(got[fmt.Sprintf("f%d/1", i)])
+		first, _, _ := webhook.ParseWave(got[fmt.Sprintf("f%d/1", i/4*4)])
+		if !ok || n != 4 || id != first {
+			t.Errorf("f%d/1: fairrelay-wave %q; want its claim's id and size 4", i, got[fmt.Sprintf("f%d/1", i)])
+		}
+		ids[id] = true
+	}
+	if len(ids) != 2 {
+		t.Errorf("wave ids %v; want 2", ids)
 	}
 }

@@ -38,9 +38,12 @@ type claim struct {
 }
 
 // wave is a group of handlers started together (one claim call's, or a
-// parked claim's), counted while any of them runs.
+// parked claim's). size and id never change; running is the loop's,
+// counted while any of them runs.
 type wave struct {
 	began   time.Time
+	size    int
+	id      string
 	running int
 }
 
@@ -66,8 +69,8 @@ type loop struct {
 	parked     map[string]*claim   // a claim waiting for its flow's lost handler to return
 	goroutines int
 	done       chan outcome
-	waves      []*wave // waves with a handler running, oldest first
-	cur        *wave   // the wave that start adds to; nil: start a new one
+	waves      []*wave  // waves with a handler running, oldest first
+	starting   []*claim // scratch space of took
 
 	pending      []*claim // finished, to settle
 	pendingSince time.Time
@@ -332,10 +335,14 @@ func (l *loop) claim(now clock.Tick) {
 // dispatchable now.
 func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	l.r.m.claimed(len(cs))
-	l.cur = nil
 	for _, c := range cs {
-		l.take(c)
+		if cl := l.take(c); cl != nil {
+			l.starting = append(l.starting, cl)
+		}
 	}
+	l.startWave(l.starting)
+	clear(l.starting)
+	l.starting = l.starting[:0]
 	if len(cs) < n {
 		// Nothing else is dispatchable now; ask when something will be.
 		l.askNextDue(now, true)
@@ -414,11 +421,11 @@ func (l *loop) youngest() time.Time {
 	return l.waves[len(l.waves)-1].began
 }
 
-// take starts a new claim, or parks it when a handler of its flow still
-// runs. The queue hands out a flow whose head is in flight only after that
+// take holds a new claim and returns it to be started, or parks it (and
+// returns nil) when a handler of its flow still runs. The queue hands out a flow whose head is in flight only after that
 // lease expired, so any earlier claim of the flow that this relay still has
 // is lost: its handler's context is cancelled and it is never settled.
-func (l *loop) take(c queue.Claim) {
+func (l *loop) take(c queue.Claim) *claim {
 	cl := &claim{c: c, lease: c.LeaseUntil}
 	l.holds[cl] = struct{}{}
 	if old := l.parked[c.Flow]; old != nil {
@@ -432,9 +439,9 @@ func (l *loop) take(c queue.Claim) {
 		l.parked[c.Flow] = cl
 		l.r.log.Warn("relay: claim parked until the lost handler of its flow returns",
 			"event", c.EventID, "flow", c.Flow, "lost_event", run.c.EventID)
-		return
+		return nil
 	}
-	l.start(cl)
+	return cl
 }
 
 // lose gives up a claim whose lease is gone.
@@ -456,15 +463,24 @@ func (l *loop) lose(cl *claim, why string) {
 	}
 }
 
-func (l *loop) start(cl *claim) {
-	cl.state = running
-	if l.cur == nil {
-		l.cur = &wave{began: time.Now()}
-		l.waves = append(l.waves, l.cur)
+// startWave starts the handlers of cls as one wave.
+func (l *loop) startWave(cls []*claim) {
+	if len(cls) == 0 {
+		return
 	}
-	cl.wave = l.cur
-	l.cur.running++
-	ctx, cancel := context.WithCancelCause(l.base)
+	w := &wave{began: time.Now(), size: len(cls), id: newWaveID()}
+	l.waves = append(l.waves, w)
+	for _, cl := range cls {
+		l.start(cl, w)
+	}
+}
+
+// start starts cl's handler as a member of w.
+func (l *loop) start(cl *claim, w *wave) {
+	cl.state = running
+	cl.wave = w
+	w.running++
+	ctx, cancel := context.WithCancelCause(context.WithValue(l.base, waveKey{}, w))
 	cl.cancel = cancel
 	l.byFlow[cl.c.Flow] = cl
 	l.goroutines++
@@ -532,8 +548,7 @@ func (l *loop) finish(o outcome) {
 	}
 	if p := l.parked[cl.c.Flow]; p != nil && l.byFlow[cl.c.Flow] == nil {
 		delete(l.parked, cl.c.Flow)
-		l.cur = nil
-		l.start(p)
+		l.startWave([]*claim{p})
 	}
 }
 
@@ -546,9 +561,6 @@ func (l *loop) ended(cl *claim) {
 	cl.wave = nil
 	if w.running--; w.running > 0 {
 		return
-	}
-	if l.cur == w {
-		l.cur = nil
 	}
 	for i, x := range l.waves {
 		if x == w {

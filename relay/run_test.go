@@ -712,3 +712,47 @@ func TestSettleErrorsAreRetriedWithoutSpinning(t *testing.T) {
 	}
 	q.waitFor(t, "both acked", func() bool { return q.byID["a/1"].state == "acked" && q.byID["b/1"].state == "acked" })
 }
+
+// TestHandlersOfOneClaimShareAWave: the 4 handlers started from one claim
+// of 4 see one relay.Wave of size 4 in their contexts; the next claim's
+// handlers see another.
+func TestHandlersOfOneClaimShareAWave(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	for i := range 8 {
+		q.enqueue(fmt.Sprintf("f%d", i), 1)
+	}
+	var mu sync.Mutex
+	waves := map[string]relay.Wave{}
+	gate := make(chan struct{})
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		w, ok := relay.WaveOf(ctx)
+		if !ok {
+			return errors.New("no wave")
+		}
+		mu.Lock()
+		waves[e.Flow] = w
+		if len(waves) == 4 {
+			close(gate)
+		}
+		mu.Unlock()
+		<-gate
+		return nil
+	})
+	start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Linger: time.Hour, Poll: time.Hour})
+	q.waitFor(t, "8 acked", allAcked(q))
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range 8 {
+		f := fmt.Sprintf("f%d", i)
+		first := waves[fmt.Sprintf("f%d", i/4*4)]
+		if w := waves[f]; w != first || w.Size() != 4 {
+			t.Errorf("%s: wave of size %d, equal to its claim's first: %v; want size 4, equal", f, w.Size(), w == first)
+		}
+	}
+	if waves["f0"] == waves["f4"] {
+		t.Error("the two claims' handlers share a wave")
+	}
+	if _, ok := relay.WaveOf(context.Background()); ok || (relay.Wave{}).Size() != 0 {
+		t.Error("a plain context has a wave")
+	}
+}
