@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fairrelay/fairrelay/relay"
 	"runtime"
 	"sync"
 	"time"
@@ -32,6 +33,14 @@ type BatcherOptions struct {
 	// while the previous one committed, which under concurrent callers is
 	// already most of them. A negative value is 0.
 	Linger time.Duration
+	// WaveWait is how long a batch that holds part of a wave (the
+	// handlers a relay started together: relay.WaveOf of the callers'
+	// contexts, or a fairrelay-wave header a Server read) waits for the
+	// rest of the wave before it commits; 0 means DefaultWaveWait, a
+	// negative value no wait. The wait ends as soon as the wave is
+	// complete: it is a bound, met only when a handler of the wave does
+	// not call Receive (its lease was lost, or it delivered nothing).
+	WaveWait time.Duration
 }
 
 // Defaults of BatcherOptions.
@@ -42,6 +51,10 @@ const (
 	// nothing measurable in throughput and costs a lone caller that much
 	// latency on every Receive.
 	DefaultLinger time.Duration = 0
+	// DefaultWaveWait is long enough for a relay's handlers, started
+	// together, to reach the Batcher (microseconds, unless a core is
+	// busy), and short next to a handler's lease.
+	DefaultWaveWait = time.Millisecond
 )
 
 // ErrClosed is the error of a Batcher's Receive after Close.
@@ -56,8 +69,10 @@ var ErrClosed = errors.New("inbox: batcher closed")
 // A batch starts with the first request and takes every request already
 // waiting; while it has fewer than MaxBatch it then yields the processor
 // once (runtime.Gosched), so that callers ready to run, such as a relay's
-// handlers started together, hand theirs over too, takes those, and waits
-// up to Linger for more. One batch runs at a time; requests arriving meanwhile wait for
+// handlers started together, hand theirs over too, and takes those. When
+// the batch holds part of a wave (relay.WaveOf, or a Server's
+// fairrelay-wave header) that no earlier batch held, it waits for the rest
+// of that wave, up to WaveWait; then it waits up to Linger for more. One batch runs at a time; requests arriving meanwhile wait for
 // the next one.
 //
 // When ReceiveBatch fails as a whole (an SQL error, or a receiverstore
@@ -70,9 +85,18 @@ var ErrClosed = errors.New("inbox: batcher closed")
 // Use it with Local for a relay that delivers in process:
 // inbox.Local(inbox.NewBatcher(store, inbox.BatcherOptions{})).
 type Batcher struct {
-	r      BatchReceiver
-	max    int
-	linger time.Duration
+	r        BatchReceiver
+	max      int
+	linger   time.Duration
+	waveWait time.Duration
+
+	// The loop's: the waves of recent batches (a wave that has had a
+	// batch is not waited for again), a ring of them for eviction, and
+	// scratch space for counting a batch's waves.
+	seen   map[waveID]struct{}
+	ring   []waveID
+	next   int
+	counts []waveCount
 
 	mu     sync.RWMutex
 	closed bool
@@ -83,8 +107,39 @@ type Batcher struct {
 type batchReq struct {
 	ctx   context.Context
 	m     receiver.Message
+	wave  waveID        // the caller's wave; zero when none
 	reply chan batchRes // buffered: the loop never blocks on a caller
 }
+
+// waveID identifies the wave of a request: a relay's in this process
+// (relay.WaveOf of its context), or one a Server read from a request's
+// fairrelay-wave header. The zero waveID is none.
+type waveID struct {
+	local  relay.Wave
+	remote string
+	size   int
+}
+
+// remoteWaveKey is the context key of a waveID set by a Server.
+type remoteWaveKey struct{}
+
+// waveOf returns the wave of a request's context.
+func waveOf(ctx context.Context) waveID {
+	if w, ok := relay.WaveOf(ctx); ok {
+		return waveID{local: w, size: w.Size()}
+	}
+	w, _ := ctx.Value(remoteWaveKey{}).(waveID)
+	return w
+}
+
+// waveCount is how many requests of a wave a batch holds.
+type waveCount struct {
+	w waveID
+	n int
+}
+
+// seenWaves is how many recent waves a Batcher remembers.
+const seenWaves = 256
 
 type batchRes struct {
 	out receiver.Outcome
@@ -99,7 +154,11 @@ func NewBatcher(r BatchReceiver, o BatcherOptions) *Batcher {
 	if o.Linger < 0 {
 		o.Linger = 0
 	}
-	b := &Batcher{r: r, max: o.MaxBatch, linger: o.Linger,
+	if o.WaveWait == 0 {
+		o.WaveWait = DefaultWaveWait
+	}
+	b := &Batcher{r: r, max: o.MaxBatch, linger: o.Linger, waveWait: o.WaveWait,
+		seen: make(map[waveID]struct{}, seenWaves), ring: make([]waveID, seenWaves),
 		reqs: make(chan *batchReq, o.MaxBatch), done: make(chan struct{})}
 	go b.loop()
 	return b
@@ -112,27 +171,35 @@ func NewBatcher(r BatchReceiver, o BatcherOptions) *Batcher {
 // a Receive canceled during its commit (receiving it again gives
 // duplicate). After Close, Receive returns ErrClosed.
 func (b *Batcher) Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error) {
-	if err := ctx.Err(); err != nil {
+	q := &batchReq{ctx: ctx, m: m, wave: waveOf(ctx), reply: make(chan batchRes, 1)}
+	err := ctx.Err()
+	if err == nil {
+		err = b.handOver(ctx, q)
+	}
+	if err != nil {
 		return "", err
-	}
-	q := &batchReq{ctx: ctx, m: m, reply: make(chan batchRes, 1)}
-	b.mu.RLock()
-	if b.closed {
-		b.mu.RUnlock()
-		return "", ErrClosed
-	}
-	select {
-	case b.reqs <- q:
-		b.mu.RUnlock()
-	case <-ctx.Done():
-		b.mu.RUnlock()
-		return "", ctx.Err()
 	}
 	select {
 	case res := <-q.reply:
 		return res.out, res.err
 	case <-ctx.Done():
 		return "", ctx.Err()
+	}
+}
+
+// handOver puts q on the request channel, unless the Batcher is closed or
+// ctx ends first.
+func (b *Batcher) handOver(ctx context.Context, q *batchReq) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrClosed
+	}
+	select {
+	case b.reqs <- q:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -172,27 +239,90 @@ func (b *Batcher) loop() {
 			runtime.Gosched()
 			open = b.take(&batch)
 		}
-		if open && b.linger > 0 && len(batch) < b.max {
-			if timer == nil {
-				timer = time.NewTimer(b.linger)
-			} else {
-				timer.Reset(b.linger)
-			}
-		wait:
-			for len(batch) < b.max {
-				select {
-				case q, ok := <-b.reqs:
-					if !ok {
-						break wait
-					}
-					batch = append(batch, q)
-				case <-timer.C:
-					break wait
-				}
+		if open && b.waveWait > 0 && len(batch) < b.max && b.partWave(batch) {
+			timer = reset(timer, b.waveWait)
+			for len(batch) < b.max && b.partWave(batch) && b.await(&batch, timer) {
 			}
 			timer.Stop()
 		}
+		if open && b.linger > 0 && len(batch) < b.max {
+			timer = reset(timer, b.linger)
+			for len(batch) < b.max && b.await(&batch, timer) {
+			}
+			timer.Stop()
+		}
+		b.remember(batch)
 		ms = b.run(batch, ms[:0])
+	}
+}
+
+// reset returns t, or a new timer when t is nil, set to fire after d.
+func reset(t *time.Timer, d time.Duration) *time.Timer {
+	if t == nil {
+		return time.NewTimer(d)
+	}
+	t.Reset(d)
+	return t
+}
+
+// await appends the next request and reports true, or reports false when
+// t fires first or the request channel is closed (and empty).
+func (b *Batcher) await(batch *[]*batchReq, t *time.Timer) bool {
+	select {
+	case q, ok := <-b.reqs:
+		if !ok {
+			return false
+		}
+		*batch = append(*batch, q)
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// partWave reports whether batch holds some, not all, of a wave that no
+// earlier batch held. Batches hold a few waves at most, so the
+// count is a short scan.
+func (b *Batcher) partWave(batch []*batchReq) bool {
+	b.counts = b.counts[:0]
+	for _, q := range batch {
+		if q.wave == (waveID{}) {
+			continue
+		}
+		if _, ok := b.seen[q.wave]; ok {
+			continue
+		}
+		i := 0
+		for i < len(b.counts) && b.counts[i].w != q.wave {
+			i++
+		}
+		if i == len(b.counts) {
+			b.counts = append(b.counts, waveCount{w: q.wave})
+		}
+		b.counts[i].n++
+	}
+	for _, c := range b.counts {
+		if c.n < c.w.size {
+			return true
+		}
+	}
+	return false
+}
+
+// remember marks the waves of batch as seen, forgetting the oldest beyond
+// seenWaves.
+func (b *Batcher) remember(batch []*batchReq) {
+	for _, q := range batch {
+		if q.wave == (waveID{}) {
+			continue
+		}
+		if _, ok := b.seen[q.wave]; ok {
+			continue
+		}
+		delete(b.seen, b.ring[b.next])
+		b.ring[b.next] = q.wave
+		b.next = (b.next + 1) % len(b.ring)
+		b.seen[q.wave] = struct{}{}
 	}
 }
 

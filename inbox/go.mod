@@ -11,6 +11,7 @@ replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
 replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 
 require (
+	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiver v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/fairrelay/fairrelay/relay v0.0.0

@@ -101,6 +101,9 @@ type server struct {
 //     or an Idempotency-Key other than the webhook-id: 400 invalid_header;
 //  5. Receive(webhook-id, flow, seq, body): invalid body or message 400,
 //     an outcome per StatusFor, an effect's failure 503, anything else 500.
+//     A well-formed fairrelay-wave header goes along in the context, for a
+//     Batcher to commit the wave's deliveries together (BatcherOptions,
+//     WaveWait); a malformed one is ignored.
 //
 // Steps 1 to 4 touch no database. Every answer is JSON: {"outcome": ...}
 // for a receiver outcome, {"error": ...} otherwise (the Error* constants).
@@ -189,7 +192,13 @@ func (s *server) handle(req *http.Request) (status int, label string, isOutcome 
 		return http.StatusBadRequest, ErrorInvalidHeader, false
 	}
 
-	out, err := s.r.Receive(req.Context(), receiver.Message{ID: id, Flow: flow, Seq: seq, Body: body})
+	ctx := req.Context()
+	if wid, n, ok := webhook.ParseWave(req.Header.Get(webhook.HeaderWave)); ok {
+		// A hint for a Batcher's group commit only; a malformed one is
+		// ignored, since it cannot change what is applied.
+		ctx = context.WithValue(ctx, remoteWaveKey{}, waveID{remote: wid, size: n})
+	}
+	out, err := s.r.Receive(ctx, receiver.Message{ID: id, Flow: flow, Seq: seq, Body: body})
 	switch {
 	case err == nil:
 		if st, ok := StatusFor(out); ok {
