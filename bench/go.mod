@@ -11,7 +11,6 @@ require (
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/fairrelay/fairrelay/relay v0.0.0
-	github.com/fairrelay/fairrelay/webhook v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/riverqueue/river v0.51.2
@@ -30,6 +29,7 @@ require (
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/fairness v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/receiver v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/webhook v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

@@ -2,10 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +22,6 @@ import (
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	relayrt "github.com/fairrelay/fairrelay/relay"
-	"github.com/fairrelay/fairrelay/webhook"
 )
 
 // RuntimePolicy is the queue policy of the runtime cases: ticks are wall
@@ -99,44 +97,6 @@ func NewReceiver(s *receiverstore.Store) *Receiver {
 // delivery.
 func (r *Receiver) Handle(ctx context.Context, e relayrt.Event) error {
 	return r.h.Handle(ctx, e)
-}
-
-// receiverServer is a minimal receiver over HTTP for the loopback case:
-// it verifies both signatures, receives through a Receiver and answers with
-// the protocol's statuses.
-func receiverServer(rc *Receiver, secret []byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			http.Error(w, `{"error":"read"}`, http.StatusBadRequest)
-			return
-		}
-		now := time.Now()
-		if err := webhook.Verify(secret, r.Header, body, now, 0); err != nil {
-			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
-			return
-		}
-		flow, seq, err := webhook.VerifyRoute(secret, r.Header, now, 0)
-		if err != nil {
-			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
-			return
-		}
-		out, err := rc.Receive(r.Context(), receiverstore.Message{ID: r.Header.Get(webhook.HeaderID), Flow: flow, Seq: seq, Body: body})
-		w.Header().Set("Content-Type", "application/json")
-		switch {
-		case err != nil:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, `{"error":%q}`, err.Error())
-			return
-		case out == receiverstore.Accepted || out == receiverstore.Duplicate:
-			w.WriteHeader(http.StatusOK)
-		case out == receiverstore.UnsupportedDelta:
-			w.WriteHeader(http.StatusUnprocessableEntity)
-		default:
-			w.WriteHeader(http.StatusConflict)
-		}
-		json.NewEncoder(w).Encode(map[string]string{"outcome": string(out)})
-	})
 }
 
 // runtimeRun is a prepared runtime case: a loaded queue, a handler, and the
@@ -323,7 +283,7 @@ func ObservedRuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow in
 			if err != nil {
 				return fail(err)
 			}
-			srv := &http.Server{Handler: receiverServer(rc, secret)}
+			srv := &http.Server{Handler: inbox.NewServer(rc.Batcher, secret, inbox.ServerOptions{Logger: slog.New(slog.DiscardHandler)})}
 			go srv.Serve(ln)
 			w.closers = append(w.closers, srv.Close)
 			h, err := relayrt.NewHTTP("http://"+ln.Addr().String()+"/events", secret, relayrt.HTTPOptions{MaxIdleConns: concurrency})
