@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -174,8 +175,9 @@ func (l *loop) run(ctx context.Context) error {
 
 // wait blocks until a handler finishes, Notify, the context's end, the
 // clock's next move (a MovingSource with a tick to wait for) or the earliest
-// real-time deadline: the settle linger, a retry, the poll interval, a tick
-// (as milliseconds) or the shutdown deadlines.
+// real-time deadline: the settle linger, the end of a claim's gathering (the
+// first freed slot's Linger, or the youngest running wave's), a retry, the
+// poll interval, a tick (as milliseconds) or the shutdown deadlines.
 func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) {
 	var deadline time.Time
 	at := func(t time.Time) {
@@ -199,7 +201,8 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		at(l.lastAsk.Add(l.r.o.Poll))
 		if l.gathering() {
 			at(l.freedAt.Add(l.r.o.Linger))
-			if l.free() >= max(1, min(l.r.o.Batch, l.r.o.Concurrency)/2) {
+			if l.free() >= half(min(l.r.o.Batch, l.r.o.Concurrency)) {
+				// Gathering for young handlers only: until they are old.
 				at(l.youngest().Add(l.r.o.Linger))
 			}
 		} else if !blocked {
@@ -336,9 +339,21 @@ func (l *loop) claim(now clock.Tick) {
 func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	l.r.m.claimed(len(cs))
 	for _, c := range cs {
-		if cl := l.take(c); cl != nil {
-			l.starting = append(l.starting, cl)
+		cl := l.take(c)
+		if cl == nil {
+			continue
 		}
+		// The queue hands out one claim per flow in a call; should one
+		// ever give two, the later one holds the lease and the earlier,
+		// not yet started, is lost, as take does across calls.
+		for i, s := range l.starting {
+			if s.c.Flow == c.Flow {
+				l.lose(s, "the flow was claimed again")
+				l.starting = slices.Delete(l.starting, i, i+1)
+				break
+			}
+		}
+		l.starting = append(l.starting, cl)
 	}
 	l.startWave(l.starting)
 	clear(l.starting)
@@ -409,8 +424,12 @@ func (l *loop) gathering() bool {
 	}
 	full := min(l.r.o.Batch, l.r.o.Concurrency)
 	free := l.free()
-	return free < max(1, full/2) || free < full && time.Since(l.youngest()) < l.r.o.Linger
+	return free < half(full) || free < full && time.Since(l.youngest()) < l.r.o.Linger
 }
+
+// half is the free slots a claim always waits for (within Linger) out of
+// full, min(Batch, Concurrency).
+func half(full int) int { return max(1, full/2) }
 
 // youngest returns when the most recently started wave that still runs
 // began (the zero time when none runs).
@@ -562,11 +581,8 @@ func (l *loop) ended(cl *claim) {
 	if w.running--; w.running > 0 {
 		return
 	}
-	for i, x := range l.waves {
-		if x == w {
-			l.waves = append(l.waves[:i], l.waves[i+1:]...)
-			break
-		}
+	if i := slices.Index(l.waves, w); i >= 0 {
+		l.waves = slices.Delete(l.waves, i, i+1)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/relay"
 	"github.com/prometheus/client_golang/prometheus"
@@ -669,17 +670,23 @@ func TestClaimsWaitForYoungHandlers(t *testing.T) {
 }
 
 // TestClaimsGatherHalfTheSlots: with 4 slots, once the running handlers
-// are older than Linger (500 ms) a freed slot waits only until half the
-// slots are free, so that one ClaimBatch serves them together without
-// waiting for handlers that have run long.
+// are older than Linger (2 s) a freed slot waits only until half the slots
+// are free, so that one ClaimBatch serves them together without waiting
+// for handlers that have run long: the claim comes before the first freed
+// slot's Linger has passed (had the relay waited for the old handlers, it
+// would have claimed the same 2 slots only then).
 func TestClaimsGatherHalfTheSlots(t *testing.T) {
-	const linger = 500 * time.Millisecond
+	const linger = 2 * time.Second
 	q, release, inFlight := gatherCase(t, plain, linger)
 	time.Sleep(linger + linger/5) // the 4 handlers are now older than Linger
+	freed := time.Now()
 	close(release["f0"])
 	inFlight(3)
 	close(release["f1"])
 	q.waitFor(t, "6 claimed", func() bool { return len(q.claimed) == 6 })
+	if waited := time.Since(freed); waited >= linger {
+		t.Fatalf("the 2 freed slots were claimed %v after the first freed: they waited out Linger for handlers older than it", waited)
+	}
 	for i := 2; i < 8; i++ {
 		close(release[fmt.Sprintf("f%d", i)])
 	}
@@ -754,5 +761,64 @@ func TestHandlersOfOneClaimShareAWave(t *testing.T) {
 	}
 	if _, ok := relay.WaveOf(context.Background()); ok || (relay.Wave{}).Size() != 0 {
 		t.Error("a plain context has a wave")
+	}
+}
+
+// dupQueue hands out, in its first ClaimBatch, the first claim twice (the
+// copy with the next generation), as a broken queue might.
+type dupQueue struct {
+	*fakeQueue
+	once sync.Once
+}
+
+func (d *dupQueue) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queuestore.Claim, error) {
+	cs, err := d.fakeQueue.ClaimBatch(ctx, now, n)
+	if err == nil && len(cs) > 0 {
+		d.once.Do(func() {
+			c := cs[0]
+			c.Generation++
+			cs = append(cs, c)
+		})
+	}
+	return cs, err
+}
+
+// TestTwoClaimsOfAFlowInOneBatch: when a claim call returns a flow twice,
+// only the later claim's handler runs; the earlier is lost before it
+// starts, so a flow never has two handlers.
+func TestTwoClaimsOfAFlowInOneBatch(t *testing.T) {
+	q := newFake(testPolicy(600, 3))
+	for i := range 3 {
+		q.enqueue(fmt.Sprintf("f%d", i), 1)
+	}
+	var mu sync.Mutex
+	var runs []string
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error {
+		mu.Lock()
+		runs = append(runs, fmt.Sprintf("%s@%d", e.ID, e.Generation))
+		mu.Unlock()
+		return nil
+	})
+	start(t, &dupQueue{fakeQueue: q}, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 4, Poll: time.Hour})
+	q.waitFor(t, "the other two acked", func() bool {
+		n := 0
+		for _, e := range q.byID {
+			if e.state == "acked" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	first := q.claimed[0]
+	var gens []string
+	for _, r := range runs {
+		if strings.HasPrefix(r, first+"@") {
+			gens = append(gens, r)
+		}
+	}
+	if len(gens) != 1 || gens[0] != first+"@2" {
+		t.Fatalf("handlers of %s: %v; want only the later claim's (generation 2)", first, gens)
 	}
 }

@@ -28,7 +28,7 @@ func allAcked(q *fakeQueue) func() bool {
 }
 
 // TestSettleClaimerSettlesWithTheClaim: with 4 slots whose handlers are
-// older than Linger (500 ms), two handlers that finish free half the
+// older than Linger (2 s), two handlers that finish free half the
 // slots. A queue with SettleClaimBatch gets their results and the claim of
 // the 2 freed slots in one call, so both are acked when the next events
 // are claimed, with no SettleBatch; a queue without it gets a ClaimBatch of
@@ -36,7 +36,7 @@ func allAcked(q *fakeQueue) func() bool {
 func TestSettleClaimerSettlesWithTheClaim(t *testing.T) {
 	for _, combined := range []bool{true, false} {
 		t.Run(fmt.Sprintf("combined=%v", combined), func(t *testing.T) {
-			const linger = 500 * time.Millisecond
+			const linger = 2 * time.Second
 			queue := plain
 			if combined {
 				queue = func(q *fakeQueue) relay.Queue { q.slots = 4; return fakeSettleClaimer{q} }

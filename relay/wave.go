@@ -9,7 +9,8 @@ import (
 )
 
 // Wave is a group of handlers that a relay started together, with the
-// events of one claim call. Their deliveries tend to reach a receiver
+// events of one claim call (a claim parked behind a lost handler of its
+// flow starts later, as a wave of its own). Their deliveries tend to reach a receiver
 // together, so a receiver that commits in groups (inbox.Batcher) can wait
 // for a whole wave and commit it once. Waves compare equal when they are
 // the same wave; the zero Wave is none.
