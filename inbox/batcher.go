@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fairrelay/fairrelay/relay"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/fairrelay/fairrelay/receiver"
+	"github.com/fairrelay/fairrelay/relay"
 )
 
 // BatchReceiver is a Receiver that can also receive many messages in one
@@ -28,18 +28,23 @@ type BatcherOptions struct {
 	// DefaultMaxBatch.
 	MaxBatch int
 	// Linger is how long a batch, once it has taken every request already
-	// waiting, waits for more while it has fewer than MaxBatch. 0 (the
-	// default, DefaultLinger) is no wait: a batch is then what arrived
-	// while the previous one committed, which under concurrent callers is
-	// already most of them. A negative value is 0.
+	// waiting (and the rest of any wave it holds part of, see WaveWait),
+	// waits for more while it has fewer than MaxBatch. 0 (the default,
+	// DefaultLinger) is no wait: a batch is then what arrived while the
+	// previous one committed, with the yield and the wave wait below, which
+	// under a relay's concurrent handlers is already most of them. A
+	// negative value is 0.
 	Linger time.Duration
 	// WaveWait is how long a batch that holds part of a wave (the
 	// handlers a relay started together: relay.WaveOf of the callers'
 	// contexts, or a fairrelay-wave header a Server read) waits for the
 	// rest of the wave before it commits; 0 means DefaultWaveWait, a
-	// negative value no wait. The wait ends as soon as the wave is
-	// complete: it is a bound, met only when a handler of the wave does
-	// not call Receive (its lease was lost, or it delivered nothing).
+	// negative value no wait. The wait ends as soon as every wave the batch
+	// holds part of is complete. The bound is paid when some member never
+	// arrives: its handler did not call Receive (its lease was lost, it
+	// delivered nothing or elsewhere, its context ended first), or, over
+	// HTTP, its request went to another server or was refused before
+	// Receive.
 	WaveWait time.Duration
 }
 
@@ -234,8 +239,9 @@ func (b *Batcher) loop() {
 		if open && len(batch) < b.max {
 			// Callers that are runnable now (a relay that has just
 			// started a wave of handlers) get one turn of the scheduler
-			// to hand their requests over: a yield costs microseconds, a
-			// commit of its own an fsync.
+			// to hand their requests over: with a processor idle a yield
+			// costs microseconds, a commit of its own an fsync. (With
+			// every processor busy the batch may wait for a preemption.)
 			runtime.Gosched()
 			open = b.take(&batch)
 		}
@@ -251,7 +257,9 @@ func (b *Batcher) loop() {
 			}
 			timer.Stop()
 		}
-		b.remember(batch)
+		if b.waveWait > 0 {
+			b.remember(batch)
+		}
 		ms = b.run(batch, ms[:0])
 	}
 }
@@ -281,8 +289,8 @@ func (b *Batcher) await(batch *[]*batchReq, t *time.Timer) bool {
 }
 
 // partWave reports whether batch holds some, not all, of a wave that no
-// earlier batch held. Batches hold a few waves at most, so the
-// count is a short scan.
+// earlier batch held. It recounts the batch (at most MaxBatch requests in
+// a few waves) at every arrival during the wait.
 func (b *Batcher) partWave(batch []*batchReq) bool {
 	b.counts = b.counts[:0]
 	for _, q := range batch {

@@ -486,7 +486,8 @@ func TestBatcher_EffectFailureIsItsCallersOnly(t *testing.T) {
 // waves of 8). Preemption can still split a wave now and then, so of 20
 // waves at least 12 must be one ReceiveBatch of the whole wave.
 func TestBatcher_WaveOfCallersIsOneBatch(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	runtime.GOMAXPROCS(1)
+	defer runtime.SetDefaultGOMAXPROCS() // the default, and its automatic updates, again
 	rc := newBatchRecorder(openStore(t, "receiver.db"), false)
 	b := NewBatcher(rc, BatcherOptions{})
 	defer b.Close()

@@ -39,6 +39,8 @@
 //	defer b.Close()
 //	r, err := relay.New(queue, inbox.Local(b), relay.Options{Concurrency: 16})
 //
+// The handlers a relay starts together (relay.WaveOf) commit together:
+// a batch waits, up to WaveWait, for the rest of a wave it holds part of.
 // docs/runtime.md ("In-process delivery and group commit") gives the
-// measurements and how to tune MaxBatch and Linger.
+// measurements and how to tune MaxBatch, WaveWait and Linger.
 package inbox

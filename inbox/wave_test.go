@@ -154,7 +154,7 @@ func TestBatcher_RelayWavesCommitWhole(t *testing.T) {
 // delivered members still share one call.
 func TestBatcher_WaveWaitIsABound(t *testing.T) {
 	skip := func(id string) bool { return id == "e5" || id == "e21" }
-	calls, waves := waveRun(t, 48, 20*time.Millisecond, skip)
+	calls, waves := waveRun(t, 48, 200*time.Millisecond, skip)
 	whole, all := wholeWaves(calls, waves, skip)
 	if whole != all {
 		t.Fatalf("%d of %d waves in one call (calls %v); want all", whole, all, calls)
@@ -164,14 +164,16 @@ func TestBatcher_WaveWaitIsABound(t *testing.T) {
 // A Server hands a request's fairrelay-wave header to a Batcher: three
 // requests of a wave of 4 wait for the fourth, sent 50 ms later (with
 // WaveWait a minute, only the wave's completion ends the wait), and the
-// four share one ReceiveBatch. A malformed header is ignored: that request
-// is received at once, alone.
+// four share one ReceiveBatch. A malformed header ("x y/2": a space in the
+// id) is ignored: that request is received alone, well within the
+// client's 10 s timeout, where a wave of 2 would wait a minute.
 func TestServer_WaveHeaderReachesTheBatcher(t *testing.T) {
 	rc := &idRecorder{BatchReceiver: openStore(t, "receiver.db")}
 	b := NewBatcher(rc, BatcherOptions{WaveWait: time.Minute})
 	defer b.Close()
 	srv := httptest.NewServer(NewServer(b, secret, ServerOptions{}))
 	defer srv.Close()
+	srv.Client().Timeout = 10 * time.Second
 	send := func(id, wave string) error {
 		d := deliver(id, "flow-"+id, 1, `{"delta": 1}`)
 		d.edit = func(h http.Header) { h.Set(webhook.HeaderWave, wave) }
@@ -185,7 +187,7 @@ func TestServer_WaveHeaderReachesTheBatcher(t *testing.T) {
 		}
 		return nil
 	}
-	if err := send("lone", "x/0"); err != nil {
+	if err := send("lone", "x y/2"); err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 4)
