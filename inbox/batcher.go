@@ -77,8 +77,8 @@ var ErrClosed = errors.New("inbox: batcher closed")
 // handlers started together, hand theirs over too, and takes those. When
 // the batch holds part of a wave (relay.WaveOf, or a Server's
 // fairrelay-wave header) that no earlier batch held, it waits for the rest
-// of that wave, up to WaveWait; then it waits up to Linger for more. One batch runs at a time; requests arriving meanwhile wait for
-// the next one.
+// of that wave, up to WaveWait; then it waits up to Linger for more. One
+// batch runs at a time; requests arriving meanwhile wait for the next one.
 //
 // When ReceiveBatch fails as a whole (an SQL error, or a receiverstore
 // effect's error wrapping receiver.ErrEffect), nothing has changed; the

@@ -27,10 +27,11 @@
 // claims and settles share transactions. When the queue is a SettleClaimer
 // (the SettleClaimBatch of queuestore and pgqueuestore), the settle of the
 // finished results and the claim for the slots they freed are one call and
-// one commit. It
-// extends a lease, with one ExtendBatch for every lease due, once a third of
-// the lease (rounded up, at least one tick) is left, so a handler may run
-// for many leases and the event is still delivered once. An extension
+// one commit. The handlers of one claim call start together, as one Wave
+// (WaveOf), which a group-committing receiver can commit at once. It
+// extends a lease, with one ExtendBatch for every lease due, once a third
+// of the lease (rounded up, at least one tick) is left, so a handler may
+// run for many leases and the event is still delivered once. An extension
 // answered stale or expired, or a lease that ran out before it could be
 // extended, loses the claim: the handler's context is cancelled and its
 // result is never settled (the queue hands the event out again).

@@ -48,10 +48,10 @@ type OldestDueQueue interface {
 // transaction: SettleClaimBatch(ctx, items, now, n) answers what
 // SettleBatch(ctx, items, now) followed at once by ClaimBatch(ctx, now, n)
 // would (n = 0: settle only), in one commit instead of two.
-// *queuestore.Store and *pgqueuestore.Store are. When the queue given to New is one, the relay
-// settles its finished handlers and claims for the slots they freed in one
-// call whenever it would make either call alone; otherwise it makes the two
-// calls apart.
+// *queuestore.Store and *pgqueuestore.Store are. When the queue given to
+// New is one, the relay settles its finished handlers and claims for the
+// slots they freed in one call whenever it would make either call alone;
+// otherwise it makes the two calls apart.
 type SettleClaimer interface {
 	Queue
 	SettleClaimBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error)

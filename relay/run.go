@@ -39,12 +39,12 @@ type claim struct {
 }
 
 // wave is a group of handlers started together (one claim call's, or a
-// parked claim's). size and id never change; running is the loop's,
-// counted while any of them runs.
+// parked claim's). began, size and seq never change; running is the
+// loop's, counted while any of them runs.
 type wave struct {
 	began   time.Time
 	size    int
-	id      string
+	seq     uint64 // this process's wave number (Wave.ID)
 	running int
 }
 
@@ -71,7 +71,7 @@ type loop struct {
 	goroutines int
 	done       chan outcome
 	waves      []*wave  // waves with a handler running, oldest first
-	starting   []*claim // scratch space of took
+	starting   []*claim // the claims of the call in hand, to start as one wave
 
 	pending      []*claim // finished, to settle
 	pendingSince time.Time
@@ -199,12 +199,8 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	if !l.stopping && l.free() > 0 {
 		at(l.lastAsk.Add(l.r.o.Poll))
-		if l.gathering() {
-			at(l.freedAt.Add(l.r.o.Linger))
-			if l.free() >= half(min(l.r.o.Batch, l.r.o.Concurrency)) {
-				// Gathering for young handlers only: until they are old.
-				at(l.youngest().Add(l.r.o.Linger))
-			}
+		if end, ok := l.gatherEnd(); ok {
+			at(end)
 		} else if !blocked {
 			tick = min(tick, l.nextClaim)
 		}
@@ -339,21 +335,7 @@ func (l *loop) claim(now clock.Tick) {
 func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	l.r.m.claimed(len(cs))
 	for _, c := range cs {
-		cl := l.take(c)
-		if cl == nil {
-			continue
-		}
-		// The queue hands out one claim per flow in a call; should one
-		// ever give two, the later one holds the lease and the earlier,
-		// not yet started, is lost, as take does across calls.
-		for i, s := range l.starting {
-			if s.c.Flow == c.Flow {
-				l.lose(s, "the flow was claimed again")
-				l.starting = slices.Delete(l.starting, i, i+1)
-				break
-			}
-		}
-		l.starting = append(l.starting, cl)
+		l.take(c)
 	}
 	l.startWave(l.starting)
 	clear(l.starting)
@@ -409,27 +391,37 @@ func (l *loop) settleClaim(now clock.Tick) {
 }
 
 // gathering reports that the relay waits for more free slots before it
-// claims, which it does for at most Linger after the first slot freed and
-// only while handlers still run (they will free more). It waits while
-// fewer than half of min(Batch, Concurrency) slots are free, and beyond
-// that, up to all of them, while a handler that started less than Linger
-// ago still runs: such a handler is likely to finish within the wait,
-// while one that has run longer (a slow call, a straggler) would only hold
-// the others back. Claiming for every slot as it frees would split the
-// handlers into small waves, each paying a claim and a settle transaction;
-// a fast handler's waves grow to the whole min(Batch, Concurrency).
+// claims (gatherEnd).
 func (l *loop) gathering() bool {
-	if l.goroutines == 0 || l.freedAt.IsZero() || time.Since(l.freedAt) >= l.r.o.Linger {
-		return false
-	}
-	full := min(l.r.o.Batch, l.r.o.Concurrency)
-	free := l.free()
-	return free < half(full) || free < full && time.Since(l.youngest()) < l.r.o.Linger
+	_, ok := l.gatherEnd()
+	return ok
 }
 
-// half is the free slots a claim always waits for (within Linger) out of
-// full, min(Batch, Concurrency).
-func half(full int) int { return max(1, full/2) }
+// gatherEnd returns when the relay stops waiting for more free slots
+// before it claims, and whether it waits now. It waits for at most Linger
+// after the first slot freed and only while handlers still run (they will
+// free more): while fewer than half of min(Batch, Concurrency) slots are
+// free, and beyond that, up to all of them, while a handler that started
+// less than Linger ago still runs. Such a handler is likely to finish
+// within the wait, while one that has run longer (a slow call, a
+// straggler) would only hold the others back. Claiming for every slot as
+// it frees would split the handlers into small waves, each paying a claim
+// and a settle transaction; a fast handler's waves grow to the whole
+// min(Batch, Concurrency).
+func (l *loop) gatherEnd() (time.Time, bool) {
+	full := min(l.r.o.Batch, l.r.o.Concurrency)
+	free := l.free()
+	if l.goroutines == 0 || l.freedAt.IsZero() || free >= full {
+		return time.Time{}, false
+	}
+	end := l.freedAt.Add(l.r.o.Linger)
+	if free >= max(1, full/2) {
+		if young := l.youngest().Add(l.r.o.Linger); young.Before(end) {
+			end = young // beyond half, young handlers only
+		}
+	}
+	return end, time.Now().Before(end)
+}
 
 // youngest returns when the most recently started wave that still runs
 // began (the zero time when none runs).
@@ -440,13 +432,19 @@ func (l *loop) youngest() time.Time {
 	return l.waves[len(l.waves)-1].began
 }
 
-// take holds a new claim and returns it to be started, or parks it (and
-// returns nil) when a handler of its flow still runs. The queue hands out a flow whose head is in flight only after that
-// lease expired, so any earlier claim of the flow that this relay still has
-// is lost: its handler's context is cancelled and it is never settled.
-func (l *loop) take(c queue.Claim) *claim {
+// take holds a new claim and adds it to the claims to start (starting),
+// or parks it when a handler of its flow still runs. The queue hands out a
+// flow whose head is in flight only after that lease expired, so any
+// earlier claim of the flow that this relay still has is lost: its
+// handler's context is cancelled (or, not started yet, it never starts)
+// and it is never settled.
+func (l *loop) take(c queue.Claim) {
 	cl := &claim{c: c, lease: c.LeaseUntil}
 	l.holds[cl] = struct{}{}
+	if i := slices.IndexFunc(l.starting, func(s *claim) bool { return s.c.Flow == c.Flow }); i >= 0 {
+		l.lose(l.starting[i], "the flow was claimed again")
+		l.starting = slices.Delete(l.starting, i, i+1)
+	}
 	if old := l.parked[c.Flow]; old != nil {
 		l.lose(old, "the flow was claimed again")
 	}
@@ -458,9 +456,9 @@ func (l *loop) take(c queue.Claim) *claim {
 		l.parked[c.Flow] = cl
 		l.r.log.Warn("relay: claim parked until the lost handler of its flow returns",
 			"event", c.EventID, "flow", c.Flow, "lost_event", run.c.EventID)
-		return nil
+		return
 	}
-	return cl
+	l.starting = append(l.starting, cl)
 }
 
 // lose gives up a claim whose lease is gone.
@@ -487,7 +485,7 @@ func (l *loop) startWave(cls []*claim) {
 	if len(cls) == 0 {
 		return
 	}
-	w := &wave{began: time.Now(), size: len(cls), id: newWaveID()}
+	w := &wave{began: time.Now(), size: len(cls), seq: waveSeq.Add(1)}
 	l.waves = append(l.waves, w)
 	for _, cl := range cls {
 		l.start(cl, w)

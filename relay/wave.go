@@ -10,9 +10,9 @@ import (
 
 // Wave is a group of handlers that a relay started together, with the
 // events of one claim call (a claim parked behind a lost handler of its
-// flow starts later, as a wave of its own). Their deliveries tend to reach a receiver
-// together, so a receiver that commits in groups (inbox.Batcher) can wait
-// for a whole wave and commit it once. Waves compare equal when they are
+// flow starts later, as a wave of its own). Their deliveries tend to reach
+// a receiver together, so a receiver that commits in groups
+// (inbox.Batcher) can wait for a whole wave and commit it once. Waves compare equal when they are
 // the same wave; the zero Wave is none.
 type Wave struct{ w *wave }
 
@@ -43,7 +43,7 @@ func (w Wave) ID() string {
 	if w.w == nil {
 		return ""
 	}
-	return w.w.id
+	return waveOrigin + strconv.FormatUint(w.w.seq, 36)
 }
 
 // waveOrigin is this process's prefix of wave IDs.
@@ -55,8 +55,3 @@ var waveOrigin = func() string {
 
 // waveSeq numbers the waves of this process.
 var waveSeq atomic.Uint64
-
-// newWaveID returns the next wave ID of this process.
-func newWaveID() string {
-	return waveOrigin + strconv.FormatUint(waveSeq.Add(1), 36)
-}
