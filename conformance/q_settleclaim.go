@@ -12,18 +12,11 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-// SettleClaimer is a queue with SettleClaimBatch: SettleBatch followed at
-// once by ClaimBatch in one transaction (queuestore.Store and
-// pgqueuestore.Store both have it; a relay uses it when the queue does).
-type SettleClaimer interface {
-	SettleClaimBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error)
-}
-
-// settleClaimer is q as a SettleClaimer; the clause is skipped when the
+// settleClaimer is q as a queue.SettleClaimer; the clause is skipped when the
 // backend has no SettleClaimBatch.
-func settleClaimer(t *testing.T, q Queue) SettleClaimer {
+func settleClaimer(t *testing.T, q Queue) queue.SettleClaimer {
 	t.Helper()
-	sc, ok := q.(SettleClaimer)
+	sc, ok := q.(queue.SettleClaimer)
 	if !ok {
 		t.Skip("the backend has no SettleClaimBatch")
 	}

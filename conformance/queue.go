@@ -1,41 +1,16 @@
 package conformance
 
 import (
-	"context"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-// Queue is the queue contract (docs/contract.md §2, §7.1-§7.3) as the
-// suite drives it. queuestore.Store and pgqueuestore.Store both satisfy it.
-type Queue interface {
-	Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error)
-	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
-	Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, error)
-	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error)
-	Settle(ctx context.Context, eventID string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error)
-	SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error)
-	Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (queue.Outcome, error)
-	ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error)
-	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
-	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
-	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
-	NextDue(ctx context.Context) (clock.Tick, bool, error)
-	OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool, error)
-	Policy(ctx context.Context) (queue.Policy, error)
-	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
-	Event(ctx context.Context, id string) (queue.EventState, error)
-	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
-	Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error)
-	Audit(ctx context.Context) ([]queue.AuditEntry, error)
-	AuditAll(ctx context.Context) ([]queue.AuditRecord, error)
-	Flows(ctx context.Context) ([]queue.FlowState, error)
-	Stats(ctx context.Context) (queue.Stats, error)
-	Snapshot(ctx context.Context) (queue.Snapshot, error)
-	Close() error
-}
+// Queue is a store under test: the queue contract as the queue module
+// declares it once (queue.Store). queuestore.Store and pgqueuestore.Store
+// both are one.
+type Queue = queue.Store
 
 // QueueOptions are the options of the contract a backend's Open takes
 // (docs/contract.md §7.1, §7.3).

@@ -66,8 +66,8 @@ func TestTwin_SQLiteAndPostgresSnapshotsEncodeTheSame(t *testing.T) {
 
 // weightedQueue is a Queue that keeps flow weights (docs/contract.md §7.6).
 type weightedQueue interface {
-	Queue
-	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
+	queue.Store
+	queue.Weighter
 }
 
 // twinErr names the queue sentinel an error matches, so that the two

@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // chart is a horizontal bar chart drawn as inline SVG by the templates: the
@@ -67,7 +67,7 @@ func layoutBars(c *chart) {
 }
 
 // flowChart charts one number per flow; each bar links to its flow.
-func flowChart(title, note string, fs []queuestore.FlowState, value func(queuestore.FlowState) int64, class string) chart {
+func flowChart(title, note string, fs []queue.FlowState, value func(queue.FlowState) int64, class string) chart {
 	c := chart{Title: title, Note: note, Empty: "No flows yet."}
 	for _, f := range fs {
 		v := value(f)
@@ -82,7 +82,7 @@ func flowChart(title, note string, fs []queuestore.FlowState, value func(queuest
 }
 
 // stateChart charts the events by state.
-func stateChart(n queuestore.EventCounts) chart {
+func stateChart(n queue.EventCounts) chart {
 	c := chart{Title: "Events by state", Note: "every event the queue holds", Empty: "No events yet."}
 	for _, s := range []struct {
 		name string

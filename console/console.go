@@ -14,32 +14,29 @@ import (
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
-// Queue is what the console reads from and writes to a queue. Its method set
-// is a part of *queuestore.Store's: the reads are paged through indexes, so
-// no page reads every flow, and the only writes are the audited redrives.
+// Queue is what the console reads from and writes to a queue: the paged
+// reads of queue.Pager (so no page reads every flow), a few reads of one
+// event or flow, and the only writes, the audited redrives. Both backends'
+// stores (queuestore.Store, pgqueuestore.Store) are one.
 type Queue interface {
-	Stats(ctx context.Context) (queuestore.Stats, error)
-	ClockMark(ctx context.Context) (clock.Tick, error)
-	Policy(ctx context.Context) (queuestore.Policy, error)
-	FlowsPage(ctx context.Context, q queuestore.FlowQuery) (queuestore.FlowPage, error)
-	FlowEvents(ctx context.Context, flow string) ([]queuestore.EventState, error)
-	Event(ctx context.Context, id string) (queuestore.EventState, error)
-	QuarantinedPage(ctx context.Context, q queuestore.QuarantinedQuery) (queuestore.QuarantinedPage, error)
-	QuarantinedReasons(ctx context.Context) ([]queuestore.ReasonCount, error)
-	AuditPage(ctx context.Context, q queuestore.AuditQuery) (queuestore.AuditPage, error)
+	queue.Pager
+	Stats(ctx context.Context) (queue.Stats, error)
+	Policy(ctx context.Context) (queue.Policy, error)
+	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
+	Event(ctx context.Context, id string) (queue.EventState, error)
 	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
-	RedriveAll(ctx context.Context, f queuestore.RedriveFilter, reason string, now clock.Tick) ([]queuestore.Redriven, error)
+	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
 }
 
 // Receiver is what the console reads from a receiver: its flows' totals and
-// its recorded conflicts. *receiverstore.Store has both.
+// its recorded conflicts. Every receiver.Store has both.
 type Receiver interface {
-	Flows(ctx context.Context) ([]receiverstore.FlowState, error)
-	Conflicts(ctx context.Context) ([]receiverstore.ConflictRecord, error)
+	Flows(ctx context.Context) ([]receiver.FlowState, error)
+	Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error)
 }
 
 // Options configure the console. The zero value is a read-only console
@@ -106,8 +103,8 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	if o.PageSize == 0 {
 		o.PageSize = 50
 	}
-	if o.PageSize < 1 || o.PageSize > queuestore.MaxPageLimit {
-		return nil, fmt.Errorf("%w: PageSize %d is outside 1..%d", ErrOptions, o.PageSize, queuestore.MaxPageLimit)
+	if o.PageSize < 1 || o.PageSize > queue.MaxPageLimit {
+		return nil, fmt.Errorf("%w: PageSize %d is outside 1..%d", ErrOptions, o.PageSize, queue.MaxPageLimit)
 	}
 	c := &console{q: q, r: r, o: o, log: o.Logger}
 	if c.log == nil {

@@ -1,5 +1,6 @@
 // Package console is fairrelay's operator console: server-rendered web pages
-// over a queue (queuestore) and a receiver (receiverstore) for people who
+// over a queue and a receiver of either backend (it takes the interfaces
+// of the queue and receiver modules, and imports no store) for people who
 // would rather look than read. relayctl stays the command line; `relayctl
 // web` serves this handler.
 //

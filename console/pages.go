@@ -17,8 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // layout is what every page template gets: the page's own data in Data.
@@ -111,9 +111,9 @@ func (c *console) badInput(w http.ResponseWriter, r *http.Request, msg string) {
 
 // overviewData is the overview page.
 type overviewData struct {
-	Stats    queuestore.Stats
-	Reasons  []queuestore.ReasonCount
-	Policy   queuestore.Policy
+	Stats    queue.Stats
+	Reasons  []queue.ReasonCount
+	Policy   queue.Policy
 	Backlog  chart
 	Served   chart
 	States   chart
@@ -135,12 +135,12 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	busiest, err := c.q.FlowsPage(ctx, queuestore.FlowQuery{Sort: queuestore.SortByBacklog, Limit: chartFlows})
+	busiest, err := c.q.FlowsPage(ctx, queue.FlowQuery{Sort: queue.SortByBacklog, Limit: chartFlows})
 	if err != nil {
 		c.internal(w, r, err)
 		return
 	}
-	served, err := c.q.FlowsPage(ctx, queuestore.FlowQuery{Sort: queuestore.SortByServed, Limit: chartFlows})
+	served, err := c.q.FlowsPage(ctx, queue.FlowQuery{Sort: queue.SortByServed, Limit: chartFlows})
 	if err != nil {
 		c.internal(w, r, err)
 		return
@@ -152,9 +152,9 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	d := &overviewData{Stats: st, Reasons: reasons, Policy: pol}
 	d.Backlog = flowChart("Backlog of the busiest flows", "events not yet delivered, head included", busiest.Flows,
-		func(f queuestore.FlowState) int64 { return f.Backlog }, "backlog")
+		func(f queue.FlowState) int64 { return f.Backlog }, "backlog")
 	d.Served = flowChart("Served turns per flow", "claims handed to each flow: who is getting their turns", served.Flows,
-		func(f queuestore.FlowState) int64 { return f.Served }, "served")
+		func(f queue.FlowState) int64 { return f.Served }, "served")
 	d.States = stateChart(st.Events)
 	if c.r != nil {
 		if d.Receiver, err = c.receiverTotals(r); err != nil {
@@ -170,7 +170,7 @@ type flowsData struct {
 	Prefix, Sort string
 	Sorts        []string
 	Rows         []flowRow
-	Page         queuestore.FlowPage
+	Page         queue.FlowPage
 	Mark         clock.Tick
 	First        bool // the page is the first one
 	// Rotation is set when the queue's policy is FairRotation: the page
@@ -180,7 +180,7 @@ type flowsData struct {
 }
 
 type flowRow struct {
-	queuestore.FlowState
+	queue.FlowState
 	Blocked string
 }
 
@@ -189,27 +189,27 @@ var sorts = []string{"flow", "backlog", "served", "blocked"}
 func (c *console) flows(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := r.URL.Query()
-	q := queuestore.FlowQuery{
+	q := queue.FlowQuery{
 		Prefix: v.Get("q"),
-		Sort:   queuestore.FlowSort(v.Get("sort")),
+		Sort:   queue.FlowSort(v.Get("sort")),
 		After:  v.Get("after"),
 		Before: v.Get("before"),
 		Last:   v.Get("last") == "1",
 		Limit:  c.o.PageSize,
 	}
 	if q.Sort == "" {
-		q.Sort = queuestore.SortByFlow
+		q.Sort = queue.SortByFlow
 	}
 	if !validSort(string(q.Sort)) {
 		c.badInput(w, r, "Sort by one of: flow, backlog, served, blocked.")
 		return
 	}
 	if !validPrefix(q.Prefix) {
-		c.badInput(w, r, fmt.Sprintf("The search is a prefix of flow names: up to %d bytes of printable text.", queuestore.MaxNameLen))
+		c.badInput(w, r, fmt.Sprintf("The search is a prefix of flow names: up to %d bytes of printable text.", queue.MaxNameLen))
 		return
 	}
 	p, err := c.q.FlowsPage(ctx, q)
-	if errors.Is(err, queuestore.ErrInvalid) {
+	if errors.Is(err, queue.ErrInvalid) {
 		c.badInput(w, r, "This page address is not one the console made (a bad page cursor). Start again from the first page.")
 		return
 	}
@@ -223,7 +223,7 @@ func (c *console) flows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &flowsData{Prefix: q.Prefix, Sort: string(q.Sort), Sorts: sorts, Page: p, Mark: p.Mark,
-		First: q.After == "" && q.Before == "" && !q.Last, Rotation: pol.Fairness == queuestore.FairRotation}
+		First: q.After == "" && q.Before == "" && !q.Last, Rotation: pol.Fairness == queue.FairRotation}
 	for _, f := range p.Flows {
 		d.Rows = append(d.Rows, flowRow{f, blockedWhy(f, p.Mark)})
 	}
@@ -258,7 +258,7 @@ func validPrefix(s string) bool {
 		return true
 	}
 	first, _ := utf8.DecodeRuneInString(s)
-	return len(s) <= queuestore.MaxNameLen && printable(s) && !unicode.IsSpace(first)
+	return len(s) <= queue.MaxNameLen && printable(s) && !unicode.IsSpace(first)
 }
 
 // printable reports whether s is valid UTF-8 made of printable characters
@@ -292,7 +292,7 @@ func showable(b []byte) bool {
 // blockedWhy says why a flow's head holds back the rest of its flow at the
 // mark (docs/contract.md §2.2), or "" when it does not; relayctl flows says
 // the same.
-func blockedWhy(f queuestore.FlowState, mark clock.Tick) string {
+func blockedWhy(f queue.FlowState, mark clock.Tick) string {
 	switch f.HeadState {
 	case "quarantined":
 		return "quarantined"
@@ -314,16 +314,16 @@ const maxFlowEvents = 500
 // flowData is one flow's page.
 type flowData struct {
 	Flow     string
-	Events   []queuestore.EventState
+	Events   []queue.EventState
 	More     int // events not listed
 	HeadSeq  int64
 	Backlog  int64
 	Acked    int64
-	Receiver *receiverstore.FlowState
+	Receiver *receiver.FlowState
 	Mark     clock.Tick
-	Stuck    *queuestore.EventState // the quarantined head, if any
+	Stuck    *queue.EventState // the quarantined head, if any
 	Blocked  string
-	Audit    []queuestore.AuditRecord // redrives of the listed events, newest first
+	Audit    []queue.AuditRecord // redrives of the listed events, newest first
 	// Weight is the flow's weight when the queue's policy is FairRotation,
 	// 0 otherwise (the page then does not show it).
 	Weight int
@@ -336,12 +336,12 @@ const maxFlowAudit = 20
 func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	name := r.URL.Query().Get("name")
-	if !validText(name, queuestore.MaxNameLen, false) {
-		c.badInput(w, r, fmt.Sprintf("Give a flow name: 1..%d bytes of printable text.", queuestore.MaxNameLen))
+	if !validText(name, queue.MaxNameLen, false) {
+		c.badInput(w, r, fmt.Sprintf("Give a flow name: 1..%d bytes of printable text.", queue.MaxNameLen))
 		return
 	}
 	evs, err := c.q.FlowEvents(ctx, name)
-	if errors.Is(err, queuestore.ErrNotFound) {
+	if errors.Is(err, queue.ErrNotFound) {
 		c.fail(w, r, http.StatusNotFound, "No such flow", "The queue has never had an event in flow "+strconv.Quote(name)+".")
 		return
 	}
@@ -378,7 +378,7 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 			case "inflight":
 				ready = &e.LeaseUntil
 			}
-			d.Blocked = blockedWhy(queuestore.FlowState{HeadState: e.State, ReadyAt: ready}, mark)
+			d.Blocked = blockedWhy(queue.FlowState{HeadState: e.State, ReadyAt: ready}, mark)
 		}
 	}
 	// List the events around the head first when there are many.
@@ -397,14 +397,14 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		read++
-		a, err := c.q.AuditPage(ctx, queuestore.AuditQuery{EventID: e.ID, Limit: c.o.PageSize})
+		a, err := c.q.AuditPage(ctx, queue.AuditQuery{EventID: e.ID, Limit: c.o.PageSize})
 		if err != nil {
 			c.internal(w, r, err)
 			return
 		}
 		d.Audit = append(d.Audit, a.Entries...)
 	}
-	slices.SortFunc(d.Audit, func(a, b queuestore.AuditRecord) int { return cmp.Compare(b.ID, a.ID) })
+	slices.SortFunc(d.Audit, func(a, b queue.AuditRecord) int { return cmp.Compare(b.ID, a.ID) })
 	if c.r != nil {
 		fs, err := c.r.Flows(ctx)
 		if err != nil {
@@ -425,10 +425,10 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 // in name order whose name starts with name is name itself, if it exists.
 func (c *console) flowWeight(ctx context.Context, name string) (int, error) {
 	pol, err := c.q.Policy(ctx)
-	if err != nil || pol.Fairness != queuestore.FairRotation {
+	if err != nil || pol.Fairness != queue.FairRotation {
 		return 0, err
 	}
-	p, err := c.q.FlowsPage(ctx, queuestore.FlowQuery{Prefix: name, Sort: queuestore.SortByFlow, Limit: 1})
+	p, err := c.q.FlowsPage(ctx, queue.FlowQuery{Prefix: name, Sort: queue.SortByFlow, Limit: 1})
 	if err != nil {
 		return 0, err
 	}
@@ -440,8 +440,8 @@ func (c *console) flowWeight(ctx context.Context, name string) (int, error) {
 
 // eventData is one event's page.
 type eventData struct {
-	Event    queuestore.EventState
-	Audit    queuestore.AuditPage
+	Event    queue.EventState
+	Audit    queue.AuditPage
 	Mark     clock.Tick
 	Redriven string // "OLD->NEW" after a successful redrive
 	Body     string
@@ -451,12 +451,12 @@ type eventData struct {
 func (c *console) event(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.URL.Query().Get("id")
-	if !validText(id, queuestore.MaxNameLen, false) {
-		c.badInput(w, r, fmt.Sprintf("Give an event ID: 1..%d bytes of printable text.", queuestore.MaxNameLen))
+	if !validText(id, queue.MaxNameLen, false) {
+		c.badInput(w, r, fmt.Sprintf("Give an event ID: 1..%d bytes of printable text.", queue.MaxNameLen))
 		return
 	}
 	e, err := c.q.Event(ctx, id)
-	if errors.Is(err, queuestore.ErrNotFound) {
+	if errors.Is(err, queue.ErrNotFound) {
 		c.fail(w, r, http.StatusNotFound, "No such event", "The queue has no event with ID "+strconv.Quote(id)+".")
 		return
 	}
@@ -464,7 +464,7 @@ func (c *console) event(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	a, err := c.q.AuditPage(ctx, queuestore.AuditQuery{EventID: id, Limit: c.o.PageSize})
+	a, err := c.q.AuditPage(ctx, queue.AuditQuery{EventID: id, Limit: c.o.PageSize})
 	if err != nil {
 		c.internal(w, r, err)
 		return
@@ -491,8 +491,8 @@ func (c *console) event(w http.ResponseWriter, r *http.Request) {
 // quarantinedData is the quarantined page.
 type quarantinedData struct {
 	Flow, Reason string
-	Reasons      []queuestore.ReasonCount
-	Page         queuestore.QuarantinedPage
+	Reasons      []queue.ReasonCount
+	Page         queue.QuarantinedPage
 	First        bool
 	Query        string // the filter as a query string, for the next page
 }
@@ -500,9 +500,9 @@ type quarantinedData struct {
 func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := r.URL.Query()
-	f := queuestore.RedriveFilter{Flow: v.Get("flow"), Reason: v.Get("reason")}
-	q := queuestore.QuarantinedQuery{Filter: f, After: v.Get("after"), Limit: c.o.PageSize}
-	if !validText(f.Flow, queuestore.MaxNameLen, true) || !validText(f.Reason, queuestore.MaxReasonLen, true) {
+	f := queue.RedriveFilter{Flow: v.Get("flow"), Reason: v.Get("reason")}
+	q := queue.QuarantinedQuery{Filter: f, After: v.Get("after"), Limit: c.o.PageSize}
+	if !validText(f.Flow, queue.MaxNameLen, true) || !validText(f.Reason, queue.MaxReasonLen, true) {
 		c.badInput(w, r, "Filter by a flow name and a reason: printable text, as the queue stores them.")
 		return
 	}
@@ -512,7 +512,7 @@ func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := c.q.QuarantinedPage(ctx, q)
-	if errors.Is(err, queuestore.ErrInvalid) {
+	if errors.Is(err, queue.ErrInvalid) {
 		c.badInput(w, r, "This page address is not one the console made (a bad page cursor). Start again from the first page.")
 		return
 	}
@@ -527,12 +527,12 @@ func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
 // auditData is the audit page.
 type auditData struct {
 	EventID string
-	Page    queuestore.AuditPage
+	Page    queue.AuditPage
 	First   bool
 }
 
 // filterQuery is f as a query string.
-func filterQuery(f queuestore.RedriveFilter) string {
+func filterQuery(f queue.RedriveFilter) string {
 	v := url.Values{}
 	if f.Flow != "" {
 		v.Set("flow", f.Flow)
@@ -546,8 +546,8 @@ func filterQuery(f queuestore.RedriveFilter) string {
 func (c *console) audit(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := r.URL.Query()
-	q := queuestore.AuditQuery{EventID: v.Get("event"), Limit: c.o.PageSize}
-	if !validText(q.EventID, queuestore.MaxNameLen, true) {
+	q := queue.AuditQuery{EventID: v.Get("event"), Limit: c.o.PageSize}
+	if !validText(q.EventID, queue.MaxNameLen, true) {
 		c.badInput(w, r, "Filter by an event ID: printable text, as the queue stores it.")
 		return
 	}
@@ -595,9 +595,9 @@ const receiverRows = 200
 type receiverData struct {
 	None       bool
 	Totals     receiverTotals
-	Flows      []receiverstore.FlowState
+	Flows      []receiver.FlowState
 	MoreFlows  int
-	Conflicts  []receiverstore.ConflictRecord
+	Conflicts  []receiver.ConflictRecord
 	MoreConfls int
 }
 
@@ -628,18 +628,18 @@ func (c *console) receiver(w http.ResponseWriter, r *http.Request) {
 // describeDetail says in words what a policy or weight audit row changed
 // ("lease 5 → 8", "weight of flow a 1 → 3"); other details are shown as
 // they are.
-func describeDetail(a queuestore.AuditRecord) string {
-	if a.Kind == queuestore.AuditWeight {
-		var ch queuestore.WeightChange
+func describeDetail(a queue.AuditRecord) string {
+	if a.Kind == queue.AuditWeight {
+		var ch queue.WeightChange
 		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch.Flow == "" {
 			return a.Detail
 		}
 		return fmt.Sprintf("weight of flow %s %d → %d", strconv.Quote(ch.Flow), ch.Old, ch.New)
 	}
-	if a.Kind != queuestore.AuditPolicy {
+	if a.Kind != queue.AuditPolicy {
 		return a.Detail
 	}
-	var ch struct{ Old, New queuestore.Policy }
+	var ch struct{ Old, New queue.Policy }
 	if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil {
 		return a.Detail
 	}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // now is the tick a write is made at: Options.Now, or the queue's clock
@@ -24,17 +24,17 @@ func (c *console) now(ctx context.Context) (clock.Tick, error) {
 // words; ok is false for an error that is not a refusal (an internal one).
 func refusal(err error) (status int, title, msg string, ok bool) {
 	switch {
-	case errors.Is(err, queuestore.ErrEmptyReason):
+	case errors.Is(err, queue.ErrEmptyReason):
 		return http.StatusBadRequest, "A reason is required", "Say why the event may go again (what was fixed): the reason is kept in the audit. Nothing was redriven.", true
-	case errors.Is(err, queuestore.ErrStaleGeneration):
+	case errors.Is(err, queue.ErrStaleGeneration):
 		return http.StatusConflict, "The event changed", "The event is no longer at the generation you saw: it changed since the page was read. Nothing was redriven; look at it again.", true
-	case errors.Is(err, queuestore.ErrNotQuarantined):
+	case errors.Is(err, queue.ErrNotQuarantined):
 		return http.StatusConflict, "Not quarantined", "Only a quarantined event can be redriven, and this one is not (any more). Nothing was redriven.", true
-	case errors.Is(err, queuestore.ErrNotFound):
+	case errors.Is(err, queue.ErrNotFound):
 		return http.StatusNotFound, "No such event", "The queue has no such event. Nothing was redriven.", true
-	case errors.Is(err, queuestore.ErrTimeRegression):
+	case errors.Is(err, queue.ErrTimeRegression):
 		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark. Nothing was redriven.", true
-	case errors.Is(err, queuestore.ErrInvalid):
+	case errors.Is(err, queue.ErrInvalid):
 		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end), and the event ID 1..200. Nothing was redriven.", true
 	}
 	return 0, "", "", false
@@ -73,13 +73,13 @@ func (c *console) redrive(w http.ResponseWriter, r *http.Request) {
 
 // redrivenData is the result page of a bulk redrive.
 type redrivenData struct {
-	Filter queuestore.RedriveFilter
+	Filter queue.RedriveFilter
 	Reason string
 	Tick   clock.Tick
-	Done   []queuestore.Redriven
-	Count  int                      // events redriven
-	Audit  []queuestore.AuditRecord // the audit rows the redrive wrote
-	More   int                      // rows written but not listed
+	Done   []queue.Redriven
+	Count  int                 // events redriven
+	Audit  []queue.AuditRecord // the audit rows the redrive wrote
+	More   int                 // rows written but not listed
 }
 
 // maxResultRows is how many redriven events and audit rows the result page
@@ -91,7 +91,7 @@ const maxResultRows = 200
 // what it redrove and the audit rows it wrote.
 func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	f := queuestore.RedriveFilter{Flow: r.PostFormValue("flow"), Reason: r.PostFormValue("filter_reason")}
+	f := queue.RedriveFilter{Flow: r.PostFormValue("flow"), Reason: r.PostFormValue("filter_reason")}
 	reason := r.PostFormValue("reason")
 	back := "/quarantined"
 	if q := filterQuery(f); q != "" {
@@ -109,7 +109,7 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 			c.internal(w, r, err)
 			return
 		}
-		if errors.Is(err, queuestore.ErrInvalid) && !errors.Is(err, queuestore.ErrEmptyReason) {
+		if errors.Is(err, queue.ErrInvalid) && !errors.Is(err, queue.ErrEmptyReason) {
 			msg = "The reason must be 1..1000 bytes of printable text (no line breaks, no spaces at either end), and the filter's flow and reason as the queue stores them. Nothing was redriven."
 		}
 		c.log.Info("console: redrive all refused", "flow", f.Flow, "filter_reason", f.Reason, "err", err)
@@ -122,7 +122,7 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 	// itself: the newest rows naming a redriven event at its new
 	// generation (other writers' rows in between are left out).
 	if len(done) > 0 {
-		page, err := c.q.AuditPage(ctx, queuestore.AuditQuery{Limit: min(2*len(done), queuestore.MaxPageLimit)})
+		page, err := c.q.AuditPage(ctx, queue.AuditQuery{Limit: min(2*len(done), queue.MaxPageLimit)})
 		if err != nil {
 			c.internal(w, r, err)
 			return
@@ -132,7 +132,7 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 			wrote[e.EventID] = e.Generation
 		}
 		for _, a := range page.Entries {
-			if g, ok := wrote[a.EventID]; ok && a.Kind == queuestore.AuditRedrive && a.Generation == g && len(d.Audit) < maxResultRows {
+			if g, ok := wrote[a.EventID]; ok && a.Kind == queue.AuditRedrive && a.Generation == g && len(d.Audit) < maxResultRows {
 				d.Audit = append(d.Audit, a)
 			}
 		}

@@ -10,48 +10,17 @@ import (
 	"github.com/fairrelay/fairrelay/receiver"
 )
 
-// QueueStore is what the scenarios do with a queue. queuestore.Store and
-// pgqueuestore.Store both satisfy it, so a scenario runs unchanged on either
-// backend (docs/experiment.md "On PostgreSQL").
-type QueueStore interface {
-	Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error)
-	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
-	Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, error)
-	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error)
-	Settle(ctx context.Context, eventID string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error)
-	Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (queue.Outcome, error)
-	ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error)
-	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
-	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
-	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
-	Event(ctx context.Context, id string) (queue.EventState, error)
-	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
-	Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error)
-	Audit(ctx context.Context) ([]queue.AuditEntry, error)
-	AuditAll(ctx context.Context) ([]queue.AuditRecord, error)
-	Flows(ctx context.Context) ([]queue.FlowState, error)
-	Stats(ctx context.Context) (queue.Stats, error)
-	Policy(ctx context.Context) (queue.Policy, error)
-	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
-	Close() error
-}
+// QueueStore is a scenario's queue: the queue contract as the queue module
+// declares it (queue.Store). queuestore.Store and pgqueuestore.Store both
+// are one, so a scenario runs unchanged on either backend
+// (docs/experiment.md "On PostgreSQL"); the rotation scenarios also use
+// queue.Weighter, which both have.
+type QueueStore = queue.Store
 
-// weighter is a queue that can change a flow's weight (the rotation order).
-// queuestore has it; pgqueuestore has it once rotation lands there.
-type weighter interface {
-	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
-}
-
-// ReceiverStore is what the scenarios do with a receiver; receiverstore.Store
-// and pgreceiverstore.Store both satisfy it.
-type ReceiverStore interface {
-	Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error)
-	Total(ctx context.Context, flow string) (int64, error)
-	NextExpected(ctx context.Context, flow string) (int64, error)
-	Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error)
-	Snapshot(ctx context.Context) (receiver.Snapshot, error)
-	Close() error
-}
+// ReceiverStore is a scenario's receiver: the receiver contract as the
+// receiver module declares it (receiver.Store); receiverstore.Store and
+// pgreceiverstore.Store both are one.
+type ReceiverStore = receiver.Store
 
 // QueueOption sets up a queue a scenario opens, on either backend.
 type QueueOption func(*queueOptions)

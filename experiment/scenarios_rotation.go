@@ -293,10 +293,10 @@ func orNil(p *int64) string {
 	return fmt.Sprint(*p)
 }
 
-// setWeight changes a flow's weight on a queue that can (queuestore; not
-// pgqueuestore until rotation lands there).
+// setWeight changes a flow's weight on a queue that keeps weights
+// (queue.Weighter: both backends).
 func setWeight(ctx context.Context, q QueueStore, flow string, weight int, reason string, now clock.Tick) error {
-	w, ok := q.(weighter)
+	w, ok := q.(queue.Weighter)
 	if !ok {
 		return fmt.Errorf("%T cannot set a flow's weight", q)
 	}

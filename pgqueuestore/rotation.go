@@ -15,14 +15,8 @@ import (
 // queuestore.ReasonEnqueueWeight).
 const ReasonEnqueueWeight = "enqueue"
 
-// WeightChange is the detail of a 'weight' audit row, as JSON: the same
-// fields, names and order as queuestore.WeightChange, so both backends
-// write the same bytes.
-type WeightChange struct {
-	Flow string `json:"flow"`
-	Old  int    `json:"old"`
-	New  int    `json:"new"`
-}
+// WeightChange is queue.WeightChange: the detail of a 'weight' audit row.
+type WeightChange = queue.WeightChange
 
 // The rotation's statements (FairRotation only; a FairMinServed queue runs
 // the statements of claim.go, enqueue.go, settle.go and redrive.go, which

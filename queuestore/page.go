@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // Paged reads for an operator's console: each page is one index range read
@@ -16,59 +17,39 @@ import (
 // flows as on the last, and no read scans every flow or every audit row.
 // See page_plan_test.go for the plans.
 
-// FlowSort is an order of FlowsPage. Every order breaks ties by flow name.
-type FlowSort string
-
-// The orders of FlowsPage.
-const (
-	// SortByFlow orders flows by name (byte order).
-	SortByFlow FlowSort = "flow"
-	// SortByBacklog puts the largest backlog (events not acked) first.
-	SortByBacklog FlowSort = "backlog"
-	// SortByServed puts the most served flow first.
-	SortByServed FlowSort = "served"
-	// SortByBlocked puts flows whose head is quarantined first, then flows
-	// whose head waits for a tick (in flight, or pending with a backoff or
-	// not yet promoted), then flows with a ready head, then flows with
-	// nothing left to deliver.
-	SortByBlocked FlowSort = "blocked"
+// The paged reads' types are queue's (see the queue module for each one's
+// documentation); the names stay here as aliases for callers of this
+// package.
+type (
+	// FlowSort is queue.FlowSort: an order of FlowsPage.
+	FlowSort = queue.FlowSort
+	// FlowQuery is queue.FlowQuery: one page of flows asked for.
+	FlowQuery = queue.FlowQuery
+	// FlowPage is queue.FlowPage: one page of flows.
+	FlowPage = queue.FlowPage
+	// AuditQuery is queue.AuditQuery: one page of audit rows asked for.
+	AuditQuery = queue.AuditQuery
+	// AuditPage is queue.AuditPage: one page of audit rows.
+	AuditPage = queue.AuditPage
+	// QuarantinedQuery is queue.QuarantinedQuery: one page of quarantined
+	// events asked for.
+	QuarantinedQuery = queue.QuarantinedQuery
+	// QuarantinedPage is queue.QuarantinedPage: one page of quarantined
+	// events.
+	QuarantinedPage = queue.QuarantinedPage
+	// ReasonCount is queue.ReasonCount: quarantined events of one reason.
+	ReasonCount = queue.ReasonCount
 )
 
-// DefaultPageLimit is the page size when a query leaves Limit at 0;
-// MaxPageLimit is the largest page a query may ask for.
+// The orders of FlowsPage and the page limits (queue's).
 const (
-	DefaultPageLimit = 50
-	MaxPageLimit     = 1000
+	SortByFlow       = queue.SortByFlow
+	SortByBacklog    = queue.SortByBacklog
+	SortByServed     = queue.SortByServed
+	SortByBlocked    = queue.SortByBlocked
+	DefaultPageLimit = queue.DefaultPageLimit
+	MaxPageLimit     = queue.MaxPageLimit
 )
-
-// FlowQuery asks FlowsPage for one page of flows.
-type FlowQuery struct {
-	// Prefix keeps the flows whose name starts with Prefix (a prefix of
-	// bytes, case-sensitive; it is not a substring search). "" keeps all.
-	Prefix string
-	// Sort is the order; "" means SortByFlow.
-	Sort FlowSort
-	// After is the Next of the page before: the page starts after it.
-	// Before is the Prev of the page after: the page ends before it. At most
-	// one of them is set; neither gives the first page, or with Last the
-	// last page.
-	After, Before string
-	// Last asks for the last page (After and Before must be empty).
-	Last bool
-	// Limit is the page size, 1..MaxPageLimit; 0 means DefaultPageLimit.
-	Limit int
-}
-
-// FlowPage is one page of flows. Prev and Next are opaque cursors for the
-// neighbouring pages (FlowQuery.Before and FlowQuery.After); "" when there
-// is none. They are valid for the query's Sort and Prefix only.
-type FlowPage struct {
-	Flows      []FlowState `json:"flows"`
-	Prev, Next string
-	// Mark is the clock mark as of the page's read (the same transaction),
-	// the tick against which a head's ReadyAt tells whether it blocks.
-	Mark clock.Tick `json:"mark"`
-}
 
 // sortKeys are the key expressions of the orders other than by name, each
 // backed by an index on (expression, flow) in schema.sql. The expressions
@@ -80,57 +61,6 @@ var sortKeys = map[FlowSort]string{
 	SortByBacklog: `(CASE WHEN head_seq IS NULL THEN 0 ELSE head_seq - last_seq - 1 END)`,
 	SortByServed:  `(-served)`,
 	SortByBlocked: `(CASE WHEN head_seq IS NULL THEN 3 WHEN ready_at IS NULL THEN 0 WHEN ready = 0 THEN 1 ELSE 2 END)`,
-}
-
-// validate checks q and returns its sort key expression ("" for by name)
-// and limit.
-func (q FlowQuery) validate() (string, int, error) {
-	key := ""
-	switch q.Sort {
-	case "", SortByFlow:
-	case SortByBacklog, SortByServed, SortByBlocked:
-		key = sortKeys[q.Sort]
-	default:
-		return "", 0, fmt.Errorf("%w: sort %q is not one of flow, backlog, served, blocked", ErrInvalid, q.Sort)
-	}
-	n := q.Limit
-	if n == 0 {
-		n = DefaultPageLimit
-	}
-	if n < 1 || n > MaxPageLimit {
-		return "", 0, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalid, q.Limit, MaxPageLimit)
-	}
-	if len(q.Prefix) > MaxNameLen {
-		return "", 0, fmt.Errorf("%w: prefix is %d bytes, more than %d", ErrInvalid, len(q.Prefix), MaxNameLen)
-	}
-	set := 0
-	for _, b := range []bool{q.After != "", q.Before != "", q.Last} {
-		if b {
-			set++
-		}
-	}
-	if set > 1 {
-		return "", 0, fmt.Errorf("%w: give at most one of After, Before and Last", ErrInvalid)
-	}
-	return key, n, nil
-}
-
-// flowCursor is a position in one order: the key value (unused by name) and
-// the flow name. Its text form is "KEY:FLOW".
-type flowCursor struct {
-	key  int64
-	flow string
-}
-
-func (c flowCursor) String() string { return strconv.FormatInt(c.key, 10) + ":" + c.flow }
-
-func parseFlowCursor(s string) (flowCursor, error) {
-	k, flow, ok := strings.Cut(s, ":")
-	n, err := strconv.ParseInt(k, 10, 64)
-	if !ok || err != nil || checkText("cursor flow", flow, MaxNameLen) != nil {
-		return flowCursor{}, fmt.Errorf("%w: page cursor %q is not one FlowsPage handed out", ErrInvalid, s)
-	}
-	return flowCursor{key: n, flow: flow}, nil
 }
 
 // prefixEnd is the smallest string above every valid UTF-8 string that
@@ -196,17 +126,12 @@ FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq`)
 // Bad input (unknown sort, limit outside 1..MaxPageLimit, a cursor it did
 // not hand out, more than one of After/Before/Last) is ErrInvalid.
 func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
-	key, n, err := q.validate()
+	n, cur, err := q.Check()
 	if err != nil {
 		return FlowPage{}, fmt.Errorf("flows page: %w", err)
 	}
-	var cur flowCursor
+	key := sortKeys[q.Sort] // "" by name
 	cursor := q.After != "" || q.Before != ""
-	if cursor {
-		if cur, err = parseFlowCursor(q.After + q.Before); err != nil {
-			return FlowPage{}, fmt.Errorf("flows page: %w", err)
-		}
-	}
 	backward := q.Before != "" || q.Last
 	stmts := flowsPageQueries(key, cursor, backward, q.Prefix != "")
 	var page FlowPage
@@ -221,7 +146,7 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 			if len(page.Flows) > n {
 				break
 			}
-			rows, err := tx.QueryContext(ctx, stmt, cur.key, cur.flow, q.Prefix, prefixEnd(q.Prefix), n+1-len(page.Flows))
+			rows, err := tx.QueryContext(ctx, stmt, cur.Key, cur.Flow, q.Prefix, prefixEnd(q.Prefix), n+1-len(page.Flows))
 			if err != nil {
 				return err
 			}
@@ -263,8 +188,8 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 	if len(page.Flows) == 0 {
 		return page, nil
 	}
-	first := flowCursor{keys[0], page.Flows[0].Flow}.String()
-	last := flowCursor{keys[len(keys)-1], page.Flows[len(keys)-1].Flow}.String()
+	first := queue.Cursor{Key: keys[0], Flow: page.Flows[0].Flow}.String()
+	last := queue.Cursor{Key: keys[len(keys)-1], Flow: page.Flows[len(keys)-1].Flow}.String()
 	switch {
 	case backward:
 		// Read towards the start: more rows before; a page after exists
@@ -299,25 +224,6 @@ func (s *Store) ClockMark(ctx context.Context) (clock.Tick, error) {
 	return clock.Tick(mark), nil
 }
 
-// AuditQuery asks AuditPage for one page of audit rows (of every kind),
-// newest first.
-type AuditQuery struct {
-	// EventID keeps the redrive rows of one event; "" keeps all rows.
-	EventID string
-	// Before keeps rows whose ID is below it (the Next of the page before);
-	// 0 starts at the newest row.
-	Before int64
-	// Limit is the page size, 1..MaxPageLimit; 0 means DefaultPageLimit.
-	Limit int
-}
-
-// AuditPage is one page of audit rows, newest first. Next is the Before of
-// the next (older) page; 0 when there is none.
-type AuditPage struct {
-	Entries []AuditRecord `json:"entries"`
-	Next    int64         `json:"next"`
-}
-
 const (
 	qAuditPage = `SELECT id, kind, event_id, generation, reason, detail, at FROM audit
 WHERE id < ?1 ORDER BY id DESC LIMIT ?2`
@@ -330,26 +236,13 @@ WHERE event_id = ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2`
 // (a negative Before, a limit outside 1..MaxPageLimit, an event ID that
 // could never be stored) is ErrInvalid.
 func (s *Store) AuditPage(ctx context.Context, q AuditQuery) (AuditPage, error) {
-	n := q.Limit
-	if n == 0 {
-		n = DefaultPageLimit
-	}
-	if n < 1 || n > MaxPageLimit {
-		return AuditPage{}, fmt.Errorf("audit page: %w: limit %d is outside 1..%d", ErrInvalid, q.Limit, MaxPageLimit)
-	}
-	if q.Before < 0 {
-		return AuditPage{}, fmt.Errorf("audit page: %w: before %d is negative", ErrInvalid, q.Before)
+	n, before, err := q.Check()
+	if err != nil {
+		return AuditPage{}, fmt.Errorf("audit page: %w", err)
 	}
 	stmt := qAuditPage
 	if q.EventID != "" {
-		if err := checkID(q.EventID); err != nil {
-			return AuditPage{}, fmt.Errorf("audit page: %w", err)
-		}
 		stmt = qAuditPageEvent
-	}
-	before := q.Before
-	if before == 0 {
-		before = 1<<63 - 1
 	}
 	rows, err := s.db.QueryContext(ctx, stmt, before, n+1, q.EventID)
 	if err != nil {
@@ -382,27 +275,6 @@ func (s *Store) AuditPage(ctx context.Context, q AuditQuery) (AuditPage, error) 
 	return page, nil
 }
 
-// QuarantinedQuery asks QuarantinedPage for one page of quarantined events
-// in flow and sequence order.
-type QuarantinedQuery struct {
-	// Filter keeps the events RedriveAll with the same filter would
-	// redrive (exact flow, exact reason; "" matches all).
-	Filter RedriveFilter
-	// After is the Next of the page before; "" starts at the first event.
-	After string
-	// Limit is the page size, 1..MaxPageLimit; 0 means DefaultPageLimit.
-	Limit int
-}
-
-// QuarantinedPage is one page of quarantined events. Next is the After of
-// the next page ("" when none); Total counts every event that matches the
-// query's Filter, on every page.
-type QuarantinedPage struct {
-	Events []QuarantinedEvent `json:"events"`
-	Next   string             `json:"next"`
-	Total  int64              `json:"total"`
-}
-
 // quarantinedPageQuery is the statement of one page of quarantined events
 // matching f after the cursor (?1 flow, ?2 seq), and the count of all that
 // match; each goes through events_quarantined, or events_quarantined_reason
@@ -432,27 +304,14 @@ GROUP BY reason ORDER BY count(*) DESC, reason`
 // stored, a cursor it did not hand out, a limit outside 1..MaxPageLimit) is
 // ErrInvalid. Its pages together list what QuarantinedMatching returns.
 func (s *Store) QuarantinedPage(ctx context.Context, q QuarantinedQuery) (QuarantinedPage, error) {
-	n := q.Limit
-	if n == 0 {
-		n = DefaultPageLimit
-	}
-	if n < 1 || n > MaxPageLimit {
-		return QuarantinedPage{}, fmt.Errorf("quarantined page: %w: limit %d is outside 1..%d", ErrInvalid, q.Limit, MaxPageLimit)
-	}
-	if err := validateFilter(q.Filter); err != nil {
+	n, after, err := q.Check()
+	if err != nil {
 		return QuarantinedPage{}, fmt.Errorf("quarantined page: %w", err)
 	}
-	afterFlow, afterSeq := "", int64(0)
-	if q.After != "" {
-		c, err := parseFlowCursor(q.After)
-		if err != nil {
-			return QuarantinedPage{}, fmt.Errorf("quarantined page: %w", err)
-		}
-		afterFlow, afterSeq = c.flow, c.key
-	}
+	afterFlow, afterSeq := after.Flow, after.Key
 	page := QuarantinedPage{Events: []QuarantinedEvent{}}
 	qPage, qCount, args := quarantinedPageQuery(q.Filter)
-	err := s.withReadTx(ctx, func(tx *txn) error {
+	err = s.withReadTx(ctx, func(tx *txn) error {
 		if err := tx.QueryRowContext(ctx, qCount, args...).Scan(&page.Total); err != nil {
 			return err
 		}
@@ -476,15 +335,9 @@ func (s *Store) QuarantinedPage(ctx context.Context, q QuarantinedQuery) (Quaran
 	if len(page.Events) > n {
 		page.Events = page.Events[:n]
 		last := page.Events[n-1]
-		page.Next = flowCursor{key: last.Seq, flow: last.Flow}.String()
+		page.Next = queue.Cursor{Key: last.Seq, Flow: last.Flow}.String()
 	}
 	return page, nil
-}
-
-// ReasonCount is how many quarantined events carry one reason.
-type ReasonCount struct {
-	Reason string `json:"reason"`
-	Count  int64  `json:"count"`
 }
 
 // QuarantinedReasons counts the quarantined events by reason, the most

@@ -45,13 +45,6 @@ func checkWeight(w int) error {
 	return nil
 }
 
-// WeightChange is the detail of a 'weight' audit row, as JSON.
-type WeightChange struct {
-	Flow string `json:"flow"`
-	Old  int    `json:"old"`
-	New  int    `json:"new"`
-}
-
 // The rotation's statements (FairRotation only; a FairMinServed queue runs
 // the statements of claim.go, enqueue.go, settle.go and redrive.go, which
 // never read or write pass, joined, vnow, vtail or joins). Every statement

@@ -14,9 +14,9 @@ import (
 )
 
 // Queue is what the relay needs of a queue store, in the queue module's
-// vocabulary. *queue.Store (SQLite) and *pgqueue.Store (PostgreSQL)
-// satisfy it; so does any backend that keeps the queue contract
-// (docs/contract.md §2, §7).
+// vocabulary: a part of queue.Store, so every backend that keeps the queue
+// contract (docs/contract.md §2, §7) satisfies it, queuestore.Store
+// (SQLite) and pgqueuestore.Store (PostgreSQL) among them.
 type Queue interface {
 	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error)
 	SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error)
@@ -54,7 +54,7 @@ type OldestDueQueue interface {
 // otherwise it makes the two calls apart.
 type SettleClaimer interface {
 	Queue
-	SettleClaimBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error)
+	queue.SettleClaimer
 }
 
 // Defaults of the zero Options.

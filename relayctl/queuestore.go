@@ -14,26 +14,12 @@ import (
 // maxBodyBytes is the largest event body the queue takes.
 const maxBodyBytes = queuestore.MaxBodyLen
 
-// queueLib is what queueDB uses of a queue store library: *queuestore.Store
-// (sqliteQueue) and *pgqueuestore.Store (pgQueue, pg.go) both have it, in
-// the shared queue vocabulary.
+// queueLib is what queueDB uses of a queue store library: the whole queue
+// contract with flow weights. *queuestore.Store (sqliteQueue) and
+// *pgqueuestore.Store (pgQueue, pg.go) both are one.
 type queueLib interface {
-	Close() error
-	Stats(ctx context.Context) (queue.Stats, error)
-	Flows(ctx context.Context) ([]queue.FlowState, error)
-	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
-	Event(ctx context.Context, id string) (queue.EventState, error)
-	Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error)
-	AuditAll(ctx context.Context) ([]queue.AuditRecord, error)
-	Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error
-	Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error)
-	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
-	Policy(ctx context.Context) (queue.Policy, error)
-	SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error
-	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
-	QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error)
-	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
-	Snapshot(ctx context.Context) (queue.Snapshot, error)
+	queue.Store
+	queue.Weighter
 }
 
 // sqliteQueue is *queuestore.Store as a queueLib.

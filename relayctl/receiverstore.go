@@ -7,16 +7,10 @@ import (
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
 
-// receiverLib is what receiverDB uses of a receiver store library:
-// *receiverstore.Store (sqliteReceiver) and *pgreceiverstore.Store
-// (pgReceiver, pg.go) both have it.
-type receiverLib interface {
-	Close() error
-	Flows(ctx context.Context) ([]receiver.FlowState, error)
-	Total(ctx context.Context, flow string) (int64, error)
-	Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error)
-	Snapshot(ctx context.Context) (receiver.Snapshot, error)
-}
+// receiverLib is what receiverDB uses of a receiver store library: the
+// receiver contract (receiver.Store). *receiverstore.Store (sqliteReceiver)
+// and *pgreceiverstore.Store (pgReceiver, pg.go) both are one.
+type receiverLib = receiver.Store
 
 // receiverDB adapts a receiverLib to receiverStore.
 type receiverDB struct {

@@ -1,0 +1,11 @@
+package pgqueuestore
+
+import "github.com/fairrelay/fairrelay/queue"
+
+// The store keeps the whole queue contract, with the capabilities the
+// queue module names (docs/contract.md §2, §7, §7.7).
+var (
+	_ queue.Store         = (*Store)(nil)
+	_ queue.Weighter      = (*Store)(nil)
+	_ queue.SettleClaimer = (*Store)(nil)
+)

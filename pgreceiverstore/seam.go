@@ -1,0 +1,6 @@
+package pgreceiverstore
+
+import "github.com/fairrelay/fairrelay/receiver"
+
+// The store keeps the whole receiver contract (docs/contract.md §3, §7.7).
+var _ receiver.Store = (*Store)(nil)

@@ -1,0 +1,119 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+// Store is the queue contract (docs/contract.md §2, §7.1–§7.3) as Go
+// methods: what every queue backend has. queuestore.Store (SQLite) and
+// pgqueuestore.Store (PostgreSQL) implement it and assert so at compile
+// time; the conformance suite drives a Store and proves every clause on
+// each backend.
+//
+// This is the one declaration of the full method set. A consumer that
+// needs less (the relay runtime, the console, a CLI command) declares a
+// narrow interface of its own, in these types; one that needs a capability
+// beyond Store asks for it with a type assertion or in its own interface
+// ([Weighter], [SettleClaimer], [Pager]).
+//
+// Every method takes the caller's tick now where it writes (the clock mark
+// refuses a tick below the highest one recorded, ErrTimeRegression); bad
+// input is ErrInvalid and changes nothing; the errors are this package's
+// sentinels, wrapped.
+type Store interface {
+	// Enqueue appends an event to its flow (§2.1): the next sequence
+	// number, or the existing one for an event ID already stored with the
+	// same flow and body (Duplicate); another flow or body is ErrConflict.
+	Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued, error)
+	// EnqueueBatch enqueues all events in one transaction: all or nothing.
+	EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([]Enqueued, error)
+	// Claim hands out the head of the flow the fair order picks (§2.3),
+	// with a lease and a new generation; ok is false when no head is
+	// dispatchable at now.
+	Claim(ctx context.Context, now clock.Tick) (c Claim, ok bool, err error)
+	// ClaimBatch claims up to n heads of different flows in one
+	// transaction, as n successive Claims would.
+	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]Claim, error)
+	// Settle reports a claim's result (§2.4): Acked, RetryScheduled,
+	// Quarantined, or Stale/Expired for a generation that lost its lease.
+	Settle(ctx context.Context, eventID string, generation int64, r Result, now clock.Tick) (Outcome, error)
+	// SettleBatch settles items in one transaction, each as Settle would.
+	SettleBatch(ctx context.Context, items []SettleItem, now clock.Tick) ([]SettleResult, error)
+	// Extend renews a live claim's lease (§7.2).
+	Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (Outcome, error)
+	// ExtendBatch extends items in one transaction, each as Extend would.
+	ExtendBatch(ctx context.Context, items []ExtendItem, now clock.Tick) ([]SettleResult, error)
+	// Redrive puts a quarantined event back as its flow's head with a new
+	// round of attempts, audited with the operator's reason (§2.5).
+	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
+	// RedriveAll redrives every quarantined event f matches, in chunks of
+	// RedriveChunk, each audited (§7, "Also in this version").
+	RedriveAll(ctx context.Context, f RedriveFilter, reason string, now clock.Tick) ([]Redriven, error)
+	// QuarantinedMatching lists what RedriveAll with f would redrive.
+	QuarantinedMatching(ctx context.Context, f RedriveFilter) ([]QuarantinedEvent, error)
+	// NextDue is the earliest tick at which a head may become
+	// dispatchable; ok is false when nothing waits.
+	NextDue(ctx context.Context) (at clock.Tick, ok bool, err error)
+	// OldestDue is the due tick of the longest-waiting head dispatchable
+	// at now; ok is false when none is.
+	OldestDue(ctx context.Context, now clock.Tick) (at clock.Tick, ok bool, err error)
+	// Policy is the recorded policy (§7.1).
+	Policy(ctx context.Context) (Policy, error)
+	// SetPolicy records p with an audit row carrying reason.
+	SetPolicy(ctx context.Context, p Policy, reason string, now clock.Tick) error
+	// Event reads one event as it is now; ErrNotFound for an unknown ID.
+	Event(ctx context.Context, id string) (EventState, error)
+	// FlowEvents reads every event of one flow in sequence order.
+	FlowEvents(ctx context.Context, flow string) ([]EventState, error)
+	// Quarantined lists every quarantined event in flow and sequence order.
+	Quarantined(ctx context.Context) ([]QuarantinedEvent, error)
+	// Audit lists the redrive rows of the audit, oldest first.
+	Audit(ctx context.Context) ([]AuditEntry, error)
+	// AuditAll lists every audit row of every kind, oldest first.
+	AuditAll(ctx context.Context) ([]AuditRecord, error)
+	// Flows lists every flow as an operator sees it, by name.
+	Flows(ctx context.Context) ([]FlowState, error)
+	// Stats summarises the whole store.
+	Stats(ctx context.Context) (Stats, error)
+	// Snapshot reads every table in one transaction, in the form of the
+	// experiment's golden files.
+	Snapshot(ctx context.Context) (Snapshot, error)
+	// Close releases the store; it is not used after.
+	Close() error
+}
+
+// Weighter is a Store that keeps flow weights (the rotation order,
+// docs/contract.md §7.6). Both backends of this repository are Weighters.
+type Weighter interface {
+	// SetWeight sets a flow's weight (1..MaxWeight), audited with reason.
+	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
+}
+
+// SettleClaimer is a Store that settles and claims in one transaction:
+// SettleClaimBatch(ctx, items, now, n) answers what SettleBatch(ctx, items,
+// now) followed at once by ClaimBatch(ctx, now, n) would (n = 0: settle
+// only), in one commit instead of two. Both backends of this repository
+// are SettleClaimers; the relay runtime uses it when the queue has it.
+type SettleClaimer interface {
+	SettleClaimBatch(ctx context.Context, items []SettleItem, now clock.Tick, n int) ([]SettleResult, []Claim, error)
+}
+
+// Pager is a Store with the paged reads of an operator's console: each
+// page one index range read, whatever its position, so a console stays
+// fast at 100,000 flows. Both backends of this repository are Pagers.
+type Pager interface {
+	// ClockMark is the highest tick the store has recorded, one row read.
+	ClockMark(ctx context.Context) (clock.Tick, error)
+	// FlowsPage is one page of flows in the query's order.
+	FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error)
+	// QuarantinedPage is one page of quarantined events in flow and
+	// sequence order, with the count of all that match.
+	QuarantinedPage(ctx context.Context, q QuarantinedQuery) (QuarantinedPage, error)
+	// QuarantinedReasons counts the quarantined events by reason, the most
+	// common first (ties by reason).
+	QuarantinedReasons(ctx context.Context) ([]ReasonCount, error)
+	// AuditPage is one page of audit rows of every kind, newest first.
+	AuditPage(ctx context.Context, q AuditQuery) (AuditPage, error)
+}

@@ -1,0 +1,15 @@
+package queuestore
+
+import "github.com/fairrelay/fairrelay/queue"
+
+// The store keeps the whole queue contract, with every capability the
+// queue module names (docs/contract.md §2, §7).
+var (
+	_ queue.Store         = (*Store)(nil)
+	_ queue.Weighter      = (*Store)(nil)
+	_ queue.SettleClaimer = (*Store)(nil)
+	_ queue.Pager         = (*Store)(nil)
+)
+
+// WeightChange is queue.WeightChange: the detail of a 'weight' audit row.
+type WeightChange = queue.WeightChange
