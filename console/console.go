@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -62,6 +63,15 @@ type Options struct {
 	// Secure marks the console's cookies Secure (only sent over HTTPS). Set
 	// it when the console is served through a TLS-terminating proxy.
 	Secure bool
+	// RealTime says the queue's ticks are Unix milliseconds (a queue run
+	// in real time, docs/contract.md §7.3): the pages then show each tick
+	// as a UTC date-time with how long ago it was ("2026-12-04 12:03:04
+	// UTC, 3 min ago") and spans as durations ("30 s"). Without it ticks
+	// are shown as the numbers they are.
+	RealTime bool
+	// WallNow is the wall clock "ago" is measured against; nil means
+	// time.Now.
+	WallNow func() time.Time
 }
 
 // Errors of New.
@@ -114,7 +124,7 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 		c.session = sessionValue(o.Token)
 	}
 	var err error
-	if c.tmpl, err = parseTemplates(); err != nil {
+	if c.tmpl, err = parseTemplates(c.timeFuncs()); err != nil {
 		return nil, err
 	}
 	static, err := fs.Sub(staticFS, "static")

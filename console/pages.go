@@ -32,12 +32,11 @@ type layout struct {
 }
 
 var funcs = template.FuncMap{
-	"tick": func(t *clock.Tick) string {
-		if t == nil {
-			return "–"
-		}
-		return strconv.FormatInt(int64(*t), 10)
-	},
+	// at and span are replaced per console (console.funcs); these are
+	// the logical queue's forms, for parsing.
+	"at":     func(t any) string { return logicalAt(t) },
+	"when":   func(t clock.Tick) string { return "tick " + logicalAt(t) },
+	"span":   func(t clock.Tick) string { return strconv.FormatInt(int64(t), 10) + " ticks" },
 	"q":      url.QueryEscape,
 	"detail": describeDetail,
 	"pct": func(n, total int64) string {
@@ -62,10 +61,10 @@ var pageTitles = map[string][2]string{
 	"error":       {"Error", ""},
 }
 
-func parseTemplates() (map[string]*template.Template, error) {
+func parseTemplates(own template.FuncMap) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for name := range pageTitles {
-		t, err := template.New("base.html").Funcs(funcs).ParseFS(templateFS, "templates/base.html", "templates/"+name+".html")
+		t, err := template.New("base.html").Funcs(funcs).Funcs(own).ParseFS(templateFS, "templates/base.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", name, err)
 		}

@@ -76,7 +76,8 @@ func cmdWeb(e *env, args []string) (err error) {
 		return errors.Join(fmt.Errorf("read the clock mark: %w", err), q.Close())
 	}
 	var now func(context.Context) (clock.Tick, error)
-	if e.clock.mode == clockWall || e.clock.mode == clockAuto && mark >= wallFloor {
+	realTime := e.clock.mode == clockWall || e.clock.mode == clockAuto && mark >= wallFloor
+	if realTime {
 		if err := q.Close(); err != nil {
 			return err
 		}
@@ -100,7 +101,7 @@ func cmdWeb(e *env, args []string) (err error) {
 		r = rs
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now})
+	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now, RealTime: realTime})
 	if err != nil {
 		return err
 	}
