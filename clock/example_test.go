@@ -31,3 +31,13 @@ func ExampleMillis() {
 	fmt.Println(tick, src.Now().Time().UTC().Format(time.RFC3339Nano))
 	// Output: 1767323045006 2026-01-02T03:04:05.006Z
 }
+
+func ExampleWallText() {
+	enqueued := clock.Tick(time.Date(2026, 12, 4, 12, 0, 5, 0, time.UTC).UnixMilli())
+	now := time.Date(2026, 12, 4, 12, 3, 15, 0, time.UTC)
+	fmt.Println(clock.WallText(enqueued, now))
+	fmt.Println(clock.DurationText(90 * time.Second))
+	// Output:
+	// 2026-12-04 12:00:05 UTC, 3 min ago
+	// 1 min
+}

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"fmt"
 	"html/template"
 	"strconv"
 	"time"
@@ -27,10 +26,10 @@ func (c *console) timeFuncs() template.FuncMap {
 			if !ok {
 				return "–"
 			}
-			return wallAt(tick, now())
+			return clock.WallText(tick, now())
 		},
-		"when": func(t clock.Tick) string { return wallAt(t, now()) },
-		"span": func(t clock.Tick) string { return duration(time.Duration(t) * time.Millisecond) },
+		"when": func(t clock.Tick) string { return clock.WallText(t, now()) },
+		"span": func(t clock.Tick) string { return clock.DurationText(time.Duration(t) * time.Millisecond) },
 	}
 }
 
@@ -56,36 +55,4 @@ func logicalAt(t any) string {
 		return "–"
 	}
 	return strconv.FormatInt(int64(tick), 10)
-}
-
-// wallAt shows a tick of a queue run in real time (Unix milliseconds) as
-// people read it: the UTC date-time to the second and how far it is from
-// now ("3 min ago", "in 20 s", "now").
-func wallAt(t clock.Tick, now time.Time) string {
-	at := time.UnixMilli(int64(t)).UTC()
-	d := now.Sub(at)
-	rel := "now"
-	switch {
-	case d >= time.Second:
-		rel = duration(d) + " ago"
-	case d <= -time.Second:
-		rel = "in " + duration(-d)
-	}
-	return at.Format("2006-01-02 15:04:05") + " UTC, " + rel
-}
-
-// duration shows d in its largest whole unit, rounded down: "850 ms",
-// "20 s", "3 min", "2 h", "4 d".
-func duration(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%d ms", d.Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%d s", d/time.Second)
-	case d < time.Hour:
-		return fmt.Sprintf("%d min", d/time.Minute)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h", d/time.Hour)
-	}
-	return fmt.Sprintf("%d d", d/(24*time.Hour))
 }

@@ -30,10 +30,10 @@ const (
 const defaultSkew clock.Tick = 1000
 
 // wallFloor is the smallest clock mark auto mode takes for Unix
-// milliseconds: 10^12 ms is 2001-09-09T01:46:40Z. A logical queue would need
-// a trillion ticks to reach it; a queue in Unix seconds reaches it in the
-// year 33658.
-const wallFloor clock.Tick = 1_000_000_000_000
+// milliseconds (clock.WallFloor): 10^12 ms is 2001-09-09T01:46:40Z. A
+// logical queue would need a trillion ticks to reach it; a queue in Unix
+// seconds reaches it in the year 33658.
+const wallFloor = clock.WallFloor
 
 // clockMode is --clock.
 type clockMode string

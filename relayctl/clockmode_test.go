@@ -93,7 +93,7 @@ func TestWallClockActsAtTheClock(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("enqueue: exit %d, stderr %s", code, errs)
 	}
-	if want := "at tick " + itoa(int64(wallMs+60_000)); !strings.Contains(out, want) {
+	if want := "at 2026-12-02 17:01:00 UTC, now (tick " + itoa(int64(wallMs+60_000)) + ")"; !strings.Contains(out, want) {
 		t.Fatalf("stdout %q, want %q (the clock, a minute after the mark)", out, want)
 	}
 	if got := clockMark(t, dir); got != int64(wallMs+60_000) {
@@ -115,7 +115,7 @@ func TestWallClockBelowMarkWithinSkew(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("redrive 500 ms below the mark: exit %d, stderr %s", code, errs)
 	}
-	if want := "pending at tick " + itoa(int64(last)); !strings.Contains(out, want) {
+	if want := "pending at 2026-12-02 17:00:00 UTC, now (tick " + itoa(int64(last)) + ")"; !strings.Contains(out, want) {
 		t.Fatalf("stdout %q, want %q (performed at the mark)", out, want)
 	}
 	// Further below than the skew is a time regression, said in wall-clock

@@ -134,7 +134,7 @@ func cmdEnqueue(e *env, args []string) (err error) {
 		fmt.Fprintf(e.stdout, "duplicate %s: already enqueued as flow %s, seq %d; nothing changed\n", ev.ID, ev.Flow, res.Seq)
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at tick %d\n", ev.ID, ev.Flow, res.Seq, now)
+	fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at %s\n", ev.ID, ev.Flow, res.Seq, e.when(now))
 	return nil
 }
 
@@ -284,8 +284,8 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 		return err
 	}
 	bar.done()
-	fmt.Fprintf(e.stdout, "enqueued %s from %s in %s at tick %d: %d new, %s\n",
-		plural(total, "event"), name, plural(chunks, "chunk"), now, added, plural(dups, "duplicate"))
+	fmt.Fprintf(e.stdout, "enqueued %s from %s in %s at %s: %d new, %s\n",
+		plural(total, "event"), name, plural(chunks, "chunk"), e.when(now), added, plural(dups, "duplicate"))
 	return nil
 }
 

@@ -136,7 +136,7 @@ func cmdFlows(e *env, args []string) (err error) {
 			head, state = itoa(r.HeadSeq), r.HeadState
 		}
 		if r.ReadyTick != nil {
-			ready = itoa(*r.ReadyTick)
+			ready = e.at(*r.ReadyTick)
 		}
 		cells := []string{r.Flow, itoa(r.Served), head, state, ready, itoa(r.Backlog), r.Blocked}
 		if rot {
@@ -194,7 +194,7 @@ func cmdSetWeight(e *env, args []string) (err error) {
 		}
 		return fmt.Errorf("set weight of %s: %w", pos[0], err)
 	}
-	fmt.Fprintf(e.stdout, "flow %s: weight %d at tick %d; reason kept in the audit\n", pos[0], w, now)
+	fmt.Fprintf(e.stdout, "flow %s: weight %d at %s; reason kept in the audit\n", pos[0], w, e.when(now))
 	return nil
 }
 
@@ -244,11 +244,11 @@ func cmdEvents(e *env, args []string) (err error) {
 	for _, ev := range evs {
 		lease := "-"
 		if ev.State == "inflight" {
-			lease = itoa(ev.LeaseUntil)
+			lease = e.at(ev.LeaseUntil)
 		}
 		avail := "-"
 		if ev.State == "pending" {
-			avail = itoa(ev.AvailableAt)
+			avail = e.at(ev.AvailableAt)
 		}
 		t.row(itoa(ev.Seq), ev.ID, ev.State, itoa(ev.Generation), itoa(int64(ev.Attempts)),
 			itoa(int64(ev.LifetimeAttempts)), avail, lease, ev.Reason, short(string(ev.Body), 40))

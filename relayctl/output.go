@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode"
+
+	"github.com/fairrelay/fairrelay/clock"
 )
 
 // writeJSON prints v as indented JSON followed by a newline.
@@ -77,6 +79,29 @@ func short(s string, n int) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// at shows a tick in a table or a sentence: as a UTC date-time with how
+// long ago it was (clock.WallText, against the environment's wall clock)
+// when it is a wall-clock time (at least clock.WallFloor, as a queue run
+// in real time writes), else as the tick number of a logical queue.
+// --json output keeps the numbers.
+func (e *env) at(t int64) string {
+	if clock.Tick(t) < clock.WallFloor {
+		return itoa(t)
+	}
+	return clock.WallText(clock.Tick(t), e.clock.wall.Now().Time())
+}
+
+// when shows the tick a write acted at in a sentence ("at " + when): "tick
+// N" on a logical queue; on a queue run in real time the date-time and how
+// long ago (e.at), then the exact tick, which --now takes: "2026-12-04
+// 12:00:05 UTC, now (tick 1796385605123)".
+func (e *env) when(t clock.Tick) string {
+	if t < clock.WallFloor {
+		return "tick " + itoa(int64(t))
+	}
+	return e.at(int64(t)) + " (tick " + itoa(int64(t)) + ")"
+}
 
 // seqCell shows a sequence number or tick, with "-" for none (0).
 func seqCell(n int64) string {

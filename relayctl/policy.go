@@ -238,7 +238,7 @@ func cmdPolicySet(e *env, args []string) (err error) {
 	if err := q.SetPolicy(e.ctx, p, *reason, now); err != nil {
 		return explainPolicy(e, q, now, err)
 	}
-	fmt.Fprintf(e.stdout, "policy changed at tick %d: %s; reason kept in the audit\n", now, policyDiff(old, p))
+	fmt.Fprintf(e.stdout, "policy changed at %s: %s; reason kept in the audit\n", e.when(now), policyDiff(old, p))
 	return printPolicy(e, p)
 }
 

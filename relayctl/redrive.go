@@ -116,8 +116,8 @@ func redriveOne(e *env, q queueStore, id string, gen int64, genSet bool, reason 
 	if err != nil {
 		return fmt.Errorf("redrive of %q done, but reading it back failed: %w", id, err)
 	}
-	fmt.Fprintf(e.stdout, "redrove %s (flow %s, seq %d): generation %d -> %d, %s at tick %d; reason kept in the audit\n",
-		after.ID, after.Flow, after.Seq, before.Generation, after.Generation, after.State, performedAt(after, now))
+	fmt.Fprintf(e.stdout, "redrove %s (flow %s, seq %d): generation %d -> %d, %s at %s; reason kept in the audit\n",
+		after.ID, after.Flow, after.Seq, before.Generation, after.Generation, after.State, e.when(clock.Tick(performedAt(after, now))))
 	return nil
 }
 
@@ -217,7 +217,7 @@ func cmdAudit(e *env, args []string) (err error) {
 	if !slices.ContainsFunc(rows, func(r auditRow) bool { return r.Kind != "redrive" }) {
 		t := newTable(e.stdout, "TICK", "EVENT", "GENERATION", "REASON")
 		for _, r := range rows {
-			t.row(itoa(r.Tick), r.EventID, itoa(r.Generation), r.Reason)
+			t.row(e.at(r.Tick), r.EventID, itoa(r.Generation), r.Reason)
 		}
 		return t.flush()
 	}
@@ -227,7 +227,7 @@ func cmdAudit(e *env, args []string) (err error) {
 		if r.Kind == "redrive" {
 			gen = itoa(r.Generation)
 		}
-		t.row(itoa(r.Tick), r.Kind, r.EventID, gen, r.Reason, r.Change)
+		t.row(e.at(r.Tick), r.Kind, r.EventID, gen, r.Reason, r.Change)
 	}
 	return t.flush()
 }

@@ -69,7 +69,7 @@ func redriveAll(e *env, f *cmdFlags, filter redriveFilter, reason string, dryRun
 	if ev, err := q.Event(e.ctx, done[0].ID); err == nil {
 		at = performedAt(ev, now)
 	}
-	fmt.Fprintf(e.stdout, "redrove %s at tick %d with one reason; one audit row each ('relayctl audit')\n", events(len(done)), at)
+	fmt.Fprintf(e.stdout, "redrove %s at %s with one reason; one audit row each ('relayctl audit')\n", events(len(done)), e.when(clock.Tick(at)))
 	return nil
 }
 

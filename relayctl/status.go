@@ -70,7 +70,7 @@ func readReceiverReport(e *env, r receiverStore) (*receiverReport, error) {
 func printStatus(e *env, rep statusReport) error {
 	t := newTable(e.stdout, "QUEUE", rep.Queue)
 	st := rep.Stats
-	t.row("clock mark", itoa(st.ClockMark))
+	t.row("clock mark", e.at(st.ClockMark))
 	t.row("global ticket", itoa(st.GlobalTicket))
 	t.row("flows", itoa(st.Flows))
 	c := st.EventsByState
