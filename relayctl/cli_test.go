@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // TestParseInterspersed: flags may come before, between and after positional
@@ -162,10 +163,7 @@ func TestEnqueueInterrupted(t *testing.T) {
 	e := newEnv(strings.NewReader(""), &out, &errb)
 	e.ctx = ctx
 	// The queue cancels the run once it has committed the first chunk.
-	e.openQueueAt = func(path string) (queueStore, error) {
-		q, err := openQueueStore(path)
-		return cancelAfterBatch{queueStore: q, cancel: cancel}, err
-	}
+	e.openQueueAt = openWrapped(func(l queueLib) queueLib { return cancelAfterBatch{queueLib: l, cancel: cancel} })
 	var in strings.Builder
 	for i := range 5 {
 		fmt.Fprintf(&in, `{"id": "e%d", "flow": "f", "body": 1}`+"\n", i)
@@ -187,12 +185,12 @@ func TestEnqueueInterrupted(t *testing.T) {
 
 // cancelAfterBatch cancels a context after each EnqueueBatch that succeeds.
 type cancelAfterBatch struct {
-	queueStore
+	queueLib
 	cancel context.CancelFunc
 }
 
-func (c cancelAfterBatch) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error) {
-	r, err := c.queueStore.EnqueueBatch(ctx, evs, now)
+func (c cancelAfterBatch) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
+	r, err := c.queueLib.EnqueueBatch(ctx, es, now)
 	if err == nil {
 		c.cancel()
 	}

@@ -90,7 +90,7 @@ func (v tickValue) Set(s string) error {
 //     too far ahead of the clock and performs one a little below the mark at
 //     the mark;
 //   - auto: wall when the clock mark is at least wallFloor, else logical.
-func currentTick(ctx context.Context, q queueStore, now tickFlag) (clock.Tick, error) {
+func currentTick(ctx context.Context, q *queueDB, now tickFlag) (clock.Tick, error) {
 	cfg := clockConfig{mode: clockLogical}
 	if now.clock != nil {
 		cfg = *now.clock

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -208,10 +209,7 @@ func TestWallClockBulkEnqueueFollowsClock(t *testing.T) {
 	var out, errb strings.Builder
 	e := newEnv(strings.NewReader("{\"id\":\"e1\",\"flow\":\"a\",\"body\":1}\n{\"id\":\"e2\",\"flow\":\"a\",\"body\":2}\n{\"id\":\"e3\",\"flow\":\"a\",\"body\":3}\n"), &out, &errb)
 	e.dir, e.clock.wall = dir, wall
-	e.openQueueAt = func(path string) (queueStore, error) {
-		q, err := openQueueStore(path)
-		return relayMeanwhile{queueStore: q, t: t, path: qpath, wall: wall}, err
-	}
+	e.openQueueAt = openWrapped(func(l queueLib) queueLib { return relayMeanwhile{queueLib: l, t: t, path: qpath, wall: wall} })
 	if code := e.main([]string{"enqueue", "--file", "-", "--chunk", "1"}); code != exitOK {
 		t.Fatalf("bulk enqueue while a relay writes: exit %d, stderr %s", code, errb.String())
 	}
@@ -229,14 +227,14 @@ func TestWallClockBulkEnqueueFollowsClock(t *testing.T) {
 // relayMeanwhile is a queue where, after each EnqueueBatch, five seconds
 // pass and another process writes at the clock.
 type relayMeanwhile struct {
-	queueStore
+	queueLib
 	t    *testing.T
 	path string
 	wall *clock.Manual
 }
 
-func (r relayMeanwhile) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error) {
-	res, err := r.queueStore.EnqueueBatch(ctx, evs, now)
+func (r relayMeanwhile) EnqueueBatch(ctx context.Context, evs []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
+	res, err := r.queueLib.EnqueueBatch(ctx, evs, now)
 	if err != nil {
 		return res, err
 	}

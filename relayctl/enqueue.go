@@ -171,7 +171,7 @@ func readBody(e *env, name string) ([]byte, error) {
 }
 
 // explainEnqueue turns a refused enqueue into plain words.
-func explainEnqueue(e *env, q queueStore, now clock.Tick, err error) error {
+func explainEnqueue(e *env, q *queueDB, now clock.Tick, err error) error {
 	switch kindOf(err) {
 	case kindConflict:
 		return fmt.Errorf("an event ID is already used with another flow or body; nothing changed (an ID names one event forever): %w", err)
@@ -184,7 +184,7 @@ func explainEnqueue(e *env, q queueStore, now clock.Tick, err error) error {
 }
 
 // conflictWith explains ErrConflict for ev with the event already stored.
-func conflictWith(e *env, q queueStore, ev newEvent, err error) error {
+func conflictWith(e *env, q *queueDB, ev newEvent, err error) error {
 	old, rerr := q.Event(e.ctx, ev.ID)
 	if rerr != nil {
 		return explainEnqueue(e, q, 0, err)
@@ -199,7 +199,7 @@ func conflictWith(e *env, q queueStore, ev newEvent, err error) error {
 
 // enqueueFile streams JSONL events from in into the queue, chunk events per
 // transaction.
-func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, chunk int, now clock.Tick) error {
+func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chunk int, now clock.Tick) error {
 	if name == "-" {
 		name = "stdin"
 	}
@@ -292,7 +292,7 @@ func enqueueFile(e *env, q queueStore, name string, in io.Reader, size int64, ch
 // batchConflict finds the first event of a batch refused with ErrConflict
 // whose ID is taken by another flow or body, in the queue or earlier in the
 // batch, and explains it; it returns a nil error when it finds none.
-func batchConflict(e *env, q queueStore, batch []newEvent, err error) (int, error) {
+func batchConflict(e *env, q *queueDB, batch []newEvent, err error) (int, error) {
 	seen := make(map[string]newEvent, len(batch))
 	for i, ev := range batch {
 		if prev, ok := seen[ev.ID]; ok {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -16,23 +17,23 @@ import (
 // refuses, as the store does with ErrInvalid, a batch holding an event with
 // an empty ID, flow or body, and then commits nothing of it.
 type recordingQueue struct {
-	queueStore // nil: enqueueFile calls only EnqueueBatch
-	committed  []newEvent
-	batches    []int
+	queueLib  // nil: enqueueFile calls only EnqueueBatch
+	committed []newEvent
+	batches   []int
 }
 
-func (q *recordingQueue) EnqueueBatch(_ context.Context, evs []newEvent, _ clock.Tick) ([]enqueuedRow, error) {
-	for i, ev := range evs {
+func (q *recordingQueue) EnqueueBatch(_ context.Context, es []queue.Event, _ clock.Tick) ([]queue.Enqueued, error) {
+	for i, ev := range es {
 		if ev.ID == "" || ev.Flow == "" || len(ev.Body) == 0 {
 			return nil, fmt.Errorf("enqueue batch: event %d: %w: empty field", i, queuestore.ErrInvalid)
 		}
 	}
-	q.committed = append(q.committed, evs...)
-	q.batches = append(q.batches, len(evs))
-	out := make([]enqueuedRow, len(evs))
-	for i, ev := range evs {
-		out[i] = enqueuedRow{ID: ev.ID, Flow: ev.Flow, Seq: int64(len(q.committed) - len(evs) + i + 1)}
+	out := make([]queue.Enqueued, len(es))
+	for i, ev := range es {
+		q.committed = append(q.committed, newEvent{ID: ev.ID, Flow: ev.Flow, Body: ev.Body})
+		out[i] = queue.Enqueued{Seq: int64(len(q.committed))}
 	}
+	q.batches = append(q.batches, len(es))
 	return out, nil
 }
 
@@ -63,7 +64,7 @@ func FuzzEnqueueFile(f *testing.F) {
 		q := &recordingQueue{}
 		var out, errb bytes.Buffer
 		e := newEnv(nil, &out, &errb)
-		err := enqueueFile(e, q, "f.jsonl", bytes.NewReader(in), int64(len(in)), n, 1)
+		err := enqueueFile(e, &queueDB{s: q}, "f.jsonl", bytes.NewReader(in), int64(len(in)), n, 1)
 
 		// The reference: lines as bufio.ScanLines cuts them, blank ones
 		// skipped, each parsed alone; chunks of n; the first bad line or

@@ -127,9 +127,9 @@ func openPGQueue(ctx context.Context, raw string, create bool, minConns int32, o
 	return pgQueue{Store: s, pool: pool, schema: schema}, nil
 }
 
-// pgQueueDB is the queueStore of a postgres:// --queue value. Real time
+// pgQueueDB is the *queueDB of a postgres:// --queue value. Real time
 // opens the store again on the same pool.
-func pgQueueDB(ctx context.Context, raw string, create bool) (queueStore, error) {
+func pgQueueDB(ctx context.Context, raw string, create bool) (*queueDB, error) {
 	p, err := openPGQueue(ctx, raw, create, 0)
 	if err != nil {
 		return nil, err

@@ -264,7 +264,7 @@ func policyDiff(a, b policyRow) string {
 }
 
 // explainPolicy turns a refused policy change into plain words.
-func explainPolicy(e *env, q queueStore, now clock.Tick, err error) error {
+func explainPolicy(e *env, q *queueDB, now clock.Tick, err error) error {
 	switch kindOf(err) {
 	case kindEmptyReason:
 		return errors.New("the reason is empty: say why the policy changes (it is kept in the audit); nothing changed")

@@ -25,7 +25,10 @@ type queueLib interface {
 // sqliteQueue is *queuestore.Store as a queueLib.
 type sqliteQueue struct{ *queuestore.Store }
 
-// queueDB adapts a queueLib to queueStore.
+// queueDB is relayctl's queue: a queueLib (either backend) read into
+// relayctl's own rows (json tags included), so that the output format is
+// fixed here, not by the library's field names, and written at the tick
+// relayctl's clock mode gives.
 type queueDB struct {
 	s queueLib
 	// reopen opens the queue again in real time (UseRealTime); it may close
@@ -51,7 +54,7 @@ func (q *queueDB) at(now clock.Tick) clock.Tick {
 // file, no -wal or -shm), so an operator can run a read command on a
 // service's queue without write permission and without leaving files the
 // service could not open.
-func readQueueStore(path string) (queueStore, error) {
+func readQueueStore(path string) (*queueDB, error) {
 	s, err := queuestore.Open(path, queuestore.WithReadOnly())
 	if err != nil {
 		return nil, err
@@ -59,7 +62,7 @@ func readQueueStore(path string) (queueStore, error) {
 	return &queueDB{s: sqliteQueue{s}, reopen: reopenSQLite(path)}, nil
 }
 
-func openQueueStore(path string) (queueStore, error) {
+func openQueueStore(path string) (*queueDB, error) {
 	s, err := queuestore.Open(path)
 	if err != nil {
 		return nil, err

@@ -12,33 +12,35 @@ import (
 // and *pgreceiverstore.Store (pgReceiver, pg.go) both are one.
 type receiverLib = receiver.Store
 
-// receiverDB adapts a receiverLib to receiverStore.
+// receiverDB is relayctl's receiver: a receiverLib read into relayctl's
+// own rows (json tags included), so that the output format is fixed here,
+// not by the library's field names.
 type receiverDB struct {
 	s receiverLib
 }
 
 // readReceiverStore opens the receiver read-only, creating no file (see
 // readQueueStore).
-func readReceiverStore(path string) (receiverStore, error) {
+func readReceiverStore(path string) (*receiverDB, error) {
 	s, err := receiverstore.Open(path, receiverstore.WithReadOnly())
 	if err != nil {
 		return nil, err
 	}
-	return receiverDB{s}, nil
+	return &receiverDB{s}, nil
 }
 
-func openReceiverStore(path string) (receiverStore, error) {
+func openReceiverStore(path string) (*receiverDB, error) {
 	s, err := receiverstore.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return receiverDB{s}, nil
+	return &receiverDB{s}, nil
 }
 
-func (r receiverDB) Close() error { return r.s.Close() }
+func (r *receiverDB) Close() error { return r.s.Close() }
 
 // Totals lists every flow's total without reading the receipts.
-func (r receiverDB) Totals(ctx context.Context) ([]totalRow, error) {
+func (r *receiverDB) Totals(ctx context.Context) ([]totalRow, error) {
 	flows, err := r.s.Flows(ctx)
 	if err != nil {
 		return nil, err
@@ -50,11 +52,11 @@ func (r receiverDB) Totals(ctx context.Context) ([]totalRow, error) {
 	return out, nil
 }
 
-func (r receiverDB) Total(ctx context.Context, flow string) (int64, error) {
+func (r *receiverDB) Total(ctx context.Context, flow string) (int64, error) {
 	return r.s.Total(ctx, flow)
 }
 
-func (r receiverDB) Conflicts(ctx context.Context) ([]conflictRow, error) {
+func (r *receiverDB) Conflicts(ctx context.Context) ([]conflictRow, error) {
 	cs, err := r.s.Conflicts(ctx)
 	if err != nil {
 		return nil, err
@@ -69,6 +71,6 @@ func (r receiverDB) Conflicts(ctx context.Context) ([]conflictRow, error) {
 	return out, nil
 }
 
-func (r receiverDB) Snapshot(ctx context.Context) (any, error) {
+func (r *receiverDB) Snapshot(ctx context.Context) (any, error) {
 	return r.s.Snapshot(ctx)
 }

@@ -98,7 +98,7 @@ func cmdRedrive(e *env, args []string) (err error) {
 
 // redriveOne redrives event id at generation gen (or, when genSet is false,
 // at the generation it reads first) and prints what changed.
-func redriveOne(e *env, q queueStore, id string, gen int64, genSet bool, reason string, now clock.Tick) error {
+func redriveOne(e *env, q *queueDB, id string, gen int64, genSet bool, reason string, now clock.Tick) error {
 	before, err := q.Event(e.ctx, id)
 	if err != nil {
 		if kindOf(err) == kindNotFound {
@@ -123,7 +123,7 @@ func redriveOne(e *env, q queueStore, id string, gen int64, genSet bool, reason 
 
 // explainRedrive turns a refused redrive into plain words, reading the event
 // again to say what it is now.
-func explainRedrive(e *env, q queueStore, before eventRow, gen int64, now clock.Tick, err error) error {
+func explainRedrive(e *env, q *queueDB, before eventRow, gen int64, now clock.Tick, err error) error {
 	cur, rerr := q.Event(e.ctx, before.ID)
 	if rerr != nil {
 		cur = before
@@ -149,7 +149,7 @@ func explainRedrive(e *env, q queueStore, before eventRow, gen int64, now clock.
 // timeRegression explains ErrTimeRegression with the queue's current mark;
 // for a queue in real time (its mark is Unix milliseconds) it says how far
 // the mark is from this machine's clock.
-func timeRegression(e *env, q queueStore, now clock.Tick) error {
+func timeRegression(e *env, q *queueDB, now clock.Tick) error {
 	st, err := q.Stats(e.ctx)
 	if err != nil {
 		return fmt.Errorf("tick %d is below the queue's clock mark: logical time never goes back; nothing changed", now)

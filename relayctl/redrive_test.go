@@ -15,7 +15,7 @@ import (
 // racingQueue is the real queue with another operator who redrives the same
 // event between relayctl's read of it and relayctl's own redrive.
 type racingQueue struct {
-	queueStore
+	queueLib
 	path string
 	t    *testing.T
 }
@@ -33,7 +33,7 @@ func (r racingQueue) Redrive(ctx context.Context, id string, generation int64, r
 	if err := other.Redrive(ctx, id, ev.Generation, "the other operator", now); err != nil {
 		r.t.Fatalf("the other operator's Redrive: %v", err)
 	}
-	return r.queueStore.Redrive(ctx, id, generation, reason, now)
+	return r.queueLib.Redrive(ctx, id, generation, reason, now)
 }
 
 // TestRedriveConcurrentChangeRefused: without --generation, relayctl redrives
@@ -49,13 +49,7 @@ func TestRedriveConcurrentChangeRefused(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	e := newEnv(strings.NewReader(""), &out, &errb)
-	e.openQueueAt = func(path string) (queueStore, error) {
-		q, err := openQueueStore(path)
-		if err != nil {
-			return nil, err
-		}
-		return racingQueue{queueStore: q, path: path, t: t}, nil
-	}
+	e.openQueueAt = openWrapped(func(l queueLib) queueLib { return racingQueue{queueLib: l, path: qpath, t: t} })
 	code := e.main([]string{"--queue", qpath, "redrive", "e1", "--reason", "mine"})
 	if code != exitFail {
 		t.Fatalf("redrive exit status = %d, want %d; stdout %q stderr %q", code, exitFail, out.String(), errb.String())

@@ -74,7 +74,7 @@ func redriveAll(e *env, f *cmdFlags, filter redriveFilter, reason string, dryRun
 }
 
 // explainRedriveAll turns a refused bulk redrive into plain words.
-func explainRedriveAll(e *env, q queueStore, filter redriveFilter, now clock.Tick, err error) error {
+func explainRedriveAll(e *env, q *queueDB, filter redriveFilter, now clock.Tick, err error) error {
 	switch kindOf(err) {
 	case kindEmptyReason:
 		return errors.New("the reason is empty: say why the events may go again (it is kept in the audit); nothing was redriven")
@@ -88,7 +88,7 @@ func explainRedriveAll(e *env, q queueStore, filter redriveFilter, now clock.Tic
 
 // flowMissing reports whether flow is given and names no flow of the
 // queue.
-func flowMissing(e *env, q queueStore, flow string) bool {
+func flowMissing(e *env, q *queueDB, flow string) bool {
 	if flow == "" {
 		return false
 	}

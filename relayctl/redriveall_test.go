@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // TestRedriveAllStoppedHalfWay: when the store stops RedriveAll after some
@@ -25,10 +26,7 @@ func TestRedriveAllStoppedHalfWay(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	e := newEnv(strings.NewReader(""), &out, &errb)
-	e.openQueueAt = func(path string) (queueStore, error) {
-		q, err := openQueueStore(path)
-		return stopAfterOne{queueStore: q}, err
-	}
+	e.openQueueAt = openWrapped(func(l queueLib) queueLib { return stopAfterOne{l} })
 	code := e.main([]string{"--queue", qpath, "redrive", "--all", "--reason", "endpoint back"})
 	if code != exitFail {
 		t.Fatalf("exit %d, want %d; stderr %s", code, exitFail, errb.String())
@@ -52,10 +50,10 @@ func TestRedriveAllStoppedHalfWay(t *testing.T) {
 
 // stopAfterOne redrives one event through the real store, then fails the way
 // a cancelled bulk redrive does.
-type stopAfterOne struct{ queueStore }
+type stopAfterOne struct{ queueLib }
 
-func (s stopAfterOne) RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error) {
-	first, err := s.queueStore.RedriveAll(ctx, redriveFilter{Flow: "a"}, reason, now)
+func (s stopAfterOne) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error) {
+	first, err := s.queueLib.RedriveAll(ctx, queue.RedriveFilter{Flow: "a"}, reason, now)
 	if err != nil {
 		return nil, err
 	}

@@ -33,12 +33,12 @@ type env struct {
 	dir string
 	// openQueueAt and openReceiverAt open a database that exists (or, for
 	// the queue, may be created); tests wrap them.
-	openQueueAt    func(path string) (queueStore, error)
-	openReceiverAt func(path string) (receiverStore, error)
+	openQueueAt    func(path string) (*queueDB, error)
+	openReceiverAt func(path string) (*receiverDB, error)
 	// readQueueAt and readReceiverAt open a database that exists for the
 	// read commands: read-only, creating no file (store.go).
-	readQueueAt    func(path string) (queueStore, error)
-	readReceiverAt func(path string) (receiverStore, error)
+	readQueueAt    func(path string) (*queueDB, error)
+	readReceiverAt func(path string) (*receiverDB, error)
 	// isTerminal reports whether w is a terminal (the progress bar of a bulk
 	// enqueue is drawn only there).
 	isTerminal func(w io.Writer) bool

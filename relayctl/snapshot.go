@@ -31,7 +31,7 @@ func cmdSnapshot(e *env, args []string) (err error) {
 		return fmt.Errorf("read the queue snapshot: %w", err)
 	}
 	if e.receiverPath != "" {
-		var r receiverStore
+		var r *receiverDB
 		if r, err = e.readReceiver(true); err != nil {
 			return err
 		}

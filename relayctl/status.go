@@ -38,7 +38,7 @@ func cmdStatus(e *env, args []string) (err error) {
 		return fmt.Errorf("read queue stats: %w", err)
 	}
 	if e.receiverPath != "" {
-		var r receiverStore
+		var r *receiverDB
 		if r, err = e.readReceiver(true); err != nil {
 			return err
 		}
@@ -53,7 +53,7 @@ func cmdStatus(e *env, args []string) (err error) {
 	return printStatus(e, rep)
 }
 
-func readReceiverReport(e *env, r receiverStore) (*receiverReport, error) {
+func readReceiverReport(e *env, r *receiverDB) (*receiverReport, error) {
 	rr := &receiverReport{Path: shown(e.receiverPath)}
 	var err error
 	if rr.Totals, err = r.Totals(e.ctx); err != nil {

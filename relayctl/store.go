@@ -1,57 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/fairrelay/fairrelay/clock"
 )
-
-// queueStore is what relayctl needs from queue.db. queuestore.go implements it on
-// top of queuestore.Store; the rows are relayctl's own (json tags included)
-// so that the output format is fixed here, not by the library's field names.
-type queueStore interface {
-	Close() error
-	Stats(ctx context.Context) (statsRow, error)
-	Flows(ctx context.Context) ([]flowRow, error)
-	FlowEvents(ctx context.Context, flow string) ([]eventRow, error)
-	Event(ctx context.Context, id string) (eventRow, error)
-	Quarantined(ctx context.Context) ([]quarantinedRow, error)
-	Audit(ctx context.Context) ([]auditRow, error)
-	Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error
-	Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error)
-	EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error)
-	Snapshot(ctx context.Context) (any, error)
-	// UseRealTime reopens the file in real time (docs/contract.md §7.3)
-	// with src as the wall clock and skew as the tolerance. With follow,
-	// every later write acts at src's tick when it is made, if that is
-	// past the tick it is given: the chunks of a long bulk enqueue keep up
-	// with the relays writing at the clock meanwhile.
-	UseRealTime(src clock.Source, skew clock.Tick, follow bool) error
-	Policy(ctx context.Context) (policyRow, error)
-	// SetPolicy records p, keeping every part of the recorded policy that
-	// policyRow does not show, with an audit row.
-	SetPolicy(ctx context.Context, p policyRow, reason string, now clock.Tick) error
-	RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error)
-	QuarantinedMatching(ctx context.Context, f redriveFilter) ([]quarantinedRow, error)
-	// SetWeight sets a flow's weight (docs/contract.md §7.6), audited with
-	// the reason.
-	SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error
-}
-
-// receiverStore is what relayctl needs from receiver.db; receiverstore.go
-// implements it on top of receiverstore.Store.
-type receiverStore interface {
-	Close() error
-	Totals(ctx context.Context) ([]totalRow, error)
-	Total(ctx context.Context, flow string) (int64, error)
-	Conflicts(ctx context.Context) ([]conflictRow, error)
-	Snapshot(ctx context.Context) (any, error)
-}
 
 // errKind classifies a store error so that a command can say it in plain
 // words with what it knows (the event's state, the flow, the tick).
@@ -101,7 +56,7 @@ func (e *env) abs(path string) string {
 
 // openQueue opens the queue at e.queuePath, which must exist unless create
 // is true (only enqueue creates a queue).
-func (e *env) openQueue(create bool) (queueStore, error) {
+func (e *env) openQueue(create bool) (*queueDB, error) {
 	if isPostgres(e.queuePath) {
 		return e.pgQueue(create)
 	}
@@ -121,7 +76,7 @@ func (e *env) openQueue(create bool) (queueStore, error) {
 
 // openReceiver opens the receiver at e.receiverPath, which must exist.
 // optional says the command can do without it (an empty --receiver).
-func (e *env) openReceiver(optional bool) (receiverStore, error) {
+func (e *env) openReceiver(optional bool) (*receiverDB, error) {
 	if isPostgres(e.receiverPath) {
 		return e.pgReceiver()
 	}
@@ -141,7 +96,7 @@ func (e *env) openReceiver(optional bool) (receiverStore, error) {
 // readQueue opens the queue at e.queuePath for a read command: it must
 // exist, and it is opened read-only, so that nothing is created beside it
 // and no write permission is needed (docs/operations.md).
-func (e *env) readQueue() (queueStore, error) {
+func (e *env) readQueue() (*queueDB, error) {
 	if isPostgres(e.queuePath) {
 		return e.pgQueue(false)
 	}
@@ -157,7 +112,7 @@ func (e *env) readQueue() (queueStore, error) {
 
 // readReceiver is openReceiver for a read command: read-only, creating
 // nothing.
-func (e *env) readReceiver(optional bool) (receiverStore, error) {
+func (e *env) readReceiver(optional bool) (*receiverDB, error) {
 	if isPostgres(e.receiverPath) {
 		return e.pgReceiver()
 	}
@@ -177,7 +132,7 @@ func (e *env) readReceiver(optional bool) (receiverStore, error) {
 // pgQueue opens a postgres:// --queue (pg.go). A read command opens it as a
 // write command does: PostgreSQL has no read-only store, and opening an
 // existing schema changes nothing in it.
-func (e *env) pgQueue(create bool) (queueStore, error) {
+func (e *env) pgQueue(create bool) (*queueDB, error) {
 	q, err := pgQueueDB(e.ctx, e.queuePath, create)
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s: %w", shown(e.queuePath), err)
@@ -187,12 +142,12 @@ func (e *env) pgQueue(create bool) (queueStore, error) {
 
 // pgReceiver opens a postgres:// --receiver for a command that reads it: the
 // schema must exist.
-func (e *env) pgReceiver() (receiverStore, error) {
+func (e *env) pgReceiver() (*receiverDB, error) {
 	r, err := openPGReceiver(e.ctx, e.receiverPath, false)
 	if err != nil {
 		return nil, fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), err)
 	}
-	return receiverDB{r}, nil
+	return &receiverDB{r}, nil
 }
 
 // closeWith closes c and keeps the first error.
