@@ -198,19 +198,27 @@ func reopenChangesNothing(t *testing.T, b Backend, loc string) {
 // the same place (a migration may add columns, never change a value).
 func kept(t *testing.T, before, after map[string][]map[string]string) {
 	t.Helper()
+	if err := lost(before, after); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lost says what kept finds missing or changed, or returns nil.
+func lost(before, after map[string][]map[string]string) error {
 	for _, tab := range slices.Sorted(maps.Keys(before)) {
 		b, a := before[tab], after[tab]
 		if len(a) != len(b) {
-			t.Fatalf("table %s: %d rows after the migration, %d before", tab, len(a), len(b))
+			return fmt.Errorf("table %s: %d rows after the migration, %d before", tab, len(a), len(b))
 		}
 		for i := range b {
-			for col, v := range b[i] {
-				if got, ok := a[i][col]; !ok || got != v {
-					t.Fatalf("table %s row %d column %s: %q after the migration, %q before\nbefore: %v\nafter:  %v", tab, i, col, got, v, b[i], a[i])
+			for _, col := range slices.Sorted(maps.Keys(b[i])) {
+				if got, ok := a[i][col]; !ok || got != b[i][col] {
+					return fmt.Errorf("table %s row %d column %s: %q after the migration, %q before\nbefore: %v\nafter:  %v", tab, i, col, got, b[i][col], b[i], a[i])
 				}
 			}
 		}
 	}
+	return nil
 }
 
 func sameRows(t *testing.T, what string, got, want map[string][]map[string]string) {
@@ -220,13 +228,20 @@ func sameRows(t *testing.T, what string, got, want map[string][]map[string]strin
 	}
 }
 
-// sameCatalog fails t unless the two catalogs hold the same lines, and
-// says which lines only one of them has.
+// sameCatalog fails t unless the two catalogs hold the same lines.
 func sameCatalog(t *testing.T, gotName string, got []string, wantName string, want []string) {
 	t.Helper()
+	if d := catalogDiff(gotName, got, wantName, want); d != "" {
+		t.Fatalf("the catalog of %s differs from %s's:\n%s", gotName, wantName, d)
+	}
+}
+
+// catalogDiff says which lines only one of two catalogs has, or returns ""
+// when they hold the same lines the same number of times.
+func catalogDiff(gotName string, got []string, wantName string, want []string) string {
 	g, w := slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
 	if slices.Equal(g, w) {
-		return
+		return ""
 	}
 	var b strings.Builder
 	for _, l := range g {
@@ -242,7 +257,7 @@ func sameCatalog(t *testing.T, gotName string, got []string, wantName string, wa
 	if b.Len() == 0 {
 		b.WriteString("  the same lines, repeated a different number of times\n")
 	}
-	t.Fatalf("the catalog of %s differs from %s's:\n%s", gotName, wantName, b.String())
+	return b.String()
 }
 
 // NormalizeSQL collapses a statement's layout for a catalog line: no
