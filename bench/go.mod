@@ -28,6 +28,7 @@ require (
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/fairness v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/receiver v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/webhook v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -84,3 +85,5 @@ replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
 
 replace github.com/fairrelay/fairrelay/inbox => ../inbox
+
+replace github.com/fairrelay/fairrelay/migration => ../migration

@@ -27,6 +27,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0
 	github.com/fairrelay/fairrelay/pgreceiverstore v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
@@ -68,3 +69,5 @@ replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
 replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
 
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/migration => ../migration

@@ -28,6 +28,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/queue v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -58,3 +59,5 @@ replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
 replace github.com/fairrelay/fairrelay/queue => ../queue
 
 replace github.com/fairrelay/fairrelay/receiver => ../receiver
+
+replace github.com/fairrelay/fairrelay/migration => ../migration

@@ -22,13 +22,15 @@
 //
 // # Schema
 //
-// Open creates the schema (default "fairrelay_queue", WithSchema to
-// choose) and applies the migrations it lacks in one transaction under an
-// advisory lock, recording each in schema_migrations: 1 the tables, 2 the
-// rotation's index, 3 OldestDue's index, 4 the quarantine indexes on a
-// column of their own, the events' fill factor and their flow checked per
-// statement (DECISIONS.md). The policy is recorded in meta when the schema
-// is created (WithPolicy).
+// The schema is the numbered migrations embedded from migrations/ (the
+// migration module): 0001 the tables, 0002 the rotation's index, 0003
+// OldestDue's index, 0004 the quarantine indexes on a column of their own,
+// the events' fill factor and their flow checked per statement
+// (DECISIONS.md). Open creates the schema (default "fairrelay_queue",
+// WithSchema to choose) and runs the migrations past its version, each
+// recording the version it reaches in schema_migrations, in one transaction
+// under an advisory lock. The policy is recorded in meta when the schema is
+// created (WithPolicy).
 //
 // # Wake-ups
 //

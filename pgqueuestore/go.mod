@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	github.com/fairrelay/fairrelay/migration v0.0.0
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -25,3 +26,5 @@ replace github.com/fairrelay/fairrelay/fairness => ../fairness
 replace github.com/fairrelay/fairrelay/queue => ../queue
 
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/migration => ../migration

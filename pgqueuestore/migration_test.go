@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/migration/migrationtest"
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
@@ -15,8 +19,83 @@ import (
 )
 
 // atVersion makes Open stop at migration v: the schema an older build
-// made, for the migration tests.
+// made (TestAtVersionIsTheOldBuildsSchema), for the tests of what each
+// migration does with the current code's writes.
 func atVersion(v int) Option { return func(o *options) { o.version = v } }
+
+// oldBuild makes, in a new schema, a queue as the version-v build left it:
+// testdata/v<v>.sql, the statements that build's Open ran, then the rows of
+// testdata/data.sql.
+func oldBuild(v int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		_, schema := pgtest.Schema(t)
+		for _, name := range []string{fmt.Sprintf("v%d.sql", v), "data.sql"} {
+			b, err := os.ReadFile(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pgtest.ExecIn(t, schema, string(b))
+		}
+		return schema
+	}
+}
+
+// migrationBackend is the queue schema under the migration tests shared
+// with the other stores (migrationtest).
+func migrationBackend() migrationtest.Backend {
+	b := pgtest.Migrations([]string{"meta", "flows", "events", "audit"})
+	b.Version = SchemaVersion
+	b.Open = func(t *testing.T, schema string) error {
+		s, err := OpenPool(context.Background(), pgtest.Pool(t), WithSchema(schema))
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	}
+	b.Olds = []migrationtest.Old{
+		{Name: "V1Build", Version: 1, Make: oldBuild(1)},
+		{Name: "V2Build", Version: 2, Make: oldBuild(2)},
+		{Name: "V3Build", Version: 3, Make: oldBuild(3)},
+	}
+	b.FailAfter = func(v int) func() {
+		migrateHook = func(at int) error {
+			if at == v {
+				return fmt.Errorf("injected failure after migration %d", v)
+			}
+			return nil
+		}
+		return func() { migrateHook = nil }
+	}
+	b.ErrNewer = queue.ErrSchemaVersion
+	return b
+}
+
+// TestMigrations runs the migration clauses every store shares
+// (migrationtest): a new schema, each older build's schema with rows in
+// every table, a newer schema, a failure after each migration. Not
+// parallel: it sets migrateHook.
+func TestMigrations(t *testing.T) {
+	pgtest.Require(t)
+	migrationtest.Run(t, migrationBackend())
+}
+
+// TestAtVersionIsTheOldBuildsSchema: a schema that Open stopped at
+// migration v (atVersion, which the tests of each migration's meaning
+// start from) has the catalog of the version-v build's schema, so those
+// tests start where an old build left a queue.
+func TestAtVersionIsTheOldBuildsSchema(t *testing.T) {
+	b := migrationBackend()
+	for v := 1; v < SchemaVersion; v++ {
+		_, _, schema := open(t, atVersion(v))
+		old := oldBuild(v)(t)
+		got, want := b.Catalog(t, schema), b.Catalog(t, old)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("atVersion(%d) catalog:\n%s\nthe version-%d build's:\n%s", v, strings.Join(got, "\n"), v, strings.Join(want, "\n"))
+		}
+	}
+}
 
 // A version-3 schema, as a version-3 build made it (quarantine indexes on
 // state, a foreign key from events to flows), holding an event in every

@@ -2,6 +2,7 @@ package pgqueuestore
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -10,12 +11,14 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/migration"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// SchemaVersion is the newest migration this package knows.
+// SchemaVersion is the newest migration this package knows: the number of
+// migration files.
 const SchemaVersion = 4
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
@@ -30,119 +33,15 @@ const DefaultSchema = "fairrelay_queue"
 // listeners.
 const MaxSchemaLen = 63 - len(channelPrefix)
 
-// migrations[i] brings a schema from version i to version i+1; "{s}" is
-// the quoted schema name. Text columns are COLLATE "C" so that every
-// comparison and ORDER BY is byte order (SQLite's BINARY collation, Go's
-// string order): MinServed ties go to the smallest flow ID in bytes.
-var migrations = []string{
-	// 1: the tables of queuestore's schema version 2, one for one: the
-	// policy and the rotation's virtual time in meta, weights in flows,
-	// audit rows of every kind.
-	`CREATE TABLE {s}.meta (
-    id           integer PRIMARY KEY CHECK (id = 1),
-    clock_mark   bigint NOT NULL CHECK (clock_mark >= 0),
-    ticket       bigint NOT NULL CHECK (ticket >= 0),
-    lease        bigint NOT NULL CHECK (lease > 0),
-    max_attempts integer NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
-    backoff_base bigint NOT NULL CHECK (backoff_base > 0),
-    backoff_cap  bigint NOT NULL CHECK (backoff_cap >= backoff_base),
-    jitter       boolean NOT NULL,
-    fairness     text COLLATE "C" NOT NULL CHECK (fairness IN ('min_served', 'rotation')),
-    vnow         bigint NOT NULL DEFAULT 0,
-    vtail        bigint NOT NULL DEFAULT 0,
-    joins        bigint NOT NULL DEFAULT 0
-);
-CREATE TABLE {s}.flows (
-    flow     text COLLATE "C" PRIMARY KEY,
-    last_seq bigint NOT NULL CHECK (last_seq >= 1),
-    served   bigint NOT NULL CHECK (served >= 0),
-    head_seq bigint CHECK (head_seq BETWEEN 1 AND last_seq),
-    ready_at bigint,
-    ready    boolean NOT NULL,
-    weight   integer NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),
-    pass     bigint NOT NULL DEFAULT 0,
-    joined   bigint NOT NULL DEFAULT 0,
-    CHECK (ready_at IS NULL OR head_seq IS NOT NULL),
-    CHECK (NOT ready OR ready_at IS NOT NULL)
-);
-CREATE INDEX flows_waiting ON {s}.flows (ready_at) WHERE NOT ready;
-CREATE INDEX flows_ready ON {s}.flows (served, flow) WHERE ready;
-CREATE TABLE {s}.events (
-    id                text COLLATE "C" PRIMARY KEY,
-    flow              text COLLATE "C" NOT NULL REFERENCES {s}.flows (flow),
-    seq               bigint NOT NULL CHECK (seq >= 1),
-    body              bytea NOT NULL CHECK (length(body) >= 1),
-    state             text COLLATE "C" NOT NULL
-                      CHECK (state IN ('pending', 'inflight', 'acked', 'quarantined')),
-    generation        bigint NOT NULL CHECK (generation >= attempts),
-    attempts          integer NOT NULL CHECK (attempts >= 0),
-    lifetime_attempts bigint NOT NULL CHECK (lifetime_attempts >= attempts),
-    available_at      bigint NOT NULL CHECK (available_at >= 0),
-    lease_until       bigint NOT NULL CHECK ((state = 'inflight') = (lease_until > 0)),
-    ticket            bigint NOT NULL CHECK (ticket >= 0),
-    reason            text COLLATE "C" NOT NULL CHECK (state <> 'quarantined' OR reason <> ''),
-    enqueued_at       bigint NOT NULL CHECK (enqueued_at >= 0),
-    CHECK (state <> 'inflight' OR attempts >= 1),
-    UNIQUE (flow, seq)
-);
-CREATE INDEX events_quarantined ON {s}.events (flow, seq) WHERE state = 'quarantined';
-CREATE INDEX events_quarantined_reason ON {s}.events (reason, flow, seq) WHERE state = 'quarantined';
-CREATE TABLE {s}.audit (
-    id         bigint PRIMARY KEY,
-    kind       text COLLATE "C" NOT NULL DEFAULT 'redrive' CHECK (kind IN ('redrive', 'policy', 'weight')),
-    event_id   text COLLATE "C" REFERENCES {s}.events (id),
-    generation bigint CHECK (generation >= 1),
-    reason     text COLLATE "C" NOT NULL CHECK (reason <> ''),
-    detail     text,
-    at         bigint NOT NULL CHECK (at >= 0),
-    CHECK ((kind = 'redrive') = (event_id IS NOT NULL AND generation IS NOT NULL)),
-    CHECK ((kind = 'redrive') = (detail IS NULL))
-);`,
-	// 2: the rotation order (docs/contract.md §7.6). Its columns (meta's
-	// vnow, vtail, joins; flows' weight, pass, joined) came with version 1
-	// at their defaults, so an existing queue keeps the default policy
-	// (min_served) and every flow weight 1; what version 2 adds is the
-	// index of the rotation's pick, ready flows in (pass, joined) order
-	// (queuestore's flows_rotation). It is kept under every policy, so
-	// that SetPolicy never runs DDL: see DECISIONS.md.
-	`CREATE INDEX flows_rotation ON {s}.flows (pass, joined) WHERE ready;`,
-	// 3: OldestDue's index, the flows marked ready in due order
-	// (queuestore's flows_ready_due): the first entry is the longest-waiting
-	// ready head, found without reading every ready flow.
-	`CREATE INDEX flows_ready_due ON {s}.flows (ready_at) WHERE ready;`,
-	// 4: cheaper claims and settles (DECISIONS.md, "Updates that stay on
-	// their page"). The quarantine indexes select their rows by a column
-	// of their own, quarantined (generated: state = 'quarantined'), instead
-	// of by state: an index that reads state kept every claim and
-	// every ack from being a heap-only update, so each wrote new entries in
-	// the primary key and (flow, seq); now they are heap-only when the page
-	// has room, which the fill factor leaves. The flow of each inserted
-	// event is checked once per statement by a trigger instead of once per
-	// row by the foreign key: flows are never deleted and no statement
-	// changes an event's flow, so the insert is the only write the key
-	// guarded. The trigger's body names no schema (its search_path does), so
-	// that no schema name can end its dollar quote.
-	`ALTER TABLE {s}.events ADD COLUMN quarantined boolean NOT NULL
-    GENERATED ALWAYS AS (state = 'quarantined') STORED;
-DROP INDEX {s}.events_quarantined;
-DROP INDEX {s}.events_quarantined_reason;
-CREATE INDEX events_quarantined ON {s}.events (flow, seq) WHERE quarantined;
-CREATE INDEX events_quarantined_reason ON {s}.events (reason, flow, seq) WHERE quarantined;
-ALTER TABLE {s}.events SET (fillfactor = 70);
-ALTER TABLE {s}.events DROP CONSTRAINT events_flow_fkey;
-CREATE FUNCTION {s}.events_flow_exists() RETURNS trigger LANGUAGE plpgsql
-SET search_path = {s}, pg_temp AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM inserted AS n
-               WHERE NOT EXISTS (SELECT 1 FROM flows AS f WHERE f.flow = n.flow)) THEN
-        RAISE foreign_key_violation USING MESSAGE = 'insert into events: the event''s flow is not in flows';
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER events_flow_exists AFTER INSERT ON {s}.events REFERENCING NEW TABLE AS inserted
-    FOR EACH STATEMENT EXECUTE FUNCTION {s}.events_flow_exists();`,
-}
+// migrationFiles are the schema's migrations, migrations/0001_initial.sql
+// and on (the migration module): file n brings a schema from version n-1
+// to n; "{s}" in them is the quoted schema name.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrations are migrationFiles in order, checked at start-up.
+var migrations = migration.MustLoad(migrationFiles, SchemaVersion)
 
 // An Option changes how Open sets up a Store.
 type Option func(*options)
@@ -220,11 +119,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 }
 
 // OpenPool opens the store through a pool the caller owns (Close leaves it
-// open). It creates the schema when missing and applies the migrations it
-// lacks in one transaction under an advisory lock, so several processes
-// may open a new schema at once. An existing store is never cleared. A
-// schema with a newer version, or with tables but no version, is
-// queue.ErrSchemaVersion.
+// open). It creates the schema when missing and runs the migrations past
+// the schema's version (every one for a new schema), each recording the
+// version it reaches in schema_migrations, in one transaction under an
+// advisory lock, so several processes may open a new schema at once. An
+// existing store is never cleared. A schema with a newer version, or with
+// tables but no version, is queue.ErrSchemaVersion.
 func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	o := options{schema: DefaultSchema}
 	for _, opt := range opts {
@@ -273,9 +173,15 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// migrate applies the migrations the schema lacks, up to version (every
-// one when version is 0), and records or checks the policy, in one
-// transaction under an advisory lock.
+// migrateHook, when set (by tests), is called inside the migration's
+// transaction after each migration file ran and recorded its version; an
+// error fails the migration there.
+var migrateHook func(version int) error
+
+// migrate runs the migrations past the schema's version, up to version
+// (every one when version is 0), each recording the version it reaches in
+// schema_migrations, records a new schema's policy or checks the recorded
+// one, all in one transaction under an advisory lock of the schema's name.
 func (s *Store) migrate(ctx context.Context, p *queue.Policy, version int) error {
 	if version == 0 {
 		version = len(migrations)
@@ -309,15 +215,22 @@ func (s *Store) migrate(ctx context.Context, p *queue.Policy, version int) error
 )`)); err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)
 		}
-		if v > len(migrations) {
+		pending, err := migration.Pending(migrations, v)
+		if err != nil {
 			return fmt.Errorf("%w: schema has version %d, this build knows up to %d", queue.ErrSchemaVersion, v, len(migrations))
 		}
-		for i := v; i < version; i++ {
-			if _, err := tx.Exec(ctx, s.q(migrations[i])); err != nil {
-				return fmt.Errorf("migration %d: %w", i+1, err)
+		pending = pending[:max(min(version-v, len(pending)), 0)]
+		for _, m := range pending {
+			if _, err := tx.Exec(ctx, s.q(m.SQL)); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.schema_migrations (version) VALUES ($1)`), i+1); err != nil {
-				return fmt.Errorf("record migration %d: %w", i+1, err)
+			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.schema_migrations (version) VALUES ($1)`), m.Version); err != nil {
+				return fmt.Errorf("migration %d (%s): record the version: %w", m.Version, m.Name, err)
+			}
+			if migrateHook != nil {
+				if err := migrateHook(m.Version); err != nil {
+					return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+				}
 			}
 		}
 		if v == 0 {

@@ -21,10 +21,12 @@
 //
 // # Schema
 //
-// Open creates the schema (default "fairrelay_receiver", WithSchema to
-// choose) and applies the migrations it lacks in one transaction under an
-// advisory lock, recording each version in schema_migrations. Text columns
-// are COLLATE "C", so every order is byte order, as in SQLite.
+// The schema is the numbered migrations embedded from migrations/ (the
+// migration module). Open creates the schema (default
+// "fairrelay_receiver", WithSchema to choose) and runs the migrations past
+// its version, each recording the version it reaches in schema_migrations,
+// in one transaction under an advisory lock. Text columns are COLLATE "C",
+// so every order is byte order, as in SQLite.
 //
 // # Crash injection
 //

@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/fairrelay/fairrelay/migration v0.0.0
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -19,3 +20,5 @@ require (
 replace github.com/fairrelay/fairrelay/receiver => ../receiver
 
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/migration => ../migration

@@ -2,18 +2,21 @@ package pgreceiverstore
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
 	"strings"
 
+	"github.com/fairrelay/fairrelay/migration"
 	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// SchemaVersion is the newest migration this package knows. Snapshots
+// SchemaVersion is the newest migration this package knows (the number of
+// migration files). Snapshots
 // report it as their schema version, as receiverstore reports its
 // user_version, so the two backends' snapshots are equal.
 const SchemaVersion = 1
@@ -27,39 +30,15 @@ const DefaultSchema = "fairrelay_receiver"
 // names could become one schema.
 const MaxSchemaLen = 63
 
-// migrations[i] brings a schema from version i to version i+1. "{s}" is
-// replaced by the quoted schema name. Text columns are COLLATE "C": every
-// comparison and order is byte order, as SQLite's BINARY collation.
-var migrations = []string{
-	// 1: the receiverstore tables, one for one.
-	`CREATE TABLE {s}.flows (
-    flow          text COLLATE "C" NOT NULL PRIMARY KEY,
-    next_expected bigint NOT NULL CHECK (next_expected >= 2),
-    total         bigint NOT NULL CHECK (total >= 1)
-);
-CREATE TABLE {s}.receipts (
-    id    text COLLATE "C" NOT NULL PRIMARY KEY,
-    flow  text COLLATE "C" NOT NULL REFERENCES {s}.flows (flow) DEFERRABLE INITIALLY DEFERRED,
-    seq   bigint NOT NULL CHECK (seq >= 1),
-    body  bytea  NOT NULL,
-    delta bigint NOT NULL CHECK (delta BETWEEN 1 AND 1000),
-    UNIQUE (flow, seq)
-);
-CREATE TABLE {s}.conflicts (
-    id            text COLLATE "C" NOT NULL,
-    flow          text COLLATE "C" NOT NULL,
-    seq           bigint NOT NULL CHECK (seq >= 1),
-    body          bytea  NOT NULL,
-    rule          text COLLATE "C" NOT NULL CHECK (rule IN ('id_reused', 'seq_taken', 'seq_behind')),
-    with_id       text COLLATE "C" NOT NULL,
-    with_flow     text COLLATE "C" NOT NULL,
-    with_seq      bigint NOT NULL,
-    next_expected bigint NOT NULL,
-    CHECK ((rule = 'seq_behind') = (with_id = '')),
-    CHECK ((rule = 'seq_behind') = (next_expected >= 2)),
-    UNIQUE (id, flow, seq, body)
-);`,
-}
+// migrationFiles are the schema's migrations, migrations/0001_initial.sql
+// and on (the migration module): file n brings a schema from version n-1
+// to n; "{s}" in them is the quoted schema name.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrations are migrationFiles in order, checked at start-up.
+var migrations = migration.MustLoad(migrationFiles, SchemaVersion)
 
 // An Option changes how Open sets up a Store.
 type Option func(*options)
@@ -152,7 +131,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// migrate applies the migrations the schema lacks, in one transaction.
+// migrateHook, when set (by tests), is called inside the migration's
+// transaction after each migration file ran and recorded its version; an
+// error fails the migration there.
+var migrateHook func(version int) error
+
+// migrate runs the migrations past the schema's version, each recording
+// the version it reaches in schema_migrations, in one transaction under an
+// advisory lock of the schema's name.
 func (s *Store) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey("migrate", s.schema, "")); err != nil {
@@ -181,15 +167,21 @@ func (s *Store) migrate(ctx context.Context) error {
 )`)); err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)
 		}
-		if v > len(migrations) {
+		pending, err := migration.Pending(migrations, v)
+		if err != nil {
 			return fmt.Errorf("%w: schema has version %d, this build knows up to %d", receiver.ErrSchemaVersion, v, len(migrations))
 		}
-		for i := v; i < len(migrations); i++ {
-			if _, err := tx.Exec(ctx, s.q(migrations[i])); err != nil {
-				return fmt.Errorf("migration %d: %w", i+1, err)
+		for _, m := range pending {
+			if _, err := tx.Exec(ctx, s.q(m.SQL)); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.schema_migrations (version) VALUES ($1)`), i+1); err != nil {
-				return fmt.Errorf("record migration %d: %w", i+1, err)
+			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.schema_migrations (version) VALUES ($1)`), m.Version); err != nil {
+				return fmt.Errorf("migration %d (%s): record the version: %w", m.Version, m.Name, err)
+			}
+			if migrateHook != nil {
+				if err := migrateHook(m.Version); err != nil {
+					return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+				}
 			}
 		}
 		return nil

@@ -47,6 +47,17 @@
 // another one is ErrPolicyMismatch; SetPolicy changes it with an audit row.
 // A version-1 file is migrated on Open and gets the default policy.
 //
+// # Schema
+//
+// The schema is the numbered migrations embedded from migrations/ (the
+// migration module): 0001 version 1's tables, 0002 the policy, the
+// rotation's columns and audit rows of every kind, 0003 the CHECK
+// constraints without IN lists. Open runs those past the file's version
+// (every one for a new file), each recording the version it reaches in
+// PRAGMA user_version, all in one transaction; a newer file is
+// ErrSchemaVersion. The rotation's index follows the recorded policy, not
+// the version.
+//
 // # Time
 //
 // Time is a clock.Tick handed in by the caller. Every write (Enqueue,

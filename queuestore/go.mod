@@ -13,6 +13,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0
 	github.com/fairrelay/fairrelay/drivertx v0.0.0
+	github.com/fairrelay/fairrelay/migration v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
@@ -35,3 +36,5 @@ replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
 replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
 
 replace github.com/fairrelay/fairrelay/queue => ../queue
+
+replace github.com/fairrelay/fairrelay/migration => ../migration

@@ -3,14 +3,13 @@ package queuestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/migration/migrationtest"
 )
 
 // copyTestdata copies testdata/name (a file made by an older build) into a
@@ -48,6 +47,27 @@ func copyV1(t *testing.T) string { return copyTestdata(t, "v1-queue.db") }
 // copyV2 copies testdata/v2-queue.db (made by the version-2 build, with the
 // FairRotation policy).
 func copyV2(t *testing.T) string { return copyTestdata(t, "v2-queue.db") }
+
+// copyV2WithoutReadyDue is testdata/v2-queue.db as a version-2 build made
+// before OldestDue left it: without the flows_ready_due index.
+func copyV2WithoutReadyDue(t *testing.T) string {
+	path := copyV2(t)
+	rawExec(t, path, "DROP INDEX flows_ready_due")
+	return path
+}
+
+// rawExec runs q on the file at path without this package.
+func rawExec(t *testing.T, path, q string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatalf("sql.Open: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
 
 // rawDump reads a file without this package: its user_version, its schema
 // and every row of every table, as text.
@@ -102,10 +122,52 @@ func rawDump(t *testing.T, path string) string {
 	return b.String()
 }
 
-// A version-1 file made by the v1 build is migrated on Open: every row is
-// kept (the snapshot is the v1 build's), the version is SchemaVersion, the default
-// policy is recorded and the redrive audit row reads as kind 'redrive'.
-// The store then works as a new one.
+// migrationBackend is the queue file under the migration tests shared with
+// the other stores (migrationtest). Its catalog leaves out the rotation's
+// index, which follows the recorded policy rather than the version
+// (TestMigrate_V2FileKeepsTheRotation).
+func migrationBackend() migrationtest.Backend {
+	b := migrationtest.SQLite(queueTables, "flows_rotation")
+	b.Version = SchemaVersion
+	b.Open = func(t *testing.T, loc string) error {
+		s, err := Open(loc)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	}
+	b.Olds = []migrationtest.Old{
+		{Name: "V1Build", Version: 1, Make: copyV1},
+		{Name: "V2Build", Version: 2, Make: copyV2},
+		{Name: "V2BuildBeforeOldestDue", Version: 2, Make: copyV2WithoutReadyDue},
+		// A version-3 file made by a build that created new files from one
+		// full schema.sql instead of running the migrations.
+		{Name: "V3FullSchemaBuild", Version: 3, Make: func(t *testing.T) string { return copyTestdata(t, "v3-queue.db") }},
+	}
+	b.FailAfter = func(v int) func() {
+		migrateHook = func(at int) error {
+			if at == v {
+				return fmt.Errorf("injected failure after migration %d", v)
+			}
+			return nil
+		}
+		return func() { migrateHook = nil }
+	}
+	b.ErrNewer = ErrSchemaVersion
+	return b
+}
+
+// TestMigrations runs the migration clauses every store shares
+// (migrationtest): a new file, each older build's file, a newer file, a
+// failure after each migration. Not parallel: it sets migrateHook.
+func TestMigrations(t *testing.T) {
+	migrationtest.Run(t, migrationBackend())
+}
+
+// A version-1 file made by the v1 build is migrated on Open: the snapshot
+// is the v1 build's, the version is SchemaVersion, the default policy is
+// recorded and the redrive audit row reads as kind 'redrive'. The store
+// then works as a new one.
 func TestMigrate_V1FileKeepsEverythingAndGetsDefaultPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -143,213 +205,28 @@ func TestMigrate_V1FileKeepsEverythingAndGetsDefaultPolicy(t *testing.T) {
 	if err := s.Redrive(ctx, "q-1", q.Generation, "again", 65); err != nil {
 		t.Fatalf("Redrive() error = %v", err)
 	}
-	if _, err := s.db.Exec("PRAGMA integrity_check"); err != nil {
-		t.Fatalf("integrity_check: %v", err)
-	}
-	s.Close()
-	// Reopening a migrated file changes nothing.
-	before := rawDump(t, path)
-	s2, err := Open(path)
-	if err != nil {
-		t.Fatalf("reopen error = %v", err)
-	}
-	s2.Close()
-	if after := rawDump(t, path); after != before {
-		t.Fatalf("reopen changed the file:\n%s\nwant\n%s", after, before)
-	}
+	checkIntegrity(t, s, "the migration")
 }
 
-// failMigrationAt opens path once for each step in steps with a failure
-// injected at that step of the migration, and checks that each Open fails
-// and leaves the file as before (rawDump).
-func failMigrationAt(t *testing.T, path, before string, steps []int) {
-	t.Helper()
-	for _, failAt := range steps {
-		migrateStep = func(i int) error {
-			if i == failAt {
-				return errors.New("injected failure")
-			}
-			return nil
-		}
-		_, err := Open(path)
-		migrateStep = nil
-		if err == nil || !strings.Contains(err.Error(), "injected failure") {
-			t.Fatalf("Open with a failure at step %d: error = %v", failAt, err)
-		}
-		if after := rawDump(t, path); after != before {
-			t.Fatalf("failed migration at step %d changed the file:\n%s\nwant\n%s", failAt, after, before)
-		}
-	}
-}
-
-// A migration that fails midway leaves the file at version 1, untouched:
-// it is one transaction. A later Open migrates it.
-func TestMigrate_FailureMidwayLeavesV1Untouched(t *testing.T) {
-	// Not parallel: migrateStep is package state.
+// A version-1 file opened with a policy other than the one its migration
+// records (the default) is refused, and the migration with it: the file
+// stays at version 1, unchanged. A later Open migrates it.
+func TestMigrate_V1OtherPolicyLeavesItUntouched(t *testing.T) {
+	t.Parallel()
 	path := copyV1(t)
 	before := rawDump(t, path)
-	steps := strings.Count(migrateV1V2SQL, "\n-- step\n") + 1
-	// Then steps of the v2 -> v3 rebuild that follows: its first
-	// statement, one inside it, and the first index it creates again.
-	v2v3 := strings.Count(migrateV2V3SQL, "\n-- step\n") + 1
-	failMigrationAt(t, path, before, []int{1, steps / 2, steps - 1, steps, steps + 4, steps + v2v3})
-	// A different explicit policy fails the migration the same way.
 	p := DefaultPolicy()
 	p.Lease = 6
 	_, err := Open(path, WithPolicy(p))
 	wantErr(t, "Open(v1, other policy)", err, ErrPolicyMismatch)
 	if after := rawDump(t, path); after != before {
-		t.Fatalf("refused Open changed the file")
+		t.Fatalf("refused Open changed the file:\n%s\nwant\n%s", after, before)
 	}
 	s, err := Open(path)
 	if err != nil {
-		t.Fatalf("Open after failures error = %v", err)
+		t.Fatalf("Open after the refusal error = %v", err)
 	}
 	s.Close()
-}
-
-// A migrated file has the new file's schema: same columns (with types,
-// defaults, NOT NULL), same indexes, same foreign keys, and the same CHECK
-// constraints (by table SQL here, whitespace collapsed). The version-2
-// file's new twin gets its policy, so the rotation's index too.
-func TestMigrate_SchemaEqualsNewFile(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name string
-		copy func(*testing.T) string
-		opts []Option
-		want map[string]int // at least this many entries per key: schemaShape read enough
-	}{
-		{"v1", copyV1, nil, map[string]int{"events table_xinfo": 13, "index sql": 9, "events checks": 12, "meta checks": 10}},
-		{"v2", copyV2, []Option{WithPolicy(v2Policy())}, map[string]int{"index sql": 10, "events checks": 12, "flows checks": 7}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			migrated := c.copy(t)
-			s, err := Open(migrated)
-			if err != nil {
-				t.Fatalf("Open(%s) error = %v", c.name, err)
-			}
-			s.Close()
-			freshPath := filepath.Join(t.TempDir(), "fresh.db")
-			f2, err := Open(freshPath, c.opts...)
-			if err != nil {
-				t.Fatalf("Open() error = %v", err)
-			}
-			f2.Close()
-			a, b := schemaShape(t, migrated), schemaShape(t, freshPath)
-			for k, n := range c.want {
-				if len(a[k]) != n {
-					t.Fatalf("schemaShape read %d %q, want %d: %s", len(a[k]), k, n, jsonOf(a))
-				}
-			}
-			if !reflect.DeepEqual(a, b) {
-				t.Fatalf("migrated schema:\n%s\nnew file's schema:\n%s", jsonOf(a), jsonOf(b))
-			}
-		})
-	}
-}
-
-func schemaShape(t *testing.T, path string) map[string][]string {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatalf("sql.Open: %v", err)
-	}
-	defer db.Close()
-	out := map[string][]string{}
-	for _, tab := range []string{"meta", "flows", "events", "audit"} {
-		for _, pragma := range []string{"table_xinfo", "index_list", "foreign_key_list"} {
-			rows, err := db.Query(fmt.Sprintf("SELECT * FROM pragma_%s('%s')", pragma, tab))
-			if err != nil {
-				t.Fatalf("%s(%s): %v", pragma, tab, err)
-			}
-			cols, _ := rows.Columns()
-			for rows.Next() {
-				vals := make([]any, len(cols))
-				ptrs := make([]any, len(cols))
-				for i := range vals {
-					ptrs[i] = &vals[i]
-				}
-				if err := rows.Scan(ptrs...); err != nil {
-					t.Fatalf("scan: %v", err)
-				}
-				if pragma == "index_list" {
-					vals[0] = nil // seq depends on creation order
-				}
-				out[tab+" "+pragma] = append(out[tab+" "+pragma], fmt.Sprintf("%v", vals))
-			}
-			rows.Close()
-			if pragma == "index_list" {
-				sort.Strings(out[tab+" "+pragma]) // listed in creation order
-			}
-		}
-	}
-	rows, err := db.Query("SELECT name, sql FROM sqlite_schema WHERE type = 'table' ORDER BY name")
-	if err != nil {
-		t.Fatalf("tables: %v", err)
-	}
-	for rows.Next() {
-		var name, text string
-		rows.Scan(&name, &text)
-		checks := checkClauses(text)
-		sort.Strings(checks)
-		out[name+" checks"] = checks
-	}
-	rows.Close()
-	rows, err = db.Query("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name")
-	if err != nil {
-		t.Fatalf("indexes: %v", err)
-	}
-	for rows.Next() {
-		var name, text string
-		rows.Scan(&name, &text)
-		out["index sql"] = append(out["index sql"], name+": "+text)
-	}
-	rows.Close()
-	return out
-}
-
-// checkClauses returns every CHECK (...) of a CREATE TABLE, whitespace
-// collapsed.
-func checkClauses(sqlText string) []string {
-	text := strings.Join(strings.Fields(sqlText), " ")
-	var out []string
-	for {
-		i := strings.Index(text, "CHECK (")
-		if i < 0 {
-			return out
-		}
-		depth, j := 0, i+len("CHECK ")
-		for ; j < len(text); j++ {
-			if text[j] == '(' {
-				depth++
-			} else if text[j] == ')' {
-				depth--
-				if depth == 0 {
-					break
-				}
-			}
-		}
-		out = append(out, text[i:j+1])
-		text = text[j+1:]
-	}
-}
-
-// A file with a version above SchemaVersion is still refused.
-func TestMigrate_NewerVersionRefused(t *testing.T) {
-	t.Parallel()
-	path := copyV1(t)
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatalf("sql.Open: %v", err)
-	}
-	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1)); err != nil {
-		t.Fatalf("set version: %v", err)
-	}
-	db.Close()
-	_, err = Open(path)
-	wantErr(t, "Open(newer version)", err, ErrSchemaVersion)
 }
 
 // v2Policy is the policy testdata/v2-queue.db records.
@@ -359,49 +236,14 @@ func v2Policy() Policy {
 	return p
 }
 
-// rowLines is rawDump's rows of the queue's tables, without the version
-// and the schema.
-func rowLines(dump string) string {
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(dump, "\n") {
-		for _, tab := range []string{"meta [", "flows [", "events [", "audit ["} {
-			if strings.HasPrefix(line, tab) {
-				b.WriteString(line)
-			}
-		}
-	}
-	return b.String()
-}
-
-// rowids lists each row's rowid of flows and events, in rowid order.
-func rowids(t *testing.T, path string) string {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatalf("sql.Open: %v", err)
-	}
-	defer db.Close()
-	var js string
-	q := `SELECT json_array((SELECT json_group_array(json_array(rowid, flow)) FROM (SELECT rowid, flow FROM flows ORDER BY rowid)),
-	    (SELECT json_group_array(json_array(rowid, id)) FROM (SELECT rowid, id FROM events ORDER BY rowid)))`
-	if err := db.QueryRow(q).Scan(&js); err != nil {
-		t.Fatalf("rowids: %v", err)
-	}
-	return js
-}
-
-// A version-2 file made by the version-2 build is migrated on Open: every
-// row is kept with its rowid (the snapshot is the version-2 build's), the
-// version is SchemaVersion, the policy and the rotation's index are kept,
-// and the store then works.
-func TestMigrate_V2FileKeepsEveryRow(t *testing.T) {
+// A version-2 file made by the version-2 build (FairRotation) is migrated
+// on Open: the snapshot is the version-2 build's, the policy and the
+// rotation's index are kept, only meta's two checks still list values with
+// IN, and the store then works.
+func TestMigrate_V2FileKeepsTheRotation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := copyV2(t)
-	before, ids := rawDump(t, path), rowids(t, path)
-	if !strings.HasPrefix(before, "user_version 2\n") {
-		t.Fatalf("testdata is not a version-2 file:\n%s", before)
-	}
 	s, err := Open(path, WithPolicy(v2Policy()))
 	if err != nil {
 		t.Fatalf("Open(v2 file) error = %v", err)
@@ -409,12 +251,6 @@ func TestMigrate_V2FileKeepsEveryRow(t *testing.T) {
 	defer s.Close()
 	wantSnapshotFile(t, s, "v2-queue.snapshot.json")
 	after := rawDump(t, path)
-	if !strings.HasPrefix(after, fmt.Sprintf("user_version %d\n", SchemaVersion)) {
-		t.Fatalf("after Open:\n%s", after)
-	}
-	if rowLines(after) != rowLines(before) || rowids(t, path) != ids {
-		t.Fatalf("rows changed:\nbefore:\n%s%s\nafter:\n%s%s", rowLines(before), ids, rowLines(after), rowids(t, path))
-	}
 	if !strings.Contains(after, "index flows_rotation: ") {
 		t.Fatalf("the rotation's index is gone:\n%s", after)
 	}
@@ -434,70 +270,60 @@ func TestMigrate_V2FileKeepsEveryRow(t *testing.T) {
 	if err := s.SetWeight(ctx, "a", 2, "after migration", 26); err != nil {
 		t.Fatalf("SetWeight() error = %v", err)
 	}
-	if _, err := s.db.Exec("PRAGMA integrity_check"); err != nil {
-		t.Fatalf("integrity_check: %v", err)
-	}
+	checkIntegrity(t, s, "the migration")
 }
 
-// A migration from version 2 that fails at any step leaves the file
-// untouched: it is one transaction.
-func TestMigrate_V2FailureMidwayLeavesItUntouched(t *testing.T) {
-	// Not parallel: migrateStep is package state.
-	path := copyV2(t)
-	before := rawDump(t, path)
-	// Count the steps on another copy: the script's statements, then one
-	// per index the rebuild creates again.
-	steps := 0
-	migrateStep = func(i int) error { steps = i + 1; return nil }
-	s, err := Open(copyV2(t))
-	migrateStep = nil
-	if err != nil {
-		t.Fatalf("Open(counting copy) error = %v", err)
-	}
-	s.Close()
-	if want := strings.Count(migrateV2V3SQL, "\n-- step\n") + 1 + 10; steps != want {
-		t.Fatalf("the migration ran %d steps, want %d (the script and 10 indexes)", steps, want)
-	}
-	var every []int
-	for i := range steps {
-		every = append(every, i)
-	}
-	failMigrationAt(t, path, before, every)
-	s, err = Open(path)
-	if err != nil {
-		t.Fatalf("Open after failures error = %v", err)
-	}
-	s.Close()
-}
-
-// A version-2 file made before OldestDue has no flows_ready_due index: the
-// migration adds it, and every row is kept.
+// A version-2 file made before OldestDue gets flows_ready_due from
+// migration 3 (the migration tests compare its catalog with a new file's),
+// and OldestDue reads the ready heads stored before.
 func TestMigrate_V2FileWithoutTheReadyDueIndexGetsIt(t *testing.T) {
 	t.Parallel()
-	path := copyV2(t)
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("DROP INDEX flows_ready_due"); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	before := rawDump(t, path)
-	s, err := Open(path)
+	s, err := Open(copyV2WithoutReadyDue(t))
 	if err != nil {
 		t.Fatalf("Open() error = %v", err)
 	}
+	defer s.Close()
 	if due, ok, err := s.OldestDue(context.Background(), 31); err != nil || !ok || due != 25 {
 		t.Fatalf("OldestDue(31) = %d, %v, %v; want 25 (b-2's backoff ended), true, nil", due, ok, err)
 	}
-	s.Close()
-	after := rawDump(t, path)
-	want := "index flows_ready_due: CREATE INDEX flows_ready_due ON flows (ready, ready_at) WHERE ready = 1\n"
-	if !strings.Contains(after, want) {
-		t.Fatalf("after Open the file has no flows_ready_due index:\n%s", after)
+}
+
+// A version-3 file made by the build that created new files from one full
+// schema.sql opens as it was: its snapshot is that build's, and it keeps
+// its rotation index.
+func TestMigrate_V3FullSchemaFileOpensAsItWas(t *testing.T) {
+	t.Parallel()
+	path := copyTestdata(t, "v3-queue.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open(v3 file) error = %v", err)
 	}
-	if rowLines(after) != rowLines(before) {
-		t.Fatalf("Open changed rows:\nbefore:\n%s\nafter:\n%s", before, after)
+	defer s.Close()
+	wantSnapshotFile(t, s, "v3-queue.snapshot.json")
+	if !strings.Contains(rawDump(t, path), "index flows_rotation: ") {
+		t.Fatal("the rotation's index is gone")
+	}
+}
+
+// A new file with FairRotation gets the rotation's index with its policy,
+// in the transaction that ran the migrations; with the default policy it
+// has none.
+func TestMigrate_NewFileGetsTheRotationIndexWithItsPolicy(t *testing.T) {
+	t.Parallel()
+	p := DefaultPolicy()
+	p.Fairness = FairRotation
+	for _, c := range []struct {
+		opts []Option
+		want bool
+	}{{nil, false}, {[]Option{WithPolicy(p)}, true}} {
+		path := filepath.Join(t.TempDir(), "queue.db")
+		s, err := Open(path, c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if got := strings.Contains(rawDump(t, path), "index flows_rotation: "); got != c.want {
+			t.Fatalf("Open(%d options): flows_rotation %v, want %v", len(c.opts), got, c.want)
+		}
 	}
 }

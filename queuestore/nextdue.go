@@ -23,9 +23,6 @@ ORDER BY ready_at LIMIT 1`
 	// qOldestReady is the earliest ready_at of the flows marked
 	// dispatchable (flows_ready_due: the first entry).
 	qOldestReady = `SELECT ready_at FROM flows WHERE ready = 1 ORDER BY ready_at LIMIT 1`
-
-	qHasReadyDueIndex = `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'flows_ready_due'`
-	qReadyDueIndex    = `CREATE INDEX flows_ready_due ON flows (ready, ready_at) WHERE ready = 1`
 )
 
 // OldestDue returns the tick at which the longest-waiting dispatchable head

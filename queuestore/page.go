@@ -52,7 +52,8 @@ const (
 )
 
 // sortKeys are the key expressions of the orders other than by name, each
-// backed by an index on (expression, flow) in schema.sql. The expressions
+// backed by an index on (expression, flow) that migrations 2 and 3 create
+// (migrations/). The expressions
 // must be written here exactly as in the index for SQLite to use it; their
 // columns are all flows columns (events has none of these names).
 var sortKeys = map[FlowSort]string{

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"math"
@@ -15,23 +15,26 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/drivertx"
+	"github.com/fairrelay/fairrelay/migration"
 	"github.com/fairrelay/fairrelay/writerlock"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
 
-//go:embed schema.sql
-var schemaSQL string
+// migrationFiles are the schema's migrations, migrations/0001_initial.sql
+// and on (the migration module): file n brings a file from version n-1 to
+// n.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
 
-//go:embed migrate_v1_v2.sql
-var migrateV1V2SQL string
-
-//go:embed migrate_v2_v3.sql
-var migrateV2V3SQL string
+// migrations are migrationFiles in order, checked at start-up.
+var migrations = migration.MustLoad(migrationFiles, SchemaVersion)
 
 // SchemaVersion is the schema version this build writes and reads, kept in
-// PRAGMA user_version. Open migrates a version-1 or version-2 file to it,
-// in one transaction, and refuses a file with any other non-zero version.
+// PRAGMA user_version: the number of migration files. Open brings a new or
+// older file to it by running the migrations past the file's version, and
+// refuses a file with a higher version.
 const SchemaVersion = 3
 
 // The contract's constants (docs/contract.md §2.3, §2.4): the default
@@ -273,10 +276,10 @@ func dsn(path string) string {
 // it is escaped for SQLite's URI form).
 //
 // A new file records the policy given by WithPolicy, or DefaultPolicy; an
-// existing file keeps its recorded policy (WithPolicy). A version-1 or
-// version-2 file is migrated to SchemaVersion in one transaction (a
-// version-1 file gets DefaultPolicy); if the migration fails, the file
-// stays as it was.
+// existing file keeps its recorded policy (WithPolicy). A new file runs
+// every migration from 1, an older file (version 1 or 2) the ones past its
+// version, all in one transaction (a version-1 file gets DefaultPolicy); if
+// a migration fails, the file stays as it was.
 //
 // Defaults: WAL journal, synchronous=FULL, foreign keys on, a busy timeout of
 // BusyTimeoutMillis, write transactions BEGIN IMMEDIATE, no hook, logical
@@ -377,8 +380,8 @@ func (s *Store) Close() error {
 
 // migrate checks the journal mode and, in one IMMEDIATE transaction (so
 // that two processes opening a new file at once do not both apply it),
-// applies the schema to a new file or migrates a version-1 file, and checks
-// the recorded policy against want (nil: no WithPolicy).
+// runs the migrations past the file's version and checks the recorded
+// policy against want (nil: no WithPolicy).
 //
 // It runs on a connection of its own with foreign keys off, as SQLite's
 // table-rebuild procedure requires (the pragma cannot change inside a
@@ -426,108 +429,29 @@ func (s *Store) migrate(ctx context.Context, want *Policy) error {
 	return err
 }
 
-// migrateStep, when set (by tests), is called before each statement of a
-// migration with its index, counted from 0 over the migration's scripts
-// (v1 -> v2, then v2 -> v3); an error fails the migration there.
-var migrateStep func(i int) error
+// migrateHook, when set (by tests), is called inside the migration's
+// transaction after each migration file ran and recorded its version; an
+// error fails the migration there.
+var migrateHook func(version int) error
 
-// migrateSteps migrates a file of version v (1 or 2) to SchemaVersion
-// inside migrate's transaction: the v1 -> v2 script (version 1) or the
-// flows_ready_due index (a version-2 file made before OldestDue lacks
-// it), then the v2 -> v3 rebuild, the indexes the rebuild dropped, and a
-// foreign key check.
-func migrateSteps(ctx context.Context, conn *sql.Conn, v int) error {
-	step := 0
-	exec := func(stmts []string) error {
-		for _, stmt := range stmts {
-			if migrateStep != nil {
-				if err := migrateStep(step); err != nil {
-					return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, step, err)
-				}
-			}
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate to version %d: step %d: %w", SchemaVersion, step, err)
-			}
-			step++
-		}
-		return nil
-	}
-	var first []string
-	if v == 1 {
-		first = strings.Split(migrateV1V2SQL, "\n-- step\n")
-	} else {
-		var n int
-		if err := conn.QueryRowContext(ctx, qHasReadyDueIndex).Scan(&n); err != nil {
-			return fmt.Errorf("read schema: %w", err)
-		}
-		if n == 0 {
-			first = []string{qReadyDueIndex}
-		}
-	}
-	if err := exec(first); err != nil {
-		return err
-	}
-	// Dropping a table drops its indexes: the rebuild creates again every
-	// one the file has now, from its own SQL.
-	indexes, err := indexesOfRebuiltTables(ctx, conn)
-	if err != nil {
-		return err
-	}
-	if err := exec(strings.Split(migrateV2V3SQL, "\n-- step\n")); err != nil {
-		return err
-	}
-	if err := exec(indexes); err != nil {
-		return err
-	}
-	rows, err := conn.QueryContext(ctx, "PRAGMA foreign_key_check")
-	if err != nil {
-		return fmt.Errorf("migrate: foreign key check: %w", err)
-	}
-	bad := rows.Next()
-	rows.Close()
-	if bad {
-		return fmt.Errorf("migrate: %w: foreign key check failed", ErrCorrupt)
-	}
-	return nil
-}
-
-// indexesOfRebuiltTables returns the SQL of every index created on the
-// tables the v2 -> v3 migration rebuilds, in creation order (the automatic
-// indexes of PRIMARY KEY and UNIQUE have none and come with their tables).
-func indexesOfRebuiltTables(ctx context.Context, conn *sql.Conn) ([]string, error) {
-	rows, err := conn.QueryContext(ctx, `SELECT sql FROM sqlite_schema
-    WHERE type = 'index' AND tbl_name IN ('flows', 'events', 'audit') AND sql IS NOT NULL ORDER BY rowid`)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: read indexes: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			return nil, fmt.Errorf("migrate: read indexes: %w", err)
-		}
-		out = append(out, q)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("migrate: read indexes: %w", err)
-	}
-	return out, nil
-}
-
-// migrateTx is migrate's transaction body.
+// migrateTx is migrate's transaction body. It refuses a file that is not a
+// queue's (tables but version 0) or is newer than this build, runs each
+// migration past the file's version and records the version it reaches in
+// PRAGMA user_version, checks the foreign keys the rebuilds could have
+// broken, records a new file's policy, creates the rotation's index when
+// the recorded policy is FairRotation (the index follows the policy, not
+// the version: SetPolicy creates and drops it, and migration 3 rebuilds
+// flows without it), and checks the recorded policy against want.
 func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 	var v int
 	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	switch v {
-	case SchemaVersion:
-	case 1, 2:
-		if err := migrateSteps(ctx, conn, v); err != nil {
-			return err
-		}
-	case 0:
+	pending, err := migration.Pending(migrations, v)
+	if err != nil {
+		return fmt.Errorf("%w: file has version %d, this build knows %d", ErrSchemaVersion, v, SchemaVersion)
+	}
+	if v == 0 {
 		var n int
 		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
 			return fmt.Errorf("read schema: %w", err)
@@ -535,9 +459,32 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 		if n != 0 {
 			return fmt.Errorf("%w: file has tables but no schema version: not a queue store", ErrSchemaVersion)
 		}
-		if _, err := conn.ExecContext(ctx, schemaSQL); err != nil {
-			return fmt.Errorf("apply schema: %w", err)
+	}
+	for _, m := range pending {
+		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
 		}
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+			return fmt.Errorf("migration %d (%s): record the version: %w", m.Version, m.Name, err)
+		}
+		if migrateHook != nil {
+			if err := migrateHook(m.Version); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+			}
+		}
+	}
+	if len(pending) > 0 {
+		rows, err := conn.QueryContext(ctx, "PRAGMA foreign_key_check")
+		if err != nil {
+			return fmt.Errorf("migrate: foreign key check: %w", err)
+		}
+		bad := rows.Next()
+		rows.Close()
+		if bad {
+			return fmt.Errorf("migrate: %w: foreign key check failed", ErrCorrupt)
+		}
+	}
+	if v == 0 {
 		p := DefaultPolicy()
 		if want != nil {
 			p = *want
@@ -545,22 +492,15 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 		if _, err := conn.ExecContext(ctx, qPolicyWrite, int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter), string(p.Normal().Fairness)); err != nil {
 			return fmt.Errorf("record policy: %w", err)
 		}
-		if p.Normal().Fairness == FairRotation {
-			if _, err := conn.ExecContext(ctx, qRotIndex); err != nil {
-				return fmt.Errorf("create rotation index: %w", err)
-			}
-		}
-	default:
-		return fmt.Errorf("%w: file has version %d, this build knows %d", ErrSchemaVersion, v, SchemaVersion)
-	}
-	if v != SchemaVersion {
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
-			return fmt.Errorf("set schema version: %w", err)
-		}
 	}
 	got, err := policyFromRow(conn.QueryRowContext(ctx, qPolicyRead))
 	if err != nil {
 		return fmt.Errorf("read policy: %w", err)
+	}
+	if len(pending) > 0 && got.Fairness == FairRotation {
+		if _, err := conn.ExecContext(ctx, qRotIndex); err != nil {
+			return fmt.Errorf("create rotation index: %w", err)
+		}
 	}
 	if want != nil && got != *want {
 		return fmt.Errorf("%w: the file records %+v, Open was given %+v", ErrPolicyMismatch, got, *want)

@@ -30,8 +30,9 @@
 //
 // The database is one SQLite file in WAL mode with synchronous=FULL, a busy
 // timeout and IMMEDIATE write transactions, so several processes may receive
-// into it at once. Its schema is embedded and versioned with PRAGMA
-// user_version; records are never deleted. [Store.Snapshot] reads every
+// into it at once. Its schema is the numbered migrations embedded from
+// migrations/ (the migration module), each recording the version it reaches
+// in PRAGMA user_version; records are never deleted. [Store.Snapshot] reads every
 // table in one read transaction, in a stable order, for golden files.
 //
 // [WithEffect] makes the receiver a user's inbox: the user's [Effect] runs

@@ -3,7 +3,7 @@ package receiverstore
 import (
 	"context"
 	"database/sql"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -15,19 +15,27 @@ import (
 
 	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/drivertx"
+	"github.com/fairrelay/fairrelay/migration"
 	"github.com/fairrelay/fairrelay/writerlock"
 )
 
-// SchemaVersion is the PRAGMA user_version this package writes and reads.
-// Open refuses a file with a higher version.
+// SchemaVersion is the PRAGMA user_version this package writes and reads:
+// the number of migration files. Open refuses a file with a higher version.
 const SchemaVersion = 1
 
 // DefaultMaxDelta is the largest delta the receiver applies unless
 // [WithMaxDelta] says otherwise. It is also the highest cap allowed.
 const DefaultMaxDelta = 1000
 
-//go:embed schema.sql
-var schemaSQL string
+// migrationFiles are the schema's migrations, migrations/0001_initial.sql
+// and on (the migration module): file n brings a file from version n-1 to
+// n.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrations are migrationFiles in order, checked at start-up.
+var migrations = migration.MustLoad(migrationFiles, SchemaVersion)
 
 var (
 	// ErrInvalidBody reports a body that is not {"delta": N} with an
@@ -121,8 +129,9 @@ func dsn(path string) (string, error) {
 	return u.String(), nil
 }
 
-// Open opens or creates the receiver database at path and applies the
-// embedded schema in one transaction. An existing file is never cleared. The
+// Open opens or creates the receiver database at path and runs the
+// migrations past the file's version (every one for a new file) in one
+// transaction. An existing file is never cleared. The
 // default MaxDelta is 1000 and no hook is set. Open returns
 // [ErrInvalidOption] for an option out of range and [ErrSchemaVersion] for a
 // file written by a newer version of this package. A path that cannot be
@@ -183,18 +192,36 @@ func Open(path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// migrate applies the schema unless the file already carries it.
+// migrateHook, when set (by tests), is called inside the migration's
+// transaction after each migration file ran and recorded its version; an
+// error fails the migration there.
+var migrateHook func(version int) error
+
+// migrate runs, in one transaction, each migration past the file's version
+// (inspect refuses a file that is not a receiver's or is newer) and records
+// the version it reaches in PRAGMA user_version.
 func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 	return withTx(ctx, db, wl, nil, func(tx *sql.Tx) error {
 		v, err := inspect(ctx, tx)
-		if err != nil || v == SchemaVersion {
+		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
-			return fmt.Errorf("apply schema: %w", err)
+		pending, err := migration.Pending(migrations, v)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrSchemaVersion, err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
-			return fmt.Errorf("set user_version: %w", err)
+		for _, m := range pending {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+				return fmt.Errorf("migration %d (%s): record the version: %w", m.Version, m.Name, err)
+			}
+			if migrateHook != nil {
+				if err := migrateHook(m.Version); err != nil {
+					return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+				}
+			}
 		}
 		return nil
 	})

@@ -16,6 +16,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -49,3 +50,5 @@ replace github.com/fairrelay/fairrelay/webhook => ../webhook
 replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
 
 replace github.com/fairrelay/fairrelay/queue => ../queue
+
+replace github.com/fairrelay/fairrelay/migration => ../migration

@@ -1,5 +1,7 @@
--- receiverstore schema, version 1 (PRAGMA user_version = 1).
--- Applied by Open in one IMMEDIATE transaction; every statement is idempotent.
+-- receiverstore migration 1: the schema of version 1, as released. Like every
+-- migration file it never changes once released (docs/decisions/migrations.md);
+-- Open runs it on a new file in one IMMEDIATE transaction and records
+-- PRAGMA user_version = 1.
 
 -- flows: one row per flow that has accepted at least one message.
 -- A flow without a row has next_expected 1 and total 0.

@@ -1,14 +1,14 @@
--- queuestore: schema version 2 -> 3, run by Open in ONE transaction with
--- foreign keys off, after migrate_v1_v2.sql for a version-1 file.
--- Version 3 spells the CHECK constraints that listed values with IN as
--- comparisons joined by OR: the same rule, but SQLite builds a temporary
--- table for an IN list each time it checks a row, on every insert and on
--- every update of the column (queuestore/DECISIONS.md, "CHECK constraints
--- without IN lists"). A CHECK constraint cannot be altered, so flows,
--- events and audit are rebuilt (SQLite's table-rebuild procedure), each
--- row keeping its rowid. Open then creates every index these tables had
--- again, with its own SQL. Statements are separated by a line holding only
--- "-- step".
+-- queuestore migration 3 (schema version 2 -> 3): the CHECK constraints
+-- that listed values with IN are spelled as comparisons joined by OR: the
+-- same rule, but SQLite builds a temporary table for an IN list each time it
+-- checks a row, on every insert and on every update of the column
+-- (queuestore/DECISIONS.md, "CHECK constraints without IN lists"). A CHECK
+-- constraint cannot be altered, so flows, events and audit are rebuilt
+-- (SQLite's table-rebuild procedure), each row keeping its rowid, and every
+-- index of these tables is created again. A version-2 file made before
+-- OldestDue has no flows_ready_due: it gets it here. The rotation's index
+-- (flows_rotation) follows the recorded policy, not the version: Open creates
+-- it again after the migrations when the policy is the rotation.
 CREATE TABLE flows_v3 (
     flow     TEXT PRIMARY KEY,
     last_seq INTEGER NOT NULL CHECK (last_seq >= 1),
@@ -22,10 +22,8 @@ CREATE TABLE flows_v3 (
     CHECK (ready_at IS NULL OR head_seq IS NOT NULL),
     CHECK (ready = 0 OR ready_at IS NOT NULL)
 ) STRICT;
--- step
 INSERT INTO flows_v3 (rowid, flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined)
 SELECT rowid, flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined FROM flows ORDER BY rowid;
--- step
 CREATE TABLE events_v3 (
     id                TEXT PRIMARY KEY,
     flow              TEXT NOT NULL REFERENCES flows (flow),
@@ -44,12 +42,10 @@ CREATE TABLE events_v3 (
     CHECK (state <> 'inflight' OR attempts >= 1),
     UNIQUE (flow, seq)
 ) STRICT;
--- step
 INSERT INTO events_v3 (rowid, id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at)
 SELECT rowid, id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM events ORDER BY rowid;
--- step
 CREATE TABLE audit_v3 (
     id         INTEGER PRIMARY KEY,
     kind       TEXT NOT NULL DEFAULT 'redrive' CHECK (kind = 'redrive' OR kind = 'policy' OR kind = 'weight'),
@@ -61,18 +57,21 @@ CREATE TABLE audit_v3 (
     CHECK ((kind = 'redrive') = (event_id IS NOT NULL AND generation IS NOT NULL)),
     CHECK ((kind = 'redrive') = (detail IS NULL))
 ) STRICT;
--- step
 INSERT INTO audit_v3 (id, kind, event_id, generation, reason, detail, at)
 SELECT id, kind, event_id, generation, reason, detail, at FROM audit ORDER BY id;
--- step
 DROP TABLE audit;
--- step
 DROP TABLE events;
--- step
 DROP TABLE flows;
--- step
 ALTER TABLE flows_v3 RENAME TO flows;
--- step
 ALTER TABLE events_v3 RENAME TO events;
--- step
 ALTER TABLE audit_v3 RENAME TO audit;
+
+CREATE INDEX flows_waiting ON flows (ready, ready_at) WHERE ready = 0;
+CREATE INDEX flows_ready ON flows (ready, served, flow) WHERE ready = 1;
+CREATE INDEX flows_ready_due ON flows (ready, ready_at) WHERE ready = 1;
+CREATE INDEX events_quarantined ON events (flow, seq) WHERE state = 'quarantined';
+CREATE INDEX events_quarantined_reason ON events (reason, flow, seq) WHERE state = 'quarantined';
+CREATE INDEX flows_by_backlog ON flows ((CASE WHEN head_seq IS NULL THEN 0 ELSE head_seq - last_seq - 1 END), flow);
+CREATE INDEX flows_by_served ON flows ((-served), flow);
+CREATE INDEX flows_by_blocked ON flows ((CASE WHEN head_seq IS NULL THEN 3 WHEN ready_at IS NULL THEN 0 WHEN ready = 0 THEN 1 ELSE 2 END), flow);
+CREATE INDEX audit_event ON audit (event_id, id) WHERE event_id IS NOT NULL;

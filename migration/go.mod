@@ -1,0 +1,3 @@
+module github.com/fairrelay/fairrelay/migration
+
+go 1.26.0
