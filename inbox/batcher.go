@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/receiver"
-	"github.com/fairrelay/fairrelay/relay"
+	"github.com/fairrelay/fairrelay/webhook"
 )
 
 // BatchReceiver is a Receiver that can also receive many messages in one
@@ -36,8 +36,8 @@ type BatcherOptions struct {
 	// negative value is 0.
 	Linger time.Duration
 	// WaveWait is how long a batch that holds part of a wave (the
-	// handlers a relay started together: relay.WaveOf of the callers'
-	// contexts, or a fairrelay-wave header a Server read) waits for the
+	// handlers a relay started together: webhook.WaveOf (relay.WaveOf) of
+	// the callers' contexts, or a fairrelay-wave header a Server read) waits for the
 	// rest of the wave before it commits; 0 means DefaultWaveWait, a
 	// negative value no wait. The wait ends as soon as every wave the batch
 	// holds part of is complete. The bound is paid when some member never
@@ -75,7 +75,7 @@ var ErrClosed = errors.New("inbox: batcher closed")
 // waiting; while it has fewer than MaxBatch it then yields the processor
 // once (runtime.Gosched), so that callers ready to run, such as a relay's
 // handlers started together, hand theirs over too, and takes those. When
-// the batch holds part of a wave (relay.WaveOf, or a Server's
+// the batch holds part of a wave (webhook.WaveOf, or a Server's
 // fairrelay-wave header) that no earlier batch held, it waits for the rest
 // of that wave, up to WaveWait; then it waits up to Linger for more. One
 // batch runs at a time; requests arriving meanwhile wait for the next one.
@@ -117,10 +117,10 @@ type batchReq struct {
 }
 
 // waveID identifies the wave of a request: a relay's in this process
-// (relay.WaveOf of its context), or one a Server read from a request's
+// (webhook.WaveOf of its context), or one a Server read from a request's
 // fairrelay-wave header. The zero waveID is none.
 type waveID struct {
-	local  relay.Wave
+	local  webhook.Wave
 	remote string
 	size   int
 }
@@ -130,7 +130,7 @@ type remoteWaveKey struct{}
 
 // waveOf returns the wave of a request's context.
 func waveOf(ctx context.Context) waveID {
-	if w, ok := relay.WaveOf(ctx); ok {
+	if w, ok := webhook.WaveOf(ctx); ok {
 		return waveID{local: w, size: w.Size()}
 	}
 	w, _ := ctx.Value(remoteWaveKey{}).(waveID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/webhook"
 )
 
 // noDue is a claim time that never comes by itself: only Notify, the poll
@@ -39,12 +40,11 @@ type claim struct {
 }
 
 // wave is a group of handlers started together (one claim call's, or a
-// parked claim's). began, size and seq never change; running is the
+// parked claim's). began and pub never change; running is the
 // loop's, counted while any of them runs.
 type wave struct {
 	began   time.Time
-	size    int
-	seq     uint64 // this process's wave number (Wave.ID)
+	pub     Wave // what the handlers' contexts carry (WaveOf)
 	running int
 }
 
@@ -485,7 +485,7 @@ func (l *loop) startWave(cls []*claim) {
 	if len(cls) == 0 {
 		return
 	}
-	w := &wave{began: time.Now(), size: len(cls), seq: waveSeq.Add(1)}
+	w := &wave{began: time.Now(), pub: newWave(waveSeq.Add(1), len(cls))}
 	l.waves = append(l.waves, w)
 	for _, cl := range cls {
 		l.start(cl, w)
@@ -497,7 +497,7 @@ func (l *loop) start(cl *claim, w *wave) {
 	cl.state = running
 	cl.wave = w
 	w.running++
-	ctx, cancel := context.WithCancelCause(context.WithValue(l.base, waveKey{}, w))
+	ctx, cancel := context.WithCancelCause(webhook.WithWave(l.base, w.pub))
 	cl.cancel = cancel
 	l.byFlow[cl.c.Flow] = cl
 	l.goroutines++

@@ -6,44 +6,37 @@ import (
 	"encoding/hex"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/fairrelay/fairrelay/webhook"
 )
 
 // Wave is a group of handlers that a relay started together, with the
 // events of one claim call (a claim parked behind a lost handler of its
 // flow starts later, as a wave of its own). Their deliveries tend to reach
 // a receiver together, so a receiver that commits in groups
-// (inbox.Batcher) can wait for a whole wave and commit it once. Waves compare equal when they are
-// the same wave; the zero Wave is none.
-type Wave struct{ w *wave }
-
-// waveKey is the context key of a handler's wave.
-type waveKey struct{}
+// (inbox.Batcher) can wait for a whole wave and commit it once. Waves
+// compare equal when they are the same wave; the zero Wave is none. Its ID
+// is a random prefix drawn once per process and a counter, so unique
+// across the relays that deliver to one receiver; HTTP sends it, with
+// Size, in the fairrelay-wave header.
+//
+// Wave is an alias of webhook.Wave, where the wave hint lives as part of
+// the wire protocol, so that a receiver reads it without importing the
+// relay (docs/decisions/wave-hint-in-webhook.md). The name stays for
+// existing callers.
+type Wave = webhook.Wave
 
 // WaveOf returns the wave of the handler whose context is ctx (or an
-// ancestor of ctx), and false when ctx has none.
+// ancestor of ctx), and false when ctx has none. It is webhook.WaveOf,
+// kept under this name for existing callers.
 func WaveOf(ctx context.Context) (Wave, bool) {
-	w, ok := ctx.Value(waveKey{}).(*wave)
-	return Wave{w}, ok
+	return webhook.WaveOf(ctx)
 }
 
-// Size returns how many handlers the relay started in the wave (0 for the
-// zero Wave).
-func (w Wave) Size() int {
-	if w.w == nil {
-		return 0
-	}
-	return w.w.size
-}
-
-// ID returns the wave's identifier: a random prefix drawn once per
-// process and a counter, so unique across the relays that deliver to one
-// receiver. HTTP sends it, with Size, in the fairrelay-wave header ("" for
-// the zero Wave).
-func (w Wave) ID() string {
-	if w.w == nil {
-		return ""
-	}
-	return waveOrigin + strconv.FormatUint(w.w.seq, 36)
+// newWave returns the Wave of a wave of size handlers, this process's
+// seq-th.
+func newWave(seq uint64, size int) Wave {
+	return webhook.NewWave(waveOrigin+strconv.FormatUint(seq, 36), size)
 }
 
 // waveOrigin is this process's prefix of wave IDs.
