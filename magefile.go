@@ -40,7 +40,9 @@ func (Console) Screenshots() error {
 	if err != nil {
 		return err
 	}
-	return run(filepath.Join(root, "console"), "go", "run", "./cmd/screenshots", "-out", filepath.Join(root, "docs", "console"))
+	cmd := command(filepath.Join(root, "console"), "go", "test", "-count=1", "-run", "^TestScreenshots$", ".")
+	cmd.Env = append(os.Environ(), "FAIRRELAY_SCREENSHOTS="+filepath.Join(root, "docs", "console"))
+	return cmd.Run()
 }
 
 // Fairness groups the targets of the fairness module.

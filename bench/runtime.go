@@ -42,7 +42,7 @@ func openRuntimeQueue(path string) (*queuestore.Store, error) {
 var RuntimeLinger time.Duration
 
 // Receiver is the runtime cases' in-process receiver: what a user has,
-// inbox.Local over inbox.NewBatcher (group commit) over a receiverstore,
+// relay.NewLocal over inbox.NewBatcher (group commit) over a receiverstore,
 // with the store's commits counted for RuntimeProbe.
 type Receiver struct {
 	*inbox.Batcher
@@ -90,10 +90,10 @@ func (r *Receiver) stats() OpStats {
 func NewReceiver(s *receiverstore.Store) *Receiver {
 	c := &countingReceiver{Store: s}
 	b := inbox.NewBatcher(c, inbox.BatcherOptions{MaxBatch: 64, Linger: RuntimeLinger})
-	return &Receiver{Batcher: b, h: inbox.Local(b), c: c}
+	return &Receiver{Batcher: b, h: relayrt.NewLocal(b), c: c}
 }
 
-// Handle delivers e through inbox.Local: the settle reasons of an HTTP
+// Handle delivers e through relay.NewLocal: the settle reasons of an HTTP
 // delivery.
 func (r *Receiver) Handle(ctx context.Context, e relayrt.Event) error {
 	return r.h.Handle(ctx, e)

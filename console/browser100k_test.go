@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // This file is left out of -race builds: under the race detector SQLite
@@ -24,10 +24,10 @@ import (
 // so in the test's place; CI runs this test without -race.
 
 // seedFlows enqueues n flows (every tenth with three events) in batches.
-func seedFlows(t testing.TB, q *queuestore.Store, n int) {
+func seedFlows(t testing.TB, q queue.Store, n int) {
 	t.Helper()
 	const batch = 10000
-	var es []queuestore.Event
+	var es []queue.Event
 	flush := func() {
 		if _, err := q.EnqueueBatch(context.Background(), es, 0); err != nil {
 			t.Fatalf("EnqueueBatch() error = %v", err)
@@ -41,7 +41,7 @@ func seedFlows(t testing.TB, q *queuestore.Store, n int) {
 			k = 3
 		}
 		for j := range k {
-			es = append(es, queuestore.Event{ID: fmt.Sprintf("%s#%d", flow, j), Flow: flow, Body: []byte(`{"delta": 1}`)})
+			es = append(es, queue.Event{ID: fmt.Sprintf("%s#%d", flow, j), Flow: flow, Body: []byte(`{"delta": 1}`)})
 		}
 		if len(es) >= batch {
 			flush()
@@ -57,10 +57,14 @@ func seedFlows(t testing.TB, q *queuestore.Store, n int) {
 // median time of a page (navigation until the table is shown) is reported,
 // never asserted.
 func TestBrowser_PagesThrough100000Flows(t *testing.T) {
+	forEachBackend(t, browserPagesThrough100000Flows)
+}
+
+func browserPagesThrough100000Flows(t *testing.T, b backend) {
 	if testing.Short() {
 		t.Skip("seeds 100,000 flows; not in -short")
 	}
-	q, r := openStores(t)
+	q, r := b.open(t)
 	start := time.Now()
 	seedFlows(t, q, 100000)
 	t.Logf("seeded 100,000 flows in %v", time.Since(start).Round(time.Millisecond))

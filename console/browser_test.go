@@ -60,8 +60,12 @@ func mainText(t *testing.T, ctx context.Context) string {
 }
 
 func TestBrowser_EveryPageRenders(t *testing.T) {
+	forEachBackend(t, browserEveryPageRenders)
+}
+
+func browserEveryPageRenders(t *testing.T, b backend) {
 	ctx := startBrowser(t)
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	stuck := quarantined(t, f.q, queuestore.RedriveFilter{})[0]
 	for _, tc := range []struct {
 		path, want string
@@ -95,8 +99,12 @@ func TestBrowser_EveryPageRenders(t *testing.T) {
 }
 
 func TestBrowser_RedriveThroughTheFormShowsTheAuditRow(t *testing.T) {
+	forEachBackend(t, browserRedriveThroughTheFormShowsTheAuditRow)
+}
+
+func browserRedriveThroughTheFormShowsTheAuditRow(t *testing.T, b backend) {
 	ctx := startBrowser(t)
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	stuck := quarantined(t, f.q, queuestore.RedriveFilter{Flow: "globex/chat-19"})[0]
 	open(t, ctx, f.srv.URL, "/quarantined?reason=unavailable")
 	// From the quarantined list to the event's form.

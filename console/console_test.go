@@ -10,7 +10,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -19,8 +18,9 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/console/internal/demo"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 const testToken = "test-token-0123456789abcdef"
@@ -28,31 +28,21 @@ const testToken = "test-token-0123456789abcdef"
 // fixture is a console over a seeded real queue.db and receiver.db, served
 // on a loopback port.
 type fixture struct {
-	q   *queuestore.Store
-	r   *receiverstore.Store
+	q   testQueue
+	r   receiver.Store
 	srv *httptest.Server
 	log *bytes.Buffer
 }
 
-func openStores(t testing.TB) (*queuestore.Store, *receiverstore.Store) {
-	t.Helper()
-	dir := t.TempDir()
-	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
-	if err != nil {
-		t.Fatalf("queuestore.Open() error = %v", err)
-	}
-	t.Cleanup(func() { q.Close() })
-	r, err := receiverstore.Open(filepath.Join(dir, "receiver.db"), receiverstore.WithMaxDelta(demo.MaxDelta))
-	if err != nil {
-		t.Fatalf("receiverstore.Open() error = %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return q, r
-}
+// openStores opens a new SQLite queue and receiver.
+func openStores(t testing.TB) (testQueue, receiver.Store) { return openSQLite(t) }
 
-func newFixture(t testing.TB, o Options) *fixture {
+func newFixture(t testing.TB, o Options) *fixture { return newFixtureOn(t, sqliteBackend, o) }
+
+// newFixtureOn is a console over a seeded queue and receiver of backend b.
+func newFixtureOn(t testing.TB, b backend, o Options) *fixture {
 	t.Helper()
-	q, r := openStores(t)
+	q, r := b.open(t)
 	if _, err := demo.Seed(context.Background(), q, r); err != nil {
 		t.Fatalf("demo.Seed() error = %v", err)
 	}
@@ -62,8 +52,8 @@ func newFixture(t testing.TB, o Options) *fixture {
 func serve(t testing.TB, q Queue, r Receiver, o Options) *fixture {
 	t.Helper()
 	f := &fixture{log: &bytes.Buffer{}}
-	f.q, _ = q.(*queuestore.Store)
-	f.r, _ = r.(*receiverstore.Store)
+	f.q, _ = q.(testQueue)
+	f.r, _ = r.(receiver.Store)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(f.log, nil))
 	}
@@ -146,7 +136,7 @@ func mustContain(t testing.TB, what, body string, wants ...string) {
 	}
 }
 
-func quarantined(t testing.TB, q *queuestore.Store, f queuestore.RedriveFilter) []queuestore.QuarantinedEvent {
+func quarantined(t testing.TB, q queue.Store, f queue.RedriveFilter) []queue.QuarantinedEvent {
 	t.Helper()
 	qs, err := q.QuarantinedMatching(context.Background(), f)
 	if err != nil {
@@ -156,8 +146,12 @@ func quarantined(t testing.TB, q *queuestore.Store, f queuestore.RedriveFilter) 
 }
 
 func TestPages_ShowTheSeededStores(t *testing.T) {
+	forEachBackend(t, pagesShowTheSeededStores)
+}
+
+func pagesShowTheSeededStores(t *testing.T, b backend) {
 	t.Parallel()
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	c := f.client(t)
 	qs := quarantined(t, f.q, queuestore.RedriveFilter{})
 	if len(qs) < 3 {
@@ -220,8 +214,12 @@ func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }
 
 // The pager walks every flow once, forward by Next.
 func TestFlows_PagerWalksEveryFlow(t *testing.T) {
+	forEachBackend(t, flowsPagerWalksEveryFlow)
+}
+
+func flowsPagerWalksEveryFlow(t *testing.T, b backend) {
 	t.Parallel()
-	q, r := openStores(t)
+	q, r := b.open(t)
 	var es []queuestore.Event
 	for i := range 230 {
 		es = append(es, queuestore.Event{ID: "e" + fmtInt(int64(i)), Flow: "tenant-" + pad(i), Body: []byte(`{"delta": 1}`)})
@@ -275,8 +273,12 @@ func nextLink(body string) string {
 }
 
 func TestPages_RefuseBadInput(t *testing.T) {
+	forEachBackend(t, pagesRefuseBadInput)
+}
+
+func pagesRefuseBadInput(t *testing.T, b backend) {
 	t.Parallel()
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	c := f.client(t)
 	for _, tc := range []struct {
 		path string
@@ -381,8 +383,12 @@ func checkRefusals(t *testing.T, f *fixture, path string, cases []writeCase) {
 }
 
 func TestRedrive_RefusalsChangeNothing(t *testing.T) {
+	forEachBackend(t, redriveRefusalsChangeNothing)
+}
+
+func redriveRefusalsChangeNothing(t *testing.T, b backend) {
 	t.Parallel()
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	stuck := quarantined(t, f.q, queuestore.RedriveFilter{Flow: "globex/chat-19"})[0]
 	acked, err := f.q.FlowEvents(context.Background(), "acme/orders")
 	if err != nil {
@@ -450,8 +456,12 @@ func TestRedrive_ReadOnlyConsoleRefusesEveryWrite(t *testing.T) {
 }
 
 func TestRedrive_OneEventThroughTheForm(t *testing.T) {
+	forEachBackend(t, redriveOneEventThroughTheForm)
+}
+
+func redriveOneEventThroughTheForm(t *testing.T, b backend) {
 	t.Parallel()
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	stuck := quarantined(t, f.q, queuestore.RedriveFilter{Flow: "globex/chat-19"})[0]
 	c := f.client(t)
 	csrf := f.csrf(t, c)
@@ -494,8 +504,12 @@ func TestRedrive_OneEventThroughTheForm(t *testing.T) {
 }
 
 func TestRedriveAll_RefusalsChangeNothing(t *testing.T) {
+	forEachBackend(t, redriveAllRefusalsChangeNothing)
+}
+
+func redriveAllRefusalsChangeNothing(t *testing.T, b backend) {
 	t.Parallel()
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	good := func(csrf string) url.Values {
 		return url.Values{"flow": {""}, "filter_reason": {"unavailable"}, "reason": {"fixed"}, "token": {testToken}, "csrf": {csrf}}
 	}
@@ -529,8 +543,12 @@ func TestRedriveAll_RefusalsChangeNothing(t *testing.T) {
 }
 
 func TestRedriveAll_RedrivesTheFilterAndShowsTheAudit(t *testing.T) {
+	forEachBackend(t, redriveAllRedrivesTheFilterAndShowsTheAudit)
+}
+
+func redriveAllRedrivesTheFilterAndShowsTheAudit(t *testing.T, b backend) {
 	t.Parallel()
-	f := newFixture(t, Options{Token: testToken})
+	f := newFixtureOn(t, b, Options{Token: testToken})
 	filter := queuestore.RedriveFilter{Reason: "unsupported_delta"}
 	want := quarantined(t, f.q, filter)
 	others := quarantined(t, f.q, queuestore.RedriveFilter{Reason: "unavailable"})
@@ -669,9 +687,13 @@ func TestNew_RefusesBadOptions(t *testing.T) {
 // weight, and the audit page says in words what a weight change did; under
 // min_served (the seeded stores) the weight column is not there.
 func TestPages_ShowWeightsUnderRotation(t *testing.T) {
+	forEachBackend(t, pagesShowWeightsUnderRotation)
+}
+
+func pagesShowWeightsUnderRotation(t *testing.T, b backend) {
 	t.Parallel()
 	ctx := context.Background()
-	q, r := openStores(t)
+	q, r := b.open(t)
 	p := queuestore.DefaultPolicy()
 	p.Fairness = queuestore.FairRotation
 	if err := q.SetPolicy(ctx, p, "weighted tenants", 1); err != nil {
@@ -704,7 +726,7 @@ func TestPages_ShowWeightsUnderRotation(t *testing.T) {
 	_, body = f.get(t, c, "/audit")
 	mustContain(t, "/audit", body, "weight of flow &#34;silver&#34; 1 → 3", "OPS-77", "fairness min_served → rotation")
 
-	seeded := newFixture(t, Options{})
+	seeded := newFixtureOn(t, b, Options{})
 	_, body = seeded.get(t, seeded.client(t), "/flows")
 	if strings.Contains(body, ">weight<") {
 		t.Errorf("/flows under min_served shows a weight column")

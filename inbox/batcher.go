@@ -88,7 +88,7 @@ var ErrClosed = errors.New("inbox: batcher closed")
 // message is thus applied once or not at all, never twice.
 //
 // Use it with Local for a relay that delivers in process:
-// inbox.Local(inbox.NewBatcher(store, inbox.BatcherOptions{})).
+// relay.NewLocal(inbox.NewBatcher(store, inbox.BatcherOptions{})).
 type Batcher struct {
 	r        BatchReceiver
 	max      int

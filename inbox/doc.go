@@ -37,7 +37,7 @@
 //
 //	b := inbox.NewBatcher(store, inbox.BatcherOptions{})
 //	defer b.Close()
-//	r, err := relay.New(queue, inbox.Local(b), relay.Options{Concurrency: 16})
+//	r, err := relay.New(queue, relay.NewLocal(b), relay.Options{Concurrency: 16})
 //
 // The handlers a relay starts together (relay.WaveOf) commit together:
 // a batch waits, up to WaveWait, for the rest of a wave it holds part of.

@@ -74,7 +74,7 @@ func ExampleNewBatcher() {
 
 	b := inbox.NewBatcher(store, inbox.BatcherOptions{MaxBatch: 64})
 	defer b.Close()
-	h := inbox.Local(b) // the relay's Handler: relay.New(queue, h, ...)
+	h := relay.NewLocal(b) // the relay's Handler: relay.New(queue, h, ...)
 
 	ctx := context.Background()
 	var wg sync.WaitGroup

@@ -40,7 +40,7 @@ func waveRun(t *testing.T, flows int, wait time.Duration, skip func(id string) b
 	defer b.Close()
 	var mu sync.Mutex
 	waves = map[string]relay.Wave{}
-	local := Local(b)
+	local := relay.NewLocal(b)
 	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
 		w, _ := relay.WaveOf(ctx)
 		mu.Lock()

@@ -144,7 +144,7 @@ func cmdRelay(e *env, args []string) (err error) {
 		// returned and every handler has its result.
 		b := inbox.NewBatcher(r, inbox.BatcherOptions{})
 		defer b.Close()
-		h = inbox.Local(b)
+		h = relay.NewLocal(b)
 	}
 	if err := ensurePolicy(e.ctx, q, want, explicitPolicy, log); err != nil {
 		return err

@@ -2,7 +2,8 @@
 // browser tests and screenshots: several tenants, events delivered through a
 // real receiver, events quarantined for different reasons, a redrive in the
 // audit and a conflict at the receiver. Everything goes through the stores'
-// public API, as a relay would.
+// public API (queue.Store, receiver.Store: either backend), as a relay
+// would.
 package demo
 
 import (
@@ -12,12 +13,12 @@ import (
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // MaxDelta is the receiver's largest delta: open the receiver given to Seed
-// with receiverstore.WithMaxDelta(MaxDelta).
+// with the backend's WithMaxDelta(MaxDelta) (receiverstore, pgreceiverstore).
 const MaxDelta = 500
 
 // Tenants and their flows. A flow's events carry {"delta": N}; the
@@ -50,11 +51,11 @@ var flows = []struct {
 // (an audit row) and fails again, the receiver records a conflict, and the
 // lease is changed (a policy audit row). It returns the clock mark it
 // reached.
-func Seed(ctx context.Context, q *queuestore.Store, r *receiverstore.Store) (clock.Tick, error) {
-	var es []queuestore.Event
+func Seed(ctx context.Context, q queue.Store, r receiver.Store) (clock.Tick, error) {
+	var es []queue.Event
 	for _, f := range flows {
 		for i := 1; i <= f.events; i++ {
-			es = append(es, queuestore.Event{
+			es = append(es, queue.Event{
 				ID:   fmt.Sprintf("%s-%03d", strings.ReplaceAll(f.name, "/", "-"), i),
 				Flow: f.name,
 				Body: fmt.Appendf(nil, `{"delta": %d}`, f.delta),
@@ -75,21 +76,21 @@ func Seed(ctx context.Context, q *queuestore.Store, r *receiverstore.Store) (clo
 			if err != nil {
 				return err
 			}
-			var items []queuestore.SettleItem
+			var items []queue.SettleItem
 			for _, c := range cs {
-				res := queuestore.Result{OK: true}
+				res := queue.Result{OK: true}
 				if unavailable[c.Flow] {
-					res = queuestore.Result{Reason: "unavailable"}
+					res = queue.Result{Reason: "unavailable"}
 				} else {
-					out, err := r.Receive(ctx, receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
+					out, err := r.Receive(ctx, receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
 					if err != nil {
 						return err
 					}
-					if out != receiverstore.Accepted && out != receiverstore.Duplicate {
-						res = queuestore.Result{Reason: string(out)}
+					if out != receiver.Accepted && out != receiver.Duplicate {
+						res = queue.Result{Reason: string(out)}
 					}
 				}
-				items = append(items, queuestore.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: res})
+				items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: res})
 			}
 			if _, err := q.SettleBatch(ctx, items, now); err != nil {
 				return err
@@ -120,17 +121,17 @@ func Seed(ctx context.Context, q *queuestore.Store, r *receiverstore.Store) (clo
 	}
 	// A misconfigured second sender reuses an event ID with another body:
 	// the receiver records the conflict and refuses it.
-	out, err := r.Receive(ctx, receiverstore.Message{ID: "acme-orders-001", Flow: "acme/orders", Seq: 1, Body: []byte(`{"delta": 300}`)})
+	out, err := r.Receive(ctx, receiver.Message{ID: "acme-orders-001", Flow: "acme/orders", Seq: 1, Body: []byte(`{"delta": 300}`)})
 	if err != nil {
 		return 0, fmt.Errorf("seed: conflict: %w", err)
 	}
-	if out != receiverstore.Conflict {
+	if out != receiver.Conflict {
 		return 0, errors.New("seed: the reused ID was not a conflict")
 	}
 	// Late arrivals: new events the relay has not claimed yet.
-	var late []queuestore.Event
+	var late []queue.Event
 	for i := 1; i <= 6; i++ {
-		late = append(late, queuestore.Event{ID: fmt.Sprintf("hooli-search-late-%d", i), Flow: "hooli/search", Body: []byte(`{"delta": 1}`)})
+		late = append(late, queue.Event{ID: fmt.Sprintf("hooli-search-late-%d", i), Flow: "hooli/search", Body: []byte(`{"delta": 1}`)})
 	}
 	if _, err := q.EnqueueBatch(ctx, late, now); err != nil {
 		return 0, fmt.Errorf("seed: enqueue late: %w", err)

@@ -1,4 +1,4 @@
-package inbox
+package relay_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/fairrelay/fairrelay/relay"
 )
 
-// Local maps every receiver answer to the settle reason an HTTP delivery to
-// NewServer gets (relay.NewHTTP's status mapping), on a real receiver.db.
+// NewLocal maps every receiver answer to the settle reason an HTTP delivery to
+// inbox.NewServer gets (relay.NewHTTP's status mapping), on a real receiver.db.
 func TestLocal_Mapping(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -37,7 +37,7 @@ func TestLocal_Mapping(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name   string
-		r      Receiver
+		r      relay.LocalReceiver
 		e      relay.Event
 		reason string // "" = success
 	}{
@@ -51,7 +51,7 @@ func TestLocal_Mapping(t *testing.T) {
 		{"effect failure", failing, ev("e1", 1, `anything`), relay.ReasonUnavailable},
 		{"store error", closed, ev("e1", 1, `{"delta": 1}`), relay.ReasonUnavailable},
 	} {
-		err := Local(c.r).Handle(context.Background(), c.e)
+		err := relay.NewLocal(c.r).Handle(context.Background(), c.e)
 		var f *relay.Failure
 		switch {
 		case c.reason == "" && err != nil:
