@@ -6,6 +6,8 @@ require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
+	github.com/fairrelay/fairrelay/receiver v0.0.0
+	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/fairrelay/fairrelay/webhook v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 )
@@ -52,3 +54,9 @@ replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
 replace github.com/fairrelay/fairrelay/queue => ../queue
 
 replace github.com/fairrelay/fairrelay/migration => ../migration
+
+replace github.com/fairrelay/fairrelay/receiver => ../receiver
+
+replace github.com/fairrelay/fairrelay/inbox => ../inbox
+
+replace github.com/fairrelay/fairrelay/receiverstore => ../receiverstore
