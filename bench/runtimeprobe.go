@@ -233,7 +233,7 @@ func median(ds []time.Duration) time.Duration {
 // perFlow), changes its relay options with tune (when not nil), runs one
 // relay for d with every queue call, receive batch and handler run timed,
 // and returns the counts. It is the instrument behind the runtime rows'
-// analysis (bench/DECISIONS.md), not a row itself.
+// analysis (docs/decisions/relay-waves.md), not a row itself.
 func RuntimeProbe(ctx context.Context, dir string, kind RuntimeKind, concurrency, batch, flows, perFlow int, d time.Duration, tune func(*relayrt.Options)) (ProbeResult, error) {
 	c := RuntimeCase(kind, concurrency, batch, flows, perFlow, d)
 	wl, err := c.Setup(ctx, dir)
