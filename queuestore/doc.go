@@ -88,7 +88,7 @@
 // NextDue tells the earliest tick at which a head becomes dispatchable, so
 // that a relay sleeps until then instead of polling.
 //
-// // # Limits
+// # Limits
 //
 // IDs and flows are 1..MaxNameLen bytes of printable UTF-8; bodies are
 // 1..MaxBodyLen bytes; reasons are 1..MaxReasonLen bytes of printable UTF-8.
