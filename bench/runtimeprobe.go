@@ -156,8 +156,6 @@ type ProbeResult struct {
 // Rate is the delivered events per second of wall time.
 func (r ProbeResult) Rate() float64 { return float64(r.Delivered) / r.Wall.Seconds() }
 
-// Write prints the result: rate, per-operation calls, items per call, mean
-// and median time per call, and the share of slot time spent in handlers.
 // Claimed is the number of events claimed, by ClaimBatch and by
 // SettleClaimBatch.
 func (r ProbeResult) Claimed() int {
@@ -182,6 +180,8 @@ func (r ProbeResult) Settled() int {
 	return n
 }
 
+// Write prints the result: rate, per-operation calls, items per call, mean
+// and median time per call, and the share of slot time spent in handlers.
 func (r ProbeResult) Write(w io.Writer) {
 	fmt.Fprintf(w, "%s: %d events in %s = %.0f/s (Run took %s of it)\n", r.Name, r.Delivered, r.Wall.Round(time.Millisecond), r.Rate(), r.Run.Round(time.Millisecond))
 	names := make([]string, 0, len(r.Ops))

@@ -2,15 +2,15 @@
 // the same contract as queuestore (docs/contract.md §2, §7), the same
 // types (package queue), in a schema of its own, through pgx and pgxpool.
 //
-// Every rule is queuestore's, to the letter: sequence numbers without
-// holes, heads that block only their own flow, claims in
-// fairness.MinServed order (ties to the smallest flow ID in byte order:
-// text columns are COLLATE "C") or, when the recorded policy says
-// FairRotation, in the rotation order with flow weights (docs/contract.md
-// §7.6; SetWeight, Event.Weight, 'weight' audit rows), one global ticket, generations, attempts,
-// backoff, quarantine of a used-up take-over inside the claim, redrive with
-// its audit row in one transaction, and the clock mark. The experiment's
-// golden files hold for both backends.
+// Every rule is queuestore's, to the letter: sequence numbers without holes,
+// heads that block only their own flow, claims in fairness.MinServed order
+// (ties to the smallest flow ID in byte order: text columns are COLLATE "C")
+// or, when the recorded policy says FairRotation, in the rotation order with
+// flow weights (docs/contract.md §7.6; SetWeight, queue.Event.Weight, 'weight'
+// audit rows), one global ticket, generations, attempts, backoff, quarantine
+// of a used-up take-over inside the claim, redrive with its audit row in one
+// transaction, and the clock mark. The experiment's golden files hold for both
+// backends.
 //
 // # Concurrency
 //
