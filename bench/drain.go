@@ -243,7 +243,7 @@ type DrainSummary struct {
 	FirstError string
 }
 
-// Summarize sums up the stats of the processes of one drain.
+// SummarizeDrain sums up the stats of the processes of one drain.
 func SummarizeDrain(ps []ProcStats) DrainSummary {
 	s := DrainSummary{Procs: len(ps), MinShare: 1e9}
 	var longest time.Duration

@@ -20,9 +20,9 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-// River's side of the comparison (DECISIONS.md, "River"): the settings of
-// River's own `river bench` (cmd/river/riverbench), except the worker count,
-// which is 16 here.
+// River's side of the comparison (docs/decisions/river-comparison.md): the
+// settings of River's own `river bench` (cmd/river/riverbench), except the
+// worker count, which is 16 here.
 const (
 	RiverVersion       = "v0.51.2"
 	RiverFetchCooldown = 2 * time.Millisecond  // riverbench: FetchCooldown

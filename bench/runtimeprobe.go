@@ -156,8 +156,6 @@ type ProbeResult struct {
 // Rate is the delivered events per second of wall time.
 func (r ProbeResult) Rate() float64 { return float64(r.Delivered) / r.Wall.Seconds() }
 
-// Write prints the result: rate, per-operation calls, items per call, mean
-// and median time per call, and the share of slot time spent in handlers.
 // Claimed is the number of events claimed, by ClaimBatch and by
 // SettleClaimBatch.
 func (r ProbeResult) Claimed() int {
@@ -182,6 +180,8 @@ func (r ProbeResult) Settled() int {
 	return n
 }
 
+// Write prints the result: rate, per-operation calls, items per call, mean
+// and median time per call, and the share of slot time spent in handlers.
 func (r ProbeResult) Write(w io.Writer) {
 	fmt.Fprintf(w, "%s: %d events in %s = %.0f/s (Run took %s of it)\n", r.Name, r.Delivered, r.Wall.Round(time.Millisecond), r.Rate(), r.Run.Round(time.Millisecond))
 	names := make([]string, 0, len(r.Ops))
@@ -233,7 +233,7 @@ func median(ds []time.Duration) time.Duration {
 // perFlow), changes its relay options with tune (when not nil), runs one
 // relay for d with every queue call, receive batch and handler run timed,
 // and returns the counts. It is the instrument behind the runtime rows'
-// analysis (bench/DECISIONS.md), not a row itself.
+// analysis (docs/decisions/relay-waves.md), not a row itself.
 func RuntimeProbe(ctx context.Context, dir string, kind RuntimeKind, concurrency, batch, flows, perFlow int, d time.Duration, tune func(*relayrt.Options)) (ProbeResult, error) {
 	c := RuntimeCase(kind, concurrency, batch, flows, perFlow, d)
 	wl, err := c.Setup(ctx, dir)

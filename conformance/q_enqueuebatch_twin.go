@@ -12,7 +12,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// TestEnqueueBatch_TwinOfSuccessiveEnqueues (docs/contract.md §2.1, docs/contract.md
+// EnqueueBatch_TwinOfSuccessiveEnqueues (docs/contract.md §2.1, docs/contract.md
 // "batches"): on twin stores, EnqueueBatch gives each event what successive
 // Enqueue calls at the same tick give — the same Seq, the same Duplicate —
 // and leaves the same snapshot; a batch with a conflict anywhere is refused

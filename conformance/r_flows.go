@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestFlows_ListsTotalsAndNextExpected checks the operator's per-flow view:
+// Flows_ListsTotalsAndNextExpected checks the operator's per-flow view:
 // only flows that accepted something, ordered by flow, with total and
 // next-expected as docs/contract.md §3 rule 6 moves them (a gap moves nothing).
 func receiverFlows_ListsTotalsAndNextExpected(t *testing.T, rk *ReceiverBackend) {

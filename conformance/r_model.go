@@ -96,7 +96,7 @@ func (m *rmodel) check(sn receiver.Snapshot) error {
 	return nil
 }
 
-// msgGen makes messages over a few IDs, flows and seqs, so that every
+// rmsgGen makes messages over a few IDs, flows and seqs, so that every
 // outcome and every invalid input turns up. Messages are built from small
 // pools and often repeat an earlier message, so the same bytes recur
 // (duplicates) and clash (conflicts).
@@ -141,7 +141,7 @@ func (g *rmsgGen) messages(n int) []receiver.Message {
 	return out
 }
 
-// errClass reduces an error to the sentinel it wraps, for comparisons.
+// rerrClass reduces an error to the sentinel it wraps, for comparisons.
 func rerrClass(err error) string {
 	switch {
 	case err == nil:

@@ -37,7 +37,7 @@ func rmustReceive(t testing.TB, s Receiver, m receiver.Message, want receiver.Ou
 	}
 }
 
-// assertUnchanged fails when the snapshot differs from before.
+// rassertUnchanged fails when the snapshot differs from before.
 func rassertUnchanged(t testing.TB, s Receiver, before receiver.Snapshot, what string) {
 	t.Helper()
 	if after := rsnap(t, s); !reflect.DeepEqual(after, before) {

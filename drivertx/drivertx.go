@@ -24,8 +24,8 @@ var ErrClosed = errors.New("drivertx: connection closed")
 // for every transaction; each statement is bound to the Tx again and its
 // arguments and results go through reflection-based conversions. On
 // /dev/shm a three-statement write transaction took about 125 µs through a
-// Tx and 50 µs this way (queuestore/PERFORMANCE.md in the repository,
-// "Write transactions on the driver").
+// Tx and 50 µs this way
+// (docs/decisions/write-transactions-on-the-driver.md in the repository).
 //
 // Statements are prepared once, on this connection, at Open. The caller's
 // context reaches BEGIN, every statement and the commit, so a canceled

@@ -52,7 +52,7 @@ type BatcherOptions struct {
 const (
 	DefaultMaxBatch = 64
 	// DefaultLinger is no linger: measured against 1 ms and 2 ms
-	// (bench/DECISIONS.md, "Group commit in inbox"), waiting gained
+	// (docs/decisions/inbox-group-commit.md), waiting gained
 	// nothing measurable in throughput and costs a lone caller that much
 	// latency on every Receive.
 	DefaultLinger time.Duration = 0

@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkBatchCycle is bench's batched cycle at 64 on its own, in this
-// package (DECISIONS.md "Batch operations in few round trips"): one
+// package (docs/decisions/postgres-batch-round-trips.md): one
 // goroutine runs EnqueueBatch of 64 events (one per flow of 64), then
 // ClaimBatch(64), then SettleBatch acking the claims, three transactions
 // in a row; an op is one cycle, events/s counts its 64 events, and the

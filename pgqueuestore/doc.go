@@ -2,23 +2,24 @@
 // the same contract as queuestore (docs/contract.md §2, §7), the same
 // types (package queue), in a schema of its own, through pgx and pgxpool.
 //
-// Every rule is queuestore's, to the letter: sequence numbers without
-// holes, heads that block only their own flow, claims in
-// fairness.MinServed order (ties to the smallest flow ID in byte order:
-// text columns are COLLATE "C") or, when the recorded policy says
-// FairRotation, in the rotation order with flow weights (docs/contract.md
-// §7.6; SetWeight, Event.Weight, 'weight' audit rows), one global ticket, generations, attempts,
-// backoff, quarantine of a used-up take-over inside the claim, redrive with
-// its audit row in one transaction, and the clock mark. The experiment's
-// golden files hold for both backends.
+// Every rule is queuestore's, to the letter: sequence numbers without holes,
+// heads that block only their own flow, claims in fairness.MinServed order
+// (ties to the smallest flow ID in byte order: text columns are COLLATE "C")
+// or, when the recorded policy says FairRotation, in the rotation order with
+// flow weights (docs/contract.md §7.6; SetWeight, queue.Event.Weight, 'weight'
+// audit rows), one global ticket, generations, attempts, backoff, quarantine
+// of a used-up take-over inside the claim, redrive with its audit row in one
+// transaction, and the clock mark. The experiment's golden files hold for both
+// backends.
 //
 // # Concurrency
 //
 // Every write transaction starts by locking the one meta row (clock mark,
 // ticket, policy) with SELECT … FOR UPDATE, so writes take turns as they
 // do in SQLite; statements after the lock run in READ COMMITTED and see
-// every earlier write. DECISIONS.md gives the measurements behind this
-// choice and what fairness means with several claimants.
+// every earlier write. docs/decisions/postgres-one-write-turn.md gives the
+// measurements behind this choice and what fairness means with several
+// claimants.
 //
 // # Schema
 //
@@ -26,11 +27,11 @@
 // migration module): 0001 the tables, 0002 the rotation's index, 0003
 // OldestDue's index, 0004 the quarantine indexes on a column of their own,
 // the events' fill factor and their flow checked per statement
-// (DECISIONS.md). Open creates the schema (default "fairrelay_queue",
-// WithSchema to choose) and runs the migrations past its version, each
-// recording the version it reaches in schema_migrations, in one transaction
-// under an advisory lock. The policy is recorded in meta when the schema is
-// created (WithPolicy).
+// (docs/decisions/postgres-hot-updates.md). Open creates the schema
+// (default "fairrelay_queue", WithSchema to choose) and runs the
+// migrations past its version, each recording the version it reaches in
+// schema_migrations, in one transaction under an advisory lock. The
+// policy is recorded in meta when the schema is created (WithPolicy).
 //
 // # Wake-ups
 //

@@ -133,18 +133,18 @@ type flowRow struct {
 
 // enqueueEvents enqueues es in order inside tx (after admit) in two round
 // trips, with the results, errors and writes of enqueueing them one after
-// the other (enqueueOne of earlier versions, DECISIONS.md "Batch
-// operations in few round trips"): one pipe reads every stored event with
-// one of the IDs (qFindEvents) and every existing flow of the events
-// (qFindFlows); the checks then run in Go, event by event, on those rows
-// as the earlier events leave them (an insert adds an event; a sequence
-// number moves the flow's last seq and gives it a head; a weight changes
-// its weight), and the writes go to the server in one pipe: without
-// weights under FairMinServed as three set statements (enqueueSets),
-// else per event, in event order, the statements of one Enqueue (take
-// the sequence number, set the weight, join the rotation, the hook,
-// insert the event: enqueueEvent). With single, errors are those of
-// Enqueue; without, each is prefixed with its event's index and ID.
+// the other (enqueueOne of earlier versions,
+// docs/decisions/postgres-batch-round-trips.md): one pipe reads every stored
+// event with one of the IDs (qFindEvents) and every existing flow of the
+// events (qFindFlows); the checks then run in Go, event by event, on those
+// rows as the earlier events leave them (an insert adds an event; a sequence
+// number moves the flow's last seq and gives it a head; a weight changes its
+// weight), and the writes go to the server in one pipe: without weights
+// under FairMinServed as three set statements (enqueueSets), else per event,
+// in event order, the statements of one Enqueue (take the sequence number,
+// set the weight, join the rotation, the hook, insert the event:
+// enqueueEvent). With single, errors are those of Enqueue; without, each is
+// prefixed with its event's index and ID.
 func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.Policy, es []queue.Event, now clock.Tick, single bool) ([]queue.Enqueued, error) {
 	out := make([]queue.Enqueued, len(es))
 	if len(es) == 0 {

@@ -216,7 +216,7 @@ VALUES ('a-x', 'a', 99, 'x', 'pending', 0, 0, 0, 9, 0, 0, '', 9),
 // TestClaimAndAckCanStayOnTheirPage: no index of events reads a column
 // that a claim, an ack or a lease extension writes, so PostgreSQL makes
 // those updates heap-only (no new index entries) when the page has room
-// (DECISIONS.md, "Updates that stay on their page"). An index added on
+// (docs/decisions/postgres-hot-updates.md). An index added on
 // one of them, or a predicate on state again, fails here.
 func TestClaimAndAckCanStayOnTheirPage(t *testing.T) {
 	s, _, schema := open(t)

@@ -14,8 +14,7 @@ import (
 // transaction. The first statement that fails stops the pipe; its error
 // is returned wrapped with what the statement was for, and the
 // transaction is then aborted (the caller returns the error and rolls it
-// back): never retried. See DECISIONS.md, "Batch operations in few round
-// trips".
+// back): never retried. See docs/decisions/postgres-batch-round-trips.md.
 type pipe struct {
 	steps []step
 }

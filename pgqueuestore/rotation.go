@@ -11,7 +11,7 @@ import (
 )
 
 // ReasonEnqueueWeight is the reason of the 'weight' audit row an enqueue
-// writes when its Event.Weight changes the weight of an existing flow (as
+// writes when its queue.Event.Weight changes the weight of an existing flow (as
 // queuestore.ReasonEnqueueWeight).
 const ReasonEnqueueWeight = "enqueue"
 

@@ -10,10 +10,10 @@ import (
 
 // BenchmarkRotationIndex measures what the permanent flows_rotation index
 // (migration 2) costs a min_served queue, and what the rotation costs
-// (DECISIONS.md "Rotation"). One claimant claims 8 heads of 64 backlogged
-// flows and acks them (ClaimBatch + SettleBatch: the turn and the commit
-// paid once per 8 events, so that the statements, not the fsync, weigh);
-// an op is one event.
+// (docs/decisions/rotation-in-sql.md). One claimant claims 8 heads of 64
+// backlogged flows and acks them (ClaimBatch + SettleBatch: the turn and the
+// commit paid once per 8 events, so that the statements, not the fsync,
+// weigh); an op is one event.
 //
 //   - min_served: the store as shipped (flows_rotation kept).
 //   - min_served_no_index: flows_rotation dropped, as SQLite has it under

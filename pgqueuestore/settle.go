@@ -157,8 +157,8 @@ type settleEvent struct {
 
 // settleItems settles items inside tx (after admit) in two round trips,
 // with the outcomes, Errs and writes of settling them one after the other
-// (settleOne of earlier versions, DECISIONS.md "Batch operations in few
-// round trips"): one qSettleReadMany reads every item's event, its flow's
+// (settleOne of earlier versions, docs/decisions/postgres-batch-round-trips.md):
+// one qSettleReadMany reads every item's event, its flow's
 // last seq and its next event; the checks then run in Go, item by item,
 // on those rows as the earlier items' writes leave them (an ack, a retry
 // or a quarantine changes the event's state, lease and available_at,

@@ -13,7 +13,7 @@ import (
 // write transaction: one turn and one commit where SettleBatch followed by
 // ClaimBatch take two. A relay that settles its finished handlers and
 // claims for the slots they freed makes one call per wave this way
-// (DECISIONS.md, "One turn for a settle and a claim").
+// (docs/decisions/settle-claim-batch.md).
 //
 // The results and claims are exactly those of SettleBatch(ctx, items, now)
 // followed at once by ClaimBatch(ctx, now, n) with nothing in between, as

@@ -294,8 +294,7 @@ func (s *Store) Policy(ctx context.Context) (queue.Policy, error) {
 // for `id = ANY($1)` until autovacuum analyzes it, which made a batched
 // cycle four times slower after 400 cycles. SET LOCAL ends with the
 // transaction, so a pool the caller passes to OpenPool keeps its own
-// setting for everything else. See DECISIONS.md, "Plans that follow the
-// tables' growth".
+// setting for everything else. See docs/decisions/postgres-custom-plans.md.
 const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 
 // admission is the meta row as the transaction's first statement read and
@@ -309,8 +308,8 @@ type admission struct {
 // returns nil; any error rolls everything back. BEGIN, qCustomPlans and
 // the read of the meta row FOR UPDATE go to the server in one round trip,
 // so every write's first statement locks the meta row and writes take
-// turns (DECISIONS.md); fn gets the row, for admit or admitPipe, which
-// every write calls first.
+// turns (docs/decisions/postgres-one-write-turn.md); fn gets the row,
+// for admit or admitPipe, which every write calls first.
 func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) error {
 	var a admission
 	scan := func(r pgx.Row) error {
@@ -399,8 +398,8 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, a admission, now clock.Tic
 
 // admitPipe is admit, but with a pipe the write of the new clock mark is
 // queued on pp, to go with the caller's next statements in one round trip
-// (the batch operations: DECISIONS.md "Batch operations in few round
-// trips"); the caller must send pp before it commits.
+// (the batch operations: docs/decisions/postgres-batch-round-trips.md);
+// the caller must send pp before it commits.
 func (s *Store) admitPipe(ctx context.Context, tx pgx.Tx, a admission, now clock.Tick, pp *pipe) (clock.Tick, meta, error) {
 	mark, m := a.mark, a.m
 	if err := m.policy.CheckTick(now); err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkClaimStrategies measures the ways 8 concurrent claimants could
-// take turns on one queue (DECISIONS.md "Claims under concurrency"). Each
+// take turns on one queue (docs/decisions/postgres-one-write-turn.md). Each
 // op is one claim transaction and one ack transaction of the claimed
 // event, made by 8 goroutines with a connection each, on 64 flows that
 // stay backlogged. It reports claims/s and, for the strategies that can

@@ -17,7 +17,7 @@
 // COMMITTED. Every rule reads only rows keyed by the message's ID or flow,
 // so two transactions that could decide differently in parallel than one
 // after the other always share a lock and run one after the other; others
-// run in parallel. See DECISIONS.md.
+// run in parallel. See docs/decisions/postgres-receiver-locks.md.
 //
 // # Schema
 //

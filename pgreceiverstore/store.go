@@ -201,8 +201,8 @@ func lockKey(kind, schema, name string) int64 {
 // the tables' current size: a generic plan, made once per connection after
 // five executions of a prepared statement while a new store's tables were
 // nearly empty, could scan receipts in full for an ID until autovacuum's
-// first analyze (pgqueuestore/DECISIONS.md, "Plans that follow the tables'
-// growth", measured there). SET LOCAL ends with the transaction.
+// first analyze (docs/decisions/postgres-custom-plans.md, measured
+// there). SET LOCAL ends with the transaction.
 const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 
 // withWriteTx runs fn in one READ COMMITTED transaction after taking the

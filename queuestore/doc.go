@@ -62,10 +62,11 @@
 //
 // Time is a clock.Tick handed in by the caller. Every write (Enqueue,
 // EnqueueBatch, Claim, ClaimBatch, Settle, SettleBatch, Extend, ExtendBatch,
-// Redrive, RedriveAll, SetPolicy) checks, right after input validation: a
-// tick that is negative or that a lease or backoff would overflow
-// (Policy.MaxTick) is ErrTickOverflow; a tick below the highest one recorded
-// is ErrTimeRegression. It records its tick when it returns without error.
+// Redrive, RedriveAll, SetPolicy) checks, right after input validation: a tick
+// that is negative or that a lease or backoff would overflow
+// (queue.Policy.MaxTick) is ErrTickOverflow; a tick below the highest one
+// recorded is ErrTimeRegression. It records its tick when it returns without
+// error.
 //
 // Ticks in production: use real time. Open the store with
 // WithRealTime(clock.Wall{}, skew) and hand every write clock.Wall{}.Now()
@@ -88,7 +89,7 @@
 // NextDue tells the earliest tick at which a head becomes dispatchable, so
 // that a relay sleeps until then instead of polling.
 //
-// // # Limits
+// # Limits
 //
 // IDs and flows are 1..MaxNameLen bytes of printable UTF-8; bodies are
 // 1..MaxBodyLen bytes; reasons are 1..MaxReasonLen bytes of printable UTF-8.

@@ -37,7 +37,7 @@ var (
 	ErrPolicyMismatch = queue.ErrPolicyMismatch
 	// ErrTickOverflow reports a negative tick, or one that a lease or
 	// backoff of the queue's policy would push past math.MaxInt64
-	// (Policy.MaxTick). It is checked in every mode, before the clock mark.
+	// (queue.Policy.MaxTick). It is checked in every mode, before the clock mark.
 	ErrTickOverflow = queue.ErrTickOverflow
 	// ErrTimeAhead reports, in real time (WithRealTime), a tick further
 	// ahead of the wall clock than the configured skew.

@@ -63,7 +63,7 @@ func loadForTicks(t *testing.T, s *Store) {
 // §7.3: in every mode, a tick whose lease or backoff would overflow int64
 // is ErrTickOverflow and changes nothing: `--now 9223372036854775807` no
 // longer reaches a CHECK constraint. A negative tick is ErrTickOverflow and
-// still ErrTimeRegression. Policy.MaxTick itself is accepted.
+// still ErrTimeRegression. queue.Policy.MaxTick itself is accepted.
 func TestTime_7_3_TickOverflowRefusedEverywhere(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"logical", "real time"} {

@@ -10,7 +10,7 @@ import (
 )
 
 // RedriveChunk is the number of events RedriveAll redrives per transaction
-// (queuestore/DECISIONS.md, "RedriveAll").
+// (docs/decisions/redrive-all.md).
 const RedriveChunk = queue.RedriveChunk
 
 func validateFilter(f RedriveFilter) error {

@@ -24,7 +24,7 @@ const (
 const RotationScale int64 = 720720
 
 // ReasonEnqueueWeight is the reason of the 'weight' audit row an enqueue
-// writes when its Event.Weight changes the weight of an existing flow.
+// writes when its queue.Event.Weight changes the weight of an existing flow.
 const ReasonEnqueueWeight = "enqueue"
 
 // stride is fairness.Stride: the virtual time the claim of a flow of

@@ -65,7 +65,7 @@ func TestRotation_7_6_NewFlowsDoNotCrowdOut(t *testing.T) {
 }
 
 // §7.6: SetWeight's checks, its audit row, and that a refused call
-// changes nothing; Event.Weight on enqueue.
+// changes nothing; queue.Event.Weight on enqueue.
 func TestRotation_7_6_SetWeightAudited(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

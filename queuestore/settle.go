@@ -10,7 +10,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// Event states, as stored and as EventState.State reports them.
+// Event states, as stored and as queue.EventState.State reports them.
 const (
 	statePending     = "pending"
 	stateInflight    = "inflight"
@@ -64,7 +64,7 @@ WHERE e.id = ?1`
 // event's is Stale; an event not in flight is Stale; now >= lease_until is
 // Expired (even if nobody took the event over); then success is Acked,
 // failure with attempts left is RetryScheduled (pending again at
-// now + Policy.Delay(eventID, generation, attempts): Backoff(attempts), or
+// now + queue.Policy.Delay(eventID, generation, attempts): Backoff(attempts), or
 // its jitter; reason kept), and failure on the last attempt (attempts >=
 // the policy's MaxAttempts) is Quarantined (reason kept). Stale and Expired change nothing but the clock
 // mark.

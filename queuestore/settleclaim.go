@@ -11,7 +11,7 @@ import (
 // write transaction: one commit where SettleBatch followed by ClaimBatch
 // makes two. A relay that settles its finished handlers and claims for the
 // slots they freed saves one commit (about 1.2 ms on a fsync'd file) per
-// wave this way (bench/DECISIONS.md, "Where the runtime rows' time goes").
+// wave this way (docs/decisions/settle-claim-batch.md).
 //
 // The results and claims are exactly those of SettleBatch(ctx, items, now)
 // followed at once by ClaimBatch(ctx, now, n) with nothing in between: the

@@ -10,7 +10,8 @@ import (
 	"unicode/utf8"
 )
 
-// MaxNameLen is the longest Message.ID or Message.Flow, in bytes.
+// MaxNameLen is the longest receiver.Message.ID or receiver.Message.Flow,
+// in bytes.
 const MaxNameLen = 200
 
 // The outcomes of Receive, in the order of docs/contract.md §3.
@@ -34,7 +35,7 @@ const (
 	UnsupportedDelta Outcome = "unsupported_delta"
 )
 
-// Conflict rules recorded in [ConflictRecord.Rule].
+// Conflict rules recorded in [receiver.ConflictRecord.Rule].
 const (
 	RuleIDReused  = "id_reused"  // docs/contract.md §3 rule 1: the ID has a receipt with another flow, seq or body
 	RuleSeqTaken  = "seq_taken"  // rule 2: (flow, seq) has a receipt under another ID

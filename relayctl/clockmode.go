@@ -9,7 +9,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// How a write reads time (--clock). See DECISIONS.md, "Time".
+// How a write reads time (--clock). See docs/decisions/relayctl-clock-mode.md.
 const (
 	// clockAuto is wall when the queue's clock mark is a Unix time in
 	// milliseconds (wallFloor or later), logical otherwise.
@@ -82,7 +82,7 @@ func (v tickValue) Set(s string) error {
 }
 
 // currentTick is the tick a write acts at, and it switches q to real time
-// when the clock mode says so (see DECISIONS.md, "Time"):
+// when the clock mode says so (see docs/decisions/relayctl-clock-mode.md):
 //   - logical: --now when given, otherwise the queue's clock mark;
 //   - wall: --now when given, otherwise this machine's clock in Unix
 //     milliseconds, read again by each write (each chunk of a bulk enqueue);

@@ -173,8 +173,8 @@ func openPGReceiver(ctx context.Context, raw string, create bool) (pgReceiver, e
 }
 
 // unsupportedError is a subcommand that has no PostgreSQL version given a
-// postgres:// store (DECISIONS.md, "PostgreSQL"). It exits 2, as a usage
-// error does: the command line asks for something this build cannot do.
+// postgres:// store (docs/decisions/relayctl-postgres.md). It exits 2,
+// as a usage error does: the command line asks for something this build cannot do.
 type unsupportedError struct {
 	command string
 	why     string

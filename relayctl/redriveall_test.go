@@ -14,7 +14,7 @@ import (
 // TestRedriveAllStoppedHalfWay: when the store stops RedriveAll after some
 // chunks (here: the context is cancelled after the first), relayctl lists
 // what was redriven, says it stopped and why, and exits 1; running the
-// command again redrives the rest (DECISIONS.md, "redrive --all").
+// command again redrives the rest (docs/decisions/relayctl-operator-commands.md).
 func TestRedriveAllStoppedHalfWay(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -4,5 +4,5 @@
 -- policy (min_served) and every flow weight 1; what version 2 adds is the
 -- index of the rotation's pick, ready flows in (pass, joined) order
 -- (queuestore's flows_rotation). It is kept under every policy, so that
--- SetPolicy never runs DDL: see DECISIONS.md.
+-- SetPolicy never runs DDL: see docs/decisions/rotation-in-sql.md.
 CREATE INDEX flows_rotation ON {s}.flows (pass, joined) WHERE ready;

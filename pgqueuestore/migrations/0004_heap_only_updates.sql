@@ -1,5 +1,5 @@
--- pgqueuestore migration 4: cheaper claims and settles (DECISIONS.md,
--- "Updates that stay on their page"). The quarantine indexes select their
+-- pgqueuestore migration 4: cheaper claims and settles
+-- (docs/decisions/postgres-hot-updates.md). The quarantine indexes select their
 -- rows by a column of their own, quarantined (generated: state =
 -- 'quarantined'), instead of by state: an index that reads state kept every
 -- claim and every ack from being a heap-only update, so each wrote new

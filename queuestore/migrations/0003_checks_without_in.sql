@@ -2,7 +2,7 @@
 -- that listed values with IN are spelled as comparisons joined by OR: the
 -- same rule, but SQLite builds a temporary table for an IN list each time it
 -- checks a row, on every insert and on every update of the column
--- (queuestore/DECISIONS.md, "CHECK constraints without IN lists"). A CHECK
+-- (docs/decisions/check-constraints-without-in.md). A CHECK
 -- constraint cannot be altered, so flows, events and audit are rebuilt
 -- (SQLite's table-rebuild procedure), each row keeping its rowid, and every
 -- index of these tables is created again. A version-2 file made before

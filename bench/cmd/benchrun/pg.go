@@ -13,7 +13,7 @@ import (
 	"github.com/fairrelay/fairrelay/bench"
 )
 
-// The PostgreSQL rows and River (DECISIONS.md, "PostgreSQL and River").
+// The PostgreSQL rows and River (docs/decisions/river-comparison.md).
 const (
 	riverBatch   = 64 // InsertMany batch, and our cycle's batch
 	pgDrainBatch = 16 // the claims per SettleClaimBatch of the PostgreSQL drain children

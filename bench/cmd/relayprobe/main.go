@@ -1,7 +1,7 @@
 // Command relayprobe runs the relay runtime's bench cases once each with
 // every queue call, receive batch and handler run timed, and prints the
 // counts: where a runtime row's time goes. It measures no row of
-// docs/performance.md; see bench/DECISIONS.md.
+// docs/performance.md; see docs/decisions/relay-waves.md.
 //
 //	go run ./cmd/relayprobe [-for 3s] [-case in-process/16] [-repeat 3]
 package main
