@@ -385,7 +385,7 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 	rows = append(rows, bench.Row{What: "single-event relay cycle (enqueue → claim → receive → settle)", Value: bench.Summarize(relay), Unit: "events/s"})
 	r := bench.Summarize(bench.Ratio(relay, ceil, 4))
 	rows = append(rows, bench.Row{What: "single-event relay cycle ÷ (ceiling/4)", Value: r, Verb: "%.2f", Unit: "ratio", Target: "≥ 0.8", Met: bench.AtLeast(r.Median, 0.8),
-		Why: "The cycle's four commits write about 18 WAL pages in all (enqueue 6, claim 5, receive 4, settle 3) where four ceiling commits write 4, and run about 250 µs of SQLite CPU (on /dev/shm: enqueue 69, claim 68, receive 55, settle 55 µs) where a ceiling commit runs about 30; on 2 shared cores that CPU is not hidden behind the fsync. Figures: queuestore/PERFORMANCE.md. The wider the range, the more of the gap is noise."})
+		Why: "The cycle's four commits write about 18 WAL pages in all (enqueue 6, claim 5, receive 4, settle 3) where four ceiling commits write 4, and run about 250 µs of SQLite CPU (on /dev/shm: enqueue 69, claim 68, receive 55, settle 55 µs) where a ceiling commit runs about 30; on 2 shared cores that CPU is not hidden behind the fsync. Figures: docs/decisions/write-transactions-on-the-driver.md. The wider the range, the more of the gap is noise."})
 	for _, size := range cfg.batches {
 		name := fmt.Sprintf("relay/batch-%d", size)
 		rows = append(rows, bench.Row{What: fmt.Sprintf("batched relay cycle at %d (EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch)", size), Value: bench.Summarize(rates[name]), Unit: "events/s"})
