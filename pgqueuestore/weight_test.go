@@ -78,7 +78,7 @@ func TestWeightKeptAndAudited(t *testing.T) {
 	want := []struct {
 		reason string
 		detail WeightChange
-	}{{ReasonEnqueueWeight, WeightChange{"a", 2, 5}}, {"paying tenant", WeightChange{"b", 1, 3}}}
+	}{{ReasonEnqueueWeight, WeightChange{Flow: "a", Old: 2, New: 5}}, {"paying tenant", WeightChange{Flow: "b", Old: 1, New: 3}}}
 	for i, w := range want {
 		b, _ := json.Marshal(w.detail)
 		if all[i].Kind != queue.AuditWeight || all[i].Reason != w.reason || all[i].Detail != string(b) || all[i].EventID != "" {
