@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // The claim path. Every statement is driven by an index (see plan_test.go):
@@ -44,9 +45,10 @@ WHERE id = ?1`
 	qSetTicket = `UPDATE meta SET ticket = ?1 WHERE id = 1`
 )
 
-// ReasonLeaseExpired is the reason a claim records when it quarantines an
-// event whose last attempt of the round let its lease expire.
-const ReasonLeaseExpired = "lease_expired"
+// ReasonLeaseExpired is queue.ReasonLeaseExpired: the reason a claim
+// records when it quarantines an event whose last attempt of the round let
+// its lease expire.
+const ReasonLeaseExpired = queue.ReasonLeaseExpired
 
 // Claim hands out the head of the flow that has been served least (ties to
 // the smallest flow ID: fairness.MinServed) among the flows whose head is
@@ -174,7 +176,7 @@ func claimOne(ctx context.Context, tx *txn, pol Policy, now clock.Tick, ticket i
 		}
 		attempts, leaseUntil, availAt, generation = int(nAttempts.Int64), nLease.Int64, nAvail.Int64, nGen.Int64
 		switch {
-		case state.String == stateInflight && clock.Tick(leaseUntil) <= now && attempts >= pol.MaxAttempts:
+		case state.String == queue.StateInflight && clock.Tick(leaseUntil) <= now && attempts >= pol.MaxAttempts:
 			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
 				return Claim{}, false, fmt.Errorf("quarantine %q: %w", id.String, err)
 			}
@@ -182,8 +184,8 @@ func claimOne(ctx context.Context, tx *txn, pol Policy, now clock.Tick, ticket i
 				return Claim{}, false, fmt.Errorf("block flow %q: %w", flow, err)
 			}
 			continue
-		case state.String == stateInflight && clock.Tick(leaseUntil) <= now:
-		case state.String == statePending && clock.Tick(availAt) <= now:
+		case state.String == queue.StateInflight && clock.Tick(leaseUntil) <= now:
+		case state.String == queue.StatePending && clock.Tick(availAt) <= now:
 		default:
 			return Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
 		}
@@ -321,7 +323,7 @@ func claimMany(ctx context.Context, tx *txn, pol Policy, now clock.Tick, n int, 
 			lastServed, lastFlow, picked = served, flow, true
 			attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
 			switch {
-			case state.String == stateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
+			case state.String == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
 				if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
 					return nil, fmt.Errorf("quarantine %q: %w", id.String, err)
 				}
@@ -329,8 +331,8 @@ func claimMany(ctx context.Context, tx *txn, pol Policy, now clock.Tick, n int, 
 					return nil, fmt.Errorf("block flow %q: %w", flow, err)
 				}
 				continue
-			case state.String == stateInflight && leaseUntil <= now:
-			case state.String == statePending && availAt <= now:
+			case state.String == queue.StateInflight && leaseUntil <= now:
+			case state.String == queue.StatePending && availAt <= now:
 			default:
 				return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
 			}

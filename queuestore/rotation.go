@@ -9,23 +9,25 @@ import (
 	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // Weights of flows (docs/contract.md §7.6): an integer from MinWeight to
 // MaxWeight; a flow whose weight was never set has weight 1. Weights are
 // stored under every policy; only FairRotation's order uses them.
 const (
-	MinWeight = 1
-	MaxWeight = 1000
+	MinWeight = queue.MinWeight // the smallest weight
+	MaxWeight = queue.MaxWeight // the largest weight
 )
 
 // RotationScale is the virtual time one claim costs a flow of weight 1
 // under FairRotation: 720720 = lcm(1..16), fairness.Scale.
 const RotationScale int64 = 720720
 
-// ReasonEnqueueWeight is the reason of the 'weight' audit row an enqueue
-// writes when its Event.Weight changes the weight of an existing flow.
-const ReasonEnqueueWeight = "enqueue"
+// ReasonEnqueueWeight is queue.ReasonEnqueueWeight: the reason of the
+// 'weight' audit row an enqueue writes when its Event.Weight changes the
+// weight of an existing flow.
+const ReasonEnqueueWeight = queue.ReasonEnqueueWeight
 
 // stride is fairness.Stride: the virtual time the claim of a flow of
 // weight w costs when served claims were made before it.
@@ -37,20 +39,9 @@ func stride(w int, served int64) int64 {
 	return (r+1)*RotationScale/ww - r*RotationScale/ww
 }
 
-// checkWeight refuses a weight outside MinWeight..MaxWeight (ErrInvalid).
-func checkWeight(w int) error {
-	if w < MinWeight || w > MaxWeight {
-		return fmt.Errorf("%w: weight %d, want %d..%d", ErrInvalid, w, MinWeight, MaxWeight)
-	}
-	return nil
-}
-
-// WeightChange is the detail of a 'weight' audit row, as JSON.
-type WeightChange struct {
-	Flow string `json:"flow"`
-	Old  int    `json:"old"`
-	New  int    `json:"new"`
-}
+// WeightChange is queue.WeightChange: the detail of a 'weight' audit row,
+// as JSON.
+type WeightChange = queue.WeightChange
 
 // The rotation's statements (FairRotation only; a FairMinServed queue runs
 // the statements of claim.go, enqueue.go, settle.go and redrive.go, which
@@ -176,13 +167,13 @@ func isRotation(p Policy) bool { return p.Fairness == FairRotation }
 // flow (ErrNotFound when it has never had an event). On any error nothing
 // changes.
 func (s *Store) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
-	if err := checkWeight(weight); err != nil {
+	if err := queue.CheckWeight(weight); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
-	if err := checkReason(reason); err != nil {
+	if err := queue.CheckReason(reason); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
-	if err := checkName("flow", flow); err != nil {
+	if err := queue.CheckFlow(flow); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
 	err := s.withTx(ctx, func(tx *txn) error {
@@ -352,7 +343,7 @@ func takeHead(ctx context.Context, tx *txn, pol Policy, now clock.Tick, ticket i
 	}
 	attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
 	switch {
-	case state.String == stateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
+	case state.String == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
 		if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
 			return Claim{}, false, fmt.Errorf("quarantine %q: %w", id.String, err)
 		}
@@ -360,8 +351,8 @@ func takeHead(ctx context.Context, tx *txn, pol Policy, now clock.Tick, ticket i
 			return Claim{}, false, fmt.Errorf("block flow %q: %w", flow, err)
 		}
 		return Claim{}, false, nil
-	case state.String == stateInflight && leaseUntil <= now:
-	case state.String == statePending && availAt <= now:
+	case state.String == queue.StateInflight && leaseUntil <= now:
+	case state.String == queue.StatePending && availAt <= now:
 	default:
 		return Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
 	}

@@ -103,7 +103,7 @@ func TestRotation_7_6_SetWeightAudited(t *testing.T) {
 		reason string
 		ch     WeightChange
 		at     int64
-	}{{"paying tenant", WeightChange{"a", 3, 7}, 3}, {ReasonEnqueueWeight, WeightChange{"a", 7, 2}, 4}} {
+	}{{"paying tenant", WeightChange{Flow: "a", Old: 3, New: 7}, 3}, {ReasonEnqueueWeight, WeightChange{Flow: "a", Old: 7, New: 2}, 4}} {
 		a := sn.OperatorAudit[i]
 		var ch WeightChange
 		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch != want.ch || a.Kind != AuditWeight ||
