@@ -22,9 +22,10 @@ import (
 // Open refuses a file with a higher version.
 const SchemaVersion = 1
 
-// DefaultMaxDelta is the largest delta the receiver applies unless
-// [WithMaxDelta] says otherwise. It is also the highest cap allowed.
-const DefaultMaxDelta = 1000
+// DefaultMaxDelta is receiver.DefaultMaxDelta: the largest delta the
+// receiver applies unless [WithMaxDelta] says otherwise. It is also the
+// highest cap allowed.
+const DefaultMaxDelta = receiver.DefaultMaxDelta
 
 //go:embed schema.sql
 var schemaSQL string
@@ -43,9 +44,10 @@ var (
 	ErrSchemaVersion = receiver.ErrSchemaVersion
 )
 
-// HookAcceptBeforeCommit is called inside the accept transaction, after the
-// receipt insert and the total update, before commit.
-const HookAcceptBeforeCommit HookPoint = "receiver.accept.before_commit"
+// HookAcceptBeforeCommit is receiver.HookAcceptBeforeCommit: called inside
+// the accept transaction, after the receipt insert and the total update,
+// before commit.
+const HookAcceptBeforeCommit = receiver.HookAcceptBeforeCommit
 
 // Option configures Open.
 type Option func(*options)
