@@ -166,8 +166,9 @@ type cachedPolicy struct {
 var writeQueries = append(redriveChunkQueries(), []string{
 	qAdmitRead, qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
-	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
-	qPickHeads, qClaimEvents, qServeFlows,
+	qPromote, qQuarantineExpired, qBlockFlow,
+	qPickHeads, qClaimEvents, qServeFlows, qClaimEvent, qServeFlow,
+	qRotPromote, qRotPickHeads, qRotServeFlows, qRotServeFlow, qRotSetClock,
 	qSettleReadRows, qAckEvents, qSetHeads,
 	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
