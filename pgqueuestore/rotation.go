@@ -10,12 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ReasonEnqueueWeight is the reason of the 'weight' audit row an enqueue
-// writes when its queue.Event.Weight changes the weight of an existing flow (as
-// queuestore.ReasonEnqueueWeight).
-const ReasonEnqueueWeight = "enqueue"
+// ReasonEnqueueWeight is queue.ReasonEnqueueWeight: the reason of the
+// 'weight' audit row an enqueue writes when its Event.Weight changes the
+// weight of an existing flow.
+const ReasonEnqueueWeight = queue.ReasonEnqueueWeight
 
-// WeightChange is queue.WeightChange: the detail of a 'weight' audit row.
+// WeightChange is queue.WeightChange: the detail of a 'weight' audit row,
+// as JSON, the same bytes in every backend.
 type WeightChange = queue.WeightChange
 
 // The rotation's statements (FairRotation only; a FairMinServed queue runs
@@ -116,14 +117,6 @@ func (s *Store) switchFairness(ctx context.Context, tx pgx.Tx, old, neu queue.Fa
 	return nil
 }
 
-// checkWeight refuses a weight outside MinWeight..MaxWeight.
-func checkWeight(w int) error {
-	if w < queue.MinWeight || w > queue.MaxWeight {
-		return fmt.Errorf("%w: weight %d, want %d..%d", queue.ErrInvalid, w, queue.MinWeight, queue.MaxWeight)
-	}
-	return nil
-}
-
 // SetWeight sets the weight of flow to weight (queue.MinWeight ..
 // queue.MaxWeight), on an operator's word, and writes a 'weight' audit row
 // (WeightChange as JSON in its detail) with the reason and now, as
@@ -137,7 +130,7 @@ func checkWeight(w int) error {
 // (queue.ErrNotFound when it has never had an event). On any error
 // nothing changes.
 func (s *Store) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
-	if err := checkWeight(weight); err != nil {
+	if err := queue.CheckWeight(weight); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
 	if err := queue.CheckReason(reason); err != nil {

@@ -161,11 +161,3 @@ type PolicyChange struct {
 	Old Policy `json:"old"`
 	New Policy `json:"new"`
 }
-
-// WeightChange is the detail of a 'weight' audit row, as JSON: a flow's
-// weight before and after (docs/contract.md §7.6).
-type WeightChange struct {
-	Flow string `json:"flow"`
-	Old  int    `json:"old"`
-	New  int    `json:"new"`
-}

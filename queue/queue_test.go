@@ -103,6 +103,11 @@ func TestInputRules(t *testing.T) {
 	if err := (SettleItem{EventID: "e", Generation: -1, Result: Result{OK: true}}).Validate(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("negative generation: %v", err)
 	}
+	for w, ok := range map[int]bool{MinWeight - 1: false, MinWeight: true, MaxWeight: true, MaxWeight + 1: false} {
+		if err := CheckWeight(w); (err == nil) != ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("CheckWeight(%d) = %v, want ok %v (else ErrInvalid)", w, err, ok)
+		}
+	}
 }
 
 func TestBytesJSON(t *testing.T) {

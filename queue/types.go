@@ -45,6 +45,18 @@ const (
 // event whose last attempt of the round let its lease expire.
 const ReasonLeaseExpired = "lease_expired"
 
+// ReasonEnqueueWeight is the reason of the 'weight' audit row an enqueue
+// writes when its Event.Weight changes the weight of an existing flow.
+const ReasonEnqueueWeight = "enqueue"
+
+// WeightChange is the detail of a 'weight' audit row, as JSON: every backend
+// writes these fields, names and order, so they all write the same bytes.
+type WeightChange struct {
+	Flow string `json:"flow"`
+	Old  int    `json:"old"`
+	New  int    `json:"new"`
+}
+
 // Result is what the sender reports for a claim: success, or failure with a
 // non-empty reason (for example "unsupported_delta", "unavailable",
 // "conflict", "gap"). Reason is ignored when OK.

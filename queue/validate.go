@@ -79,6 +79,16 @@ const (
 	MaxWeight = 1000 // the largest weight
 )
 
+// CheckWeight refuses a weight an operator sets (SetWeight) outside
+// MinWeight..MaxWeight, with ErrInvalid. An Event's Weight may also be 0
+// (keep): Event.Validate checks that.
+func CheckWeight(w int) error {
+	if w < MinWeight || w > MaxWeight {
+		return fmt.Errorf("%w: weight %d, want %d..%d", ErrInvalid, w, MinWeight, MaxWeight)
+	}
+	return nil
+}
+
 // CheckReason checks an operator's or a failure's reason. An empty or blank
 // (spaces only) reason is both ErrEmptyReason and ErrInvalid.
 func CheckReason(reason string) error {

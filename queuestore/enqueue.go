@@ -46,7 +46,7 @@ VALUES (?1, ?2, ?3, ?4, 'pending', 0, 0, 0, ?5, 0, 0, '', ?5)`
 // ErrConflict and changes nothing. Bad input is ErrInvalid (see MaxNameLen,
 // MaxBodyLen); a tick below the clock mark is ErrTimeRegression.
 func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued, error) {
-	if err := validateEvent(e); err != nil {
+	if err := e.Validate(); err != nil {
 		return Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var out Enqueued
@@ -71,7 +71,7 @@ func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued,
 // empty batch only checks and records now.
 func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([]Enqueued, error) {
 	for i, e := range es {
-		if err := validateEvent(e); err != nil {
+		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("enqueue batch: event %d: %w", i, err)
 		}
 	}

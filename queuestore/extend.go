@@ -7,10 +7,12 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
-// Extended is the outcome of an Extend that renewed the lease.
-const Extended Outcome = "extended"
+// Extended is queue.Extended: the outcome of an Extend that renewed the
+// lease.
+const Extended = queue.Extended
 
 const (
 	qExtendRead = `SELECT flow, state, generation, lease_until FROM events WHERE id = ?1`
@@ -41,7 +43,7 @@ const (
 // ErrTimeAhead, ErrTimeRegression).
 func (s *Store) Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (Outcome, error) {
 	it := ExtendItem{EventID: eventID, Generation: generation}
-	if err := validateExtendItem(it); err != nil {
+	if err := it.Validate(); err != nil {
 		return "", fmt.Errorf("extend: %w", err)
 	}
 	var o Outcome
@@ -78,7 +80,7 @@ func (s *Store) ExtendBatch(ctx context.Context, items []ExtendItem, now clock.T
 		}
 		for i, it := range items {
 			out[i] = SettleResult{}
-			if err := validateExtendItem(it); err != nil {
+			if err := it.Validate(); err != nil {
 				out[i].Err = fmt.Errorf("extend %q: %w", it.EventID, err)
 				continue
 			}
@@ -100,13 +102,6 @@ func (s *Store) ExtendBatch(ctx context.Context, items []ExtendItem, now clock.T
 	return out, nil
 }
 
-func validateExtendItem(it ExtendItem) error {
-	if err := checkID(it.EventID); err != nil {
-		return err
-	}
-	return checkGeneration(it.Generation)
-}
-
 // extendOne does the work of one extend inside tx (after admit).
 func extendOne(ctx context.Context, tx *txn, pol Policy, it ExtendItem, now clock.Tick) (Outcome, error) {
 	var (
@@ -121,7 +116,7 @@ func extendOne(ctx context.Context, tx *txn, pol Policy, it ExtendItem, now cloc
 		return "", fmt.Errorf("read event: %w", err)
 	}
 	switch {
-	case it.Generation != gen, state != stateInflight:
+	case it.Generation != gen, state != queue.StateInflight:
 		return Stale, nil
 	case now >= clock.Tick(leaseUntil):
 		return Expired, nil

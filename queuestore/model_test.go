@@ -18,6 +18,7 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/fairness"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 var (
@@ -95,7 +96,7 @@ func (m *model) setWeightOp(flow string, w int, reason string, now clock.Tick) e
 	if reason == "" {
 		return ErrEmptyReason
 	}
-	if checkReason(reason) != nil || checkName("flow", flow) != nil {
+	if queue.CheckReason(reason) != nil || queue.CheckFlow(flow) != nil {
 		return ErrInvalid
 	}
 	if err := m.admit(now); err != nil {
@@ -151,7 +152,7 @@ func (m *model) enqueueOne(e Event, now clock.Tick) (Enqueued, error) {
 
 func (m *model) enqueueBatch(es []Event, now clock.Tick) ([]Enqueued, error) {
 	for _, e := range es {
-		if err := validateEvent(e); err != nil {
+		if err := e.Validate(); err != nil {
 			return nil, ErrInvalid
 		}
 	}
@@ -287,7 +288,7 @@ func (m *model) claimRot(now clock.Tick, n int) ([]Claim, error) {
 }
 
 func (m *model) settleOne(it SettleItem, now clock.Tick) (Outcome, error) {
-	if err := validateSettleItem(it); err != nil {
+	if err := it.Validate(); err != nil {
 		return "", ErrInvalid
 	}
 	e := m.events[it.EventID]
@@ -319,7 +320,7 @@ func (m *model) settleOne(it SettleItem, now clock.Tick) (Outcome, error) {
 }
 
 func (m *model) settle(it SettleItem, now clock.Tick) (Outcome, error) {
-	if err := validateSettleItem(it); err != nil {
+	if err := it.Validate(); err != nil {
 		return "", ErrInvalid
 	}
 	if err := m.admit(now); err != nil {
@@ -346,7 +347,7 @@ func (m *model) settleBatch(items []SettleItem, now clock.Tick) ([]SettleResult,
 
 // extendOne is §7.2: settle's checks 1-3, then a new lease from now.
 func (m *model) extendOne(it ExtendItem, now clock.Tick) (Outcome, error) {
-	if err := validateExtendItem(it); err != nil {
+	if err := it.Validate(); err != nil {
 		return "", ErrInvalid
 	}
 	e := m.events[it.EventID]
@@ -375,7 +376,7 @@ func (m *model) extendBatch(items []ExtendItem, now clock.Tick) ([]SettleResult,
 }
 
 func (m *model) extend(it ExtendItem, now clock.Tick) (Outcome, error) {
-	if err := validateExtendItem(it); err != nil {
+	if err := it.Validate(); err != nil {
 		return "", ErrInvalid
 	}
 	if err := m.admit(now); err != nil {
@@ -392,7 +393,7 @@ func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) err
 	if reason == "" {
 		return ErrEmptyReason
 	}
-	if checkReason(reason) != nil || checkID(id) != nil || gen < 0 {
+	if queue.CheckReason(reason) != nil || queue.CheckID(id) != nil || gen < 0 {
 		return ErrInvalid
 	}
 	if err := m.admit(now); err != nil {

@@ -27,11 +27,9 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 	}
 	checkPlans(t, s, map[string]planCase{
 		"promote":       {qRotPromote, []any{1}, "flows_waiting"},
-		"pick":          {qRotPickHead, nil, "flows_rotation"},
-		"head":          {qRotPickHead, nil, "sqlite_autoindex_events_2"},
 		"pick heads":    {qRotPickHeads, []any{-1, 0, 64}, "flows_rotation"},
 		"heads' event":  {qRotPickHeads, []any{-1, 0, 64}, "sqlite_autoindex_events_2"},
-		"serve flow":    {qRotServeFlow, []any{"f1", 6, 720720}, "sqlite_autoindex_flows_1"},
+		"serve flow":    {qRotServeFlow, []any{1, 6, 720720}, "INTEGER PRIMARY KEY"},
 		"serve flows":   {qRotServeFlows, []any{"[[1,720720],[2,720720]]", 6}, "INTEGER PRIMARY KEY"},
 		"set clock":     {qRotSetClock, []any{1, 0, 720720}, ""},
 		"set head":      {qRotSetHead, []any{"f1", 2, 0, 1}, "sqlite_autoindex_flows_1"},
@@ -51,7 +49,7 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"oldest ready":  {qOldestReady, nil, "flows_ready_due"},
 		"block flow":    {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
-		"claim event":   {qClaimEvent, []any{"e1", 6, 1}, "sqlite_autoindex_events_1"},
+		"claim event":   {qClaimEvent, []any{1, 6, 1}, "INTEGER PRIMARY KEY"},
 		"quarantine ex": {qQuarantineExpired, []any{"e1"}, "sqlite_autoindex_events_1"},
 	})
 }

@@ -8,27 +8,30 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
+// The claim's flow orders (queue's).
 const (
-	// FairMinServed is the default: the flow served least, ties to the
-	// smallest flow ID (fairness.MinServed).
-	FairMinServed Fairness = "min_served"
-	// FairRotation is the opt-in order with bounded waiting and weights
-	// (docs/contract.md §7.6): stride scheduling in integer virtual time,
-	// new flows joining at the tail (fairness.Rotation is its model).
-	FairRotation Fairness = "rotation"
+	// FairMinServed is queue.FairMinServed, the default: the flow served
+	// least, ties to the smallest flow ID (fairness.MinServed).
+	FairMinServed = queue.FairMinServed
+	// FairRotation is queue.FairRotation, the opt-in order with bounded
+	// waiting and weights (docs/contract.md §7.6): stride scheduling in
+	// integer virtual time, new flows joining at the tail
+	// (fairness.Rotation is its model).
+	FairRotation = queue.FairRotation
 )
 
-// MaxPolicyAttempts is the largest MaxAttempts a policy may have.
-const MaxPolicyAttempts = 100
+// MaxPolicyAttempts is queue.MaxPolicyAttempts: the largest MaxAttempts a
+// policy may have.
+const MaxPolicyAttempts = queue.MaxPolicyAttempts
 
-// DefaultPolicy returns the contract's default policy: Lease 5, MaxAttempts
-// 3, BackoffBase 2, BackoffCap 8, no jitter, FairMinServed. The constants
-// Lease, MaxAttempts, BackoffBase and BackoffCap are its values.
-func DefaultPolicy() Policy {
-	return Policy{Lease: Lease, MaxAttempts: MaxAttempts, BackoffBase: BackoffBase, BackoffCap: BackoffCap, Fairness: FairMinServed}
-}
+// DefaultPolicy is queue.DefaultPolicy: the contract's default policy:
+// Lease 5, MaxAttempts 3, BackoffBase 2, BackoffCap 8, no jitter,
+// FairMinServed. The constants Lease, MaxAttempts, BackoffBase and
+// BackoffCap are its values.
+func DefaultPolicy() Policy { return queue.DefaultPolicy() }
 
 const (
 	qPolicyRead = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness FROM meta WHERE id = 1`
@@ -102,7 +105,7 @@ func (s *Store) SetPolicy(ctx context.Context, p Policy, reason string, now cloc
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("set policy: %w", err)
 	}
-	if err := checkReason(reason); err != nil {
+	if err := queue.CheckReason(reason); err != nil {
 		return fmt.Errorf("set policy: %w", err)
 	}
 	p = p.Normal()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
@@ -101,11 +102,11 @@ func (s *Store) Audit(ctx context.Context) ([]AuditEntry, error) {
 	return out, nil
 }
 
-// The audit kinds.
+// The audit kinds (queue's).
 const (
-	AuditRedrive AuditKind = "redrive" // Redrive, RedriveAll: EventID and its new Generation
-	AuditPolicy  AuditKind = "policy"  // SetPolicy: Detail is PolicyChange as JSON
-	AuditWeight  AuditKind = "weight"  // a flow's weight changed (FairRotation): Detail says which
+	AuditRedrive = queue.AuditRedrive // Redrive, RedriveAll: EventID and its new Generation
+	AuditPolicy  = queue.AuditPolicy  // SetPolicy: Detail is PolicyChange as JSON
+	AuditWeight  = queue.AuditWeight  // a flow's weight changed (FairRotation): Detail says which
 )
 
 // AuditAll returns every audit row, of every kind, in the order they were
@@ -272,13 +273,13 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 				return err
 			}
 			switch state {
-			case statePending:
+			case queue.StatePending:
 				st.Events.Pending = n
-			case stateInflight:
+			case queue.StateInflight:
 				st.Events.Inflight = n
-			case stateAcked:
+			case queue.StateAcked:
 				st.Events.Acked = n
-			case stateQuarantined:
+			case queue.StateQuarantined:
 				st.Events.Quarantined = n
 			}
 		}

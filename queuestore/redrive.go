@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 const (
@@ -32,13 +33,13 @@ WHERE id = ?1 RETURNING generation`
 // event's), the state (ErrNotQuarantined). On any error nothing changes.
 // There is no identity or approval check: Redrive is a trusted entry point.
 func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error {
-	if err := checkReason(reason); err != nil {
+	if err := queue.CheckReason(reason); err != nil {
 		return fmt.Errorf("redrive: %w", err)
 	}
-	if err := checkID(eventID); err != nil {
+	if err := queue.CheckID(eventID); err != nil {
 		return fmt.Errorf("redrive: %w", err)
 	}
-	if err := checkGeneration(generation); err != nil {
+	if err := queue.CheckGeneration(generation); err != nil {
 		return fmt.Errorf("redrive: %w", err)
 	}
 	err := s.withTx(ctx, func(tx *txn) error {
@@ -61,7 +62,7 @@ func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, r
 		if gen != generation {
 			return fmt.Errorf("%w: event is at generation %d, not %d", ErrStaleGeneration, gen, generation)
 		}
-		if state != stateQuarantined {
+		if state != queue.StateQuarantined {
 			return fmt.Errorf("%w: event is %s", ErrNotQuarantined, state)
 		}
 		var newGen int64

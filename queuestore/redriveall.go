@@ -13,20 +13,6 @@ import (
 // (docs/decisions/redrive-all.md).
 const RedriveChunk = queue.RedriveChunk
 
-func validateFilter(f RedriveFilter) error {
-	if f.Flow != "" {
-		if err := checkText("filter flow", f.Flow, MaxNameLen); err != nil {
-			return err
-		}
-	}
-	if f.Reason != "" {
-		if err := checkText("filter reason", f.Reason, MaxReasonLen); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // quarantinedQuery is the query of the quarantined events matching f, in (flow, seq)
 // order, with its arguments; limit > 0 adds a LIMIT. Each form is driven
 // by an index: events_quarantined without a reason, and
@@ -88,7 +74,7 @@ func selectFrom(f RedriveFilter, head string, limit int) (string, []any) {
 // ordered by flow and sequence number: what RedriveAll with f would
 // redrive now (its dry run). A quarantined event is always its flow's head.
 func (s *Store) QuarantinedMatching(ctx context.Context, f RedriveFilter) ([]QuarantinedEvent, error) {
-	if err := validateFilter(f); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("quarantined matching: %w", err)
 	}
 	q, args := quarantinedQuery(f, 0)
@@ -176,10 +162,10 @@ func redriveFlows(p Policy) string {
 // Nothing matching is not an error: the result is empty (and now is
 // recorded as the clock mark).
 func (s *Store) RedriveAll(ctx context.Context, f RedriveFilter, reason string, now clock.Tick) ([]Redriven, error) {
-	if err := checkReason(reason); err != nil {
+	if err := queue.CheckReason(reason); err != nil {
 		return nil, fmt.Errorf("redrive all: %w", err)
 	}
-	if err := validateFilter(f); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("redrive all: %w", err)
 	}
 	q, args := chunkQuery(f)

@@ -9,23 +9,25 @@ import (
 	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // Weights of flows (docs/contract.md §7.6): an integer from MinWeight to
 // MaxWeight; a flow whose weight was never set has weight 1. Weights are
 // stored under every policy; only FairRotation's order uses them.
 const (
-	MinWeight = 1
-	MaxWeight = 1000
+	MinWeight = queue.MinWeight // the smallest weight
+	MaxWeight = queue.MaxWeight // the largest weight
 )
 
 // RotationScale is the virtual time one claim costs a flow of weight 1
 // under FairRotation: 720720 = lcm(1..16), fairness.Scale.
 const RotationScale int64 = 720720
 
-// ReasonEnqueueWeight is the reason of the 'weight' audit row an enqueue
-// writes when its queue.Event.Weight changes the weight of an existing flow.
-const ReasonEnqueueWeight = "enqueue"
+// ReasonEnqueueWeight is queue.ReasonEnqueueWeight: the reason of the
+// 'weight' audit row an enqueue writes when its Event.Weight changes the
+// weight of an existing flow.
+const ReasonEnqueueWeight = queue.ReasonEnqueueWeight
 
 // stride is fairness.Stride: the virtual time the claim of a flow of
 // weight w costs when served claims were made before it.
@@ -37,13 +39,9 @@ func stride(w int, served int64) int64 {
 	return (r+1)*RotationScale/ww - r*RotationScale/ww
 }
 
-// checkWeight refuses a weight outside MinWeight..MaxWeight (ErrInvalid).
-func checkWeight(w int) error {
-	if w < MinWeight || w > MaxWeight {
-		return fmt.Errorf("%w: weight %d, want %d..%d", ErrInvalid, w, MinWeight, MaxWeight)
-	}
-	return nil
-}
+// WeightChange is queue.WeightChange: the detail of a 'weight' audit row,
+// as JSON.
+type WeightChange = queue.WeightChange
 
 // The rotation's statements (FairRotation only; a FairMinServed queue runs
 // the statements of claim.go, enqueue.go, settle.go and redrive.go, which
@@ -70,15 +68,9 @@ WHERE flows.flow = r.f`
 	qRotPromote = `UPDATE flows SET ready = 1, pass = max(pass, (SELECT vnow FROM meta WHERE id = 1))
 WHERE ready = 0 AND ready_at <= ?1`
 
-	// qRotPickHead is qPickHead in rotation order: the smallest (pass,
-	// joined), with what the claim's stride needs.
-	qRotPickHead = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
-    e.body, e.generation, f.pass, f.joined, f.weight, f.served
-FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready = 1 ORDER BY f.pass, f.joined LIMIT 1`
-
-	// qRotPickHeads is qPickHeads in rotation order, after (pass ?1,
-	// joined ?2).
+	// qRotPickHeads is qPickHeads in rotation order: the next ?3 ready
+	// flows after (pass ?1, joined ?2) in (pass, joined) order, with what
+	// the claim's stride needs.
 	qRotPickHeads = `SELECT json_group_array(json_array(flow, head_seq, id, state, attempts, lease_until,
     available_at, hex(body), generation, pass, joined, weight, served, frow, erow))
 FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
@@ -86,10 +78,12 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
     WHERE f.ready = 1 AND (f.pass, f.joined) > (?1, ?2) ORDER BY f.pass, f.joined LIMIT ?3)`
 
-	qRotServeFlow = `UPDATE flows SET served = served + 1, ready_at = ?2, ready = 0, pass = ?3 WHERE flow = ?1`
+	// qRotServeFlow is qRotServeFlows for one flow (rowid ?1, new pass
+	// ?3), as qServeFlow.
+	qRotServeFlow = `UPDATE flows SET served = served + 1, ready_at = ?2, ready = 0, pass = ?3 WHERE rowid = ?1`
 
-	// qRotServeFlows is qRotServeFlow for the JSON array ?1 of [flow rowid,
-	// new pass].
+	// qRotServeFlows serves the flows of the JSON array ?1 of [flow rowid,
+	// new pass]: qServeFlows, and each flow's pass moves on by its stride.
 	qRotServeFlows = `WITH j (r, p) AS MATERIALIZED (SELECT value ->> 0, value ->> 1 FROM json_each(?1))
 UPDATE OR FAIL flows SET served = served + 1, ready_at = ?2, ready = 0, pass = j.p
 FROM j WHERE flows.rowid = j.r`
@@ -169,13 +163,13 @@ func isRotation(p Policy) bool { return p.Fairness == FairRotation }
 // flow (ErrNotFound when it has never had an event). On any error nothing
 // changes.
 func (s *Store) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
-	if err := checkWeight(weight); err != nil {
+	if err := queue.CheckWeight(weight); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
-	if err := checkReason(reason); err != nil {
+	if err := queue.CheckReason(reason); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
-	if err := checkName("flow", flow); err != nil {
+	if err := queue.CheckFlow(flow); err != nil {
 		return fmt.Errorf("set weight: %w", err)
 	}
 	err := s.withTx(ctx, func(tx *txn) error {
@@ -281,263 +275,77 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 	return Enqueued{Seq: next}, nil
 }
 
-// rotPick is a picked flow's rotation state, read with its head.
-type rotPick struct {
-	pass, joined, served int64
-	weight               int
+// rotationOrder is FairRotation (docs/contract.md §7.6): the ready flow
+// with the smallest (pass, joined); a claim sets vnow to its flow's pass
+// and adds the stride to that pass. A used-up take-over is quarantined and
+// costs nothing.
+type rotationOrder struct {
+	lastPass, lastJoined int64  // the key of the last flow read; lastPass -1 before the first: passes are >= 0
+	picked               bool   // a row was read
+	pass, served         int64  // the last flow's pass and served count
+	weight               int    // the last flow's weight
+	vnow, vtail          int64  // the pass of the flow claimed last; the largest new pass
+	flowRows             []byte // [flow rowid, new pass] of each claimed flow, a JSON array (not yet closed)
 }
 
-// claimOneRot is claimOne in rotation order: the pick is the ready flow
-// with the smallest (pass, joined); a claim sets vnow to its pass and adds
-// the stride to it. A used-up take-over is quarantined and costs nothing.
-// It returns the new vnow and the flow's new pass with the claim.
-func claimOneRot(ctx context.Context, tx *txn, pol Policy, now clock.Tick, ticket int64) (Claim, int64, int64, bool, error) {
-	for {
-		var (
-			flow                            string
-			headSeq                         sql.NullInt64
-			id, state                       sql.NullString
-			nAttempts, nLease, nAvail, nGen sql.NullInt64
-			body                            []byte
-			rp                              rotPick
-		)
-		err := tx.QueryRowContext(ctx, qRotPickHead).Scan(&flow, &headSeq, &id, &state, &nAttempts, &nLease, &nAvail, &body, &nGen,
-			&rp.pass, &rp.joined, &rp.weight, &rp.served)
-		if errors.Is(err, sql.ErrNoRows) {
-			return Claim{}, 0, 0, false, nil
-		}
-		if err != nil {
-			return Claim{}, 0, 0, false, fmt.Errorf("pick flow: %w", err)
-		}
-		c, claimed, err := takeHead(ctx, tx, pol, now, ticket, flow, headSeq, id, state, nAttempts, nLease, nAvail, nGen, body)
-		if err != nil {
-			return Claim{}, 0, 0, false, err
-		}
-		if !claimed {
-			continue
-		}
-		res, err := tx.ExecContext(ctx, qClaimEvent, id.String, int64(c.LeaseUntil), ticket)
-		if err != nil {
-			return Claim{}, 0, 0, false, fmt.Errorf("claim event %q: %w", id.String, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return Claim{}, 0, 0, false, fmt.Errorf("claim event %q: updated %d rows (%v), want 1", id.String, n, err)
-		}
-		pass := rp.pass + stride(rp.weight, rp.served)
-		if _, err := tx.ExecContext(ctx, qRotServeFlow, flow, int64(c.LeaseUntil), pass); err != nil {
-			return Claim{}, 0, 0, false, fmt.Errorf("serve flow %q: %w", flow, err)
-		}
-		return c, rp.pass, pass, true, nil
+func (o *rotationOrder) promoteSQL() string { return qRotPromote }
+func (o *rotationOrder) pickSQL() string    { return qRotPickHeads }
+func (o *rotationOrder) key() (any, any)    { return o.lastPass, o.lastJoined }
+
+func (o *rotationOrder) readKey(r *jsonRows, flow string) error {
+	r.element(false)
+	pass, _ := r.int()
+	r.element(false)
+	joined, _ := r.int()
+	r.element(false)
+	weight, _ := r.int()
+	r.element(false)
+	served, _ := r.int()
+	if r.err != nil {
+		return r.err
 	}
+	if o.picked && (pass < o.lastPass || pass == o.lastPass && joined <= o.lastJoined) {
+		return fmt.Errorf("%w: pick flows: flow %q (%d, %d) after (%d, %d)", ErrCorrupt, flow, pass, joined, o.lastPass, o.lastJoined)
+	}
+	o.lastPass, o.lastJoined, o.picked = pass, joined, true
+	o.pass, o.served, o.weight = pass, served, int(weight)
+	return nil
 }
 
-// takeHead checks a picked head as claimOne does: a used-up take-over is
-// quarantined and its flow blocked (claimed false); a dispatchable head
-// gives the Claim to hand out (not yet written); anything else is
-// ErrCorrupt.
-func takeHead(ctx context.Context, tx *txn, pol Policy, now clock.Tick, ticket int64, flow string, headSeq sql.NullInt64,
-	id, state sql.NullString, nAttempts, nLease, nAvail, nGen sql.NullInt64, body []byte) (Claim, bool, error) {
-	if !headSeq.Valid {
-		return Claim{}, false, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
-	}
-	if !id.Valid {
-		return Claim{}, false, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, headSeq.Int64)
-	}
-	attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
-	switch {
-	case state.String == stateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
-		if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
-			return Claim{}, false, fmt.Errorf("quarantine %q: %w", id.String, err)
-		}
-		if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
-			return Claim{}, false, fmt.Errorf("block flow %q: %w", flow, err)
-		}
-		return Claim{}, false, nil
-	case state.String == stateInflight && leaseUntil <= now:
-	case state.String == statePending && availAt <= now:
-	default:
-		return Claim{}, false, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
-	}
-	return Claim{EventID: id.String, Flow: flow, Seq: headSeq.Int64, Body: body,
-		Generation: nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: now + pol.Lease}, true, nil
-}
-
-// claimRot is the rotation's claim of up to n heads after the promotion:
-// Claim (n = 1) picks with qRotPickHead; ClaimBatch pages through the
-// ready flows in (pass, joined) order. Within one transaction that order
-// does not change: a claim takes its flow out of the ready set (and so does
-// a quarantine), and no flow enters it. So n successive claims are the
-// first dispatchable heads in that order, exactly as in claimMany.
-func claimRot(ctx context.Context, tx *txn, pol Policy, now clock.Tick, n int, ticket int64) ([]Claim, error) {
-	var (
-		out         []Claim
-		vnow, vtail int64
-	)
-	if n == 1 {
-		c, picked, pass, ok, err := claimOneRot(ctx, tx, pol, now, ticket+1)
-		if err != nil || !ok {
-			return nil, err
-		}
-		out, vnow, vtail = append(out, c), picked, pass
+func (o *rotationOrder) claimed(fRowid int64) {
+	pass := o.pass + stride(o.weight, o.served)
+	o.vnow, o.vtail = o.pass, max(o.vtail, pass)
+	if len(o.flowRows) == 0 {
+		o.flowRows = append(o.flowRows, '[')
 	} else {
-		var err error
-		if out, vnow, vtail, err = claimManyRot(ctx, tx, pol, now, n, ticket); err != nil {
-			return nil, err
-		}
+		o.flowRows = append(o.flowRows, ',')
 	}
-	if len(out) == 0 {
-		return out, nil
-	}
-	if _, err := tx.ExecContext(ctx, qRotSetClock, out[len(out)-1].Ticket, vnow, vtail); err != nil {
-		return nil, fmt.Errorf("record ticket: %w", err)
-	}
-	return out, nil
+	o.flowRows = append(o.flowRows, '[')
+	o.flowRows = strconv.AppendInt(o.flowRows, fRowid, 10)
+	o.flowRows = append(o.flowRows, ',')
+	o.flowRows = strconv.AppendInt(o.flowRows, pass, 10)
+	o.flowRows = append(o.flowRows, ']')
 }
 
-// claimManyRot is claimMany in rotation order. It returns the claims, the
-// pass of the last flow claimed (the new vnow) and the largest new pass.
-func claimManyRot(ctx context.Context, tx *txn, pol Policy, now clock.Tick, n int, ticket int64) ([]Claim, int64, int64, error) {
-	lease := now + pol.Lease
+func (o *rotationOrder) finish(ctx context.Context, tx *txn, lease clock.Tick, ticket int64, claims int, last int64) error {
 	var (
-		out                  []Claim
-		evRows, flowRows     []byte
-		lastPass, lastJoined int64 = -1, 0 // below every key: passes are >= 0
-		picked               bool
-		vnow, vtail          int64
+		res sql.Result
+		err error
 	)
-	first := ticket + 1
-	for len(out) < n {
-		want := n - len(out)
-		var js []byte
-		if err := tx.QueryRowContext(ctx, qRotPickHeads, lastPass, lastJoined, want).Scan(&js); err != nil {
-			return nil, 0, 0, fmt.Errorf("pick flows: %w", err)
-		}
-		var rows [][]json.RawMessage
-		if err := json.Unmarshal(js, &rows); err != nil {
-			return nil, 0, 0, fmt.Errorf("pick flows: %w", err)
-		}
-		for _, row := range rows {
-			var (
-				flow                               string
-				headSeq, nAttempts, nLease, nAvail sql.NullInt64
-				nGen, eRow                         sql.NullInt64
-				id, state                          sql.NullString
-				hexBody                            sql.NullString
-				rp                                 rotPick
-				fRowid                             int64
-			)
-			if len(row) != 15 {
-				return nil, 0, 0, fmt.Errorf("pick flows: row of %d columns, want 15", len(row))
-			}
-			dst := []any{&flow, &headSeq, &id, &state, &nAttempts, &nLease, &nAvail, &hexBody, &nGen,
-				&rp.pass, &rp.joined, &rp.weight, &rp.served, &fRowid, &eRow}
-			for i, col := range row {
-				if err := scanJSON(col, dst[i]); err != nil {
-					return nil, 0, 0, fmt.Errorf("pick flows: column %d: %w", i, err)
-				}
-			}
-			if picked && (rp.pass < lastPass || rp.pass == lastPass && rp.joined <= lastJoined) {
-				return nil, 0, 0, fmt.Errorf("%w: pick flows: flow %q (%d, %d) after (%d, %d)", ErrCorrupt, flow, rp.pass, rp.joined, lastPass, lastJoined)
-			}
-			lastPass, lastJoined, picked = rp.pass, rp.joined, true
-			var body []byte
-			if hexBody.Valid {
-				b, err := decodeHex(hexBody.String)
-				if err != nil {
-					return nil, 0, 0, fmt.Errorf("pick flows: body: %w", err)
-				}
-				body = b
-			}
-			c, claimed, err := takeHead(ctx, tx, pol, now, ticket+1, flow, headSeq, id, state, nAttempts, nLease, nAvail, nGen, body)
-			if err != nil {
-				return nil, 0, 0, err
-			}
-			if !claimed {
-				continue
-			}
-			ticket++
-			pass := rp.pass + stride(rp.weight, rp.served)
-			vnow, vtail = rp.pass, max(vtail, pass)
-			out = append(out, c)
-			evRows = appendRowid(evRows, eRow.Int64)
-			if len(flowRows) == 0 {
-				flowRows = append(flowRows, '[')
-			} else {
-				flowRows = append(flowRows, ',')
-			}
-			flowRows = append(flowRows, '[')
-			flowRows = strconv.AppendInt(flowRows, fRowid, 10)
-			flowRows = append(flowRows, ',')
-			flowRows = strconv.AppendInt(flowRows, pass, 10)
-			flowRows = append(flowRows, ']')
-		}
-		if len(rows) < want {
-			break // no more ready flows
-		}
+	if claims == 1 {
+		// The one flow's new pass is the largest: vtail.
+		res, err = tx.ExecContext(ctx, qRotServeFlow, last, int64(lease), o.vtail)
+	} else {
+		res, err = tx.ExecContext(ctx, qRotServeFlows, string(append(o.flowRows, ']')), int64(lease))
 	}
-	if len(out) == 0 {
-		return out, 0, 0, nil
-	}
-	evRows = append(evRows, ']')
-	flowRows = append(flowRows, ']')
-	res, err := tx.ExecContext(ctx, qClaimEvents, string(evRows), int64(lease), first)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("claim events: %w", err)
+		return fmt.Errorf("serve flows: %w", err)
 	}
-	if k, err := res.RowsAffected(); err != nil || k != int64(len(out)) {
-		return nil, 0, 0, fmt.Errorf("claim events: updated %d rows (%v), want %d", k, err, len(out))
+	if k, err := res.RowsAffected(); err != nil || k != int64(claims) {
+		return fmt.Errorf("serve flows: updated %d rows (%v), want %d", k, err, claims)
 	}
-	res, err = tx.ExecContext(ctx, qRotServeFlows, string(flowRows), int64(lease))
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("serve flows: %w", err)
+	if _, err := tx.ExecContext(ctx, qRotSetClock, ticket, o.vnow, o.vtail); err != nil {
+		return fmt.Errorf("record ticket: %w", err)
 	}
-	if k, err := res.RowsAffected(); err != nil || k != int64(len(out)) {
-		return nil, 0, 0, fmt.Errorf("serve flows: updated %d rows (%v), want %d", k, err, len(out))
-	}
-	return out, vnow, vtail, nil
-}
-
-// scanJSON decodes one JSON column (null, a number or a string) into dst:
-// *string, *int64, *int, *sql.NullString or *sql.NullInt64.
-func scanJSON(col json.RawMessage, dst any) error {
-	null := string(col) == "null"
-	switch d := dst.(type) {
-	case *sql.NullString:
-		if null {
-			*d = sql.NullString{}
-			return nil
-		}
-		d.Valid = true
-		return json.Unmarshal(col, &d.String)
-	case *sql.NullInt64:
-		if null {
-			*d = sql.NullInt64{}
-			return nil
-		}
-		d.Valid = true
-		return json.Unmarshal(col, &d.Int64)
-	case *string:
-		return json.Unmarshal(col, d)
-	case *int64:
-		return json.Unmarshal(col, d)
-	case *int:
-		return json.Unmarshal(col, d)
-	}
-	return fmt.Errorf("scan JSON into %T", dst)
-}
-
-// decodeHex decodes SQLite's hex() of a body.
-func decodeHex(s string) ([]byte, error) {
-	if len(s)%2 != 0 {
-		return nil, fmt.Errorf("odd hex length %d", len(s))
-	}
-	b := make([]byte, len(s)/2)
-	for i := range b {
-		v, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
-		if err != nil {
-			return nil, err
-		}
-		b[i] = byte(v)
-	}
-	return b, nil
+	return nil
 }

@@ -10,6 +10,3 @@ var (
 	_ queue.SettleClaimer = (*Store)(nil)
 	_ queue.Pager         = (*Store)(nil)
 )
-
-// WeightChange is queue.WeightChange: the detail of a 'weight' audit row.
-type WeightChange = queue.WeightChange

@@ -8,14 +8,7 @@ import (
 	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
-)
-
-// Event states, as stored and as queue.EventState.State reports them.
-const (
-	statePending     = "pending"
-	stateInflight    = "inflight"
-	stateAcked       = "acked"
-	stateQuarantined = "quarantined"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // The outcomes of Settle (docs/contract.md §2.4); Extend answers Stale,
@@ -26,12 +19,14 @@ const (
 // with a higher generation, and only that claim's settle counts. A handler
 // that needs longer than Lease extends its claim (Extend) before the lease
 // runs out.
+//
+// They are queue's constants (queue.Acked, …), shared by every backend.
 const (
-	Acked          Outcome = "acked"           // success: the flow's next event becomes its head
-	RetryScheduled Outcome = "retry_scheduled" // failure with attempts left: pending again after the policy's Delay
-	Quarantined    Outcome = "quarantined"     // failure on the round's last attempt
-	Stale          Outcome = "stale"           // wrong generation, or the event is not in flight: nothing changed
-	Expired        Outcome = "expired"         // the lease had run out (now >= lease_until): nothing changed
+	Acked          = queue.Acked          // success: the flow's next event becomes its head
+	RetryScheduled = queue.RetryScheduled // failure with attempts left: pending again after the policy's Delay
+	Quarantined    = queue.Quarantined    // failure on the round's last attempt
+	Stale          = queue.Stale          // wrong generation, or the event is not in flight: nothing changed
+	Expired        = queue.Expired        // the lease had run out (now >= lease_until): nothing changed
 )
 
 const (
@@ -74,7 +69,7 @@ WHERE e.id = ?1`
 // for an unknown event; ErrTimeRegression.
 func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r Result, now clock.Tick) (Outcome, error) {
 	it := SettleItem{EventID: eventID, Generation: generation, Result: r}
-	if err := validateSettleItem(it); err != nil {
+	if err := it.Validate(); err != nil {
 		return "", fmt.Errorf("settle: %w", err)
 	}
 	var o Outcome
@@ -156,21 +151,6 @@ func (s *Store) settleIn(ctx context.Context, tx *txn, a admission, items []Sett
 	return nil
 }
 
-// wrote reports whether the outcome changed the event.
-
-func validateSettleItem(it SettleItem) error {
-	if err := checkID(it.EventID); err != nil {
-		return err
-	}
-	if err := checkGeneration(it.Generation); err != nil {
-		return err
-	}
-	if !it.Result.OK {
-		return checkReason(it.Result.Reason)
-	}
-	return nil
-}
-
 // settleOne does the work of one settle inside tx (after admit).
 func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now clock.Tick) (Outcome, error) {
 	var (
@@ -189,7 +169,7 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 		return "", fmt.Errorf("read event: %w", err)
 	}
 	switch {
-	case it.Generation != gen, state != stateInflight:
+	case it.Generation != gen, state != queue.StateInflight:
 		return Stale, nil
 	case now >= clock.Tick(leaseUntil):
 		return Expired, nil
@@ -315,7 +295,7 @@ func (b *ackBatch) settle(ctx context.Context, tx *txn, pol Policy, it SettleIte
 	}
 	var o Outcome
 	switch {
-	case it.Generation != gen, state != stateInflight:
+	case it.Generation != gen, state != queue.StateInflight:
 		return Stale, nil
 	case now >= clock.Tick(leaseUntil):
 		return Expired, nil
@@ -410,7 +390,7 @@ func readSettleRows(ctx context.Context, tx *txn, items []SettleItem, out []Sett
 	)
 	for i, it := range items {
 		out[i] = SettleResult{}
-		if err := validateSettleItem(it); err != nil {
+		if err := it.Validate(); err != nil {
 			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, err)
 			continue
 		}

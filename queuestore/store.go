@@ -16,6 +16,7 @@ import (
 	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/drivertx"
 	"github.com/fairrelay/fairrelay/migration"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/writerlock"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
@@ -40,36 +41,35 @@ const SchemaVersion = 3
 // The contract's constants (docs/contract.md §2.3, §2.4): the default
 // policy's values (DefaultPolicy). A store uses the policy recorded in its
 // file (Policy, SetPolicy), which may differ.
+// They are queue's constants.
 const (
-	// Lease is how long a claim holds its event: lease_until = now + Lease.
-	Lease clock.Tick = 5
-	// MaxAttempts is the number of claims in one round of an event.
-	MaxAttempts = 3
-	// BackoffBase is the backoff after the first failure.
-	BackoffBase clock.Tick = 2
-	// BackoffCap is the largest backoff.
-	BackoffCap clock.Tick = 8
+	// Lease is queue.Lease: how long a claim holds its event:
+	// lease_until = now + Lease.
+	Lease = queue.Lease
+	// MaxAttempts is queue.MaxAttempts: the number of claims in one round
+	// of an event.
+	MaxAttempts = queue.MaxAttempts
+	// BackoffBase is queue.BackoffBase: the backoff after the first failure.
+	BackoffBase = queue.BackoffBase
+	// BackoffCap is queue.BackoffCap: the largest backoff.
+	BackoffCap = queue.BackoffCap
 	// BusyTimeoutMillis is the SQLite busy timeout every connection uses.
 	BusyTimeoutMillis = 10000
 )
 
-// Backoff returns the default policy's wait after the k-th failed attempt
-// of a round: min(BackoffBase * 2^(k-1), BackoffCap); 2, 4, 8, 8, … It
-// panics for k < 1, a programmer error. DefaultPolicy().Backoff(k) is the
-// same.
-func Backoff(k int) clock.Tick {
-	if k < 1 {
-		panic(fmt.Sprintf("queuestore: Backoff(%d): k must be at least 1", k))
-	}
-	return DefaultPolicy().Backoff(k)
-}
+// Backoff is queue.Backoff: the default policy's wait after the k-th
+// failed attempt of a round: min(BackoffBase * 2^(k-1), BackoffCap); 2, 4,
+// 8, 8, … It panics for k < 1, a programmer error. DefaultPolicy().Backoff(k)
+// is the same.
+func Backoff(k int) clock.Tick { return queue.Backoff(k) }
 
-// The hook points. The crash injector arms them in a child process.
+// The hook points (queue's). The crash injector arms them in a child
+// process.
 const (
-	HookEnqueueSeqTaken    HookPoint = "queue.enqueue.seq_taken"    // inside the enqueue tx, after the flow's seq number is taken, before commit
-	HookClaimCommitted     HookPoint = "queue.claim.committed"      // after a claim's tx commits, before Claim returns (only when a claim was made)
-	HookSettleBeforeCommit HookPoint = "queue.settle.before_commit" // inside the settle tx, after its writes, before commit (only for acked/retry/quarantined)
-	HookRedriveBeforeAudit HookPoint = "queue.redrive.before_audit" // inside the redrive tx, after the event update, before the audit insert
+	HookEnqueueSeqTaken    = queue.HookEnqueueSeqTaken    // inside the enqueue tx, after the flow's seq number is taken, before commit
+	HookClaimCommitted     = queue.HookClaimCommitted     // after a claim's tx commits, before Claim returns (only when a claim was made)
+	HookSettleBeforeCommit = queue.HookSettleBeforeCommit // inside the settle tx, after its writes, before commit (only for acked/retry/quarantined)
+	HookRedriveBeforeAudit = queue.HookRedriveBeforeAudit // inside the redrive tx, after the event update, before the audit insert
 )
 
 // An Option changes how Open sets up a Store.
@@ -169,8 +169,9 @@ type cachedPolicy struct {
 var writeQueries = append(redriveChunkQueries(), []string{
 	qAdmitRead, qAdmit, qSetTicket,
 	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
-	qPromote, qPickHead, qQuarantineExpired, qBlockFlow, qClaimEvent, qServeFlow,
-	qPickHeads, qClaimEvents, qServeFlows,
+	qPromote, qQuarantineExpired, qBlockFlow,
+	qPickHeads, qClaimEvents, qServeFlows, qClaimEvent, qServeFlow,
+	qRotPromote, qRotPickHeads, qRotServeFlows, qRotServeFlow, qRotSetClock,
 	qSettleReadRows, qAckEvents, qSetHeads,
 	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,

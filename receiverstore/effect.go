@@ -90,14 +90,14 @@ var effectBody = []byte(`{"delta":1}`)
 // record: the body's delta, or 1 for a store with an effect.
 func (s *Store) validateFor(m Message) (int64, error) {
 	if s.effect == nil {
-		return validate(m)
+		return receiver.Validate(m)
 	}
 	if len(m.Body) == 0 || len(m.Body) > MaxEffectBodyLen {
 		return 0, fmt.Errorf("%w: %d bytes, want 1..%d", ErrInvalidBody, len(m.Body), MaxEffectBodyLen)
 	}
 	named := m
 	named.Body = effectBody
-	if _, err := validate(named); err != nil {
+	if _, err := receiver.Validate(named); err != nil {
 		return 0, err
 	}
 	return 1, nil

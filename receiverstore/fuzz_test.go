@@ -10,10 +10,12 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // FuzzParseDelta checks the body grammar against encoding/json: whatever
-// parseDelta accepts is a JSON object whose only member is "delta" holding
+// receiver.ParseDelta accepts is a JSON object whose only member is "delta" holding
 // that integer; and every body that compacts to exactly {"delta":N}, N an
 // integer token in 1..1000, is accepted.
 func FuzzParseDelta(f *testing.F) {
@@ -26,27 +28,27 @@ func FuzzParseDelta(f *testing.F) {
 	}
 	intToken := regexp.MustCompile(`^\{"delta":(-?(?:0|[1-9][0-9]*))\}$`)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := parseDelta(b)
+		n, err := receiver.ParseDelta(b)
 		if err != nil && !errors.Is(err, ErrInvalidBody) {
-			t.Fatalf("parseDelta(%q) error = %v, want ErrInvalidBody", b, err)
+			t.Fatalf("receiver.ParseDelta(%q) error = %v, want ErrInvalidBody", b, err)
 		}
 		if err == nil {
 			if n < 1 || n > 1000 {
-				t.Fatalf("parseDelta(%q) = %d, outside 1..1000", b, n)
+				t.Fatalf("receiver.ParseDelta(%q) = %d, outside 1..1000", b, n)
 			}
 			var obj map[string]json.RawMessage
 			if jerr := json.Unmarshal(b, &obj); jerr != nil {
-				t.Fatalf("parseDelta(%q) = %d but encoding/json says %v", b, n, jerr)
+				t.Fatalf("receiver.ParseDelta(%q) = %d but encoding/json says %v", b, n, jerr)
 			}
 			var v int64
 			if len(obj) != 1 || json.Unmarshal(obj["delta"], &v) != nil || v != n {
-				t.Fatalf("parseDelta(%q) = %d but encoding/json reads %v", b, n, obj)
+				t.Fatalf("receiver.ParseDelta(%q) = %d but encoding/json reads %v", b, n, obj)
 			}
 		}
 		var compact bytes.Buffer
 		if json.Compact(&compact, b) != nil || len(b) > MaxBodyLen {
 			if err == nil {
-				t.Fatalf("parseDelta(%q) accepted a body encoding/json does not", b)
+				t.Fatalf("receiver.ParseDelta(%q) accepted a body encoding/json does not", b)
 			}
 			return
 		}
@@ -54,10 +56,10 @@ func FuzzParseDelta(f *testing.F) {
 			want, perr := strconv.ParseInt(string(m[1]), 10, 64)
 			inRange := perr == nil && want >= 1 && want <= 1000
 			if inRange && (err != nil || n != want) {
-				t.Fatalf("parseDelta(%q) = %d, %v; want %d, nil", b, n, err, want)
+				t.Fatalf("receiver.ParseDelta(%q) = %d, %v; want %d, nil", b, n, err, want)
 			}
 			if !inRange && err == nil {
-				t.Fatalf("parseDelta(%q) = %d, want ErrInvalidBody", b, n)
+				t.Fatalf("receiver.ParseDelta(%q) = %d, want ErrInvalidBody", b, n)
 			}
 		}
 	})

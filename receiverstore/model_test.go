@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // model is docs/contract.md §3 written as plainly as possible, in memory, to check the
@@ -34,7 +36,7 @@ func seqKey(flow string, seq int64) string { return fmt.Sprintf("%s\x00%d", flow
 // receive returns the outcome, or an error for invalid input (using the
 // store's own validation, which the body tests pin down separately).
 func (m *model) receive(msg Message) (Outcome, error) {
-	delta, err := validate(msg)
+	delta, err := receiver.Validate(msg)
 	if err != nil {
 		return "", err
 	}

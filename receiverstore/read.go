@@ -5,13 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // Total returns the flow's running total: the sum of the deltas of its
 // accepted messages, 0 for an unknown flow. A flow name that could never be
 // received (empty, too long, unprintable) is [ErrInvalid].
 func (s *Store) Total(ctx context.Context, flow string) (int64, error) {
-	if err := validName("Flow", flow); err != nil {
+	if err := receiver.ValidName("Flow", flow); err != nil {
 		return 0, fmt.Errorf("total: %w", err)
 	}
 	var t int64
@@ -29,7 +31,7 @@ func (s *Store) Total(ctx context.Context, flow string) (int64, error) {
 // number of its accepted messages, 1 for an unknown flow. A flow name that
 // could never be received is [ErrInvalid].
 func (s *Store) NextExpected(ctx context.Context, flow string) (int64, error) {
-	if err := validName("Flow", flow); err != nil {
+	if err := receiver.ValidName("Flow", flow); err != nil {
 		return 0, fmt.Errorf("next expected: %w", err)
 	}
 	var n int64

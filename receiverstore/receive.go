@@ -5,94 +5,42 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
-// MaxNameLen is the longest receiver.Message.ID or receiver.Message.Flow,
-// in bytes.
-const MaxNameLen = 200
+// MaxNameLen is receiver.MaxNameLen: the longest Message.ID or
+// Message.Flow, in bytes.
+const MaxNameLen = receiver.MaxNameLen
 
-// The outcomes of Receive, in the order of docs/contract.md §3.
+// The outcomes of Receive, in the order of docs/contract.md §3: receiver's
+// constants, shared by every backend.
 const (
 	// Accepted: the effect is applied. The receipt, total += delta and
 	// next-expected += 1 were committed in one transaction.
-	Accepted Outcome = "accepted"
+	Accepted = receiver.Accepted
 	// Duplicate: this exact message (ID, Flow, Seq, Body) was accepted
 	// before. Nothing changes.
-	Duplicate Outcome = "duplicate"
+	Duplicate = receiver.Duplicate
 	// Conflict: the message clashes with a receipt or with the flow's order.
 	// It is recorded once for an operator (see [Store.Conflicts]); totals do
 	// not change.
-	Conflict Outcome = "conflict"
+	Conflict = receiver.Conflict
 	// Gap: Seq is above the flow's next expected number. Nothing changes;
 	// nothing is skipped.
-	Gap Outcome = "gap"
+	Gap = receiver.Gap
 	// UnsupportedDelta: delta is above the store's MaxDelta. Nothing changes;
 	// the same message is accepted once the store is opened with a cap that
 	// allows it.
-	UnsupportedDelta Outcome = "unsupported_delta"
+	UnsupportedDelta = receiver.UnsupportedDelta
 )
 
-// Conflict rules recorded in [receiver.ConflictRecord.Rule].
+// Conflict rules recorded in [ConflictRecord.Rule] (receiver's).
 const (
-	RuleIDReused  = "id_reused"  // docs/contract.md §3 rule 1: the ID has a receipt with another flow, seq or body
-	RuleSeqTaken  = "seq_taken"  // rule 2: (flow, seq) has a receipt under another ID
-	RuleSeqBehind = "seq_behind" // rule 4: seq is below next-expected and has no receipt
+	RuleIDReused  = receiver.RuleIDReused  // docs/contract.md §3 rule 1: the ID has a receipt with another flow, seq or body
+	RuleSeqTaken  = receiver.RuleSeqTaken  // rule 2: (flow, seq) has a receipt under another ID
+	RuleSeqBehind = receiver.RuleSeqBehind // rule 4: seq is below next-expected and has no receipt
 )
-
-// validate checks m and returns its delta. A bad body wraps
-// [ErrInvalidBody] and is checked first; a bad ID, Flow or Seq wraps
-// [ErrInvalid].
-func validate(m Message) (int64, error) {
-	delta, err := parseDelta(m.Body)
-	if err != nil {
-		return 0, err
-	}
-	if err := validName("ID", m.ID); err != nil {
-		return 0, err
-	}
-	if err := validName("Flow", m.Flow); err != nil {
-		return 0, err
-	}
-	if m.Seq < 1 {
-		return 0, fmt.Errorf("%w: Seq %d is below 1", ErrInvalid, m.Seq)
-	}
-	return delta, nil
-}
-
-// validName accepts 1..MaxNameLen bytes of valid UTF-8 made only of
-// printable characters (letters, marks, numbers, punctuation, symbols and
-// the ASCII space; see unicode.IsPrint), with at least one character that
-// is not a space, neither beginning nor ending with whitespace
-// (unicode.IsSpace): "tenant-a " is not a second flow beside "tenant-a".
-// It is the queue store's rule for IDs and flows.
-func validName(what, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
-	case len(s) > MaxNameLen:
-		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalid, what, len(s), MaxNameLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return fmt.Errorf("%w: %s holds the unprintable character %U", ErrInvalid, what, r)
-		}
-	}
-	if strings.TrimFunc(s, unicode.IsSpace) == "" {
-		return fmt.Errorf("%w: %s is blank (spaces only)", ErrInvalid, what)
-	}
-	if first, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(first) {
-		return fmt.Errorf("%w: %s %q begins with whitespace", ErrInvalid, what, s)
-	}
-	if last, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(last) {
-		return fmt.Errorf("%w: %s %q ends with whitespace", ErrInvalid, what, s)
-	}
-	return nil
-}
 
 // Receive applies m at most once and reports what it did.
 //

@@ -23,9 +23,10 @@ import (
 // the number of migration files. Open refuses a file with a higher version.
 const SchemaVersion = 1
 
-// DefaultMaxDelta is the largest delta the receiver applies unless
-// [WithMaxDelta] says otherwise. It is also the highest cap allowed.
-const DefaultMaxDelta = 1000
+// DefaultMaxDelta is receiver.DefaultMaxDelta: the largest delta the
+// receiver applies unless [WithMaxDelta] says otherwise. It is also the
+// highest cap allowed.
+const DefaultMaxDelta = receiver.DefaultMaxDelta
 
 // migrationFiles are the schema's migrations, migrations/0001_initial.sql
 // and on (the migration module): file n brings a file from version n-1 to
@@ -51,9 +52,10 @@ var (
 	ErrSchemaVersion = receiver.ErrSchemaVersion
 )
 
-// HookAcceptBeforeCommit is called inside the accept transaction, after the
-// receipt insert and the total update, before commit.
-const HookAcceptBeforeCommit HookPoint = "receiver.accept.before_commit"
+// HookAcceptBeforeCommit is receiver.HookAcceptBeforeCommit: called inside
+// the accept transaction, after the receipt insert and the total update,
+// before commit.
+const HookAcceptBeforeCommit = receiver.HookAcceptBeforeCommit
 
 // Option configures Open.
 type Option func(*options)

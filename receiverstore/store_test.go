@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // open opens a fresh store in the test's own temporary directory.
@@ -472,9 +474,9 @@ func TestParseDelta_Accepts(t *testing.T) {
 		strings.Repeat(" ", MaxBodyLen-len(`{"delta":7}`)) + `{"delta":7}`: 7,
 	}
 	for b, want := range ok {
-		got, err := parseDelta([]byte(b))
+		got, err := receiver.ParseDelta([]byte(b))
 		if err != nil || got != want {
-			t.Errorf("parseDelta(%q) = %d, %v; want %d, nil", b, got, err, want)
+			t.Errorf("receiver.ParseDelta(%q) = %d, %v; want %d, nil", b, got, err, want)
 		}
 	}
 }
