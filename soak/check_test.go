@@ -55,24 +55,15 @@ func newFixture(t *testing.T, backend string) *fixture {
 	ctx := context.Background()
 	pol := queue.DefaultPolicy()
 	pol.MaxAttempts = 1 // a failure quarantines at once
-	if err := createStores(ctx, stores, pol); err != nil {
+	q, r, err := createStores(ctx, stores, pol)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { q.Close(); r.Close() })
 	if err := writeStores(dir, stores); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{dir: dir, stores: stores, now: 1}
-	q, err := openQueue(ctx, stores.Queue, queueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	r, err := openReceiver(ctx, stores.Receiver)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	f.q, f.r = q, r
+	f := &fixture{dir: dir, stores: stores, now: 1, q: q, r: r}
 	for id := 1; id <= 2; id++ {
 		p := Producer{Queue: stores.Queue, Log: filepath.Join(dir, fmt.Sprintf("producer%d.log", id)), ID: id,
 			Seed: 7, Flows: 3, Batch: 5, PoisonEvery: 2}

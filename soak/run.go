@@ -73,8 +73,12 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 
 	// The queue exists before any relay starts, with the soak's policy;
 	// the receiver too.
-	if err := createStores(ctx, stores, relayPolicy); err != nil {
+	q, r, err := createStores(ctx, stores, relayPolicy)
+	if err != nil {
 		return sum, err
+	}
+	if err := errors.Join(q.Close(), r.Close()); err != nil {
+		return sum, fmt.Errorf("soak: create the stores: %w", err)
 	}
 	port, err := freePort()
 	if err != nil {

@@ -212,27 +212,27 @@ func transient(err error) bool {
 }
 
 // createStores creates a run's queue with policy p and its receiver,
-// before any process starts (a relay refuses a queue that does not exist).
-// On PostgreSQL it also installs the receiver's commit log.
-func createStores(ctx context.Context, s Stores, p queue.Policy) error {
+// before any process starts (a relay refuses a queue that does not exist),
+// and returns them open. On PostgreSQL it also installs the receiver's
+// commit log.
+func createStores(ctx context.Context, s Stores, p queue.Policy) (queue.Store, receiver.Store, error) {
 	q, err := openQueue(ctx, s.Queue, queueOptions{policy: &p})
 	if err != nil {
-		return fmt.Errorf("soak: create the queue: %w", err)
-	}
-	if err := q.Close(); err != nil {
-		return fmt.Errorf("soak: create the queue: %w", err)
+		return nil, nil, fmt.Errorf("soak: create the queue: %w", err)
 	}
 	r, err := openReceiver(ctx, s.Receiver)
 	if err != nil {
-		return fmt.Errorf("soak: create the receiver: %w", err)
-	}
-	if err := r.Close(); err != nil {
-		return fmt.Errorf("soak: create the receiver: %w", err)
+		q.Close()
+		return nil, nil, fmt.Errorf("soak: create the receiver: %w", err)
 	}
 	if isPostgres(s.Receiver) {
-		return pgCommitLog(ctx, s.Receiver)
+		if err := pgCommitLog(ctx, s.Receiver); err != nil {
+			q.Close()
+			r.Close()
+			return nil, nil, err
+		}
 	}
-	return nil
+	return q, r, nil
 }
 
 // pgCommitLog installs, in a PostgreSQL receiver's schema, a table and a
