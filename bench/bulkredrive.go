@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -123,9 +125,16 @@ func MeasureBulkRedrive(ctx context.Context, dir, template string, n, rounds int
 	return out, nil
 }
 
+// redriver is what the bulk redrive's two ways need of a queue.
+type redriver interface {
+	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
+	Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error)
+	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
+}
+
 // timedRedrive copies template to path, opens it, and times redrive on it; it
 // returns events redriven per second.
-func timedRedrive(ctx context.Context, path, template string, n int, redrive func(context.Context, *queuestore.Store) (int, error)) (rate float64, err error) {
+func timedRedrive(ctx context.Context, path, template string, n int, redrive func(context.Context, redriver) (int, error)) (rate float64, err error) {
 	if err := copyFile(template, path); err != nil {
 		return 0, err
 	}
@@ -151,13 +160,13 @@ func timedRedrive(ctx context.Context, path, template string, n int, redrive fun
 }
 
 // redriveAll redrives every quarantined event with one RedriveAll call.
-func redriveAll(ctx context.Context, q *queuestore.Store) (int, error) {
-	rs, err := q.RedriveAll(ctx, queuestore.RedriveFilter{}, redriveReason, now)
+func redriveAll(ctx context.Context, q redriver) (int, error) {
+	rs, err := q.RedriveAll(ctx, queue.RedriveFilter{}, redriveReason, now)
 	return len(rs), err
 }
 
 // redriveEach lists the quarantined events and redrives them one call each.
-func redriveEach(ctx context.Context, q *queuestore.Store) (int, error) {
+func redriveEach(ctx context.Context, q redriver) (int, error) {
 	qs, err := q.Quarantined(ctx)
 	if err != nil {
 		return 0, err

@@ -9,6 +9,7 @@ require (
 	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
+	github.com/fairrelay/fairrelay/receiver v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/fairrelay/fairrelay/relay v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0
@@ -29,7 +30,6 @@ require (
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/fairness v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
-	github.com/fairrelay/fairrelay/receiver v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/webhook v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

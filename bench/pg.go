@@ -65,13 +65,6 @@ func DropPGSchema(ctx context.Context, url, schema string) error {
 	return nil
 }
 
-// LoadPGBacklog is [LoadBacklog] on a pgqueuestore: perFlow events in each of
-// flows flows, round by round, with EnqueueBatch in transactions of up to
-// 1,000 events. IDs are prefix + a counter.
-func LoadPGBacklog(ctx context.Context, q *pgqueuestore.Store, prefix string, flows, perFlow int) error {
-	return LoadBacklog(ctx, q, prefix, flows, perFlow)
-}
-
 // analyzePG runs ANALYZE on the queue's tables, as autovacuum would soon after
 // a load: the planner chooses by statistics (docs/postgres.md, "Plans").
 func analyzePG(ctx context.Context, url, schema string) error {
@@ -88,9 +81,10 @@ func analyzePG(ctx context.Context, url, schema string) error {
 	return nil
 }
 
-// pgQueue is a pgqueuestore in a schema of its own, dropped on Close.
+// pgQueue is a pgqueuestore in a schema of its own, dropped on Close; the
+// cases use it through the contract (queue.Store).
 type pgQueue struct {
-	q           *pgqueuestore.Store
+	queue.Store
 	url, schema string
 }
 
@@ -101,12 +95,12 @@ func openPGQueue(ctx context.Context, url string) (*pgQueue, error) {
 		DropPGSchema(ctx, url, schema)
 		return nil, err
 	}
-	return &pgQueue{q: q, url: url, schema: schema}, nil
+	return &pgQueue{Store: q, url: url, schema: schema}, nil
 }
 
 // Close closes the store and drops its schema.
 func (p *pgQueue) Close() error {
-	p.q.Close()
+	p.Store.Close()
 	return DropPGSchema(context.Background(), p.url, p.schema)
 }
 
@@ -123,7 +117,7 @@ func PGBatchedCycle(url string, size int) Case {
 			if err != nil {
 				return nil, err
 			}
-			return &pgBatched{batchedCycle: newBatchedCycle(p.q, size), pgQueue: p}, nil
+			return &pgBatched{batchedCycle: newBatchedCycle(p, size), pgQueue: p}, nil
 		},
 	}
 }
@@ -136,7 +130,8 @@ type pgBatched struct {
 
 // PGClaimSettle is [ClaimSettle] on PostgreSQL: one Claim and one successful
 // Settle per Step, on a backlog of flows flows, perFlow events each, loaded
-// untimed with [LoadPGBacklog] and analyzed.
+// untimed with [LoadBacklog] and analyzed: the SQLite case's Step on the
+// PostgreSQL queue.
 func PGClaimSettle(url string, flows, perFlow int) Case {
 	return Case{
 		Name: fmt.Sprintf("pg/claim+settle/%d", flows),
@@ -146,7 +141,7 @@ func PGClaimSettle(url string, flows, perFlow int) Case {
 			if err != nil {
 				return nil, err
 			}
-			if err := LoadPGBacklog(ctx, p.q, "e", flows, perFlow); err != nil {
+			if err := LoadBacklog(ctx, p, "e", flows, perFlow); err != nil {
 				p.Close()
 				return nil, err
 			}
@@ -154,30 +149,9 @@ func PGClaimSettle(url string, flows, perFlow int) Case {
 				p.Close()
 				return nil, err
 			}
-			return &pgClaimSettle{p}, nil
+			return &claimSettle{q: p}, nil
 		},
 	}
-}
-
-type pgClaimSettle struct{ *pgQueue }
-
-// Step claims one head and acks it.
-func (c *pgClaimSettle) Step(ctx context.Context) (int, error) {
-	cl, ok, err := c.q.Claim(ctx, now)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, ErrBacklogEmpty
-	}
-	out, err := c.q.Settle(ctx, cl.EventID, cl.Generation, queue.Result{OK: true}, now)
-	if err != nil {
-		return 0, err
-	}
-	if out != queue.Acked {
-		return 0, fmt.Errorf("settle %s: outcome %s, want acked", cl.EventID, out)
-	}
-	return 1, nil
 }
 
 // PGVersion returns the server's version (SHOW server_version).

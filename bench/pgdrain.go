@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
@@ -17,11 +18,19 @@ type PGClaims []queue.Claim
 // Len is the number of claims.
 func (c PGClaims) Len() int { return len(c) }
 
-// PGBatchClaimant drains a pgqueuestore the way a relay does: a first
-// ClaimBatch of up to N events, then one SettleClaimBatch after another,
-// each acking the last batch and claiming the next (a [SettleClaimant]).
+// BatchSettleClaimer is what [PGBatchClaimant] needs of a queue: ClaimBatch
+// and queue.SettleClaimer's SettleClaimBatch. Both backends have them.
+type BatchSettleClaimer interface {
+	ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error)
+	queue.SettleClaimer
+}
+
+// PGBatchClaimant drains a queue the way a relay does: a first ClaimBatch
+// of up to N events, then one SettleClaimBatch after another, each acking
+// the last batch and claiming the next (a [SettleClaimant]). The
+// PostgreSQL drains use it; it takes any [BatchSettleClaimer].
 type PGBatchClaimant struct {
-	Q *pgqueuestore.Store
+	Q BatchSettleClaimer
 	N int
 }
 
@@ -83,14 +92,14 @@ func PGQueueChild(ctx context.Context, url, schema string, batch int) error {
 }
 
 // MakePGTemplate creates a queue in schema loaded with flows × perFlow events
-// ([LoadPGBacklog]), for [CopyPGTemplate] to copy.
+// ([LoadBacklog]), for [CopyPGTemplate] to copy.
 func MakePGTemplate(ctx context.Context, url, schema string, flows, perFlow int) error {
 	q, err := pgqueuestore.Open(ctx, url, pgqueuestore.WithSchema(schema))
 	if err != nil {
 		return err
 	}
 	defer q.Close()
-	return LoadPGBacklog(ctx, q, "e", flows, perFlow)
+	return LoadBacklog(ctx, q, "e", flows, perFlow)
 }
 
 // CopyPGTemplate creates a fresh queue in schema (pgqueuestore's own

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -86,10 +87,10 @@ func (b *batchedCycle) Step(ctx context.Context) (int, error) {
 	return b.size, nil
 }
 
-// queueBatched is the cycle on a queuestore.
+// queueBatched is the cycle on a queuestore, which Close closes.
 type queueBatched struct {
 	batchedCycle
-	q *queuestore.Store
+	q io.Closer
 }
 
 // Close closes the queue.

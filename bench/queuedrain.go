@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
-// QueueClaimant drains a queue store: Claim, then a successful Settle.
-type QueueClaimant struct{ Q *queuestore.Store }
+// QueueClaimant drains a queue store, on either backend: Claim, then a
+// successful Settle.
+type QueueClaimant struct{ Q ClaimSettler }
 
 // Claim takes the next head.
 func (c QueueClaimant) Claim(ctx context.Context) (any, bool, error) {
@@ -24,12 +26,12 @@ func (c QueueClaimant) Claim(ctx context.Context) (any, bool, error) {
 
 // Settle acks a claim.
 func (c QueueClaimant) Settle(ctx context.Context, item any) error {
-	cl := item.(queuestore.Claim)
-	out, err := c.Q.Settle(ctx, cl.EventID, cl.Generation, queuestore.Result{OK: true}, now)
+	cl := item.(queue.Claim)
+	out, err := c.Q.Settle(ctx, cl.EventID, cl.Generation, queue.Result{OK: true}, now)
 	if err != nil {
 		return err
 	}
-	if out != queuestore.Acked {
+	if out != queue.Acked {
 		return fmt.Errorf("settle %s: %s, want acked", cl.EventID, out)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
 
@@ -23,6 +24,29 @@ var body = []byte(`{"delta": 1}`)
 // *pgqueuestore.Store both have it.
 type BatchEnqueuer interface {
 	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
+}
+
+// ClaimSettler is what a one-at-a-time drain needs of a queue (the
+// claim+settle cases, [QueueClaimant]): Claim and Settle, as
+// queue.Store declares them; both backends have them.
+type ClaimSettler interface {
+	Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, error)
+	Settle(ctx context.Context, eventID string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error)
+}
+
+// relayQueue is what the relay cycles need of a queue.
+type relayQueue interface {
+	ClaimSettler
+	cycleQueue
+	Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error)
+	Close() error
+}
+
+// relayReceiver is what the relay cycles need of a receiver.
+type relayReceiver interface {
+	Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error)
+	ReceiveBatch(ctx context.Context, ms []receiver.Message) ([]receiver.BatchResult, error)
+	Close() error
 }
 
 // LoadBacklog enqueues perFlow events in each of flows flows ("f000000" …),
@@ -87,7 +111,14 @@ func ClaimSettle(flows, perFlow int) Case {
 	}
 }
 
-type claimSettle struct{ q *queuestore.Store }
+// claimSettle is a claim+settle case on either backend; Close closes (or,
+// on PostgreSQL, drops) the queue.
+type claimSettle struct {
+	q interface {
+		ClaimSettler
+		Close() error
+	}
+}
 
 // ErrBacklogEmpty reports a backlog drained before the measurement ended: the
 // case was set up too small for the machine.
@@ -102,11 +133,11 @@ func (c *claimSettle) Step(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, ErrBacklogEmpty
 	}
-	out, err := c.q.Settle(ctx, cl.EventID, cl.Generation, queuestore.Result{OK: true}, now)
+	out, err := c.q.Settle(ctx, cl.EventID, cl.Generation, queue.Result{OK: true}, now)
 	if err != nil {
 		return 0, err
 	}
-	if out != queuestore.Acked {
+	if out != queue.Acked {
 		return 0, fmt.Errorf("settle %s: outcome %s, want acked", cl.EventID, out)
 	}
 	return 1, nil
@@ -117,8 +148,8 @@ func (c *claimSettle) Close() error { return c.q.Close() }
 
 // relay is a queue and a receiver in one directory.
 type relay struct {
-	q     *queuestore.Store
-	r     *receiverstore.Store
+	q     relayQueue
+	r     relayReceiver
 	n     int // events enqueued so far
 	flows int
 }
@@ -164,7 +195,7 @@ type single struct{ *relay }
 // Step relays one event, one operation at a time.
 func (s *single) Step(ctx context.Context) (int, error) {
 	s.n++
-	e := queuestore.Event{ID: fmt.Sprintf("e%d", s.n), Flow: flowName(s.n % s.flows), Body: body}
+	e := queue.Event{ID: fmt.Sprintf("e%d", s.n), Flow: flowName(s.n % s.flows), Body: body}
 	if _, err := s.q.Enqueue(ctx, e, now); err != nil {
 		return 0, err
 	}
@@ -175,18 +206,18 @@ func (s *single) Step(ctx context.Context) (int, error) {
 	if !ok || c.EventID != e.ID {
 		return 0, fmt.Errorf("claim after enqueueing %s: got %q, %v", e.ID, c.EventID, ok)
 	}
-	out, err := s.r.Receive(ctx, receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
+	out, err := s.r.Receive(ctx, receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
 	if err != nil {
 		return 0, err
 	}
-	if out != receiverstore.Accepted {
+	if out != receiver.Accepted {
 		return 0, fmt.Errorf("receive %s: %s, want accepted", c.EventID, out)
 	}
-	so, err := s.q.Settle(ctx, c.EventID, c.Generation, queuestore.Result{OK: true}, now)
+	so, err := s.q.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, now)
 	if err != nil {
 		return 0, err
 	}
-	if so != queuestore.Acked {
+	if so != queue.Acked {
 		return 0, fmt.Errorf("settle %s: %s, want acked", c.EventID, so)
 	}
 	return 1, nil
@@ -205,8 +236,8 @@ func BatchedRelayCycle(size int) Case {
 				return nil, err
 			}
 			return &batched{relay: rl, size: size,
-				es: make([]queuestore.Event, size), ms: make([]receiverstore.Message, size),
-				items: make([]queuestore.SettleItem, size)}, nil
+				es: make([]queue.Event, size), ms: make([]receiver.Message, size),
+				items: make([]queue.SettleItem, size)}, nil
 		},
 	}
 }
@@ -214,16 +245,16 @@ func BatchedRelayCycle(size int) Case {
 type batched struct {
 	*relay
 	size  int
-	es    []queuestore.Event
-	ms    []receiverstore.Message
-	items []queuestore.SettleItem
+	es    []queue.Event
+	ms    []receiver.Message
+	items []queue.SettleItem
 }
 
 // Step relays one batch of size events.
 func (b *batched) Step(ctx context.Context) (int, error) {
 	for i := range b.es {
 		b.n++
-		b.es[i] = queuestore.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
+		b.es[i] = queue.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
 	}
 	if _, err := b.q.EnqueueBatch(ctx, b.es, now); err != nil {
 		return 0, err
@@ -236,24 +267,24 @@ func (b *batched) Step(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("claim batch: %d claims, want %d", len(cs), b.size)
 	}
 	for i, c := range cs {
-		b.ms[i] = receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
+		b.ms[i] = receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
 	}
 	rs, err := b.r.ReceiveBatch(ctx, b.ms)
 	if err != nil {
 		return 0, err
 	}
 	for i, r := range rs {
-		if r.Err != nil || r.Outcome != receiverstore.Accepted {
+		if r.Err != nil || r.Outcome != receiver.Accepted {
 			return 0, fmt.Errorf("receive batch item %d: %s, %v, want accepted", i, r.Outcome, r.Err)
 		}
-		b.items[i] = queuestore.SettleItem{EventID: cs[i].EventID, Generation: cs[i].Generation, Result: queuestore.Result{OK: true}}
+		b.items[i] = queue.SettleItem{EventID: cs[i].EventID, Generation: cs[i].Generation, Result: queue.Result{OK: true}}
 	}
 	ss, err := b.q.SettleBatch(ctx, b.items, now)
 	if err != nil {
 		return 0, err
 	}
 	for i, s := range ss {
-		if s.Err != nil || s.Outcome != queuestore.Acked {
+		if s.Err != nil || s.Outcome != queue.Acked {
 			return 0, fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -17,7 +18,7 @@ func TestClaimSettleRotationStepsThroughTheWholeBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	p, err := w.(*claimSettle).q.Policy(ctx)
+	p, err := w.(*claimSettle).q.(queue.Store).Policy(ctx)
 	if err != nil || p.Fairness != queuestore.FairRotation {
 		t.Fatalf("policy = %+v, %v; want rotation", p, err)
 	}

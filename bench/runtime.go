@@ -50,12 +50,13 @@ type Receiver struct {
 	c *countingReceiver
 }
 
-// countingReceiver is a receiverstore that counts its commits: each
-// ReceiveBatch, and each Receive (a batch of one), with its size and time.
+// countingReceiver is a receiver store (either backend's) that counts its
+// commits: each ReceiveBatch, and each Receive (a batch of one), with its
+// size and time.
 type countingReceiver struct {
-	*receiverstore.Store
-	mu sync.Mutex
-	st OpStats
+	Store inbox.BatchReceiver
+	mu    sync.Mutex
+	st    OpStats
 }
 
 func (c *countingReceiver) Receive(ctx context.Context, m receiverstore.Message) (receiverstore.Outcome, error) {
@@ -85,9 +86,9 @@ func (r *Receiver) stats() OpStats {
 	return st
 }
 
-// NewReceiver starts the batcher over s (batches of up to 64, Linger
-// RuntimeLinger); Close stops it.
-func NewReceiver(s *receiverstore.Store) *Receiver {
+// NewReceiver starts the batcher over s, a receiver store of either backend
+// (batches of up to 64, Linger RuntimeLinger); Close stops it.
+func NewReceiver(s inbox.BatchReceiver) *Receiver {
 	c := &countingReceiver{Store: s}
 	b := inbox.NewBatcher(c, inbox.BatcherOptions{MaxBatch: 64, Linger: RuntimeLinger})
 	return &Receiver{Batcher: b, h: relayrt.NewLocal(b), c: c}
@@ -103,7 +104,7 @@ func (r *Receiver) Handle(ctx context.Context, e relayrt.Event) error {
 // relay options. Each Step runs one relay for step and counts the events
 // its handler completed successfully (all settled by the relay's shutdown).
 type runtimeRun struct {
-	q       *queuestore.Store
+	q       relayrt.Queue // the store, as the relay takes it
 	rq      relayrt.Queue // the queue the relay uses, when not q (RuntimeProbe)
 	rc      *Receiver
 	h       relayrt.Handler

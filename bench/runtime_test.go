@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairrelay/fairrelay/queue"
 	relayrt "github.com/fairrelay/fairrelay/relay"
 )
 
@@ -42,7 +43,7 @@ func TestRuntimeCasesDeliver(t *testing.T) {
 			if !errors.Is(err, ErrBacklogEmpty) {
 				t.Fatalf("Step() on a drained backlog = %v, want ErrBacklogEmpty", err)
 			}
-			st, err := rw.q.Stats(ctx)
+			st, err := rw.q.(queue.Store).Stats(ctx)
 			if err != nil || st.Events.Acked != int64(flows*per) {
 				t.Fatalf("acked = %d, %v; want all %d", st.Events.Acked, err, flows*per)
 			}

@@ -3,16 +3,12 @@ package soak
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 
-	_ "modernc.org/sqlite" // database/sql driver "sqlite", for integrity_check and the receipts' commit order
-
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
 
 // Result is what Check found in the final state of a run.
@@ -53,30 +49,69 @@ func (p *problems) add(kind, format string, args ...any) {
 	}
 }
 
-// Check reads the final state of a run and checks every guarantee: every
-// event a producer committed is in the queue; every event in the queue was
-// accepted by the receiver exactly once, under its flow and sequence number,
-// each flow's receipts committed in the order 1..n; each flow's total is
-// the sum of its enqueued deltas; nothing is pending or in flight; exactly
-// the injected (poison) events are quarantined, nothing else; and both
-// databases pass PRAGMA integrity_check.
-func Check(ctx context.Context, queuePath, receiverPath string, producers []Producer) (Result, error) {
+// checkedQueue is what Check reads of the queue.
+type checkedQueue interface {
+	Stats(ctx context.Context) (queue.Stats, error)
+	Flows(ctx context.Context) ([]queue.FlowState, error)
+	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
+	AuditAll(ctx context.Context) ([]queue.AuditRecord, error)
+}
+
+// checkedReceiver is what Check reads of the receiver through its contract
+// (the receipts' commit order is the backend's: receipts).
+type checkedReceiver interface {
+	Flows(ctx context.Context) ([]receiver.FlowState, error)
+	Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error)
+}
+
+// Check reads the final state of a run and checks every guarantee, the
+// same way on either backend: every event a producer committed is in the
+// queue; every event in the queue was accepted by the receiver exactly
+// once, under its flow and sequence number, each flow's receipts committed
+// in the order 1..n; each flow's total is the sum of its enqueued deltas;
+// nothing is pending or in flight; exactly the injected (poison) events
+// are quarantined, nothing else; the audit is empty (nothing redriven,
+// no weight or policy changed); and both stores pass
+// their backend's integrity check (PRAGMA integrity_check, or amcheck on
+// PostgreSQL).
+func Check(ctx context.Context, stores Stores, producers []Producer) (Result, error) {
 	var res Result
 	var pr problems
-	for _, path := range []string{queuePath, receiverPath} {
-		if msg, err := integrity(ctx, path); err != nil {
+	for _, target := range []string{stores.Queue, stores.Receiver} {
+		if msg, err := integrity(ctx, target); err != nil {
 			return res, err
 		} else if msg != "ok" {
-			pr.add("integrity", "%s: %s", path, msg)
+			pr.add("integrity", "%s: %s", redact(target), msg)
 		}
 	}
 
-	// The queue: every event, by flow and seq.
-	q, err := queuestore.Open(queuePath)
+	qs, err := openQueue(ctx, stores.Queue, queueOptions{})
 	if err != nil {
 		return res, fmt.Errorf("soak: open the queue: %w", err)
 	}
-	defer q.Close()
+	defer qs.Close()
+	rs, err := openReceiver(ctx, stores.Receiver)
+	if err != nil {
+		return res, fmt.Errorf("soak: open the receiver: %w", err)
+	}
+	defer rs.Close()
+	byCommit, unplaced, err := receipts(ctx, stores.Receiver)
+	if err != nil {
+		return res, err
+	}
+	res, err = checkStores(ctx, &pr, qs, rs, byCommit, unplaced, producers)
+	if err != nil {
+		return res, err
+	}
+	res.Problems = pr.lines
+	return res, nil
+}
+
+// checkStores is Check on open stores, with the receipts in commit order
+// (and those with no known place in it).
+func checkStores(ctx context.Context, pr *problems, q checkedQueue, r checkedReceiver, byCommit []receipt, unplaced []string, producers []Producer) (Result, error) {
+	var res Result
+	// The queue: every event, by flow and seq.
 	st, err := q.Stats(ctx)
 	if err != nil {
 		return res, fmt.Errorf("soak: queue stats: %w", err)
@@ -179,21 +214,34 @@ func Check(ctx context.Context, queuePath, receiverPath string, producers []Prod
 		}
 	}
 
+	// The audit: nothing in the soak redrives, weighs a flow or changes
+	// the policy (the relays' policy flags are the queue's own policy), so
+	// the audit stays empty.
+	audit, err := q.AuditAll(ctx)
+	if err != nil {
+		return res, fmt.Errorf("soak: queue audit: %w", err)
+	}
+	for _, a := range audit {
+		pr.add("audit", "audit row %d: %s %s (%s): nothing in the soak does that", a.ID, a.Kind, a.EventID+a.Detail, a.Reason)
+	}
+	if int64(len(audit)) != st.AuditRows {
+		pr.add("audit", "%d audit rows listed, the queue's stats count %d", len(audit), st.AuditRows)
+	}
+
 	// The receiver: totals, conflicts, receipts in commit order.
-	r, err := receiverstore.Open(receiverPath)
+	conflicts, err := r.Conflicts(ctx)
 	if err != nil {
-		return res, fmt.Errorf("soak: open the receiver: %w", err)
+		return res, fmt.Errorf("soak: receiver conflicts: %w", err)
 	}
-	defer r.Close()
-	snap, err := r.Snapshot(ctx)
+	rflows, err := r.Flows(ctx)
 	if err != nil {
-		return res, fmt.Errorf("soak: receiver snapshot: %w", err)
+		return res, fmt.Errorf("soak: receiver flows: %w", err)
 	}
-	for _, c := range snap.Conflicts {
+	for _, c := range conflicts {
 		pr.add("conflict", "receiver conflict %s: flow %s seq %d (%s)", c.ID, c.Flow, c.Seq, c.Rule)
 	}
-	got := map[string]receiverstore.FlowState{}
-	for _, f := range snap.Flows {
+	got := map[string]receiver.FlowState{}
+	for _, f := range rflows {
 		got[f.Flow] = f
 		if _, ok := want[f.Flow]; !ok {
 			pr.add("receiver", "receiver has flow %s, which the queue has not (or only poison)", f.Flow)
@@ -206,24 +254,13 @@ func Check(ctx context.Context, queuePath, receiverPath string, producers []Prod
 			pr.add("total", "flow %s: receiver total %d, next %d; enqueued total %d over %d events", flow, f.Total, f.NextExpected, fw.total, n)
 		}
 	}
-	db, err := openRO(receiverPath)
-	if err != nil {
-		return res, err
+	for _, id := range unplaced {
+		pr.add("order", "receipt %s has no place in the commit order", id)
 	}
-	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT id, flow, seq FROM receipts ORDER BY rowid`)
-	if err != nil {
-		return res, fmt.Errorf("soak: receipts: %w", err)
-	}
-	defer rows.Close()
 	seen := map[string]int{}
 	next := map[string]int64{}
-	for rows.Next() {
-		var id, flow string
-		var seq int64
-		if err := rows.Scan(&id, &flow, &seq); err != nil {
-			return res, fmt.Errorf("soak: receipts: %w", err)
-		}
+	for _, rc := range byCommit {
+		id, flow, seq := rc.id, rc.flow, rc.seq
 		res.Receipts++
 		seen[id]++
 		e, ok := events[id]
@@ -242,9 +279,6 @@ func Check(ctx context.Context, queuePath, receiverPath string, producers []Prod
 		}
 		next[flow] = seq
 	}
-	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("soak: receipts: %w", err)
-	}
 	for flow, fw := range want {
 		for _, id := range fw.ids {
 			if seen[id] == 0 {
@@ -253,42 +287,5 @@ func Check(ctx context.Context, queuePath, receiverPath string, producers []Prod
 			}
 		}
 	}
-	res.Problems = pr.lines
 	return res, nil
-}
-
-// openRO opens a SQLite file read-only through database/sql.
-func openRO(path string) (*sql.DB, error) {
-	u := url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(10000)"}
-	db, err := sql.Open("sqlite", u.String())
-	if err != nil {
-		return nil, fmt.Errorf("soak: open %s: %w", path, err)
-	}
-	return db, nil
-}
-
-// integrity runs PRAGMA integrity_check on the file: "ok" or what it says.
-func integrity(ctx context.Context, path string) (string, error) {
-	db, err := openRO(path)
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	rows, err := db.QueryContext(ctx, `PRAGMA integrity_check`)
-	if err != nil {
-		return "", fmt.Errorf("soak: integrity_check %s: %w", path, err)
-	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return "", fmt.Errorf("soak: integrity_check %s: %w", path, err)
-		}
-		lines = append(lines, s)
-	}
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("soak: integrity_check %s: %w", path, err)
-	}
-	return strings.Join(lines, "; "), nil
 }

@@ -11,34 +11,61 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/receiver"
 )
+
+// backends are the backends the check tests run on; PostgreSQL's skip
+// without a server (pgtest.Require), or fail with
+// FAIRRELAY_REQUIRE_POSTGRES=1.
+var backends = []string{BackendSQLite, BackendPostgres}
 
 // fixture is a small final state built in this process: two producers'
 // committed batches (poison events included) enqueued, then delivered to
 // the receiver and settled, claim by claim, until nothing is dispatchable.
 type fixture struct {
-	dir, queue, receiver string
-	producers            []Producer
-	now                  clock.Tick
+	dir       string
+	stores    Stores
+	producers []Producer
+	now       clock.Tick
+	q         queue.Store    // open for the fixture's life
+	r         receiver.Store // open for the fixture's life
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, backend string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	f := &fixture{dir: dir, queue: filepath.Join(dir, "queue.db"), receiver: filepath.Join(dir, "receiver.db"), now: 1}
-	ctx := context.Background()
-	pol := queuestore.DefaultPolicy()
-	pol.MaxAttempts = 1 // a failure quarantines at once
-	q, err := queuestore.Open(f.queue, queuestore.WithPolicy(pol))
+	c := Config{Backend: backend, Dir: dir}
+	if backend == BackendPostgres {
+		c.Postgres = pgtest.Require(t)
+	}
+	stores, err := newStores(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q.Close()
+	t.Cleanup(func() {
+		if err := dropStores(context.Background(), stores); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx := context.Background()
+	pol := queue.DefaultPolicy()
+	pol.MaxAttempts = 1 // a failure quarantines at once
+	q, r, err := createStores(ctx, stores, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close(); r.Close() })
+	if err := writeStores(dir, stores); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{dir: dir, stores: stores, now: 1, q: q, r: r}
 	for id := 1; id <= 2; id++ {
-		p := Producer{Queue: f.queue, Log: filepath.Join(dir, fmt.Sprintf("producer%d.log", id)), ID: id,
+		p := Producer{Queue: stores.Queue, Log: filepath.Join(dir, fmt.Sprintf("producer%d.log", id)), ID: id,
 			Seed: 7, Flows: 3, Batch: 5, PoisonEvery: 2}
 		f.producers = append(f.producers, p)
 		for k := 1; k <= 3; k++ {
@@ -55,16 +82,12 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // deliver claims and settles every dispatchable event: accepted by the
-// receiver, or failed (quarantined) when the receiver refuses it or fail
-// names it.
-func (f *fixture) deliver(t *testing.T, q *queuestore.Store, fail func(id string) bool) {
+// receiver, or failed (quarantined at once) when the receiver refuses it
+// or fail names it.
+func (f *fixture) deliver(t *testing.T, q queue.Store, fail func(id string) bool) {
 	t.Helper()
 	ctx := context.Background()
-	r, err := receiverstore.Open(f.receiver)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := f.r
 	for {
 		f.now++
 		cs, err := q.ClaimBatch(ctx, f.now, 100)
@@ -72,20 +95,45 @@ func (f *fixture) deliver(t *testing.T, q *queuestore.Store, fail func(id string
 			t.Fatal(err)
 		}
 		if len(cs) == 0 {
-			return
-		}
-		var items []queuestore.SettleItem
-		for _, c := range cs {
-			res := queuestore.Result{OK: true}
-			if fail != nil && fail(c.EventID) {
-				res = queuestore.Result{Reason: "handler_error"}
-			} else if _, err := r.Receive(ctx, receiverstore.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}); err != nil {
-				if !errors.Is(err, receiverstore.ErrInvalidBody) {
-					t.Fatal(err)
-				}
-				res = queuestore.Result{Reason: "invalid_body"}
+			at, ok, err := q.NextDue(ctx)
+			if err != nil {
+				t.Fatal(err)
 			}
-			items = append(items, queuestore.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: res})
+			if !ok {
+				return
+			}
+			f.now = max(f.now, at)
+			continue
+		}
+		// One receiver transaction per round, as the relay's inbox does.
+		var ms []receiver.Message
+		for _, c := range cs {
+			if fail == nil || !fail(c.EventID) {
+				ms = append(ms, receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
+			}
+		}
+		results, err := r.ReceiveBatch(ctx, ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var items []queue.SettleItem
+		for _, c := range cs {
+			res := queue.Result{OK: true}
+			if fail != nil && fail(c.EventID) {
+				res = queue.Result{Reason: "handler_error"}
+			} else {
+				br := results[0]
+				results = results[1:]
+				switch {
+				case errors.Is(br.Err, receiver.ErrInvalidBody):
+					res = queue.Result{Reason: "invalid_body"}
+				case br.Err != nil:
+					t.Fatal(br.Err)
+				case br.Outcome != receiver.Accepted:
+					t.Fatalf("%s: %s", c.EventID, br.Outcome)
+				}
+			}
+			items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: res})
 		}
 		if _, err := q.SettleBatch(ctx, items, f.now); err != nil {
 			t.Fatal(err)
@@ -95,21 +143,44 @@ func (f *fixture) deliver(t *testing.T, q *queuestore.Store, fail func(id string
 
 func (f *fixture) check(t *testing.T) Result {
 	t.Helper()
-	res, err := Check(context.Background(), f.queue, f.receiver, f.producers)
+	res, err := Check(context.Background(), f.stores, f.producers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-func (f *fixture) exec(t *testing.T, path string, stmts ...string) {
+// exec runs statements on a store's database: the SQLite file, or the
+// PostgreSQL schema (as the search path). Each may name one event ID as {id}.
+func (f *fixture) exec(t *testing.T, target, id string, stmts ...string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", path)
+	ctx := context.Background()
+	if isPostgres(target) {
+		conn, schema, err := pgTarget(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := pgx.Connect(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		stmts = append([]string{"SET search_path TO " + pgx.Identifier{schema}.Sanitize()}, stmts...)
+		for _, s := range stmts {
+			s = strings.ReplaceAll(s, "{id}", "'"+id+"'")
+			if _, err := c.Exec(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		return
+	}
+	db, err := sql.Open("sqlite", target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	for _, s := range stmts {
+		s = strings.ReplaceAll(s, "{id}", "'"+id+"'")
 		if _, err := db.Exec(s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
@@ -129,28 +200,34 @@ func kinds(problems []string) []string {
 }
 
 // A consistent final state passes every check, with the poison events
-// (one per producer: batch 2) quarantined as injected.
+// (one per producer: batch 2) quarantined as injected, on each backend.
 func TestCheck_Consistent(t *testing.T) {
-	f := newFixture(t)
-	res := f.check(t)
-	if len(res.Problems) > 0 {
-		t.Fatalf("problems on a consistent state:\n%s", strings.Join(res.Problems, "\n"))
-	}
-	want := Result{Events: 30, Flows: 3, Committed: 30, Acked: 28, Receipts: 28, Quarantined: 2, Injected: 2}
-	if res.Events != want.Events || res.Flows != want.Flows || res.Committed != want.Committed || res.Acked != want.Acked ||
-		res.Receipts != want.Receipts || res.Quarantined != want.Quarantined || res.Injected != want.Injected ||
-		res.Lost != 0 || res.Duplicated != 0 || res.Stuck != 0 {
-		t.Fatalf("result = %+v, want %+v", res, want)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			f := newFixture(t, backend)
+			res := f.check(t)
+			if len(res.Problems) > 0 {
+				t.Fatalf("problems on a consistent state:\n%s", strings.Join(res.Problems, "\n"))
+			}
+			want := Result{Events: 30, Flows: 3, Committed: 30, Acked: 28, Receipts: 28, Quarantined: 2, Injected: 2}
+			if res.Events != want.Events || res.Flows != want.Flows || res.Committed != want.Committed || res.Acked != want.Acked ||
+				res.Receipts != want.Receipts || res.Quarantined != want.Quarantined || res.Injected != want.Injected ||
+				res.Lost != 0 || res.Duplicated != 0 || res.Stuck != 0 {
+				t.Fatalf("result = %+v, want %+v", res, want)
+			}
+		})
 	}
 }
 
-// Each way the final state can break is found, under its kind, and counted.
+// Each way the final state can break is found, under its kind, and
+// counted, on each backend: the same checks read both.
 func TestCheck_FindsEachBreak(t *testing.T) {
 	ctx := context.Background()
 	cases := map[string]struct {
 		tamper func(t *testing.T, f *fixture)
 		kinds  []string
 		check  func(r Result) bool
+		only   string // a backend the case exists on ("": both)
 	}{
 		"a batch logged as committed is not in the queue": {
 			tamper: func(t *testing.T, f *fixture) {
@@ -163,8 +240,7 @@ func TestCheck_FindsEachBreak(t *testing.T) {
 		},
 		"a receipt is missing": {
 			tamper: func(t *testing.T, f *fixture) {
-				id := f.producers[0].Events(1)[1].ID
-				f.exec(t, f.receiver, `DELETE FROM receipts WHERE id = '`+id+`'`)
+				f.exec(t, f.stores.Receiver, f.producers[0].Events(1)[1].ID, `DELETE FROM receipts WHERE id = {id}`)
 			},
 			kinds: []string{"lost", "order"},
 			check: func(r Result) bool { return r.Lost == 1 && r.Receipts == 27 },
@@ -172,23 +248,31 @@ func TestCheck_FindsEachBreak(t *testing.T) {
 		"a receipt committed out of order": {
 			tamper: func(t *testing.T, f *fixture) {
 				id := f.producers[0].Events(1)[1].ID
-				f.exec(t, f.receiver,
-					`CREATE TABLE moved AS SELECT id, flow, seq, body, delta FROM receipts WHERE id = '`+id+`'`,
-					`DELETE FROM receipts WHERE id = '`+id+`'`,
+				if f.stores.Backend == BackendPostgres {
+					// The commit log says it was committed last.
+					f.exec(t, f.stores.Receiver, id, `UPDATE `+commitLog+` SET pos = pos + 1000000 WHERE id = {id}`)
+					return
+				}
+				f.exec(t, f.stores.Receiver, id,
+					`CREATE TABLE moved AS SELECT id, flow, seq, body, delta FROM receipts WHERE id = {id}`,
+					`DELETE FROM receipts WHERE id = {id}`,
 					`INSERT INTO receipts (id, flow, seq, body, delta) SELECT id, flow, seq, body, delta FROM moved`)
+			},
+			kinds: []string{"order"},
+			check: func(r Result) bool { return r.Lost == 0 && r.Receipts == 28 },
+		},
+		"a receipt has no place in the commit log": {
+			only: BackendPostgres,
+			tamper: func(t *testing.T, f *fixture) {
+				f.exec(t, f.stores.Receiver, f.producers[1].Events(3)[4].ID, `DELETE FROM `+commitLog+` WHERE id = {id}`)
 			},
 			kinds: []string{"order"},
 			check: func(r Result) bool { return r.Lost == 0 && r.Receipts == 28 },
 		},
 		"an event is left pending": {
 			tamper: func(t *testing.T, f *fixture) {
-				q, err := queuestore.Open(f.queue)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer q.Close()
 				ev := f.producers[0].Events(4)[1]
-				if _, err := q.Enqueue(ctx, ev, f.now); err != nil {
+				if _, err := f.q.Enqueue(ctx, ev, f.now); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -197,12 +281,8 @@ func TestCheck_FindsEachBreak(t *testing.T) {
 		},
 		"an ordinary event is quarantined": {
 			tamper: func(t *testing.T, f *fixture) {
-				q, err := queuestore.Open(f.queue)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer q.Close()
-				ev := queuestore.Event{ID: eventID(1, 4, 0), Flow: "f0009", Body: []byte(`{"delta":3}`)}
+				q := f.q
+				ev := queue.Event{ID: eventID(1, 4, 0), Flow: "f0009", Body: []byte(`{"delta":3}`)}
 				if _, err := q.Enqueue(ctx, ev, f.now); err != nil {
 					t.Fatal(err)
 				}
@@ -213,69 +293,112 @@ func TestCheck_FindsEachBreak(t *testing.T) {
 		},
 		"a receipt of an event never enqueued": {
 			tamper: func(t *testing.T, f *fixture) {
-				r, err := receiverstore.Open(f.receiver)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
+				r := f.r
 				next, err := r.NextExpected(ctx, "f0000")
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := r.Receive(ctx, receiverstore.Message{ID: "stranger", Flow: "f0000", Seq: next, Body: []byte(`{"delta":1}`)}); err != nil {
+				if _, err := r.Receive(ctx, receiver.Message{ID: "stranger", Flow: "f0000", Seq: next, Body: []byte(`{"delta":1}`)}); err != nil {
 					t.Fatal(err)
 				}
 			},
 			kinds: []string{"duplicated", "total"},
 			check: func(r Result) bool { return r.Duplicated == 1 },
 		},
-		"a poison event is not quarantined": {
+		"a poison event is redriven": {
 			tamper: func(t *testing.T, f *fixture) {
-				q, err := queuestore.Open(f.queue)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer q.Close()
-				if _, err := q.RedriveAll(ctx, queuestore.RedriveFilter{}, "test", f.now); err != nil {
+				if _, err := f.q.RedriveAll(ctx, queue.RedriveFilter{}, "test", f.now); err != nil {
 					t.Fatal(err)
 				}
 			},
-			kinds: []string{"injected", "stuck"},
+			kinds: []string{"audit", "injected", "stuck"},
 			check: func(r Result) bool { return r.Stuck == 2 && r.Quarantined == 0 },
 		},
+		"the policy was changed": {
+			tamper: func(t *testing.T, f *fixture) {
+				q := f.q
+				p, err := q.Policy(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.MaxAttempts = 2
+				if err := q.SetPolicy(ctx, p, "test", f.now); err != nil {
+					t.Fatal(err)
+				}
+			},
+			kinds: []string{"audit"},
+			check: func(r Result) bool { return r.Stuck == 0 && r.Lost == 0 },
+		},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			c.tamper(t, f)
-			res := f.check(t)
-			if got := kinds(res.Problems); !slices.Equal(got, c.kinds) {
-				t.Errorf("problem kinds = %v, want %v\n%s", got, c.kinds, strings.Join(res.Problems, "\n"))
-			}
-			if !c.check(res) {
-				t.Errorf("counts wrong: %+v", res)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			for name, c := range cases {
+				if c.only != "" && c.only != backend {
+					continue
+				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel() // at most -parallel (GOMAXPROCS) at once
+					f := newFixture(t, backend)
+					c.tamper(t, f)
+					res := f.check(t)
+					if got := kinds(res.Problems); !slices.Equal(got, c.kinds) {
+						t.Errorf("problem kinds = %v, want %v\n%s", got, c.kinds, strings.Join(res.Problems, "\n"))
+					}
+					if !c.check(res) {
+						t.Errorf("counts wrong: %+v", res)
+					}
+				})
 			}
 		})
 	}
 }
 
-// CheckDir checks a run directory with the producers Run wrote down.
+// CheckDir checks a run directory with the stores and producers Run wrote
+// down, on each backend.
 func TestCheckDir(t *testing.T) {
-	f := newFixture(t)
-	if _, err := CheckDir(context.Background(), f.dir); !errors.Is(err, ErrConfig) {
-		t.Fatalf("CheckDir without %s = %v, want ErrConfig", ProducersFile, err)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			f := newFixture(t, backend)
+			if _, err := CheckDir(context.Background(), f.dir); !errors.Is(err, ErrConfig) {
+				t.Fatalf("CheckDir without %s = %v, want ErrConfig", ProducersFile, err)
+			}
+			if err := writeProducers(f.dir, f.producers); err != nil {
+				t.Fatal(err)
+			}
+			res, err := CheckDir(context.Background(), f.dir)
+			if err != nil || len(res.Problems) > 0 || res.Events != 30 {
+				t.Fatalf("CheckDir = %+v, %v; want 30 events and no problems", res, err)
+			}
+			if err := os.WriteFile(f.producers[1].Log, []byte("1\n2\n3\n4\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := CheckDir(context.Background(), f.dir); err != nil || res.Lost != 5 {
+				t.Fatalf("CheckDir after a log names an uncommitted batch = lost %d, %v; want 5 lost", res.Lost, err)
+			}
+		})
 	}
-	if err := writeProducers(f.dir, f.producers); err != nil {
+}
+
+// A kept PostgreSQL run's schemas are dropped by DropStores, and a
+// directory whose stores file is broken is refused.
+func TestDropStores(t *testing.T) {
+	f := newFixture(t, BackendPostgres)
+	if err := DropStores(context.Background(), f.dir); err != nil {
 		t.Fatal(err)
 	}
-	res, err := CheckDir(context.Background(), f.dir)
-	if err != nil || len(res.Problems) > 0 || res.Events != 30 {
-		t.Fatalf("CheckDir = %+v, %v; want 30 events and no problems", res, err)
+	for _, target := range []string{f.stores.Queue, f.stores.Receiver} {
+		_, schema, err := pgTarget(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := pgtest.SchemasWithPrefix(t, schema); n != 0 {
+			t.Errorf("schema %s is still there after DropStores", schema)
+		}
 	}
-	if err := os.WriteFile(f.producers[1].Log, []byte("1\n2\n3\n4\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.dir, StoresFile), []byte(`{"backend":"mysql"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := CheckDir(context.Background(), f.dir); err != nil || res.Lost != 5 {
-		t.Fatalf("CheckDir after a log names an uncommitted batch = lost %d, %v; want 5 lost", res.Lost, err)
+	if err := DropStores(context.Background(), f.dir); !errors.Is(err, ErrConfig) {
+		t.Fatalf("DropStores with a broken %s = %v, want ErrConfig", StoresFile, err)
 	}
 }

@@ -9,9 +9,6 @@ import (
 // ErrConfig reports a configuration the soak cannot run with.
 var ErrConfig = errors.New("soak: bad configuration")
 
-// ErrNotBuilt reports a backend that does not exist yet.
-var ErrNotBuilt = errors.New("soak: backend not built yet")
-
 // ErrCheck reports a run whose final state breaks a guarantee: an event
 // lost, duplicated or stuck, an unexpected quarantine, a wrong total, a
 // receipt out of order or a database that fails its integrity check.
@@ -25,10 +22,17 @@ const (
 
 // Config is one soak run.
 type Config struct {
-	Backend   string // BackendSQLite (BackendPostgres: ErrNotBuilt)
+	Backend string // BackendSQLite (the default) or BackendPostgres
+	// Postgres is the server of BackendPostgres, a postgres:// URL
+	// (default: PostgresURL()). Each run makes two new schemas on it and
+	// drops them when it ends, unless Keep is set or a check failed.
+	Postgres string
+	// Keep leaves a PostgreSQL run's schemas on the server after a run
+	// that passed (CheckDir and DropStores find them in StoresFile).
+	Keep      bool
 	Relayctl  string // the relayctl binary (built without the race detector)
 	Producer  string // the binary that runs a producer: Producer is given as its arguments after "produce"
-	Dir       string // the run's directory: queue.db, receiver.db, logs/
+	Dir       string // the run's directory: logs/, the producers' logs, queue.db and receiver.db on SQLite
 	For       time.Duration
 	Seed      int64
 	Relays    int
@@ -57,6 +61,9 @@ type Config struct {
 func (c Config) Defaults() Config {
 	if c.Backend == "" {
 		c.Backend = BackendSQLite
+	}
+	if c.Backend == BackendPostgres && c.Postgres == "" {
+		c.Postgres = PostgresURL()
 	}
 	if c.For == 0 {
 		c.For = 45 * time.Second
@@ -101,7 +108,9 @@ func (c Config) validate() error {
 	switch c.Backend {
 	case BackendSQLite:
 	case BackendPostgres:
-		return fmt.Errorf("%w: -backend postgres: the PostgreSQL queue store does not exist in this build", ErrNotBuilt)
+		if !isPostgres(c.Postgres) {
+			return fmt.Errorf("%w: Postgres %q is not a postgres:// URL", ErrConfig, redact(c.Postgres))
+		}
 	default:
 		return fmt.Errorf("%w: unknown backend %q (sqlite or postgres)", ErrConfig, c.Backend)
 	}

@@ -1,9 +1,12 @@
 // Package soak is fairrelay's soak test: the whole system as real processes
-// on real files, killed at random for a while, then drained and checked.
+// on real stores, killed at random for a while, then drained and checked.
 //
 // [Run] starts a receiver ('relayctl receive', HTTP, signed), four relays
 // ('relayctl relay --to URL') and two producers (this package's [Produce],
-// run as a child process) over one queue.db and one receiver.db. While the
+// run as a child process) over one queue and one receiver: queue.db and
+// receiver.db (SQLite, the default), or two fresh PostgreSQL schemas given
+// to relayctl as postgres://…?schema=NAME URLs (Config.Backend
+// BackendPostgres), dropped when the run ends. While the
 // chaos lasts, a loop sends SIGKILL to a random one of them every 50 to
 // 500 ms (math/rand seeded with Config.Seed, so a run can be replayed) and
 // each killed process is started again after a short pause; the receiver
@@ -11,14 +14,20 @@
 // --exit-when-idle and the run waits, under a watchdog, until they exit.
 //
 // [Check] then reads the final state and checks the guarantees of
-// docs/contract.md under crashes: every event a producer was told was
+// docs/contract.md under crashes, the same code for both backends: it
+// reads the stores through queue.Store and receiver.Store, and asks the
+// backend (stores.go) only what no contract method says, the storage's
+// integrity and the order receipts were committed in: every event a producer was told was
 // committed is in the queue; every event in the queue was accepted by the
 // receiver exactly once under its flow and sequence number; each flow's
 // receipts were committed in the order 1..n and its total is the sum of the
 // deltas enqueued; nothing is pending or in flight; the only quarantined
 // events are the injected failures (a delta above the receiver's maximum,
-// answered 400 invalid_body on every attempt, each alone in its flow); and
-// both files pass PRAGMA integrity_check.
+// answered 400 invalid_body on every attempt, each alone in its flow); the
+// audit is empty; and both stores pass their integrity check (PRAGMA
+// integrity_check; on PostgreSQL amcheck's bt_index_check on every index).
+// On PostgreSQL the receipts' commit order is recorded by a deferred
+// trigger the soak adds to the receiver's schema (pgCommitLog).
 //
 // The truth about what was enqueued is the queue itself. A producer logs
 // each batch only after its commit returned (fsync'd), and a restarted
@@ -33,7 +42,5 @@
 //	go run ./soak/cmd/soak                 # CI length: 45 s of chaos, then the drain
 //	SOAK_FOR=30m go run ./soak/cmd/soak    # a long run
 //	SOAK_SEED=42 go run ./soak/cmd/soak    # replay a seed
-//
-// Only the SQLite backend exists; -backend postgres is refused with
-// [ErrNotBuilt] until the PostgreSQL queue store does.
+//	FAIRRELAY_BACKEND=postgres go run ./soak/cmd/soak   # on PostgreSQL (FAIRRELAY_POSTGRES: the server)
 package soak

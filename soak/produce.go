@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // PoisonDelta is the delta of an injected failure: above every receiver's
-// largest delta (receiverstore.DefaultMaxDelta), so the receiver answers
+// largest delta (receiver.DefaultMaxDelta), so the receiver answers
 // 400 invalid_body on every attempt and the event must end quarantined.
 const PoisonDelta = 5000
 
@@ -35,7 +35,7 @@ const poisonPrefix = "poison-"
 // (killed between the commit and the log line); enqueueing it again is a
 // harmless duplicate, because enqueue is idempotent by event ID.
 type Producer struct {
-	Queue       string        // queue.db
+	Queue       string        // the queue: queue.db, or a postgres:// URL with ?schema=NAME (Stores.Queue)
 	Log         string        // the producer's log of committed batches
 	ID          int           // producer number, 1..n
 	Seed        int64         // the run's seed (events depend on it)
@@ -64,7 +64,7 @@ func ParseProducer(args []string) (Producer, error) {
 	var p Producer
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&p.Queue, "queue", "", "queue.db")
+	fs.StringVar(&p.Queue, "queue", "", "the queue: queue.db or postgres://…?schema=NAME")
 	fs.StringVar(&p.Log, "log", "", "log of committed batches")
 	fs.IntVar(&p.ID, "id", 0, "producer number")
 	fs.Int64Var(&p.Seed, "seed", 0, "seed")
@@ -95,8 +95,8 @@ func (p Producer) validate() error {
 // Events returns batch k (k >= 1) of the producer: the same events every
 // time it is asked, so that a restarted producer re-sends exactly what it
 // may already have committed.
-func (p Producer) Events(k int) []queuestore.Event {
-	out := make([]queuestore.Event, p.Batch)
+func (p Producer) Events(k int) []queue.Event {
+	out := make([]queue.Event, p.Batch)
 	for i := range out {
 		h := mix(p.Seed, p.ID, k, i)
 		flow := fmt.Sprintf("f%04d", h%uint64(p.Flows))
@@ -104,7 +104,7 @@ func (p Producer) Events(k int) []queuestore.Event {
 		if p.PoisonEvery > 0 && k%p.PoisonEvery == 0 && i == 0 {
 			flow, delta = fmt.Sprintf("%sp%d-b%d", poisonPrefix, p.ID, k), PoisonDelta
 		}
-		out[i] = queuestore.Event{
+		out[i] = queue.Event{
 			ID:   eventID(p.ID, k, i),
 			Flow: flow,
 			Body: fmt.Appendf(nil, `{"delta":%d}`, delta),
@@ -141,7 +141,7 @@ func Produce(ctx context.Context, p Producer) error {
 	if err := cutTornLine(p.Log); err != nil {
 		return err
 	}
-	q, err := queuestore.Open(p.Queue, queuestore.WithRealTime(clock.Wall{}, 1000))
+	q, err := openQueue(ctx, p.Queue, queueOptions{realTime: true})
 	if err != nil {
 		return fmt.Errorf("open queue: %w", err)
 	}
@@ -222,8 +222,14 @@ func cutTornLine(path string) error {
 	return nil
 }
 
+// producerQueue is what a producer does with the queue.
+type producerQueue interface {
+	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
+	Flows(ctx context.Context) ([]queue.FlowState, error)
+}
+
 // holdBack waits while the ordinary flows' backlog is above MaxBacklog.
-func (p Producer) holdBack(ctx context.Context, q *queuestore.Store) error {
+func (p Producer) holdBack(ctx context.Context, q producerQueue) error {
 	if p.MaxBacklog == 0 {
 		return nil
 	}
@@ -245,7 +251,7 @@ func (p Producer) holdBack(ctx context.Context, q *queuestore.Store) error {
 
 // backlog counts the events of ordinary flows that are not acked (poison
 // flows left out: their events end quarantined and stay).
-func backlog(ctx context.Context, q *queuestore.Store) (int64, error) {
+func backlog(ctx context.Context, q producerQueue) (int64, error) {
 	flows, err := q.Flows(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("read the backlog: %w", err)
@@ -261,13 +267,14 @@ func backlog(ctx context.Context, q *queuestore.Store) (int64, error) {
 
 // enqueue commits one batch at the wall clock's tick. A write that waited
 // so long for its turn that its tick fell more than the skew behind the
-// mark (ErrTimeRegression), or that gave up waiting (ErrWriteTimeout),
-// changed nothing: it is tried again with a fresh tick, as a real-time
-// producer must. Any other error ends the producer.
-func enqueue(ctx context.Context, q *queuestore.Store, batch []queuestore.Event) error {
+// mark (queue.ErrTimeRegression), or that gave up waiting (SQLite's
+// ErrWriteTimeout), changed nothing (transient): it is tried again with a
+// fresh tick, as a real-time producer must. Any other error ends the
+// producer.
+func enqueue(ctx context.Context, q producerQueue, batch []queue.Event) error {
 	for {
 		_, err := q.EnqueueBatch(ctx, batch, clock.Wall{}.Now())
-		if !errors.Is(err, queuestore.ErrTimeRegression) && !errors.Is(err, queuestore.ErrWriteTimeout) {
+		if !transient(err) {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "soak produce: %v; trying again\n", err)

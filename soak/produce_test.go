@@ -12,8 +12,40 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
 )
+
+// newQueueTarget names a new queue on backend, for a producer: a file in a
+// temporary directory, or a fresh schema dropped when t ends.
+func newQueueTarget(t *testing.T, backend string) string {
+	t.Helper()
+	c := Config{Backend: backend, Dir: t.TempDir()}
+	if backend == BackendPostgres {
+		c.Postgres = pgtest.Require(t)
+	}
+	s, err := newStores(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dropStores(context.Background(), s); err != nil {
+			t.Error(err)
+		}
+	})
+	return s.Queue
+}
+
+// openTestQueue opens a queue, closed when t ends.
+func openTestQueue(t *testing.T, target string) queue.Store {
+	t.Helper()
+	q, err := openQueue(context.Background(), target, queueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
 
 func TestProducer_ArgsRoundTrip(t *testing.T) {
 	p := Producer{Queue: "/q.db", Log: "/p.log", ID: 3, Seed: -9, Flows: 17, Batch: 40, PoisonEvery: 25, Pause: 100 * time.Millisecond, MaxBacklog: 2000}
@@ -34,7 +66,7 @@ func TestProducer_EventsDeterministic(t *testing.T) {
 	p := Producer{ID: 2, Seed: 11, Flows: 5, Batch: 8, PoisonEvery: 3}
 	for k := 1; k <= 6; k++ {
 		a, b := p.Events(k), p.Events(k)
-		if !slices.EqualFunc(a, b, func(x, y queuestore.Event) bool {
+		if !slices.EqualFunc(a, b, func(x, y queue.Event) bool {
 			return x.ID == y.ID && x.Flow == y.Flow && bytes.Equal(x.Body, y.Body)
 		}) {
 			t.Fatalf("batch %d differs between two calls", k)
@@ -87,8 +119,14 @@ func TestLastCommitted(t *testing.T) {
 // logged (and so not enqueued again), the torn "3" is cut, and batches
 // 3, 4, ... go to the queue and to the log.
 func TestProduce_ResumesAfterItsLog(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) { testProduceResumes(t, backend) })
+	}
+}
+
+func testProduceResumes(t *testing.T, backend string) {
 	dir := t.TempDir()
-	p := Producer{Queue: filepath.Join(dir, "queue.db"), Log: filepath.Join(dir, "p.log"), ID: 1, Seed: 5, Flows: 4, Batch: 3}
+	p := Producer{Queue: newQueueTarget(t, backend), Log: filepath.Join(dir, "p.log"), ID: 1, Seed: 5, Flows: 4, Batch: 3}
 	if err := os.WriteFile(p.Log, []byte("1\n2\n3"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -115,16 +153,12 @@ func TestProduce_ResumesAfterItsLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queuestore.Open(p.Queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openTestQueue(t, p.Queue)
 	for k := 1; k <= last+1; k++ {
 		for _, e := range p.Events(k) {
 			_, err := q.Event(context.Background(), e.ID)
 			switch {
-			case k <= 2 && !errors.Is(err, queuestore.ErrNotFound):
+			case k <= 2 && !errors.Is(err, queue.ErrNotFound):
 				t.Fatalf("batch %d (logged before the start) was enqueued: %v", k, err)
 			case k >= 3 && k <= last && err != nil:
 				t.Fatalf("batch %d is logged but not in the queue: %v", k, err)
@@ -137,13 +171,14 @@ func TestProduce_ResumesAfterItsLog(t *testing.T) {
 // MaxBacklog and waits while it is above (here it ends with the context);
 // poison flows do not count.
 func TestProducer_HoldBack(t *testing.T) {
-	dir := t.TempDir()
-	ctx := context.Background()
-	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
-	if err != nil {
-		t.Fatal(err)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) { testProducerHoldBack(t, backend) })
 	}
-	defer q.Close()
+}
+
+func testProducerHoldBack(t *testing.T, backend string) {
+	ctx := context.Background()
+	q := openTestQueue(t, newQueueTarget(t, backend))
 	p := Producer{ID: 1, Seed: 1, Flows: 2, Batch: 4, PoisonEvery: 1, MaxBacklog: 3}
 	if _, err := q.EnqueueBatch(ctx, p.Events(1), 1); err != nil { // 3 ordinary + 1 poison
 		t.Fatal(err)
@@ -167,14 +202,20 @@ func TestProducer_HoldBack(t *testing.T) {
 // turn) is refused with a time regression; the producer tries it again with
 // a fresh tick instead of giving up.
 func TestProduce_RetriesATimeRegression(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) { testProduceRetries(t, backend) })
+	}
+}
+
+func testProduceRetries(t *testing.T, backend string) {
 	dir := t.TempDir()
-	p := Producer{Queue: filepath.Join(dir, "queue.db"), Log: filepath.Join(dir, "p.log"), ID: 1, Seed: 5, Flows: 4, Batch: 3}
-	q, err := queuestore.Open(p.Queue)
+	p := Producer{Queue: newQueueTarget(t, backend), Log: filepath.Join(dir, "p.log"), ID: 1, Seed: 5, Flows: 4, Batch: 3}
+	q, err := openQueue(context.Background(), p.Queue, queueOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ahead := clock.Wall{}.Now() + 1500 // 1.5 s ahead: beyond the producer's 1 s skew for about half a second
-	if _, err := q.Enqueue(context.Background(), queuestore.Event{ID: "ahead", Flow: "x", Body: []byte("{}")}, ahead); err != nil {
+	if _, err := q.Enqueue(context.Background(), queue.Event{ID: "ahead", Flow: "x", Body: []byte("{}")}, ahead); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Close(); err != nil {

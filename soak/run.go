@@ -16,26 +16,28 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fairrelay/fairrelay/queuestore"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // The relays' policy: short enough that a killed relay's claims come back
 // within the run, with enough attempts that a receiver's downtime never
 // exhausts them (only an injected failure may end quarantined).
-var relayPolicy = queuestore.Policy{
+var relayPolicy = queue.Policy{
 	Lease:       2000,
 	MaxAttempts: 40,
 	BackoffBase: 20,
 	BackoffCap:  250,
-	Fairness:    queuestore.FairMinServed,
+	Fairness:    queue.FairMinServed,
 }
 
 const secret = "soak-secret"
 
 // Run performs one soak: chaos for c.For, then the drain, then the checks.
 // It returns the summary; the error is ErrCheck (wrapped) when a check
-// failed, or the reason the run could not be performed.
-func Run(ctx context.Context, c Config) (Summary, error) {
+// failed, or the reason the run could not be performed. On PostgreSQL the
+// run's two schemas are dropped when it returns, unless c.Keep is set or
+// the run failed (Summary.Stores names them; DropStores drops them).
+func Run(ctx context.Context, c Config) (sum Summary, err error) {
 	c = c.Defaults()
 	if err := c.validate(); err != nil {
 		return Summary{}, err
@@ -45,19 +47,38 @@ func Run(ctx context.Context, c Config) (Summary, error) {
 		logf = func(string, ...any) {}
 	}
 	began := time.Now()
-	sum := Summary{Backend: c.Backend, Seed: c.Seed}
+	sum = Summary{Backend: c.Backend, Seed: c.Seed}
+	stores, err := newStores(c)
+	if err != nil {
+		return sum, err
+	}
+	sum.Stores = stores
 	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o755); err != nil {
 		return sum, fmt.Errorf("soak: %w", err)
 	}
-	queuePath, receiverPath := filepath.Join(c.Dir, "queue.db"), filepath.Join(c.Dir, "receiver.db")
-
-	// The queue exists before any relay starts, with the soak's policy.
-	q, err := queuestore.Open(queuePath, queuestore.WithPolicy(relayPolicy))
-	if err != nil {
-		return sum, fmt.Errorf("soak: create the queue: %w", err)
+	if err := writeStores(c.Dir, stores); err != nil {
+		return sum, err
 	}
-	if err := q.Close(); err != nil {
-		return sum, fmt.Errorf("soak: create the queue: %w", err)
+	// The schemas go when the run ends, unless they are to be looked at.
+	defer func() {
+		if c.Keep || err != nil && errors.Is(err, ErrCheck) {
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if derr := dropStores(dctx, stores); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+
+	// The queue exists before any relay starts, with the soak's policy;
+	// the receiver too.
+	q, r, err := createStores(ctx, stores, relayPolicy)
+	if err != nil {
+		return sum, err
+	}
+	if err := errors.Join(q.Close(), r.Close()); err != nil {
+		return sum, fmt.Errorf("soak: create the stores: %w", err)
 	}
 	port, err := freePort()
 	if err != nil {
@@ -67,11 +88,11 @@ func Run(ctx context.Context, c Config) (Summary, error) {
 
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x50a4))
 	var procs []*proc
-	receiver := newProc(c.Dir, "receiver", c.Relayctl, "--receiver", receiverPath, "receive",
+	receiver := newProc(c.Dir, "receiver", c.Relayctl, "--receiver", stores.Receiver, "receive",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--secret", secret, "--json", "--grace", "1s")
 	procs = append(procs, receiver)
 	relayArgs := func(extra ...string) []string {
-		return append([]string{"--queue", queuePath, "relay", "--to", url, "--secret", secret, "--json",
+		return append([]string{"--queue", stores.Queue, "relay", "--to", url, "--secret", secret, "--json",
 			"--concurrency", "8", "--batch", "16", "--poll", "50ms", "--timeout", "2s", "--grace", "500ms",
 			"--lease", "2s", "--max-attempts", strconv.Itoa(relayPolicy.MaxAttempts),
 			"--backoff-base", "20ms", "--backoff-cap", "250ms"}, extra...)
@@ -81,7 +102,7 @@ func Run(ctx context.Context, c Config) (Summary, error) {
 	}
 	var producers []Producer
 	for i := range c.Producers {
-		p := Producer{Queue: queuePath, Log: filepath.Join(c.Dir, fmt.Sprintf("producer%d.log", i+1)), ID: i + 1,
+		p := Producer{Queue: stores.Queue, Log: filepath.Join(c.Dir, fmt.Sprintf("producer%d.log", i+1)), ID: i + 1,
 			Seed: c.Seed, Flows: c.Flows, Batch: c.Batch, PoisonEvery: c.PoisonEvery, Pause: c.ProducerPause,
 			MaxBacklog: max(c.MaxBacklog, 0)}
 		producers = append(producers, p)
@@ -94,7 +115,7 @@ func Run(ctx context.Context, c Config) (Summary, error) {
 
 	// Chaos: every process is supervised (restarted after a short pause
 	// whenever it exits) while a loop SIGKILLs a random one.
-	logf("soak: backend=%s seed=%d for=%s relays=%d producers=%d dir=%s", c.Backend, c.Seed, c.For, c.Relays, c.Producers, c.Dir)
+	logf("soak: backend=%s seed=%d for=%s relays=%d producers=%d dir=%s (%s)", c.Backend, c.Seed, c.For, c.Relays, c.Producers, c.Dir, stores)
 	recvCtx, stopReceiver := context.WithCancel(ctx)
 	defer stopReceiver()
 	chaosCtx, stopChaos := context.WithCancel(ctx)
@@ -213,7 +234,7 @@ chaos:
 	}
 	logf("soak: drained in %s; checking", sum.Drain.Round(time.Millisecond))
 
-	res, err := Check(ctx, queuePath, receiverPath, producers)
+	res, err := Check(ctx, stores, producers)
 	if err != nil {
 		return sum, err
 	}
@@ -242,10 +263,16 @@ func writeProducers(dir string, ps []Producer) error {
 	return nil
 }
 
-// CheckDir runs Check on a run's directory (queue.db, receiver.db and the
-// producers' logs, as Run leaves them), for example one kept after a
-// failure, or a copy taken after a machine crash.
+// CheckDir runs Check on a run's directory (its StoresFile, or queue.db
+// and receiver.db, and the producers' logs, as Run leaves them), for
+// example one kept after a failure, or a copy taken after a machine crash.
+// A PostgreSQL run's schemas must still be there (Config.Keep, or a
+// failed run).
 func CheckDir(ctx context.Context, dir string) (Result, error) {
+	stores, err := readStores(dir)
+	if err != nil {
+		return Result{}, err
+	}
 	b, err := os.ReadFile(filepath.Join(dir, ProducersFile))
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrConfig, err)
@@ -259,7 +286,7 @@ func CheckDir(ctx context.Context, dir string) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return Check(ctx, filepath.Join(dir, "queue.db"), filepath.Join(dir, "receiver.db"), ps)
+	return Check(ctx, stores, ps)
 }
 
 // freePort picks a free loopback port; the receiver listens on it for the

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fairrelay/fairrelay/pgtest"
 )
 
 var soakFor = flag.Duration("soak.for", 12*time.Second, "chaos phase of TestSoak (SOAK_FOR=30m with go run ./soak/cmd/soak for a long run)")
@@ -57,19 +59,41 @@ func TestMain(m *testing.M) {
 // processes, one SIGKILLed every 50-500 ms and restarted, then the drain
 // and every check of Check. Any lost, duplicated or stuck event, any
 // quarantine that was not injected, any wrong total, receipt out of order,
-// crash or integrity failure fails it.
+// audit row, crash or integrity failure fails it.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: real processes for about 30 s")
 	}
+	soakTest(t, Config{Backend: BackendSQLite})
+}
+
+// The same soak with the queue and the receiver in PostgreSQL (two fresh
+// schemas, dropped at the end): relays, receiver and producers are killed,
+// the server stays up. It skips without a server, and fails instead with
+// FAIRRELAY_REQUIRE_POSTGRES=1 (pgtest).
+func TestSoakPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak: real processes for about 30 s")
+	}
+	soakTest(t, Config{Backend: BackendPostgres, Postgres: pgtest.Require(t)})
+}
+
+// soakTest runs the soak at test length on c's backend and asserts what
+// every run must show.
+func soakTest(t *testing.T, c Config) {
 	relayctl, soakBin := buildBinaries(t)
 	dir := t.TempDir()
 	seed := time.Now().UnixNano() % 1_000_000_007
-	sum, err := Run(context.Background(), Config{
-		Relayctl: relayctl, Producer: soakBin, Dir: dir, For: *soakFor, Seed: seed,
-		MaxBacklog:  300, // a short drain: at most this many ordinary events wait when the chaos ends
-		PoisonEvery: 3,   // a few injected failures even in a short run on a slow machine
-		Log:         t.Logf,
+	c.Relayctl, c.Producer, c.Dir, c.For, c.Seed = relayctl, soakBin, dir, *soakFor, seed
+	c.MaxBacklog = 300 // a short drain: at most this many ordinary events wait when the chaos ends
+	c.PoisonEvery = 3  // a few injected failures even in a short run on a slow machine
+	c.Log = t.Logf
+	sum, err := Run(context.Background(), c)
+	// A failed run keeps its PostgreSQL schemas for a person; a test's go.
+	t.Cleanup(func() {
+		if err := dropStores(context.Background(), sum.Stores); err != nil {
+			t.Error(err)
+		}
 	})
 	t.Log(sum)
 	if err != nil {
@@ -81,9 +105,11 @@ func TestSoak(t *testing.T) {
 				t.Logf("logs/%s.log (tail):\n%s", name, tail(string(b), 20))
 			}
 		}
-		t.Fatalf("soak failed (replay with SOAK_SEED=%d go run ./soak/cmd/soak): %v", seed, err)
+		t.Fatalf("soak failed (replay with SOAK_SEED=%d %sgo run ./soak/cmd/soak): %v", seed, envFor(c.Backend), err)
 	}
 	switch {
+	case sum.Backend != c.Backend || sum.Stores.Backend != c.Backend:
+		t.Errorf("ran on %s (stores %s), want %s", sum.Backend, sum.Stores.Backend, c.Backend)
 	case sum.Kills == 0 || sum.Restarts == 0:
 		t.Errorf("no chaos: %d kills, %d restarts", sum.Kills, sum.Restarts)
 	case sum.Events == 0 || sum.Receipts == 0:
@@ -93,6 +119,24 @@ func TestSoak(t *testing.T) {
 	case sum.Receipts+sum.Injected != sum.Events:
 		t.Errorf("%d receipts + %d injected != %d events", sum.Receipts, sum.Injected, sum.Events)
 	}
+	if c.Backend == BackendPostgres {
+		// A run that passed dropped its schemas itself.
+		for _, target := range []string{sum.Stores.Queue, sum.Stores.Receiver} {
+			if _, schema, err := pgTarget(target); err != nil {
+				t.Error(err)
+			} else if n := pgtest.SchemasWithPrefix(t, schema); n != 0 {
+				t.Errorf("schema %s is still there after a run that passed", schema)
+			}
+		}
+	}
+}
+
+// envFor is the environment that selects backend for the soak command.
+func envFor(backend string) string {
+	if backend == BackendPostgres {
+		return BackendEnv + "=postgres "
+	}
+	return ""
 }
 
 func tail(s string, n int) string {
@@ -109,12 +153,12 @@ func TestRun_RefusesWhatItCannotRun(t *testing.T) {
 		mod  func(*Config)
 		want error
 	}{
-		"postgres is not built yet": {func(c *Config) { c.Backend = BackendPostgres }, ErrNotBuilt},
-		"unknown backend":           {func(c *Config) { c.Backend = "mysql" }, ErrConfig},
-		"no relayctl":               {func(c *Config) { c.Relayctl = "" }, ErrConfig},
-		"negative duration":         {func(c *Config) { c.For = -time.Second }, ErrConfig},
-		"kill window upside down":   {func(c *Config) { c.KillMin, c.KillMax = time.Second, time.Millisecond }, ErrConfig},
-		"batch too large":           {func(c *Config) { c.Batch = 10001 }, ErrConfig},
+		"postgres without a postgres:// URL": {func(c *Config) { c.Backend, c.Postgres = BackendPostgres, "host=db" }, ErrConfig},
+		"unknown backend":                    {func(c *Config) { c.Backend = "mysql" }, ErrConfig},
+		"no relayctl":                        {func(c *Config) { c.Relayctl = "" }, ErrConfig},
+		"negative duration":                  {func(c *Config) { c.For = -time.Second }, ErrConfig},
+		"kill window upside down":            {func(c *Config) { c.KillMin, c.KillMax = time.Second, time.Millisecond }, ErrConfig},
+		"batch too large":                    {func(c *Config) { c.Batch = 10001 }, ErrConfig},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

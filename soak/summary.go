@@ -8,6 +8,7 @@ import (
 // Summary is a whole run: the chaos, the drain and what Check found.
 type Summary struct {
 	Backend                                  string
+	Stores                                   Stores // where the queue and the receiver were
 	Seed                                     int64
 	Kills                                    int // SIGKILLs sent during the chaos: to the receiver, the relays and the producers
 	ReceiverKills, RelayKills, ProducerKills int

@@ -4,10 +4,15 @@
 //
 // Usage, from the repository:
 //
-//	go run ./soak/cmd/soak [-for 45s] [-seed N] [-backend sqlite] [-keep]
+//	go run ./soak/cmd/soak [-for 45s] [-seed N] [-backend sqlite|postgres] [-postgres URL] [-keep]
 //	go run ./soak/cmd/soak check -dir DIR   # check a kept run directory again
+//	go run ./soak/cmd/soak drop -dir DIR    # drop a kept PostgreSQL run's schemas
 //
-// SOAK_FOR and SOAK_SEED set -for and -seed when the flags are not given.
+// SOAK_FOR and SOAK_SEED set -for and -seed when the flags are not given,
+// FAIRRELAY_BACKEND (sqlite or postgres) -backend and FAIRRELAY_POSTGRES
+// -postgres, as for the experiment. On PostgreSQL the run makes two fresh
+// schemas and drops them at the end, unless -keep is given or a check
+// failed.
 // It builds relayctl (go build) unless -relayctl names a binary, prints one
 // summary line and exits 1 when any check failed.
 package main
@@ -45,6 +50,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "check" {
 		os.Exit(check(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "drop" {
+		os.Exit(drop(os.Args[2:]))
+	}
 	os.Exit(run())
 }
 
@@ -73,14 +81,31 @@ func check(args []string) int {
 	return 0
 }
 
+// drop drops the PostgreSQL schemas of a kept run directory.
+func drop(args []string) int {
+	fs := flag.NewFlagSet("soak drop", flag.ExitOnError)
+	dir := fs.String("dir", "", "a run directory that soak kept")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		fmt.Fprintln(os.Stderr, "soak drop: -dir is required")
+		return 2
+	}
+	if err := soak.DropStores(context.Background(), *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "soak drop:", err)
+		return 1
+	}
+	return 0
+}
+
 func run() int {
 	fs := flag.NewFlagSet("soak", flag.ExitOnError)
 	forD := fs.Duration("for", 0, "length of the chaos phase (default $SOAK_FOR or 45s); the drain comes after")
 	seed := fs.Int64("seed", 0, "random seed (default $SOAK_SEED or the time)")
-	backend := fs.String("backend", soak.BackendSQLite, "queue backend: sqlite (postgres: not built yet)")
+	backend := fs.String("backend", soak.BackendSQLite, "where the queue and the receiver live: sqlite or postgres (default $"+soak.BackendEnv+" or sqlite)")
+	pgURL := fs.String("postgres", "", "PostgreSQL server of -backend postgres (default $"+soak.PostgresEnv+" or "+soak.DefaultPostgresURL+")")
 	relayctl := fs.String("relayctl", "", "relayctl binary (default: go build it)")
 	dir := fs.String("dir", "", "run directory (default: a new temporary one)")
-	keep := fs.Bool("keep", false, "keep the run directory even when every check passed")
+	keep := fs.Bool("keep", false, "keep the run directory (and a PostgreSQL run's schemas) even when every check passed")
 	relays := fs.Int("relays", 4, "relay processes")
 	producers := fs.Int("producers", 2, "producer processes")
 	flows := fs.Int("flows", 200, "ordinary flows")
@@ -106,8 +131,11 @@ func run() int {
 	if !set["seed"] && os.Getenv("SOAK_SEED") == "" {
 		*seed = time.Now().UnixNano() % 1_000_000_007
 	}
-	if *backend == soak.BackendPostgres {
-		fmt.Fprintln(os.Stderr, "soak: -backend postgres: not built yet (the PostgreSQL queue store does not exist in this build)")
+	if v := os.Getenv(soak.BackendEnv); v != "" && !set["backend"] {
+		*backend = v
+	}
+	if *backend != soak.BackendSQLite && *backend != soak.BackendPostgres {
+		fmt.Fprintf(os.Stderr, "soak: -backend %q: want sqlite or postgres\n", *backend)
 		return 2
 	}
 	if *dir == "" {
@@ -136,7 +164,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sum, err := soak.Run(ctx, soak.Config{
-		Backend: *backend, Relayctl: *relayctl, Producer: self, Dir: *dir, For: *forD, Seed: *seed,
+		Backend: *backend, Postgres: *pgURL, Keep: *keep, Relayctl: *relayctl, Producer: self, Dir: *dir, For: *forD, Seed: *seed,
 		Relays: *relays, Producers: *producers, Flows: *flows,
 		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	})
@@ -150,7 +178,13 @@ func run() int {
 	fmt.Println(sum)
 	if sum.Failed() {
 		fmt.Fprintln(os.Stderr, "soak: run directory kept:", *dir, "(logs/ has every process's output)")
+		if sum.Stores.Backend == soak.BackendPostgres {
+			fmt.Fprintf(os.Stderr, "soak: schemas kept: %s; 'soak drop -dir %s' drops them\n", sum.Stores, *dir)
+		}
 		return 1
+	}
+	if *keep && sum.Stores.Backend == soak.BackendPostgres {
+		fmt.Fprintf(os.Stderr, "soak: schemas kept: %s; 'soak drop -dir %s' drops them\n", sum.Stores, *dir)
 	}
 	if !*keep {
 		_ = os.RemoveAll(*dir)
