@@ -16,15 +16,20 @@ import (
 // Paged reads for an operator's console (queue.Pager), as queuestore's
 // page.go has them: each page is one index range read (keyset paging), so
 // a page costs the same on the first page of 100,000 flows as on the last,
-// and no read scans every flow or every audit row. The cursors, orders and
-// tie-breaks are queuestore's; page_plan_test.go shows the plans.
+// and no read scans every flow or every audit row, except a page of flows
+// by backlog (sortKeys). The cursors, orders and tie-breaks are
+// queuestore's; page_plan_test.go shows the plans.
 
-// sortKeys are the key expressions of the orders other than by name, each
-// backed by an index on (expression, flow) of migration 5. PostgreSQL uses
-// an expression index only for the same expression, so each is written
-// here as in the index (the alias f does not matter; the constants'
-// types do). The values are queuestore's sort keys, so the cursors'
-// text forms are the same on both backends.
+// sortKeys are the key expressions of the orders other than by name. The
+// values are queuestore's sort keys, so the cursors' text forms are the
+// same on both backends. The served and blocked orders are backed by an
+// index on (expression, flow) of migration 5; PostgreSQL uses an
+// expression index only for the same expression, so each is written here
+// as in the index (the alias f does not matter; the constants' types do).
+// The backlog order has no index (an index on last_seq would cost every
+// enqueue onto a backlogged flow its heap-only update: see
+// docs/decisions/postgres-paged-reads.md); its page reads every flow and
+// keeps the top Limit+1 (a bounded sort), the same page at any position.
 var sortKeys = map[queue.FlowSort]string{
 	// -backlog: a flow's backlog is last_seq - head_seq + 1 (events after
 	// the head are never claimed, so all of them wait).
@@ -137,7 +142,9 @@ FROM {s}.flows f LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_se
 
 // FlowsPage returns one page of flows in the query's order, read through an
 // index: a page seeks to its cursor and reads Limit+1 index entries,
-// whatever its position (TestPlans_PagedReads). With a Prefix and an order
+// whatever its position (TestPlans_PagedReads). The backlog order is the
+// exception: its page reads the flows (those of the Prefix when it has
+// one) and keeps the first Limit+1 in order. With a Prefix and an order
 // other than by name the server chooses, by its statistics, between
 // walking the order's index (filtering names) and reading the prefix's
 // range of names and sorting it. Bad input (unknown sort, limit outside

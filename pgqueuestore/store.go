@@ -142,16 +142,17 @@ END
 $$;
 CREATE TRIGGER events_flow_exists AFTER INSERT ON {s}.events REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION {s}.events_flow_exists();`,
-	// 5: the console's paged reads (queue.Pager, page.go), queuestore's
-	// indexes of the same names: flows in each order of FlowsPage other
-	// than by name, (sort key, flow), the key expressions written exactly
-	// as page.go's sortKeys (PostgreSQL uses an expression index only for
-	// the same expression); one event's audit rows by id (AuditPage with
-	// an EventID). Self-contained: it reads nothing of the earlier steps
-	// but their tables. What the flows indexes cost the claim and the
-	// settle: docs/decisions/postgres-paged-reads.md.
-	`CREATE INDEX flows_by_backlog ON {s}.flows ((CASE WHEN head_seq IS NULL THEN 0 ELSE head_seq - last_seq - 1 END), flow);
-CREATE INDEX flows_by_served ON {s}.flows ((-served), flow);
+	// 5: the console's paged reads (queue.Pager, page.go), indexes of
+	// queuestore's names: flows in two orders of FlowsPage, (sort key,
+	// flow), the key expressions written exactly as page.go's sortKeys
+	// (PostgreSQL uses an expression index only for the same expression);
+	// one event's audit rows by id (AuditPage with an EventID). The order by
+	// backlog has no index here (queuestore's flows_by_backlog): it would
+	// read last_seq, so an enqueue onto a flow with a backlog would no
+	// longer be a heap-only update (docs/decisions/postgres-paged-reads.md).
+	// Self-contained: it reads nothing of the earlier steps but their
+	// tables.
+	`CREATE INDEX flows_by_served ON {s}.flows ((-served), flow);
 CREATE INDEX flows_by_blocked ON {s}.flows ((CASE WHEN head_seq IS NULL THEN 3 WHEN ready_at IS NULL THEN 0 WHEN NOT ready THEN 1 ELSE 2 END), flow);
 CREATE INDEX audit_event ON {s}.audit (event_id, id) WHERE event_id IS NOT NULL;`,
 }
