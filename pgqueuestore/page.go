@@ -69,7 +69,8 @@ func prefixRange(p string) (lo, hi string, ok bool) {
 	}
 	// t must be the start of one character's encoding (at most 3 bytes of a
 	// 2- to 4-byte encoding); the characters it starts are a range of code
-	// points, in byte order as in code point order.
+	// points, in byte order as in code point order, found by walking the
+	// code points (at most about a million, only for such a prefix).
 	if utf8.FullRuneInString(t) {
 		return "", "", false
 	}
