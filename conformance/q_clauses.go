@@ -83,4 +83,11 @@ var queueClauses = []queueClause{
 	{"Storage_2_7_RedriveIsAtomic", queueStorage_2_7_RedriveIsAtomic},
 	{"Storage_2_7_ClaimIsAtomic", queueStorage_2_7_ClaimIsAtomic},
 	{"Snapshot_2_7_StableAndJSONFriendly", queueSnapshot_2_7_StableAndJSONFriendly},
+	{"Pager_FlowsPage_WalksEveryOrder", queuePager_FlowsPage_WalksEveryOrder},
+	{"Pager_FlowsPage_PrefixIsBytes", queuePager_FlowsPage_PrefixIsBytes},
+	{"Pager_FlowsPage_RowsMatchFlows", queuePager_FlowsPage_RowsMatchFlows},
+	{"Pager_FlowsPage_RefusesBadInput", queuePager_FlowsPage_RefusesBadInput},
+	{"Pager_ClockMark_IsTheMark", queuePager_ClockMark_IsTheMark},
+	{"Pager_AuditPage_NewestFirstAndByEvent", queuePager_AuditPage_NewestFirstAndByEvent},
+	{"Pager_QuarantinedPage_FiltersAndPages", queuePager_QuarantinedPage_FiltersAndPages},
 }

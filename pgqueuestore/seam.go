@@ -8,4 +8,5 @@ var (
 	_ queue.Store         = (*Store)(nil)
 	_ queue.Weighter      = (*Store)(nil)
 	_ queue.SettleClaimer = (*Store)(nil)
+	_ queue.Pager         = (*Store)(nil)
 )

@@ -127,8 +127,8 @@ func (s *Store) AuditAll(ctx context.Context) ([]queue.AuditRecord, error) {
 	return out, nil
 }
 
-func (s *Store) readAuditRecords(ctx context.Context, q querier, query string) ([]queue.AuditRecord, error) {
-	rows, _ := q.Query(ctx, s.q(query))
+func (s *Store) readAuditRecords(ctx context.Context, q querier, query string, args ...any) ([]queue.AuditRecord, error) {
+	rows, _ := q.Query(ctx, s.q(query), args...)
 	out := []queue.AuditRecord{}
 	var (
 		a      queue.AuditRecord

@@ -19,7 +19,7 @@ import (
 
 // SchemaVersion is the newest migration this package knows: the number of
 // migration files.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
