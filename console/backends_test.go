@@ -77,9 +77,5 @@ func openPostgres(t testing.TB) (testQueue, receiver.Store) {
 		t.Fatalf("pgreceiverstore.OpenPool() error = %v", err)
 	}
 	t.Cleanup(func() { r.Close() })
-	tq, ok := any(q).(testQueue)
-	if !ok {
-		t.Fatal("pgqueuestore.Store has no paged reads (queue.Pager)")
-	}
-	return tq, r
+	return q, r
 }

@@ -171,23 +171,3 @@ func openPGReceiver(ctx context.Context, raw string, create bool) (pgReceiver, e
 	}
 	return pgReceiver{Store: s, pool: pool}, nil
 }
-
-// unsupportedError is a subcommand that has no PostgreSQL version given a
-// postgres:// store (docs/decisions/relayctl-postgres.md). It exits 2,
-// as a usage error does: the command line asks for something this build cannot do.
-type unsupportedError struct {
-	command string
-	why     string
-}
-
-func (u *unsupportedError) Error() string {
-	return "not supported on PostgreSQL: " + u.why
-}
-
-// Why each subcommand refuses a PostgreSQL store.
-const (
-	pgNoConsole = "the console pages through queuestore's SQLite-only reads (FlowsPage, AuditPage, QuarantinedPage); " +
-		"use status, flows, events, quarantined, audit and redrive with the postgres:// URL instead"
-	pgNoConsoleReceiver = "the console reads the receiver through receiverstore (SQLite); " +
-		"give --receiver '' to leave it out, and use 'relayctl receiver totals' with the postgres:// URL"
-)

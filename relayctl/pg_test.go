@@ -197,13 +197,6 @@ func TestPostgres_OperatorCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustPG(t, qURL, rURL, "snapshot")), &snap); err != nil || snap["queue"] == nil || snap["receiver"] == nil {
 		t.Errorf("snapshot: %v, keys %v", err, snap)
 	}
-
-	for _, args := range [][]string{{"web"}} {
-		code, _, errs := runPG(t, qURL, rURL, args...)
-		if code != exitUsage || !strings.Contains(errs, "not supported on PostgreSQL") {
-			t.Errorf("%v on PostgreSQL: exit %d, stderr %q; want 2, 'not supported on PostgreSQL'", args, code, errs)
-		}
-	}
 }
 
 // waitFor calls ok until it returns true, failing the test after d (a

@@ -152,9 +152,6 @@ func (e *env) finish(name string, err error) int {
 	case errors.Is(err, errFlagParse):
 		// The flag package has already printed the problem and the usage.
 		return exitUsage
-	case errors.As(err, new(*unsupportedError)):
-		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, err)
-		return exitUsage
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, ue.msg)
 		fmt.Fprintf(e.stderr, "Run 'relayctl %s -h' for usage.\n", name)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/console"
+	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
@@ -55,47 +56,21 @@ func cmdWeb(e *env, args []string) (err error) {
 	if !loopback && *token == "" {
 		return usagef("--listen %s is not a loopback address: give a token (--token or $%s), so that no page is open to the network", *listen, tokenEnv)
 	}
-	if isPostgres(e.queuePath) {
-		return &unsupportedError{command: "web", why: pgNoConsole}
-	}
-	if isPostgres(e.receiverPath) {
-		return &unsupportedError{command: "web", why: pgNoConsoleReceiver}
-	}
-	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+	q, realTime, err := e.webQueue()
+	if err != nil {
 		return err
 	}
-	q, err := queuestore.Open(e.abs(e.queuePath))
-	if err != nil {
-		return fmt.Errorf("open queue %s: %w", e.queuePath, err)
-	}
-	// A queue run in real time (its clock mark is Unix milliseconds, or
-	// --clock wall) is written at this machine's clock, as relayctl redrive
-	// writes it; a logical queue at its clock mark.
-	mark, err := q.ClockMark(e.ctx)
-	if err != nil {
-		return errors.Join(fmt.Errorf("read the clock mark: %w", err), q.Close())
-	}
+	defer closeWith(q, &err)
 	var now func(context.Context) (clock.Tick, error)
-	realTime := e.clock.mode == clockWall || e.clock.mode == clockAuto && mark >= wallFloor
 	if realTime {
-		if err := q.Close(); err != nil {
-			return err
-		}
-		if q, err = queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(e.clock.wall, e.clock.skew)); err != nil {
-			return fmt.Errorf("open queue %s in real time: %w", e.queuePath, err)
-		}
 		wall := e.clock.wall
 		now = func(context.Context) (clock.Tick, error) { return wall.Now(), nil }
 	}
-	defer closeWith(q, &err)
 	var r console.Receiver
 	if e.receiverPath != "" {
-		if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
-			return fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
-		}
-		rs, err := receiverstore.Open(e.abs(e.receiverPath))
+		rs, err := e.webReceiver()
 		if err != nil {
-			return fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+			return err
 		}
 		defer closeWith(rs, &err)
 		r = rs
@@ -143,6 +118,85 @@ func cmdWeb(e *env, args []string) (err error) {
 	}
 	fmt.Fprintln(e.stdout, "relayctl web: stopped")
 	return nil
+}
+
+// webQueue opens the console's queue, a SQLite file or a postgres:// schema
+// that must exist, and says whether it runs in real time: its clock mark is
+// Unix milliseconds, or --clock wall. A real-time queue is opened in real
+// time and written at this machine's clock, as relayctl redrive writes it;
+// a logical queue at its clock mark (console.Options.Now nil).
+func (e *env) webQueue() (interface {
+	console.Queue
+	Close() error
+}, bool, error) {
+	if isPostgres(e.queuePath) {
+		p, err := openPGQueue(e.ctx, e.queuePath, false, 0)
+		if err != nil {
+			return nil, false, fmt.Errorf("open queue %s: %w", shown(e.queuePath), err)
+		}
+		mark, err := p.ClockMark(e.ctx)
+		if err != nil {
+			return nil, false, errors.Join(fmt.Errorf("read the clock mark: %w", err), p.Close())
+		}
+		if !e.realTime(mark) {
+			return p, false, nil
+		}
+		s, err := pgqueuestore.OpenPool(e.ctx, p.pool, pgqueuestore.WithSchema(p.schema), pgqueuestore.WithRealTime(e.clock.wall, e.clock.skew))
+		if err != nil {
+			return nil, false, errors.Join(fmt.Errorf("open queue %s in real time: %w", shown(e.queuePath), err), p.Close())
+		}
+		return pgQueue{Store: s, pool: p.pool, schema: p.schema}, true, nil
+	}
+	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+		return nil, false, err
+	}
+	q, err := queuestore.Open(e.abs(e.queuePath))
+	if err != nil {
+		return nil, false, fmt.Errorf("open queue %s: %w", e.queuePath, err)
+	}
+	mark, err := q.ClockMark(e.ctx)
+	if err != nil {
+		return nil, false, errors.Join(fmt.Errorf("read the clock mark: %w", err), q.Close())
+	}
+	if !e.realTime(mark) {
+		return q, false, nil
+	}
+	if err := q.Close(); err != nil {
+		return nil, false, err
+	}
+	if q, err = queuestore.Open(e.abs(e.queuePath), queuestore.WithRealTime(e.clock.wall, e.clock.skew)); err != nil {
+		return nil, false, fmt.Errorf("open queue %s in real time: %w", e.queuePath, err)
+	}
+	return q, true, nil
+}
+
+// realTime says whether a queue with clock mark mark runs in real time
+// under --clock (auto: the mark is a Unix-millisecond time).
+func (e *env) realTime(mark clock.Tick) bool {
+	return e.clock.mode == clockWall || e.clock.mode == clockAuto && mark >= wallFloor
+}
+
+// webReceiver opens the console's receiver: a SQLite file or a postgres://
+// schema, which must exist.
+func (e *env) webReceiver() (interface {
+	console.Receiver
+	Close() error
+}, error) {
+	if isPostgres(e.receiverPath) {
+		r, err := openPGReceiver(e.ctx, e.receiverPath, false)
+		if err != nil {
+			return nil, fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), err)
+		}
+		return r, nil
+	}
+	if err := e.mustExist(e.receiverPath, "receiver", "receiver"); err != nil {
+		return nil, fmt.Errorf("%w; --receiver '' leaves the receiver out", err)
+	}
+	rs, err := receiverstore.Open(e.abs(e.receiverPath))
+	if err != nil {
+		return nil, fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
+	}
+	return rs, nil
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only:

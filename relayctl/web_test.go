@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/pgreceiverstore"
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
@@ -25,24 +28,12 @@ const webToken = "relayctl-web-test-token-0123"
 func webStores(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	ctx := context.Background()
 	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Enqueue(ctx, queuestore.Event{ID: "e1", Flow: "f1", Body: []byte(`{"delta": 1}`)}, 0); err != nil {
-		t.Fatal(err)
-	}
-	for _, now := range []clock.Tick{1, 3, 7} {
-		c, ok, err := q.Claim(ctx, now)
-		if err != nil || !ok {
-			t.Fatalf("Claim(%d) = %v, %v", now, ok, err)
-		}
-		if _, err := q.Settle(ctx, c.EventID, c.Generation, queuestore.Result{Reason: "unavailable"}, now); err != nil {
-			t.Fatal(err)
-		}
-	}
+	quarantineOne(t, q)
 	r, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +42,50 @@ func webStores(t *testing.T) string {
 	return dir
 }
 
+// webStoresPG makes the same stores in two new PostgreSQL schemas and
+// returns the --queue and --receiver flags that name them.
+func webStoresPG(t *testing.T) []string {
+	t.Helper()
+	q, queueURL := pgQueueSchema(t)
+	defer q.Close()
+	quarantineOne(t, q)
+	base, schema := pgtest.Schema(t)
+	r, err := pgreceiverstore.OpenPool(context.Background(), pgtest.Pool(t), pgreceiverstore.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	return []string{"--queue", queueURL, "--receiver", pgURL(t, base, schema)}
+}
+
+// quarantineOne enqueues e1 in flow f1 and fails it three times.
+func quarantineOne(t *testing.T, q queue.Store) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := q.Enqueue(ctx, queue.Event{ID: "e1", Flow: "f1", Body: []byte(`{"delta": 1}`)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, now := range []clock.Tick{1, 3, 7} {
+		c, ok, err := q.Claim(ctx, now)
+		if err != nil || !ok {
+			t.Fatalf("Claim(%d) = %v, %v", now, ok, err)
+		}
+		if _, err := q.Settle(ctx, c.EventID, c.Generation, queue.Result{Reason: "unavailable"}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // startWeb runs "relayctl web args..." in dir until the test ends and
 // returns the address it serves, read from its first line.
 func startWeb(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	return startWebWith(t, dir, nil, args...)
+}
+
+// startWebWith is startWeb with global flags (--queue, --receiver) before
+// the command.
+func startWebWith(t *testing.T, dir string, global []string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -61,7 +93,7 @@ func startWeb(t *testing.T, dir string, args ...string) string {
 	e.ctx, e.dir = ctx, dir
 	code := make(chan int, 1)
 	go func() {
-		code <- e.main(append([]string{"web"}, args...))
+		code <- e.main(append(append(global, "web"), args...))
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -88,9 +120,21 @@ func startWeb(t *testing.T, dir string, args ...string) string {
 }
 
 func TestWeb_ServesAndRedrivesWithTheEnvironmentToken(t *testing.T) {
-	dir := webStores(t)
 	t.Setenv(tokenEnv, webToken)
-	addr := startWeb(t, dir, "--listen", "127.0.0.1:0")
+	t.Run("sqlite", func(t *testing.T) {
+		webServesAndRedrives(t, startWeb(t, webStores(t), "--listen", "127.0.0.1:0"))
+	})
+	// The console on PostgreSQL stores: its paged reads are the store's
+	// (queue.Pager), the receiver page reads pgreceiverstore.
+	t.Run("postgres", func(t *testing.T) {
+		pgtest.Require(t)
+		flags := webStoresPG(t)
+		addr := startWebWith(t, t.TempDir(), flags, "--listen", "127.0.0.1:0")
+		webServesAndRedrives(t, addr)
+	})
+}
+
+func webServesAndRedrives(t *testing.T, addr string) {
 	base := "http://" + addr
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
