@@ -7,8 +7,10 @@
 // and run every clause on it; a backend passes when every subtest does.
 //
 // The clauses were ported from the SQLite stores' own tests and keep their
-// names. Tests that are about one engine (file locks, PRAGMAs, query plans,
-// crash processes) stay in that store's module.
+// names; this suite is now their only home (docs/decisions/
+// conformance-one-home.md). Tests that are about one engine (file locks,
+// PRAGMAs, query plans, migrations, crash processes) stay in that store's
+// module.
 //
 // The package imports only the vocabulary modules (queue, receiver),
 // clock and fairness; its own tests run the suite on queuestore,

@@ -24,6 +24,7 @@ var queueClauses = []queueClause{
 	{"Enqueue_2_1_DuplicateReturnsStoredSeqAndChangesOnlyMark", queueEnqueue_2_1_DuplicateReturnsStoredSeqAndChangesOnlyMark},
 	{"Enqueue_2_1_ConflictChangesNothing", queueEnqueue_2_1_ConflictChangesNothing},
 	{"Enqueue_2_1_InvalidInputChangesNothing", queueEnqueue_2_1_InvalidInputChangesNothing},
+	{"Names_NoBlankOrEdgeSpaces", queueNames_NoBlankOrEdgeSpaces},
 	{"EnqueueBatch_2_1_AllOrNothing", queueEnqueueBatch_2_1_AllOrNothing},
 	{"Settle_2_4_1_StaleGeneration", queueSettle_2_4_1_StaleGeneration},
 	{"Settle_2_4_2_NotInflightIsStale", queueSettle_2_4_2_NotInflightIsStale},

@@ -171,10 +171,14 @@ func queuePolicy_7_1_RecordedAtCreation(t *testing.T, bk *QueueBackend) {
 	wantErr(t, "bk.openAt(t, invalid policy)", err, queue.ErrInvalid)
 	rot := queue.DefaultPolicy()
 	rot.Fairness = queue.FairRotation
-	_, err = bk.openAt(t, bk.newLoc(t), withPolicy(rot))
+	rs, err := bk.openAt(t, bk.newLoc(t), withPolicy(rot))
 	switch {
 	case bk.Rotation && err != nil:
 		t.Fatalf("bk.openAt(t, rotation) error = %v, want a store (the backend implements rotation)", err)
+	case bk.Rotation:
+		if got, err := rs.Policy(ctx); err != nil || got != rot {
+			t.Fatalf("rotation store Policy() = %+v, %v; want %+v", got, err, rot)
+		}
 	case !bk.Rotation:
 		wantErr(t, "bk.openAt(t, rotation)", err, queue.ErrInvalid)
 		if err == nil || !strings.Contains(err.Error(), "not implemented") {
@@ -262,6 +266,9 @@ func queuePolicy_7_1_SetPolicyAudited(t *testing.T, bk *QueueBackend) {
 	wantErr(t, "SetPolicy(no reason)", s.SetPolicy(ctx, p, "", 2), queue.ErrInvalid, queue.ErrEmptyReason)
 	wantErr(t, "SetPolicy(blank reason)", s.SetPolicy(ctx, p, "   ", 2), queue.ErrInvalid, queue.ErrEmptyReason)
 	wantErr(t, "SetPolicy(past tick)", s.SetPolicy(ctx, p, "r", 0), queue.ErrTimeRegression)
+	unknown := p
+	unknown.Fairness = "round_robin"
+	wantErr(t, "SetPolicy(unknown fairness)", s.SetPolicy(ctx, unknown, "r", 2), queue.ErrInvalid)
 	if !bk.Rotation {
 		rot := p
 		rot.Fairness = queue.FairRotation

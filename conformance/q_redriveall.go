@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/fairrelay/fairrelay/queue"
+	"reflect"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -183,10 +184,31 @@ func queueRedriveAll_StoppedBetweenChunksResumes(t *testing.T, bk *QueueBackend)
 		}
 	}))
 	quarantineMany(t, s, n)
+	before := snap(t, s)
 	got, err := s.RedriveAll(cctx, queue.RedriveFilter{}, "bulk", 100)
 	wantErr(t, "RedriveAll canceled in chunk 2", err, context.Canceled)
 	if len(got) != queue.RedriveChunk {
 		t.Fatalf("redriven before the stop = %d, want the first chunk %d", len(got), queue.RedriveChunk)
+	}
+	// The second chunk is atomic: its events had been updated (the hook
+	// runs after its set statements) but none of them, nor their flows,
+	// kept any change.
+	done := map[string]bool{}
+	for _, r := range got {
+		done[r.EventID] = true
+	}
+	after := snap(t, s)
+	if len(after.Events) != n || len(after.Flows) != n {
+		t.Fatalf("snapshot after the stop holds %d events and %d flows, want %d of each", len(after.Events), len(after.Flows), n)
+	}
+	for i, e := range after.Events {
+		if done[e.ID] != (e.State == queue.StatePending) {
+			t.Fatalf("event %s is %s after the stop; redriven: %v", e.ID, e.State, done[e.ID])
+		}
+		if !done[e.ID] && (!reflect.DeepEqual(e, before.Events[i]) || !reflect.DeepEqual(after.Flows[i], before.Flows[i])) {
+			t.Fatalf("event %s of the stopped chunk changed: %s / flow %s, was %s / %s",
+				e.ID, jsonOf(e), jsonOf(after.Flows[i]), jsonOf(before.Events[i]), jsonOf(before.Flows[i]))
+		}
 	}
 	if a, _ := s.Audit(ctx); len(a) != queue.RedriveChunk {
 		t.Fatalf("audit rows after the stop = %d, want %d", len(a), queue.RedriveChunk)

@@ -33,7 +33,11 @@ func TestQueueSQLite(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close() error = %v", err)
+				}
+			})
 			return s, nil
 		},
 		FailWrites: func(t testing.TB, loc string, w FailWrite) {
@@ -79,7 +83,11 @@ func TestQueuePostgres(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close() error = %v", err)
+				}
+			})
 			return s, nil
 		},
 		FailWrites: func(t testing.TB, loc string, w FailWrite) {

@@ -440,10 +440,20 @@ func receiverParseDelta_Accepts(t *testing.T, rk *ReceiverBackend) {
 		`{"delta":999}`:                 999,
 		strings.Repeat(" ", receiver.MaxBodyLen-len(`{"delta":7}`)) + `{"delta":7}`: 7,
 	}
+	// The backend reads bodies with its own parser: each accepted body is
+	// Accepted by Receive and adds its delta to a flow of its own.
+	s, _ := rk.open(t, withMaxDelta(1000))
+	i := 0
 	for b, want := range ok {
 		got, err := receiver.ParseDelta([]byte(b))
 		if err != nil || got != want {
 			t.Errorf("receiver.ParseDelta(%q) = %d, %v; want %d, nil", b, got, err, want)
+		}
+		i++
+		flow := fmt.Sprintf("f%d", i)
+		rmustReceive(t, s, receiver.Message{ID: flow, Flow: flow, Seq: 1, Body: []byte(b)}, receiver.Accepted)
+		if got := rtotal(t, s, flow); got != want {
+			t.Errorf("Receive(%q) total = %d, want %d", b, got, want)
 		}
 	}
 }

@@ -25,7 +25,11 @@ func TestReceiverSQLite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close() error = %v", err)
+				}
+			})
 			return s, loc
 		},
 		Exec: func(t testing.TB, loc, q string) {
@@ -53,7 +57,11 @@ func TestReceiverPostgres(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close() error = %v", err)
+				}
+			})
 			return s, loc
 		},
 		Exec: func(t testing.TB, loc, q string) {

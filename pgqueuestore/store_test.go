@@ -67,30 +67,6 @@ func TestReopenVersionsPolicy(t *testing.T) {
 	}
 }
 
-// TestPolicyRecorded: a store created with a policy uses it (lease 7) and
-// reopens with it without the option.
-func TestPolicyRecorded(t *testing.T) {
-	ctx := context.Background()
-	p := queue.DefaultPolicy()
-	p.Lease, p.MaxAttempts = 7, 5
-	s, url, schema := open(t, WithPolicy(p))
-	s2, err := Open(ctx, url, WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	if got, err := s2.Policy(ctx); err != nil || got != p {
-		t.Fatalf("policy %+v, %v; want %+v", got, err, p)
-	}
-	if _, err := s.Enqueue(ctx, queue.Event{ID: "a", Flow: "f", Body: []byte("x")}, 1); err != nil {
-		t.Fatal(err)
-	}
-	c, ok, err := s2.Claim(ctx, 2)
-	if err != nil || !ok || c.LeaseUntil != 9 {
-		t.Fatalf("claim %+v %v %v, want lease until 9", c, ok, err)
-	}
-}
-
 // TestSchemaNameLength: a schema name whose wake-up channel would not fit
 // PostgreSQL's 63-byte names is ErrInvalid and creates nothing; the longest
 // accepted one works end to end, its wake-up included.

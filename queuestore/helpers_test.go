@@ -130,17 +130,6 @@ func event(t testing.TB, s *Store, id string) EventState {
 	return e
 }
 
-func flowOf(t testing.TB, s *Store, flow string) SnapshotFlow {
-	t.Helper()
-	for _, f := range snap(t, s).Flows {
-		if f.Flow == flow {
-			return f
-		}
-	}
-	t.Fatalf("flow %q not in snapshot", flow)
-	return SnapshotFlow{}
-}
-
 func wantErr(t testing.TB, what string, err error, targets ...error) {
 	t.Helper()
 	for _, target := range targets {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/fairrelay/fairrelay/receiver"
 )
@@ -95,51 +94,6 @@ func (m *model) check(sn Snapshot) error {
 		return fmt.Errorf("store has %d conflicts, model %d", len(sn.Conflicts), len(m.conflicts))
 	}
 	return nil
-}
-
-// msgGen makes messages over a few IDs, flows and seqs, so that every
-// outcome and every invalid input turns up. Messages are built from small
-// pools and often repeat an earlier message, so the same bytes recur
-// (duplicates) and clash (conflicts).
-type msgGen struct {
-	r    *rand.Rand
-	n    int
-	past []Message
-}
-
-func (g *msgGen) messages(n int) []Message {
-	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
-	flows := []string{"x", "y", "z"}
-	bodies := [][]byte{
-		body(1), body(2), body(7), body(999), body(1000),
-		[]byte(`{"delta":7}`),  // same delta as body(7), other bytes
-		[]byte(`{"delta": 0}`), // invalid
-		[]byte(`nope`),         // invalid
-	}
-	out := make([]Message, n)
-	for i := range out {
-		g.n++
-		switch r := g.r; {
-		case len(g.past) > 0 && r.IntN(4) == 0: // a redelivery
-			out[i] = g.past[r.IntN(len(g.past))]
-		case r.IntN(3) == 0: // a fresh ID, a plausible next step
-			out[i] = Message{
-				ID:   fmt.Sprintf("n%d", g.n),
-				Flow: flows[r.IntN(len(flows))],
-				Seq:  1 + int64(r.IntN(4)),
-				Body: bodies[r.IntN(len(bodies))],
-			}
-		default:
-			out[i] = Message{
-				ID:   ids[r.IntN(len(ids))],
-				Flow: flows[r.IntN(len(flows))],
-				Seq:  int64(r.IntN(5)), // 0 is invalid
-				Body: bodies[r.IntN(len(bodies))],
-			}
-		}
-		g.past = append(g.past, out[i])
-	}
-	return out
 }
 
 // errClass reduces an error to the sentinel it wraps, for comparisons.

@@ -1,22 +1,24 @@
-package queuestore
+package conformance
 
 import (
 	"context"
 	"testing"
+
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // IDs, flows and reasons must hold a non-space character and must not
 // begin or end with whitespace: "tenant-a" and "tenant-a " are not two
-// flows, "   " is neither an ID nor an audit reason. ErrInvalid (a blank
-// reason is ErrEmptyReason too); nothing changes.
-func TestNames_NoBlankOrEdgeSpaces(t *testing.T) {
+// flows, "   " is neither an ID nor an audit reason. queue.ErrInvalid (a blank
+// reason is queue.ErrEmptyReason too); nothing changes.
+func queueNames_NoBlankOrEdgeSpaces(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := openTest(t)
+	s, _ := bk.openTest(t)
 	enqueue(t, s, "a1", "tenant-a", "x", 0)
 	q, now := quarantineHead(t, s, 0)
 	before := snap(t, s)
-	for name, e := range map[string]Event{
+	for name, e := range map[string]queue.Event{
 		"flow with a trailing space": {ID: "a2", Flow: "tenant-a ", Body: []byte("x")},
 		"flow with a leading space":  {ID: "a2", Flow: " tenant-a", Body: []byte("x")},
 		"blank flow":                 {ID: "a2", Flow: "   ", Body: []byte("x")},
@@ -25,23 +27,23 @@ func TestNames_NoBlankOrEdgeSpaces(t *testing.T) {
 		"ID with a trailing space":   {ID: "a2 ", Flow: "tenant-a", Body: []byte("x")},
 	} {
 		_, err := s.Enqueue(ctx, e, now)
-		wantErr(t, "Enqueue("+name+")", err, ErrInvalid)
-		_, err = s.EnqueueBatch(ctx, []Event{e}, now)
-		wantErr(t, "EnqueueBatch("+name+")", err, ErrInvalid)
+		wantErr(t, "Enqueue("+name+")", err, queue.ErrInvalid)
+		_, err = s.EnqueueBatch(ctx, []queue.Event{e}, now)
+		wantErr(t, "EnqueueBatch("+name+")", err, queue.ErrInvalid)
 	}
 	for _, reason := range []string{" ", "   ", " unavailable", "unavailable "} {
 		err := s.Redrive(ctx, "a1", q.Generation, reason, now)
-		wantErr(t, "Redrive(reason "+reason+")", err, ErrInvalid)
+		wantErr(t, "Redrive(reason "+reason+")", err, queue.ErrInvalid)
 		_, err = s.Settle(ctx, "a1", q.Generation, failure(reason), now)
-		wantErr(t, "Settle(reason "+reason+")", err, ErrInvalid)
+		wantErr(t, "Settle(reason "+reason+")", err, queue.ErrInvalid)
 	}
 	for _, reason := range []string{" ", "   "} {
-		wantErr(t, "Redrive(blank reason)", s.Redrive(ctx, "a1", q.Generation, reason, now), ErrEmptyReason)
+		wantErr(t, "Redrive(blank reason)", s.Redrive(ctx, "a1", q.Generation, reason, now), queue.ErrEmptyReason)
 		_, err := s.Settle(ctx, "a1", q.Generation, failure(reason), now)
-		wantErr(t, "Settle(blank reason)", err, ErrEmptyReason)
+		wantErr(t, "Settle(blank reason)", err, queue.ErrEmptyReason)
 	}
 	_, err := s.Settle(ctx, " a1", q.Generation, success, now)
-	wantErr(t, "Settle(ID with a leading space)", err, ErrInvalid)
+	wantErr(t, "Settle(ID with a leading space)", err, queue.ErrInvalid)
 	assertUnchanged(t, "names with edge spaces", before, snap(t, s))
 	// Inner spaces stay fine.
 	enqueue(t, s, "a 2", "tenant a", "x", now)
