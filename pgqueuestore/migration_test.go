@@ -2,6 +2,8 @@ package pgqueuestore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -23,19 +25,70 @@ import (
 // migration does with the current code's writes.
 func atVersion(v int) Option { return func(o *options) { o.version = v } }
 
-// oldBuild makes, in a new schema, a queue as the version-v build left it:
-// testdata/v<v>.sql, the statements that build's Open ran, then the rows of
-// testdata/data.sql.
+// released are the SHA-256 sums of the SQL (comment lines left out) of
+// every migration a released build ran. A released migration is never
+// edited (a change to the schema is a new file), so the schema a
+// version-v build made is the first v files run in order, as oldBuild
+// makes it; TestReleasedMigrationsAreUnchanged holds the files to that.
+var released = []string{
+	"ecf1a3c0fb2147091c91938d54efb946fd6166760376856b8b9759688b03da07", // 0001_initial.sql
+	"fcd1a3f375c6d16d9f4c34bc15683a393371b490aff21b8764c3c3392c0edd6b", // 0002_rotation.sql
+	"26f52b0ccb526f2131a64ef3ad7fd50eebacde9c6c9ec69a1e7320aa6c049ca8", // 0003_oldest_due.sql
+	"050154c0a9898811f98260f8b91b429f19b01e5d58397833c19c4d65930ac18e", // 0004_heap_only_updates.sql
+	"e5280e1917d5f868aa4f650d9fa9dac4650dec32f0b6ad46622b1018906e890b", // 0005_paged_reads.sql
+}
+
+// sqlSum is the SHA-256 of a migration's lines other than comment lines,
+// each with its newline, as hex.
+func sqlSum(text string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if !strings.HasPrefix(line, "--") {
+			b.WriteString(line)
+		}
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// A migration file, once released, keeps its SQL: an edit would leave the
+// stores the old file made unlike the ones the new file makes, and the
+// older builds' schemas the migration tests start from (oldBuild) would
+// no longer be what those builds made.
+func TestReleasedMigrationsAreUnchanged(t *testing.T) {
+	for i, want := range released {
+		if i >= len(migrations) {
+			t.Fatalf("released migration %d is missing", i+1)
+		}
+		if got := sqlSum(migrations[i].SQL); got != want {
+			t.Errorf("migration %s was released and changed (SHA-256 of its SQL %s, released %s): add a new migration instead", migrations[i].Name, got, want)
+		}
+	}
+}
+
+// oldBuild makes, in a new schema, a queue as the version-v build left it,
+// then adds the rows of testdata/data.sql: the statements that build's
+// Open ran, which are the version table and the first v migrations, each
+// followed by its version row (released migrations are unchanged:
+// TestReleasedMigrationsAreUnchanged).
 func oldBuild(v int) func(t *testing.T) string {
 	return func(t *testing.T) string {
 		_, schema := pgtest.Schema(t)
-		for _, name := range []string{fmt.Sprintf("v%d.sql", v), "data.sql"} {
-			b, err := os.ReadFile(filepath.Join("testdata", name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			pgtest.ExecIn(t, schema, string(b))
+		var b strings.Builder
+		b.WriteString(`CREATE TABLE {s}.schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+`)
+		for _, m := range migrations[:v] {
+			fmt.Fprintf(&b, "%s\nINSERT INTO {s}.schema_migrations (version) VALUES (%d);\n", m.SQL, m.Version)
 		}
+		pgtest.ExecIn(t, schema, b.String())
+		data, err := os.ReadFile(filepath.Join("testdata", "data.sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgtest.ExecIn(t, schema, string(data))
 		return schema
 	}
 }
