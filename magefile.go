@@ -93,9 +93,11 @@ func Test() error {
 		}
 		// A race-built run cuts the randomized model tests to a fraction of
 		// their sequences; run them once more at full count without it.
-		if pattern, ok := fullCountModels[filepath.Base(dir)]; ok && raceOn {
-			if err := run(dir, "go", "test", "-count=1", "-timeout", "30m", "-run", pattern, "./..."); err != nil {
-				return err
+		if raceOn {
+			for _, pattern := range fullCountModels[filepath.Base(dir)] {
+				if err := run(dir, "go", "test", "-count=1", "-timeout", "30m", "-run", pattern, "./..."); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -104,9 +106,12 @@ func Test() error {
 
 // fullCountModels are the modules whose randomized model tests run fewer
 // sequences under the race detector, with the tests to run again without it.
-var fullCountModels = map[string]string{
-	"queuestore":  "^(TestModel_|TestRedriveAll_EquivalentToRedriveSequence)",
-	"conformance": "^TestQueue(SQLite|Postgres)$/^SettleClaimBatch_Twin",
+var fullCountModels = map[string][]string{
+	"queuestore": {"^TestRedriveAll_EquivalentToRedriveSequence$"},
+	// The model clauses again at full count on SQLite only: under the
+	// detector SQLite runs its RaceSequences (a twentieth); PostgreSQL's
+	// quarter runs mostly in the server, which the detector does not slow.
+	"conformance": {"^TestQueue(SQLite|Postgres)$/^SettleClaimBatch_Twin", "^TestQueueSQLite$/^Model_"},
 }
 
 // Lint fails when gofmt would change a file or go vet reports anything.

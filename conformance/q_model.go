@@ -2,9 +2,9 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/fairrelay/fairrelay/queue"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -18,41 +18,102 @@ import (
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/fairness"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // model is a small in-memory reference of the contract (docs/contract.md §2), written
 // from docs/contract.md and not from the store's SQL: flows hold no head cache, the
 // head is found by walking the flow's events, and the pick is
-// fairness.MinServed over the dispatchable heads, or under FairRotation
-// the rules of docs/fairness.md §2 (docs/contract.md §7.6): the smallest
-// (max(pass, vnow), joined) among the dispatchable heads, a flow arriving
-// at the tail when an enqueue gives it a head. The clamp to vnow is taken
-// at the pick, not when a head becomes dispatchable: as docs/fairness.md
-// shows, both give the same order, so the model needs no ready flag.
+// fairness.MinServed over the dispatchable heads. Under FairRotation
+// (docs/contract.md §7.6) the pick is rot's, fairness.Rotation ("its exact
+// model", §7.6), driven by the same operations: Arrive when an enqueue
+// gives a flow a head, Block when a claim or quarantine takes the head out
+// of the ready set, Ready where a store turns its ready flag on (an ack
+// whose next head is due, a redrive, the promotion of due heads at the
+// start of a claim: docs/fairness.md §8, the same statements on both
+// backends), Leave at the last ack, SetWeight.
 type model struct {
 	pol    queue.Policy // the store's policy (docs/contract.md §7.1)
 	mark   clock.Tick
 	ticket int64
 	flows  map[string]*mFlow
 	events map[string]*queue.SnapshotEvent
-	audit  []queue.AuditEntry
-
-	vnow, vtail, joins int64 // the rotation's virtual time (FairRotation)
+	// audit is every audit row of every kind in write order; their IDs
+	// are one count without holes (docs/contract.md §7.7).
+	audit []queue.AuditRecord
+	rot   *fairness.Rotation // nil under FairMinServed
 }
 
 type mFlow struct {
 	lastSeq, served int64
+	weight          int                    // 1 unless an enqueue or SetWeight gave another
 	events          []*queue.SnapshotEvent // by seq
-	weight          int                    // 1 unless an enqueue gave another
-	pass, joined    int64                  // the rotation's state (FairRotation)
 }
-
-func (m *model) rotation() bool { return m.pol.Fairness == queue.FairRotation }
 
 func newModel() *model { return newModelPolicy(queue.DefaultPolicy()) }
 
 func newModelPolicy(p queue.Policy) *model {
-	return &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}}
+	m := &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}}
+	if p.Fairness == queue.FairRotation {
+		m.rot = &fairness.Rotation{}
+	}
+	return m
+}
+
+// addAudit appends an audit row with the next ID.
+func (m *model) addAudit(a queue.AuditRecord) {
+	a.ID = int64(len(m.audit) + 1)
+	m.audit = append(m.audit, a)
+}
+
+// setWeight records known flow f's new weight w with its 'weight' audit
+// row (docs/contract.md §7.6: detail {"flow":…,"old":…,"new":…}).
+func (m *model) setWeight(name string, f *mFlow, w int, reason string, now clock.Tick) {
+	b, err := json.Marshal(queue.WeightChange{Flow: name, Old: f.weight, New: w})
+	if err != nil {
+		panic(err)
+	}
+	f.weight = w
+	m.addAudit(queue.AuditRecord{Kind: queue.AuditWeight, Reason: reason, Detail: string(b), At: now})
+	if m.rot != nil {
+		if err := m.rot.SetWeight(name, w); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// rotDo applies a rotation operation; an error is a bug of the model.
+func (m *model) rotDo(op func(string) error, flow string) {
+	if m.rot == nil {
+		return
+	}
+	if err := op(flow); err != nil {
+		panic(fmt.Sprintf("model rotation: %v", err))
+	}
+}
+
+// setWeightOp is SetWeight (docs/contract.md §7.6), its checks in the
+// stores' order: the weight, the reason, the flow name, the tick, the flow.
+func (m *model) setWeightOp(flow string, w int, reason string, now clock.Tick) error {
+	if w < queue.MinWeight || w > queue.MaxWeight {
+		return queue.ErrInvalid
+	}
+	if reason == "" {
+		return queue.ErrEmptyReason
+	}
+	if queue.CheckReason(reason) != nil || queue.CheckFlow(flow) != nil {
+		return queue.ErrInvalid
+	}
+	if err := m.admit(now); err != nil {
+		return err
+	}
+	f := m.flows[flow]
+	if f == nil {
+		return queue.ErrNotFound
+	}
+	m.setWeight(flow, f, w, reason, now)
+	m.mark = now
+	return nil
 }
 
 // admit is the §2.6 check; the mark is only written by a successful op.
@@ -74,14 +135,19 @@ func (m *model) enqueueOne(e queue.Event, now clock.Tick) (queue.Enqueued, error
 	if f == nil {
 		f = &mFlow{weight: queue.MinWeight}
 		m.flows[e.Flow] = f
+		if e.Weight != 0 {
+			f.weight = e.Weight
+		}
+		if m.rot != nil {
+			if err := m.rot.SetWeight(e.Flow, f.weight); err != nil {
+				panic(err)
+			}
+		}
+	} else if e.Weight != 0 && e.Weight != f.weight {
+		m.setWeight(e.Flow, f, e.Weight, queue.ReasonEnqueueWeight, now)
 	}
-	if e.Weight != 0 {
-		f.weight = e.Weight
-	}
-	if m.rotation() && m.head(f) == nil { // arrive: join at the tail
-		f.pass = max(f.pass, m.vtail)
-		m.joins++
-		f.joined = m.joins
+	if m.head(f) == nil { // arrive: join at the tail
+		m.rotDo(m.rot.Arrive, e.Flow)
 	}
 	f.lastSeq++
 	ev := &queue.SnapshotEvent{ID: e.ID, Flow: e.Flow, Seq: f.lastSeq, Body: queue.Bytes(string(e.Body)), State: queue.StatePending,
@@ -100,13 +166,20 @@ func (m *model) enqueueBatch(es []queue.Event, now clock.Tick) ([]queue.Enqueued
 	if err := m.admit(now); err != nil {
 		return nil, err
 	}
-	saved := m.clone()
+	// A conflict refuses the whole batch: try it on a copy first (the
+	// rotation, which cannot be copied, is not touched by the try).
+	try := m.clone()
+	try.rot = nil
+	for _, e := range es {
+		if _, err := try.enqueueOne(e, now); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]queue.Enqueued, len(es))
 	for i, e := range es {
 		r, err := m.enqueueOne(e, now)
 		if err != nil {
-			*m = *saved
-			return nil, err
+			panic(err)
 		}
 		out[i] = r
 	}
@@ -127,7 +200,7 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 	if err := m.admit(now); err != nil {
 		return nil, err
 	}
-	if m.rotation() {
+	if m.rot != nil {
 		return m.claimRot(now, n), nil
 	}
 	var out []queue.Claim
@@ -135,11 +208,7 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 		var cands []fairness.Candidate
 		heads := map[string]*queue.SnapshotEvent{}
 		for name, f := range m.flows {
-			h := m.head(f)
-			if h == nil {
-				continue
-			}
-			if (h.State == queue.StatePending && h.AvailableAt <= now) || (h.State == queue.StateInflight && now >= h.LeaseUntil) {
+			if h := m.head(f); dispatchable(h, now) {
 				cands = append(cands, fairness.Candidate{Flow: name, Served: f.served})
 				heads[name] = h
 			}
@@ -154,19 +223,24 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 			h.State, h.Reason, h.LeaseUntil = queue.StateQuarantined, queue.ReasonLeaseExpired, 0
 			continue
 		}
-		m.ticket++
 		m.flows[h.Flow].served++
-		h.Generation++
-		h.Attempts++
-		h.LifetimeAttempts++
-		h.State = queue.StateInflight
-		h.LeaseUntil = now + m.pol.Lease
-		h.Ticket = m.ticket
-		out = append(out, queue.Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
-			Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil})
+		out = append(out, m.take(h, now))
 	}
 	m.mark = now
 	return out, nil
+}
+
+// take claims head h at now: a ticket, a generation, an attempt, a lease.
+func (m *model) take(h *queue.SnapshotEvent, now clock.Tick) queue.Claim {
+	m.ticket++
+	h.Generation++
+	h.Attempts++
+	h.LifetimeAttempts++
+	h.State = queue.StateInflight
+	h.LeaseUntil = now + m.pol.Lease
+	h.Ticket = m.ticket
+	return queue.Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
+		Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil}
 }
 
 // dispatchable reports whether head h can be claimed at now.
@@ -174,45 +248,41 @@ func dispatchable(h *queue.SnapshotEvent, now clock.Tick) bool {
 	return h != nil && ((h.State == queue.StatePending && h.AvailableAt <= now) || (h.State == queue.StateInflight && now >= h.LeaseUntil))
 }
 
-// claimRot is claim under FairRotation: the smallest (max(pass, vnow),
-// joined) among the dispatchable heads; a used-up take-over is quarantined
-// and costs nothing; a claim sets vnow to the flow's clamped pass, adds
-// fairness.Stride(weight, served) to it and raises vtail.
+// claimRot is claim under FairRotation: the heads that have become due
+// return (Ready: P = max(P, vnow)), then each claim is the rotation's pick;
+// a used-up take-over is quarantined and costs nothing (Block).
 func (m *model) claimRot(now clock.Tick, n int) []queue.Claim {
+	names := make([]string, 0, len(m.flows))
+	for name := range m.flows {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rf, _ := m.rot.Flow(name)
+		if h := m.head(m.flows[name]); !rf.Ready && dispatchable(h, now) {
+			m.rotDo(m.rot.Ready, name)
+		}
+	}
 	var out []queue.Claim
 	for len(out) < n {
-		var best *mFlow
-		var bestKey int64
-		for _, f := range m.flows {
-			if !dispatchable(m.head(f), now) {
-				continue
-			}
-			k := max(f.pass, m.vnow)
-			if best == nil || k < bestKey || k == bestKey && f.joined < best.joined {
-				best, bestKey = f, k
-			}
-		}
-		if best == nil {
+		name, ok := m.rot.Peek()
+		if !ok {
 			break
 		}
-		h := m.head(best)
+		f := m.flows[name]
+		h := m.head(f)
+		if !dispatchable(h, now) {
+			panic(fmt.Sprintf("model rotation picks %q whose head is not dispatchable", name))
+		}
 		if h.State == queue.StateInflight && h.Attempts >= m.pol.MaxAttempts {
 			h.State, h.Reason, h.LeaseUntil = queue.StateQuarantined, queue.ReasonLeaseExpired, 0
+			m.rotDo(m.rot.Block, name)
 			continue
 		}
-		m.vnow = bestKey
-		best.pass = bestKey + fairness.Stride(best.weight, best.served)
-		m.vtail = max(m.vtail, best.pass)
-		m.ticket++
-		best.served++
-		h.Generation++
-		h.Attempts++
-		h.LifetimeAttempts++
-		h.State = queue.StateInflight
-		h.LeaseUntil = now + m.pol.Lease
-		h.Ticket = m.ticket
-		out = append(out, queue.Claim{EventID: h.ID, Flow: h.Flow, Seq: h.Seq, Body: []byte(h.Body), Generation: h.Generation,
-			Attempts: h.Attempts, Ticket: h.Ticket, LeaseUntil: h.LeaseUntil})
+		m.rot.Pick()
+		m.rotDo(m.rot.Block, name)
+		f.served++
+		out = append(out, m.take(h, now))
 	}
 	m.mark = now
 	return out
@@ -232,6 +302,14 @@ func (m *model) settleOne(it queue.SettleItem, now clock.Tick) (queue.Outcome, e
 		return queue.Expired, nil
 	case it.Result.OK:
 		e.State, e.LeaseUntil = queue.StateAcked, 0
+		if m.rot != nil {
+			switch h := m.head(m.flows[e.Flow]); {
+			case h == nil:
+				m.rotDo(m.rot.Leave, e.Flow)
+			case h.AvailableAt <= now: // the next head returns at once
+				m.rotDo(m.rot.Ready, e.Flow)
+			}
+		}
 		return queue.Acked, nil
 	case e.Attempts < m.pol.MaxAttempts:
 		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+m.pol.Delay(e.ID, e.Generation, e.Attempts), it.Result.Reason
@@ -333,7 +411,8 @@ func (m *model) redrive(id string, gen int64, reason string, now clock.Tick) err
 	}
 	e.Generation++
 	e.Attempts, e.State, e.AvailableAt, e.Reason, e.LeaseUntil = 0, queue.StatePending, now, "", 0
-	m.audit = append(m.audit, queue.AuditEntry{ID: int64(len(m.audit) + 1), EventID: id, Generation: e.Generation, Reason: reason, At: now})
+	m.addAudit(queue.AuditRecord{Kind: queue.AuditRedrive, EventID: id, Generation: e.Generation, Reason: reason, At: now})
+	m.rotDo(m.rot.Ready, e.Flow)
 	m.mark = now
 	return nil
 }
@@ -375,11 +454,13 @@ func (m *model) checkNextDue(due clock.Tick, ok bool) error {
 	return nil
 }
 
+// clone copies the model but shares rot (which cannot be copied): the
+// copy is for a try that runs without it.
 func (m *model) clone() *model {
 	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{},
-		audit: append([]queue.AuditEntry(nil), m.audit...), vnow: m.vnow, vtail: m.vtail, joins: m.joins}
+		audit: append([]queue.AuditRecord(nil), m.audit...), rot: m.rot}
 	for name, f := range m.flows {
-		nf := &mFlow{lastSeq: f.lastSeq, served: f.served, weight: f.weight, pass: f.pass, joined: f.joined}
+		nf := &mFlow{lastSeq: f.lastSeq, served: f.served, weight: f.weight}
 		for _, e := range f.events {
 			ce := *e
 			nf.events = append(nf.events, &ce)
@@ -402,9 +483,6 @@ func (m *model) check(sn queue.Snapshot) error {
 	}
 	sort.Strings(names)
 	var wantEvents []queue.SnapshotEvent
-	if err := m.checkRotation(sn, names); err != nil {
-		return err
-	}
 	if len(sn.Flows) != len(names) {
 		return fmt.Errorf("%d flows, model %d", len(sn.Flows), len(names))
 	}
@@ -434,6 +512,12 @@ func (m *model) check(sn queue.Snapshot) error {
 		if got.Ready && (got.ReadyAt == nil || *got.ReadyAt > sn.ClockMark) {
 			return fmt.Errorf("flow %s is ready but its tick has not come: %s (mark %d)", name, jsonOf(got), sn.ClockMark)
 		}
+		if err := m.checkFlowRotation(name, f, h, got); err != nil {
+			return err
+		}
+	}
+	if err := m.checkRotationClock(sn); err != nil {
+		return err
 	}
 	if wantEvents == nil {
 		wantEvents = []queue.SnapshotEvent{}
@@ -441,43 +525,70 @@ func (m *model) check(sn queue.Snapshot) error {
 	if !reflect.DeepEqual(sn.Events, wantEvents) {
 		return fmt.Errorf("events differ:\nstore %s\nmodel %s", jsonOf(sn.Events), jsonOf(wantEvents))
 	}
-	wantAudit := m.audit
-	if wantAudit == nil {
-		wantAudit = []queue.AuditEntry{}
+	wantAudit, wantOp := []queue.AuditEntry{}, []queue.AuditRecord(nil)
+	for _, a := range m.audit {
+		if a.Kind == queue.AuditRedrive {
+			wantAudit = append(wantAudit, queue.AuditEntry{ID: a.ID, EventID: a.EventID, Generation: a.Generation, Reason: a.Reason, At: a.At})
+		} else {
+			wantOp = append(wantOp, a)
+		}
 	}
 	if !reflect.DeepEqual(sn.Audit, wantAudit) {
 		return fmt.Errorf("audit = %s, model %s", jsonOf(sn.Audit), jsonOf(wantAudit))
 	}
+	if !reflect.DeepEqual(sn.OperatorAudit, wantOp) {
+		return fmt.Errorf("operator audit = %s, model %s", jsonOf(sn.OperatorAudit), jsonOf(wantOp))
+	}
 	return nil
 }
 
-// checkRotation compares the snapshot's rotation fields with the model:
-// under FairRotation vnow, vtail, joins and each flow's weight and joined,
-// and its pass clamped to vnow (the store clamps when a head becomes
-// dispatchable, the model at the pick: max(pass, vnow) is the same);
-// under FairMinServed none of them, and a weight only when it is not 1.
-func (m *model) checkRotation(sn queue.Snapshot, names []string) error {
-	rot := m.rotation()
-	if rot != (sn.Rotation != nil) || rot && *sn.Rotation != (queue.RotationState{VNow: m.vnow, VTail: m.vtail, Joins: m.joins}) {
-		return fmt.Errorf("rotation = %s, model vnow %d vtail %d joins %d (rotation %v)", jsonOf(sn.Rotation), m.vnow, m.vtail, m.joins, rot)
+// checkAuditAll compares AuditAll (every row of every kind, oldest first)
+// with the model's rows.
+func (m *model) checkAuditAll(got []queue.AuditRecord) error {
+	if len(got) != len(m.audit) || len(got) > 0 && !reflect.DeepEqual(got, m.audit) {
+		return fmt.Errorf("AuditAll = %s, model %s", jsonOf(got), jsonOf(m.audit))
 	}
-	for i, name := range names {
-		if i >= len(sn.Flows) {
-			break
-		}
-		f, got := m.flows[name], sn.Flows[i]
+	return nil
+}
+
+// checkFlowRotation compares one flow's weight and rotation state with the
+// model (docs/contract.md §7.6, "Snapshots"). Under FairMinServed: no pass
+// or joined, and a weight only when it is not 1. Under FairRotation: the
+// weight, and the pass, joined, served and ready flag of fairness.Rotation
+// driven as the stores drive their rows (docs/fairness.md §8): both
+// backends run the same statements, so the exact pass, clamped where the
+// store turns the ready flag on, is the model's on each.
+func (m *model) checkFlowRotation(name string, f *mFlow, h *queue.SnapshotEvent, got queue.SnapshotFlow) error {
+	if m.rot == nil {
 		want := f.weight
-		if !rot && want == queue.MinWeight {
+		if want == queue.MinWeight {
 			want = 0
 		}
-		switch {
-		case got.Weight != want:
-			return fmt.Errorf("flow %s weight = %d, model %d", name, got.Weight, want)
-		case rot != (got.Pass != nil) || rot != (got.Joined != nil):
-			return fmt.Errorf("flow %s = %s: rotation fields under %s", name, jsonOf(got), m.pol.Fairness)
-		case rot && (*got.Joined != f.joined || max(*got.Pass, m.vnow) != max(f.pass, m.vnow)):
-			return fmt.Errorf("flow %s pass/joined = %d/%d, model %d/%d (vnow %d)", name, *got.Pass, *got.Joined, f.pass, f.joined, m.vnow)
+		if got.Weight != want || got.Pass != nil || got.Joined != nil {
+			return fmt.Errorf("flow %s = %s, model weight %d and no rotation state", name, jsonOf(got), f.weight)
 		}
+		return nil
+	}
+	rf, _ := m.rot.Flow(name)
+	if got.Pass == nil || got.Joined == nil || *got.Pass != rf.Pass || *got.Joined != rf.Joined ||
+		got.Weight != rf.Weight || got.Weight != f.weight || got.Served != rf.Served || got.Ready != rf.Ready || rf.Backlogged != (h != nil) {
+		return fmt.Errorf("flow %s = %s, model rotation %+v (weight %d)", name, jsonOf(got), rf, f.weight)
+	}
+	return nil
+}
+
+// checkRotationClock compares the queue's vnow, vtail and joins with the
+// model's: present under FairRotation only.
+func (m *model) checkRotationClock(sn queue.Snapshot) error {
+	if m.rot == nil {
+		if sn.Rotation != nil {
+			return fmt.Errorf("rotation state %s under %s", jsonOf(sn.Rotation), m.pol.Fairness)
+		}
+		return nil
+	}
+	c := m.rot.Clock()
+	if sn.Rotation == nil || *sn.Rotation != (queue.RotationState{VNow: c.VNow, VTail: c.VTail, Joins: c.Joins}) {
+		return fmt.Errorf("rotation state %s, model %+v", jsonOf(sn.Rotation), c)
 	}
 	return nil
 }
@@ -607,20 +718,33 @@ func (r *runner) newEvent() queue.Event {
 	if r.c.Intn(30) == 0 {
 		return queue.Event{ID: "", Flow: "a", Body: []byte("x")} // invalid
 	}
-	e := queue.Event{ID: fmt.Sprintf("e%d", len(r.m.events)+r.c.Intn(3)), Flow: flowNames[r.c.Intn(len(flowNames))],
-		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3)))}
-	if r.m.rotation() && r.c.Intn(3) == 0 {
-		// Only under the rotation, so that the min_served sequences of a
-		// seed stay what they were.
-		e.Weight = []int{1, 2, 3, 5, 1000}[r.c.Intn(5)]
+	return queue.Event{ID: fmt.Sprintf("e%d", len(r.m.events)+r.c.Intn(3)), Flow: flowNames[r.c.Intn(len(flowNames))],
+		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3))), Weight: r.weight(6)}
+}
+
+// weight is an event's or an operator's weight (docs/contract.md §7.6),
+// under every policy: 0 (keep) but one time in zeroOdds, then 1..4 mostly,
+// now and then 1000, 0 (for SetWeight: invalid) or 1001 (invalid).
+func (r *runner) weight(zeroOdds int) int {
+	if r.c.Intn(zeroOdds) != 0 {
+		return 0
 	}
-	return e
+	switch k := r.c.Intn(12); {
+	case k < 8:
+		return 1 + k%4
+	case k < 10:
+		return 1000
+	case k < 11:
+		return 0
+	default:
+		return 1001
+	}
 }
 
 // step runs one random operation on the store(s) and the model.
 func (r *runner) step(ctx context.Context) error {
 	now := r.tick()
-	switch op := r.c.Intn(22); {
+	switch op := r.c.Intn(23); {
 	case op < 6:
 		e := r.newEvent()
 		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, %d)", e.ID, e.Flow, e.Body, now))
@@ -738,6 +862,30 @@ func (r *runner) step(ctx context.Context) error {
 				return fmt.Errorf("ExtendBatch item %d = %+v; model %+v", i, got[i], want[i])
 			}
 		}
+	case op < 21:
+		flow := flowNames[r.c.Intn(len(flowNames))]
+		if r.c.Intn(10) == 0 {
+			flow = "never"
+		}
+		w := r.weight(1)
+		reason := "tenant upgraded"
+		if r.c.Intn(10) == 0 {
+			reason = ""
+		}
+		ws, ok := r.s.(queue.Weighter)
+		if !ok {
+			r.log = append(r.log, fmt.Sprintf("SetWeight(%q, %d, %q, %d) skipped: not a queue.Weighter", flow, w, reason, now))
+			break
+		}
+		r.log = append(r.log, fmt.Sprintf("SetWeight(%q, %d, %q, %d)", flow, w, reason, now))
+		err := ws.SetWeight(ctx, flow, w, reason, now)
+		werr := r.m.setWeightOp(flow, w, reason, now)
+		if tw, ok := r.twin.(queue.Weighter); ok {
+			tw.SetWeight(ctx, flow, w, reason, now)
+		}
+		if !sameErr(err, werr) {
+			return fmt.Errorf("SetWeight = %v; model %v", err, werr)
+		}
 	default:
 		id, gen := r.anyEvent(queue.StateQuarantined)
 		reason := "operator"
@@ -761,6 +909,13 @@ func (r *runner) step(ctx context.Context) error {
 	if err := r.m.check(sn); err != nil {
 		return err
 	}
+	all, err := r.s.AuditAll(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.m.checkAuditAll(all); err != nil {
+		return err
+	}
 	due, ok, err := r.s.NextDue(ctx)
 	if err != nil {
 		return err
@@ -780,13 +935,67 @@ func (r *runner) step(ctx context.Context) error {
 	return nil
 }
 
+// seqTB is the testing.TB of one random sequence: what a backend's NewLoc
+// and Open register with Cleanup (closing a store, dropping a schema,
+// removing a directory) runs when the sequence ends rather than when the
+// clause does, so that a clause of thousands of sequences holds the stores
+// of the sequences running, not of all of them.
+type seqTB struct {
+	testing.TB
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+func (s *seqTB) Cleanup(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cleanups = append(s.cleanups, f)
+}
+
+// TempDir is a new directory removed when the sequence ends, on a memory
+// file system (/dev/shm) when the machine has one: the randomized model
+// checks the contract's logic over tens of thousands of short
+// transactions, and on tmpfs an fsync costs nothing. The store runs as
+// anywhere else; only the medium differs (the other clauses, and the
+// crash tests of each backend, use t.TempDir()).
+func (s *seqTB) TempDir() string {
+	s.TB.Helper()
+	root := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		root = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(root, "conformance-model-")
+	if err != nil && root != "" {
+		dir, err = os.MkdirTemp("", "conformance-model-")
+	}
+	if err != nil {
+		s.TB.Fatalf("TempDir: %v", err)
+	}
+	s.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// done runs the cleanups, last registered first.
+func (s *seqTB) done() {
+	s.mu.Lock()
+	fs := s.cleanups
+	s.cleanups = nil
+	s.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
 // runSequence runs steps random operations from seed on a new store with
-// policy p (and a twin, when asked).
+// policy p (and a twin, when asked); the stores are closed and removed when
+// it returns.
 func runSequence(t *testing.T, bk *QueueBackend, p queue.Policy, seed uint64, steps int, withTwin bool) error {
 	ctx := context.Background()
-	r := &runner{s: bk.openPolicy(t, p), m: newModelPolicy(p), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
+	st := &seqTB{TB: t}
+	defer st.done()
+	r := &runner{s: bk.openPolicy(st, p), m: newModelPolicy(p), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
 	if withTwin {
-		r.twin = bk.openPolicy(t, p)
+		r.twin = bk.openPolicy(st, p)
 	}
 	for i := 0; i < steps; i++ {
 		if err := r.step(ctx); err != nil {
@@ -828,9 +1037,9 @@ func runSequences(t *testing.T, bk *QueueBackend, p queue.Policy, n, steps int, 
 	}
 }
 
-// sequences is the number of random sequences to run: the backend's
-// default (a quarter of it under the race detector), or
-// FAIRRELAY_CONFORMANCE_SEQUENCES when set (100000 for a long run).
+// sequences is the number of random sequences to run: def (a quarter of
+// it under the race detector), or FAIRRELAY_CONFORMANCE_SEQUENCES when set
+// (100000 for a long run).
 func sequences(def int) int {
 	if n, err := strconv.Atoi(os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES")); err == nil && n > 0 {
 		return n
@@ -841,27 +1050,50 @@ func sequences(def int) int {
 	return def
 }
 
-// docs/contract.md §2 (all clauses): random sequences of enqueue, claim,
-// settle (ok, fail, stale generation, late), extend, redrive, NextDue and
-// clock steps (including backwards) agree with the reference model after
-// every step.
+// sequences is the backend's count of model sequences: sequences(Sequences),
+// or RaceSequences under the race detector when the backend sets it.
+func (bk *QueueBackend) sequences() int {
+	if raceDetector && bk.RaceSequences > 0 && os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES") == "" {
+		return bk.RaceSequences
+	}
+	return sequences(bk.Sequences)
+}
+
+// The model clauses below, with n = QueueBackend.Sequences, run n, n/2,
+// n + n/4, 3n/40 and 3n/40 sequences: with SQLite's 2000, 2000, 1000,
+// 2000 + 500, 150 and 150. Every step may enqueue with a
+// weight (0 keeps, 1001 is refused), set a weight (SetWeight, bad weights,
+// blank reasons and unknown flows too; skipped on a backend that is not a
+// queue.Weighter), claim, settle, extend or redrive, under either policy;
+// after every step the snapshot (events, flows, weights, rotation state,
+// the redrive and the operator audit rows), AuditAll and NextDue must be
+// the model's.
+
+// docs/contract.md §2 (all clauses), §7.6 (weights under min_served):
+// random sequences of enqueue, claim, settle (ok, fail, stale generation,
+// late), extend, redrive, SetWeight, NextDue and clock steps (including
+// backwards) agree with the reference model after every step.
 func queueModel_2_RandomSequencesMatchReference(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
-	runSequences(t, bk, queue.DefaultPolicy(), sequences(bk.Sequences), 10, false, 1)
+	runSequences(t, bk, queue.DefaultPolicy(), bk.sequences(), 10, false, 1)
 }
 
 // docs/contract.md §7.1: the same with a short, jittered, non-default
-// policy (Lease 3, two attempts per round, backoff 1..3 with jitter).
+// policy (Lease 3, two attempts per round, backoff 1..3 with jitter):
+// claim, settle, extend and the take-over follow the recorded policy, and
+// retries land at the documented Delay.
 func queueModel_7_1_NonDefaultPolicyWithJitter(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	p := queue.Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: queue.FairMinServed}
-	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 12, false, 5_000_000)
+	runSequences(t, bk, p, max(1, bk.sequences()/2), 12, false, 5_000_000)
 }
 
 // docs/contract.md §7.6: the same under the rotation, with weights: every
-// claim picks the model's flow, and the snapshot's vnow, vtail, joins and
-// each flow's weight, joined and (clamped) pass are the model's after
-// every step. A backend without the rotation skips it.
+// claim's flow is fairness.Rotation's pick, and every flow's weight, pass,
+// joined, served and ready flag and the queue's vnow, vtail and joins are
+// the model's after every step; then with the short jittered policy and
+// longer sequences (more retries, expiry take-overs and quarantines). A
+// backend without the rotation skips it.
 func queueModel_7_6_RotationMatchesReference(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	if !bk.Rotation {
@@ -869,13 +1101,13 @@ func queueModel_7_6_RotationMatchesReference(t *testing.T, bk *QueueBackend) {
 	}
 	p := queue.DefaultPolicy()
 	p.Fairness = queue.FairRotation
-	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 14, false, 7_000_000)
+	runSequences(t, bk, p, bk.sequences(), 14, false, 7_000_000)
 	p = queue.Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: queue.FairRotation}
-	runSequences(t, bk, p, max(1, sequences(bk.Sequences)/2), 14, false, 8_000_000)
+	runSequences(t, bk, p, max(1, bk.sequences()/4), 30, false, 8_000_000)
 }
 
-// docs/contract.md §7.6: under the rotation too, ClaimBatch gives exactly
-// what successive Claim calls give.
+// docs/contract.md §7.6: under the rotation too, ClaimBatch (paging
+// through (pass, joined)) gives exactly what successive Claim calls give.
 func queueModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	if !bk.Rotation {
@@ -883,7 +1115,7 @@ func queueModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *Q
 	}
 	p := queue.DefaultPolicy()
 	p.Fairness = queue.FairRotation
-	runSequences(t, bk, p, max(1, sequences(bk.Sequences)*3/40), 14, true, 9_000_000)
+	runSequences(t, bk, p, max(1, bk.sequences()*3/40), 20, true, 9_000_000)
 }
 
 // ClaimBatch gives exactly what successive Claim calls give (order,
@@ -891,5 +1123,5 @@ func queueModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *Q
 // using Claim end every step with the same snapshot.
 func queueModel_ClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
-	runSequences(t, bk, queue.DefaultPolicy(), max(1, sequences(bk.Sequences)*3/40), 14, true, 1_000_000)
+	runSequences(t, bk, queue.DefaultPolicy(), max(1, bk.sequences()*3/40), 14, true, 1_000_000)
 }

@@ -46,6 +46,11 @@ type QueueBackend struct {
 	// Sequences is how many random sequences the model clause runs
 	// (FAIRRELAY_CONFORMANCE_SEQUENCES overrides it).
 	Sequences int
+	// RaceSequences replaces Sequences under the race detector; 0 is a
+	// quarter of Sequences. A backend whose engine the detector slows down
+	// most (SQLite's is Go code) runs fewer there, and its full count
+	// without the detector (mage test does).
+	RaceSequences int
 	// Rotation says the backend implements the rotation order
 	// (docs/contract.md §7.6); a backend without it must refuse a rotation
 	// policy with ErrInvalid, and the policy clauses check that it does.

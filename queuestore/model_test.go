@@ -4,16 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"reflect"
-	"runtime"
 	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -21,12 +15,9 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-var (
-	long      = flag.Bool("long", false, "run the long randomized model test (100,000 sequences)")
-	sequences = flag.Int("sequences", 0, "run this many randomized model sequences instead of the default (2,000; 100,000 with -long)")
-)
-
-// model is a small in-memory reference of the contract (docs/contract.md §2), written
+// model is a small in-memory reference of the contract (docs/contract.md §2) for
+// FuzzOperations; the randomized sequences of every backend run in the
+// conformance module's model (conformance/q_model.go). It is written
 // from the contract and not from the store's SQL: flows hold no head cache, the
 // head is found by walking the flow's events, and the pick is
 // fairness.MinServed over the dispatchable heads.
@@ -564,15 +555,11 @@ func (m *model) check(sn Snapshot) error {
 	return nil
 }
 
-// chooser is the source of choices of a random sequence: math/rand for the
-// randomized test, the fuzzer's bytes for FuzzOperations.
+// chooser is the source of choices of a sequence: the fuzzer's bytes for
+// FuzzOperations.
 type chooser interface {
 	Intn(n int) int // 0 <= result < n
 }
-
-type randChooser struct{ r *rand.Rand }
-
-func (c randChooser) Intn(n int) int { return c.r.IntN(n) }
 
 // byteChooser takes its choices from data; when data runs out every choice
 // is 0.
@@ -894,55 +881,6 @@ func (r *runner) step(ctx context.Context) error {
 	return nil
 }
 
-// emptyStore returns the bytes of a new, empty store file: sequences start
-// from a copy instead of applying the schema each time.
-func emptyStore(t testing.TB, dir string, p Policy) []byte {
-	path := dir + "/template.db"
-	s, err := Open(path, WithPolicy(p))
-	if err != nil {
-		t.Fatalf("Open(template) error = %v", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close(template) error = %v", err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read template: %v", err)
-	}
-	return b
-}
-
-// openCopy writes template to path and opens it.
-func openCopy(path string, template []byte) (*Store, error) {
-	if err := os.WriteFile(path, template, 0o600); err != nil {
-		return nil, err
-	}
-	return Open(path)
-}
-
-// runSequence runs steps random operations from seed on a fresh store.
-func runSequence(dir string, template []byte, p Policy, seed uint64, steps int, withTwin bool) error {
-	ctx := context.Background()
-	s, err := openCopy(fmt.Sprintf("%s/q-%d.db", dir, seed), template)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	r := &runner{s: s, m: newModelPolicy(p), c: randChooser{rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}}
-	if withTwin {
-		if r.twin, err = openCopy(fmt.Sprintf("%s/twin-%d.db", dir, seed), template); err != nil {
-			return err
-		}
-		defer r.twin.Close()
-	}
-	for i := 0; i < steps; i++ {
-		if err := r.step(ctx); err != nil {
-			return fmt.Errorf("seed %d, step %d: %v\nsteps:\n  %s", seed, i, err, strings.Join(r.log, "\n  "))
-		}
-	}
-	return nil
-}
-
 // memTempDir returns a fresh directory on a memory file system (/dev/shm)
 // when the machine has one, else t.TempDir(). The randomized tests check the
 // contract's logic over tens of thousands of short transactions; on tmpfs an
@@ -958,133 +896,4 @@ func memTempDir(t testing.TB) string {
 		}
 	}
 	return t.TempDir()
-}
-
-// sequenceCount is how many randomized sequences a model test runs: def by
-// default, long with -long, the -sequences flag when set; a race-built run
-// without those flags runs a tenth of def (at least 50), and `mage test`
-// runs the model tests once more at full count without the race detector.
-func sequenceCount(def, longN int) int {
-	switch {
-	case *sequences > 0:
-		return *sequences
-	case *long:
-		return longN
-	case raceBuild:
-		return max(def/10, 50)
-	}
-	return def
-}
-
-// runSequences runs n sequences on all CPUs and fails on the first
-// divergence, naming its seed and operations.
-func runSequences(t *testing.T, p Policy, n, steps int, withTwin bool, seedBase uint64) {
-	dir := memTempDir(t)
-	template := emptyStore(t, dir, p)
-	var next atomic.Int64
-	var failed atomic.Bool
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for w := 0; w < max(2, runtime.GOMAXPROCS(0)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !failed.Load() {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				err := runSequence(dir, template, p, seedBase+uint64(i), steps, withTwin)
-				for _, name := range []string{"q", "twin"} {
-					base := fmt.Sprintf("%s/%s-%d.db", dir, name, seedBase+uint64(i))
-					os.Remove(base)
-					os.Remove(base + "-wal")
-					os.Remove(base + "-shm")
-				}
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					failed.Store(true)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		t.Fatal(firstErr)
-	}
-}
-
-// docs/contract.md §2 (all clauses): random sequences of enqueue, claim,
-// settle (ok, fail, stale generation, late), redrive and clock steps
-// (including backwards) agree with the reference model after every step.
-// 2,000 sequences by default; -long runs 100,000.
-func TestModel_2_RandomSequencesMatchReference(t *testing.T) {
-	t.Parallel()
-	n := sequenceCount(2000, 100000)
-	runSequences(t, DefaultPolicy(), n, 10, false, 1)
-}
-
-// §7.1: the same with a short, jittered, non-default policy (Lease 3, two
-// attempts per round, backoff 1..3 with jitter): claim, settle, extend and
-// the take-over follow the recorded policy, and retries land at the
-// documented Delay.
-func TestModel_7_1_NonDefaultPolicyWithJitter(t *testing.T) {
-	t.Parallel()
-	n := sequenceCount(1000, 50000)
-	p := Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: FairMinServed}
-	runSequences(t, p, n, 12, false, 5_000_000)
-}
-
-// §7.6: under FairRotation, random sequences of enqueue (with weights),
-// claim, claim batch, settle (acks, retries, quarantine), extend, expiry
-// take-overs (and their quarantine), redrive and SetWeight agree with the
-// reference model after every step, where every claim's flow is
-// fairness.Rotation's pick and every flow's (weight, pass, joined, served,
-// ready) and the queue's (vnow, vtail, joins) are the model's. 2,000
-// sequences by default; -long runs 100,000.
-func TestModel_7_6_RotationMatchesModel(t *testing.T) {
-	t.Parallel()
-	n := sequenceCount(2000, 100000)
-	p := DefaultPolicy()
-	p.Fairness = FairRotation
-	runSequences(t, p, n, 14, false, 7_000_000)
-}
-
-// §7.6 with the short jittered policy: more retries, expiries and
-// quarantines per sequence, and longer sequences.
-func TestModel_7_6_RotationShortPolicy(t *testing.T) {
-	t.Parallel()
-	n := sequenceCount(500, 20000)
-	p := Policy{Lease: 3, MaxAttempts: 2, BackoffBase: 1, BackoffCap: 3, Jitter: true, Fairness: FairRotation}
-	runSequences(t, p, n, 30, false, 8_000_000)
-}
-
-// §7.6: under FairRotation too, ClaimBatch (paging through (pass, joined))
-// gives exactly what successive Claim calls give.
-func TestModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T) {
-	t.Parallel()
-	n := 150
-	if *long {
-		n = 10000
-	}
-	p := DefaultPolicy()
-	p.Fairness = FairRotation
-	runSequences(t, p, n, 20, true, 9_000_000)
-}
-
-// Batches: ClaimBatch gives exactly what successive Claim calls give
-// (order, tickets, served, generations, leases): a store using ClaimBatch
-// and a twin using Claim end every step with the same snapshot.
-func TestModel_ClaimBatchEqualsSuccessiveClaims(t *testing.T) {
-	t.Parallel()
-	n := 150
-	if *long {
-		n = 10000
-	}
-	runSequences(t, DefaultPolicy(), n, 14, true, 1_000_000)
 }

@@ -2,8 +2,8 @@
 
 package queuestore
 
-// raceBuild is true when the race detector is built in: the randomized model
-// tests then run a tenth of their sequences (every operation costs several
-// times more under the detector), and `mage test` runs them again at full
+// raceBuild is true when the race detector is built in: the randomized
+// equivalence test then runs fewer cases (every operation costs several
+// times more under the detector), and `mage test` runs it again at full
 // count without it.
 const raceBuild = true
