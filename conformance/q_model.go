@@ -594,7 +594,7 @@ func (m *model) checkRotationClock(sn queue.Snapshot) error {
 }
 
 // chooser is the source of choices of a random sequence: math/rand for the
-// randomized test, the fuzzer's bytes for FuzzOperations.
+// randomized test, the fuzzer's bytes for FuzzQueue.
 type chooser interface {
 	Intn(n int) int // 0 <= result < n
 }

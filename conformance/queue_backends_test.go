@@ -14,8 +14,15 @@ import (
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
-func TestQueueSQLite(t *testing.T) {
-	RunQueue(t, QueueBackend{
+func TestQueueSQLite(t *testing.T) { RunQueue(t, sqliteQueue()) }
+
+// FuzzQueueSQLite drives a SQLite store and its twin with the fuzzer's
+// bytes, against the model (FuzzQueue).
+func FuzzQueueSQLite(f *testing.F) { FuzzQueue(f, sqliteQueue()) }
+
+// sqliteQueue is queuestore as a backend under test.
+func sqliteQueue() QueueBackend {
+	return QueueBackend{
 		Rotation: true,
 		NewLoc:   func(t testing.TB) string { return filepath.Join(t.TempDir(), "queue.db") },
 		Open: func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
@@ -61,7 +68,7 @@ func TestQueueSQLite(t *testing.T) {
 		// twenty times slower.
 		Sequences:     2000,
 		RaceSequences: 100,
-	})
+	}
 }
 
 func TestQueuePostgres(t *testing.T) {

@@ -91,30 +91,3 @@ func FuzzEnqueue(f *testing.F) {
 	})
 }
 
-// FuzzOperations turns the fuzzer's bytes into a sequence of operations
-// (each byte a choice: which operation, which event, which tick, forwards or
-// backwards) and checks the store against the reference model after every
-// step (docs/contract.md §2), with a twin store that replaces ClaimBatch by successive
-// Claim calls.
-func FuzzOperations(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{0, 0, 0, 0, 3, 8, 3, 8, 3, 8, 16, 0, 0})
-	f.Add([]byte("enqueue claim settle redrive and time going backwards"))
-	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25})
-	f.Add([]byte{9, 9, 9, 9, 200, 200, 200, 200, 7, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 400 {
-			data = data[:400]
-		}
-		ctx := context.Background()
-		s := openMem(t)
-		twin := openMem(t)
-		c := &byteChooser{data: data}
-		r := &runner{s: s, twin: twin, m: newModel(), c: c}
-		for i := 0; !c.empty() && i < 60; i++ {
-			if err := r.step(ctx); err != nil {
-				t.Fatalf("step %d: %v\nsteps:\n  %s", i, err, strings.Join(r.log, "\n  "))
-			}
-		}
-	})
-}

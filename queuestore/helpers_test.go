@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -163,4 +164,21 @@ func quarantineHead(t testing.TB, s *Store, now clock.Tick) (Claim, clock.Tick) 
 		}
 	}
 	return c, now
+}
+
+// memTempDir returns a fresh directory on a memory file system (/dev/shm)
+// when the machine has one, else t.TempDir(). The randomized tests check the
+// contract's logic over tens of thousands of short transactions; on tmpfs an
+// fsync costs nothing, so they fit the test budget. The store runs exactly
+// as anywhere else (same DSN, WAL, synchronous=FULL): only the medium
+// differs. Durability is proven by the crash and multi-process tests, which
+// use t.TempDir().
+func memTempDir(t testing.TB) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "queuestore-test-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
 }
