@@ -90,4 +90,3 @@ func FuzzEnqueue(f *testing.F) {
 		}
 	})
 }
-
