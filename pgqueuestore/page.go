@@ -3,7 +3,6 @@ package pgqueuestore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -199,37 +198,7 @@ func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPag
 	if err != nil {
 		return queue.FlowPage{}, fmt.Errorf("flows page: %w", err)
 	}
-	more := len(page.Flows) > n
-	if more {
-		page.Flows, keys = page.Flows[:n], keys[:n]
-	}
-	if backward {
-		slices.Reverse(page.Flows)
-		slices.Reverse(keys)
-	}
-	if len(page.Flows) == 0 {
-		return page, nil
-	}
-	first := queue.Cursor{Key: keys[0], Flow: page.Flows[0].Flow}.String()
-	last := queue.Cursor{Key: keys[len(keys)-1], Flow: page.Flows[len(keys)-1].Flow}.String()
-	switch {
-	case backward:
-		// Read towards the start: more rows before; a page after exists
-		// when it was asked for with Before.
-		if more {
-			page.Prev = first
-		}
-		if q.Before != "" {
-			page.Next = last
-		}
-	default:
-		if more {
-			page.Next = last
-		}
-		if q.After != "" {
-			page.Prev = first
-		}
-	}
+	page.Finish(q, n, page.Flows, keys)
 	return page, nil
 }
 

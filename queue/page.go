@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -221,4 +222,45 @@ type QuarantinedPage struct {
 type ReasonCount struct {
 	Reason string `json:"reason"`
 	Count  int64  `json:"count"`
+}
+
+// Finish makes the page a backend read for q: rows are the flows it read
+// (at most limit+1, in the order read: ascending, or descending for a page
+// read backwards, Before or Last) and keys their sort keys (any value when
+// sorting by name). It keeps limit flows in the page's order and sets Prev
+// and Next: the cursors of its first and last flow, where a page lies
+// before or after it.
+func (p *FlowPage) Finish(q FlowQuery, limit int, rows []FlowState, keys []int64) {
+	backward := q.Before != "" || q.Last
+	more := len(rows) > limit
+	if more {
+		rows, keys = rows[:limit], keys[:limit]
+	}
+	if backward {
+		slices.Reverse(rows)
+		slices.Reverse(keys)
+	}
+	p.Flows = rows
+	if len(rows) == 0 {
+		return
+	}
+	first := Cursor{Key: keys[0], Flow: rows[0].Flow}.String()
+	last := Cursor{Key: keys[len(keys)-1], Flow: rows[len(rows)-1].Flow}.String()
+	if backward {
+		// Read towards the start: more rows before; a page after exists
+		// when it was asked for with Before.
+		if more {
+			p.Prev = first
+		}
+		if q.Before != "" {
+			p.Next = last
+		}
+		return
+	}
+	if more {
+		p.Next = last
+	}
+	if q.After != "" {
+		p.Prev = first
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -178,37 +177,7 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 	if err != nil {
 		return FlowPage{}, fmt.Errorf("flows page: %w", err)
 	}
-	more := len(page.Flows) > n
-	if more {
-		page.Flows, keys = page.Flows[:n], keys[:n]
-	}
-	if backward {
-		slices.Reverse(page.Flows)
-		slices.Reverse(keys)
-	}
-	if len(page.Flows) == 0 {
-		return page, nil
-	}
-	first := queue.Cursor{Key: keys[0], Flow: page.Flows[0].Flow}.String()
-	last := queue.Cursor{Key: keys[len(keys)-1], Flow: page.Flows[len(keys)-1].Flow}.String()
-	switch {
-	case backward:
-		// Read towards the start: more rows before; a page after exists
-		// when it was asked for with Before.
-		if more {
-			page.Prev = first
-		}
-		if q.Before != "" {
-			page.Next = last
-		}
-	default:
-		if more {
-			page.Next = last
-		}
-		if q.After != "" {
-			page.Prev = first
-		}
-	}
+	page.Finish(q, n, page.Flows, keys)
 	return page, nil
 }
 
