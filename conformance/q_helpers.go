@@ -144,3 +144,15 @@ func quarantineHead(t testing.TB, s Queue, now clock.Tick) (queue.Claim, clock.T
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// capability is q as the capability interface C (queue.Pager,
+// queue.SettleClaimer, …); the clause is skipped, naming what, when the
+// backend does not have it.
+func capability[C any](t *testing.T, q Queue, what string) C {
+	t.Helper()
+	c, ok := q.(C)
+	if !ok {
+		t.Skipf("the backend has no %s", what)
+	}
+	return c
+}

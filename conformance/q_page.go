@@ -18,16 +18,8 @@ import (
 // (queue.Cursor) is the same on every backend. Ported from queuestore's
 // page tests, which ran on SQLite only.
 
-// pager is q as a queue.Pager; the clause is skipped when the backend has
-// no paged reads.
-func pager(t *testing.T, q Queue) queue.Pager {
-	t.Helper()
-	p, ok := q.(queue.Pager)
-	if !ok {
-		t.Skip("the backend has no paged reads (queue.Pager)")
-	}
-	return p
-}
+// pager is q as a queue.Pager; the clause is skipped without one.
+func pager(t *testing.T, q Queue) queue.Pager { return capability[queue.Pager](t, q, "paged reads") }
 
 // seedPaging fills a store with flows in every head state: idle (all
 // acked), ready, waiting (in flight or backing off) and quarantined, with

@@ -12,15 +12,10 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-// settleClaimer is q as a queue.SettleClaimer; the clause is skipped when the
-// backend has no SettleClaimBatch.
+// settleClaimer is q as a queue.SettleClaimer; the clause is skipped
+// without one.
 func settleClaimer(t *testing.T, q Queue) queue.SettleClaimer {
-	t.Helper()
-	sc, ok := q.(queue.SettleClaimer)
-	if !ok {
-		t.Skip("the backend has no SettleClaimBatch")
-	}
-	return sc
+	return capability[queue.SettleClaimer](t, q, "SettleClaimBatch")
 }
 
 func outcomes(rs []queue.SettleResult) []queue.Outcome {
