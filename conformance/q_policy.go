@@ -16,7 +16,7 @@ func queuePolicy_7_1_DefaultIsTheConstants(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	p := queue.DefaultPolicy()
 	want := queue.Policy{Lease: 5, MaxAttempts: 3, BackoffBase: 2, BackoffCap: 8, Jitter: false, Fairness: queue.FairMinServed}
-	if p != want || p.Lease != queue.Lease || p.MaxAttempts != queue.MaxAttempts || p.BackoffBase != queue.BackoffBase || p.BackoffCap != queue.BackoffCap {
+	if !p.Equal(want) || p.Lease != queue.Lease || p.MaxAttempts != queue.MaxAttempts || p.BackoffBase != queue.BackoffBase || p.BackoffCap != queue.BackoffCap {
 		t.Fatalf("DefaultPolicy() = %+v, want %+v", p, want)
 	}
 	for k := 1; k <= 6; k++ {
@@ -151,7 +151,7 @@ func queuePolicy_7_1_RecordedAtCreation(t *testing.T, bk *QueueBackend) {
 		}
 		got, err := s.Policy(ctx)
 		s.Close()
-		if err != nil || got != want {
+		if err != nil || !got.Equal(want) {
 			t.Fatalf("Policy() = %+v, %v; want %+v", got, err, want)
 		}
 	}
@@ -176,7 +176,7 @@ func queuePolicy_7_1_RecordedAtCreation(t *testing.T, bk *QueueBackend) {
 	case bk.Rotation && err != nil:
 		t.Fatalf("bk.openAt(t, rotation) error = %v, want a store (the backend implements rotation)", err)
 	case bk.Rotation:
-		if got, err := rs.Policy(ctx); err != nil || got != rot {
+		if got, err := rs.Policy(ctx); err != nil || !got.Equal(rot) {
 			t.Fatalf("rotation store Policy() = %+v, %v; want %+v", got, err, rot)
 		}
 	case !bk.Rotation:
@@ -188,7 +188,7 @@ func queuePolicy_7_1_RecordedAtCreation(t *testing.T, bk *QueueBackend) {
 
 	// A new file without WithPolicy records the default.
 	d, _ := bk.openTest(t)
-	if got, err := d.Policy(ctx); err != nil || got != queue.DefaultPolicy() {
+	if got, err := d.Policy(ctx); err != nil || !got.Equal(queue.DefaultPolicy()) {
 		t.Fatalf("default file queue.Policy() = %+v, %v", got, err)
 	}
 }
@@ -290,7 +290,7 @@ func queuePolicy_7_1_SetPolicyAudited(t *testing.T, bk *QueueBackend) {
 		t.Fatalf("AuditAll() = %s, %v; want one row", jsonOf(all), err)
 	}
 	var ch queue.PolicyChange
-	if err := json.Unmarshal([]byte(all[0].Detail), &ch); err != nil || ch.Old != queue.DefaultPolicy() || ch.New != p {
+	if err := json.Unmarshal([]byte(all[0].Detail), &ch); err != nil || !ch.Old.Equal(queue.DefaultPolicy()) || !ch.New.Equal(p) {
 		t.Fatalf("policy audit detail = %s (%v), want old default, new %+v", all[0].Detail, err, p)
 	}
 	if all[0].Kind != queue.AuditPolicy || all[0].Reason != "longer handlers in prod" || all[0].At != 3 || all[0].EventID != "" {
@@ -300,7 +300,7 @@ func queuePolicy_7_1_SetPolicyAudited(t *testing.T, bk *QueueBackend) {
 		t.Fatalf("Audit() = %s, %v; want no redrive rows", jsonOf(a), err)
 	}
 	sn := snap(t, s)
-	if sn.Policy == nil || *sn.Policy != p || len(sn.OperatorAudit) != 1 || sn.SchemaVersion != queue.SnapshotFormat {
+	if sn.Policy == nil || !sn.Policy.Equal(p) || len(sn.OperatorAudit) != 1 || sn.SchemaVersion != queue.SnapshotFormat {
 		t.Fatalf("snapshot policy %v, operator audit %s", sn.Policy, jsonOf(sn.OperatorAudit))
 	}
 	if st, err := s.Stats(ctx); err != nil || st.SchemaVersion != bk.SchemaVersion || st.AuditRows != 1 {

@@ -42,7 +42,7 @@ func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 		if err != nil {
 			return err
 		}
-		if p != queue.DefaultPolicy() {
+		if !p.Equal(queue.DefaultPolicy()) {
 			snap.Policy = &p
 		}
 		rot := rotation(p)

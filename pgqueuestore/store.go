@@ -251,7 +251,7 @@ VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6)`), int64(np.Lease), np.MaxAttempts, int
 			if err != nil {
 				return err
 			}
-			if stored != *p {
+			if !stored.Equal(*p) {
 				return fmt.Errorf("%w: the schema records %+v, Open was given %+v", queue.ErrPolicyMismatch, stored, *p)
 			}
 		}

@@ -204,7 +204,7 @@ func TestMigrationFromVersion1(t *testing.T) {
 	if err != nil || st.SchemaVersion != SchemaVersion || st.Events.Pending != 3 {
 		t.Fatalf("Stats = %+v, %v; want version %d with 3 pending events", st, err, SchemaVersion)
 	}
-	if p, err := s2.Policy(ctx); err != nil || p != queue.DefaultPolicy() {
+	if p, err := s2.Policy(ctx); err != nil || !p.Equal(queue.DefaultPolicy()) {
 		t.Fatalf("Policy = %+v, %v; want the default", p, err)
 	}
 	var n int

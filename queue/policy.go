@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 
 	"github.com/fairrelay/fairrelay/clock"
 )
@@ -41,6 +42,60 @@ type Policy struct {
 	Jitter bool `json:"jitter"`
 	// Fairness is the claim's flow order; "" means FairMinServed.
 	Fairness Fairness `json:"fairness"`
+	// Schedule, when not empty, is an explicit list of waits
+	// (docs/contract.md §7.8): the wait after the k-th failed attempt of a
+	// round is Schedule[k-1] instead of the BackoffBase·2^(k-1) formula, and
+	// MaxAttempts must be len(Schedule)+1 (WithSchedule sets it). Each wait
+	// is >= 1; at most MaxPolicyAttempts-1 of them. BackoffBase and
+	// BackoffCap stay recorded and valid but are not used. Omitted from JSON
+	// when empty, so a policy without one writes the bytes it always did.
+	Schedule []clock.Tick `json:"schedule,omitempty"`
+	// RetryAfterCap caps the wait a failure asks for with
+	// Result.RetryAfter (docs/contract.md §7.8); 0 means the policy's
+	// longest wait (LongestWait). >= 0.
+	RetryAfterCap clock.Tick `json:"retry_after_cap,omitempty"`
+}
+
+// WithSchedule returns p with the explicit list of waits and MaxAttempts
+// set to len(waits)+1 (docs/contract.md §7.8). An empty list returns p with
+// no schedule and MaxAttempts unchanged.
+func (p Policy) WithSchedule(waits ...clock.Tick) Policy {
+	if len(waits) == 0 {
+		p.Schedule = nil
+		return p
+	}
+	p.Schedule = append([]clock.Tick(nil), waits...)
+	p.MaxAttempts = len(waits) + 1
+	return p
+}
+
+// LongestWait is the longest wait after a failed attempt the policy can
+// give without a retry-after: the largest Schedule entry, or BackoffCap
+// without a schedule.
+func (p Policy) LongestWait() clock.Tick {
+	if len(p.Schedule) == 0 {
+		return p.BackoffCap
+	}
+	return slices.Max(p.Schedule)
+}
+
+// RetryAfterLimit is the longest wait a failure's RetryAfter may ask for:
+// RetryAfterCap, or LongestWait when RetryAfterCap is 0.
+func (p Policy) RetryAfterLimit() clock.Tick {
+	if p.RetryAfterCap > 0 {
+		return p.RetryAfterCap
+	}
+	return p.LongestWait()
+}
+
+// Equal reports whether p and o are the same policy (Schedule compared
+// element by element; a nil and an empty Schedule are equal).
+func (p Policy) Equal(o Policy) bool {
+	p, o = p.Normal(), o.Normal()
+	return p.Lease == o.Lease && p.MaxAttempts == o.MaxAttempts &&
+		p.BackoffBase == o.BackoffBase && p.BackoffCap == o.BackoffCap &&
+		p.Jitter == o.Jitter && p.Fairness == o.Fairness &&
+		slices.Equal(p.Schedule, o.Schedule) && p.RetryAfterCap == o.RetryAfterCap
 }
 
 // MaxPolicyAttempts is the largest MaxAttempts a policy may have.
@@ -74,6 +129,22 @@ func (p Policy) Validate() error {
 	case p.BackoffCap < p.BackoffBase:
 		return fmt.Errorf("%w: policy BackoffCap is %d, want >= BackoffBase %d", ErrInvalid, p.BackoffCap, p.BackoffBase)
 	}
+	if len(p.Schedule) > 0 {
+		if len(p.Schedule) > MaxPolicyAttempts-1 {
+			return fmt.Errorf("%w: policy Schedule has %d waits, want at most %d", ErrInvalid, len(p.Schedule), MaxPolicyAttempts-1)
+		}
+		for i, w := range p.Schedule {
+			if w < 1 {
+				return fmt.Errorf("%w: policy Schedule wait %d is %d, want >= 1", ErrInvalid, i+1, w)
+			}
+		}
+		if p.MaxAttempts != len(p.Schedule)+1 {
+			return fmt.Errorf("%w: policy MaxAttempts is %d with a Schedule of %d waits, want %d (the waits plus one)", ErrInvalid, p.MaxAttempts, len(p.Schedule), len(p.Schedule)+1)
+		}
+	}
+	if p.RetryAfterCap < 0 {
+		return fmt.Errorf("%w: policy RetryAfterCap is %d, want >= 0", ErrInvalid, p.RetryAfterCap)
+	}
 	switch p.Fairness {
 	case "", FairMinServed, FairRotation:
 	default:
@@ -83,11 +154,15 @@ func (p Policy) Validate() error {
 }
 
 // Backoff returns the wait after the k-th failed attempt of a round:
-// min(BackoffBase * 2^(k-1), BackoffCap), computed without overflow. It
-// panics for k < 1, a programmer error.
+// Schedule[k-1] with a schedule (its last wait for k past its end), and
+// otherwise min(BackoffBase * 2^(k-1), BackoffCap), computed without
+// overflow. It panics for k < 1, a programmer error.
 func (p Policy) Backoff(k int) clock.Tick {
 	if k < 1 {
 		panic(fmt.Sprintf("queuestore: Policy.Backoff(%d): k must be at least 1", k))
+	}
+	if n := len(p.Schedule); n > 0 {
+		return p.Schedule[min(k, n)-1]
 	}
 	d := p.BackoffBase
 	for i := 1; i < k && d < p.BackoffCap; i++ {
@@ -130,14 +205,28 @@ func jitterHash(eventID string, generation int64, attempt int) uint64 {
 	return h.Sum64()
 }
 
-// span is the longest time a write may add to its tick: a lease or a
-// backoff.
-func (p Policy) span() clock.Tick { return max(p.Lease, p.BackoffCap) }
+// RetryDelay is the wait a failure of the attempt-th claim of a round
+// (made at generation) sets before the event may be claimed again, given
+// the failure's retryAfter (0: none): max(Delay, min(retryAfter,
+// RetryAfterLimit)) (docs/contract.md §7.8).
+func (p Policy) RetryDelay(eventID string, generation int64, attempt int, retryAfter clock.Tick) clock.Tick {
+	d := p.Delay(eventID, generation, attempt)
+	if retryAfter > 0 {
+		d = max(d, min(retryAfter, p.RetryAfterLimit()))
+	}
+	return d
+}
+
+// span is the longest time a write may add to its tick: a lease, a
+// backoff or a retry-after.
+func (p Policy) span() clock.Tick {
+	return max(p.Lease, p.BackoffCap, p.LongestWait(), p.RetryAfterLimit())
+}
 
 // CheckTick refuses a tick that is negative (ErrTickOverflow, also
 // ErrTimeRegression: it is below every mark) or that a lease or backoff
 // would push past math.MaxInt64 (ErrTickOverflow): the largest accepted
-// tick is math.MaxInt64 - max(Lease, BackoffCap).
+// tick is MaxTick.
 func (p Policy) CheckTick(now clock.Tick) error {
 	if now < 0 {
 		// Below every clock mark too: without real time this was, and
@@ -151,8 +240,8 @@ func (p Policy) CheckTick(now clock.Tick) error {
 }
 
 // MaxTick returns the largest tick a write accepts under p:
-// math.MaxInt64 - max(Lease, BackoffCap). Larger ticks, and negative ones,
-// are ErrTickOverflow.
+// math.MaxInt64 - max(Lease, BackoffCap, LongestWait, RetryAfterLimit).
+// Larger ticks, and negative ones, are ErrTickOverflow.
 func (p Policy) MaxTick() clock.Tick { return clock.Tick(math.MaxInt64) - p.span() }
 
 // PolicyChange is the detail of a 'policy' audit row: the policy before and

@@ -35,6 +35,17 @@ type Snapshot struct {
 	// Rotation is the rotation's virtual time under FairRotation; nil
 	// under FairMinServed.
 	Rotation *RotationState `json:"rotation,omitempty"`
+	// Failures is the attempt history of every event (docs/contract.md
+	// §7.8), ordered by event ID, then generation; nil when no attempt
+	// ever failed.
+	Failures []SnapshotAttempt `json:"failures,omitempty"`
+}
+
+// SnapshotAttempt is one row of the attempt history: a failed attempt of
+// the event EventID.
+type SnapshotAttempt struct {
+	EventID string `json:"event_id"`
+	Attempt
 }
 
 // RotationState is the queue-wide state of FairRotation (docs/fairness.md):

@@ -59,13 +59,20 @@ type Store interface {
 	// OldestDue is the due tick of the longest-waiting head dispatchable
 	// at now; ok is false when none is.
 	OldestDue(ctx context.Context, now clock.Tick) (at clock.Tick, ok bool, err error)
+	// OldestWaiting is the enqueue tick of the oldest event not acked,
+	// whatever blocks it (a head waiting for its backoff, in flight or
+	// quarantined, or an event behind such a head); ok is false when every
+	// event is acked. One index read, however many events and flows.
+	OldestWaiting(ctx context.Context) (at clock.Tick, ok bool, err error)
 	// Policy is the recorded policy (§7.1).
 	Policy(ctx context.Context) (Policy, error)
 	// SetPolicy records p with an audit row carrying reason.
 	SetPolicy(ctx context.Context, p Policy, reason string, now clock.Tick) error
-	// Event reads one event as it is now; ErrNotFound for an unknown ID.
+	// Event reads one event as it is now, its failure history included;
+	// ErrNotFound for an unknown ID.
 	Event(ctx context.Context, id string) (EventState, error)
-	// FlowEvents reads every event of one flow in sequence order.
+	// FlowEvents reads every event of one flow in sequence order (without
+	// their History).
 	FlowEvents(ctx context.Context, flow string) ([]EventState, error)
 	// Quarantined lists every quarantined event in flow and sequence order.
 	Quarantined(ctx context.Context) ([]QuarantinedEvent, error)

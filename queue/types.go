@@ -59,10 +59,49 @@ type WeightChange struct {
 
 // Result is what the sender reports for a claim: success, or failure with a
 // non-empty reason (for example "unsupported_delta", "unavailable",
-// "conflict", "gap"). Reason is ignored when OK.
+// "conflict", "gap"). Every other field is ignored when OK.
+//
+// A failure may say more (docs/contract.md §7.8): that it is permanent (the
+// event is quarantined at once, whatever attempts remain), that the event
+// should not be tried again before a wait (RetryAfter, capped by the
+// policy's RetryAfterLimit), and what went wrong in words (Error, kept in
+// the event's attempt history). The zero values of these fields are the
+// default contract's failure.
 type Result struct {
 	OK     bool   // the receiver applied (or already had) the event
-	Reason string // required when !OK
+	Reason string // required when !OK: the short, bounded vocabulary of §2.4
+	// Permanent quarantines the event at once: retrying cannot help (the
+	// receiver refused this body for good).
+	Permanent bool
+	// RetryAfter, when > 0, is the least wait before the event may be
+	// claimed again: the event becomes available at now + max(the policy's
+	// Delay, min(RetryAfter, RetryAfterLimit)). Ignored when the failure
+	// quarantines. >= 0.
+	RetryAfter clock.Tick
+	// Error is the failure's error text: 0..MaxErrorLen bytes of printable
+	// UTF-8 (ErrorText makes one from any string), never a secret.
+	Error string
+}
+
+// MaxErrorLen is the longest error text a failure records, in bytes.
+const MaxErrorLen = 512
+
+// MaxHistory is the number of failed attempts an event keeps in its
+// history (docs/contract.md §7.8): the latest ones; older ones are deleted
+// as new ones are written.
+const MaxHistory = 10
+
+// Attempt is one failed attempt in an event's history (docs/contract.md
+// §7.8): when the failure was recorded, the claim's generation and its
+// attempt number in the round, what the settle (or the claim that found the
+// lease expired on the round's last attempt) did, and why.
+type Attempt struct {
+	At         clock.Tick `json:"at"`
+	Generation int64      `json:"generation"`
+	Attempt    int        `json:"attempt"`
+	Outcome    Outcome    `json:"outcome"` // RetryScheduled or Quarantined
+	Reason     string     `json:"reason"`
+	Error      string     `json:"error,omitempty"`
 }
 
 // Outcome is what a settle did.
@@ -127,6 +166,15 @@ type EventState struct {
 	AvailableAt      clock.Tick
 	LeaseUntil       clock.Tick // 0 when not in flight
 	Reason           string
+	// Error is the error text of the failure recorded at the event's
+	// current generation (the newest History entry when its Generation is
+	// the event's); "" otherwise: in flight again, acked, redriven, or a
+	// failure that gave none.
+	Error string
+	// History is the event's failed attempts, oldest first, at most
+	// MaxHistory (the latest); a redrive keeps it. Event fills it;
+	// FlowEvents leaves it nil.
+	History []Attempt
 }
 
 // QuarantinedEvent is a quarantined event as an operator sees it: what to
@@ -138,6 +186,9 @@ type QuarantinedEvent struct {
 	Generation       int64  `json:"generation"`
 	LifetimeAttempts int    `json:"lifetime_attempts"`
 	Reason           string `json:"reason"`
+	// Error is the error text of the failure that quarantined the event
+	// ("" when it gave none).
+	Error string `json:"error,omitempty"`
 }
 
 // AuditEntry is one redrive: the event, its new generation, the operator's

@@ -122,9 +122,67 @@ func (it SettleItem) Validate() error {
 		return err
 	}
 	if !it.Result.OK {
-		return CheckReason(it.Result.Reason)
+		if err := CheckReason(it.Result.Reason); err != nil {
+			return err
+		}
+		if it.Result.RetryAfter < 0 {
+			return fmt.Errorf("%w: retry-after is %d, want >= 0", ErrInvalid, it.Result.RetryAfter)
+		}
+		return CheckErrorText(it.Result.Error)
 	}
 	return nil
+}
+
+// CheckErrorText refuses an error text longer than MaxErrorLen bytes, not
+// valid UTF-8, or with a character that is not printable (ErrInvalid). An
+// empty text is fine.
+func CheckErrorText(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > MaxErrorLen {
+		return fmt.Errorf("%w: error text is %d bytes, want at most %d", ErrInvalid, len(s), MaxErrorLen)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: error text is not valid UTF-8", ErrInvalid)
+	}
+	for i, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("%w: error text has a non-printable character %U at byte %d", ErrInvalid, r, i)
+		}
+	}
+	return nil
+}
+
+// ErrorText makes an error text that CheckErrorText accepts from any
+// string: invalid UTF-8 and characters that are not printable (newlines,
+// tabs, controls) become spaces, runs of spaces one space, the ends are
+// trimmed, and a text longer than MaxErrorLen is cut at a character
+// boundary with "…" at its end.
+func ErrorText(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range strings.ToValidUTF8(s, " ") {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	t := b.String()
+	if len(t) <= MaxErrorLen {
+		return t
+	}
+	const ell = "…"
+	cut := MaxErrorLen - len(ell)
+	for cut > 0 && !utf8.RuneStart(t[cut]) {
+		cut--
+	}
+	return t[:cut] + ell
 }
 
 // Validate checks one item of an extend: its event ID and generation.

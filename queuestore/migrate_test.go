@@ -182,7 +182,7 @@ func TestMigrate_V1FileKeepsEverythingAndGetsDefaultPolicy(t *testing.T) {
 	if err != nil || st.SchemaVersion != SchemaVersion {
 		t.Fatalf("Stats() = %+v, %v; want schema version %d", st, err, SchemaVersion)
 	}
-	if p, err := s.Policy(ctx); err != nil || p != DefaultPolicy() {
+	if p, err := s.Policy(ctx); err != nil || !p.Equal(DefaultPolicy()) {
 		t.Fatalf("Policy() = %+v, %v; want the default", p, err)
 	}
 	all, err := s.AuditAll(ctx)

@@ -43,7 +43,7 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 		if err != nil {
 			return err
 		}
-		if p != DefaultPolicy() {
+		if !p.Equal(DefaultPolicy()) {
 			snap.Policy = &p
 		}
 		if isRotation(p) {

@@ -503,7 +503,7 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 			return fmt.Errorf("create rotation index: %w", err)
 		}
 	}
-	if want != nil && got != *want {
+	if want != nil && !got.Equal(*want) {
 		return fmt.Errorf("%w: the file records %+v, Open was given %+v", ErrPolicyMismatch, got, *want)
 	}
 	return nil

@@ -260,7 +260,7 @@ func ensurePolicy(ctx context.Context, q relayQueue, want queuestore.Policy, exp
 	if err != nil {
 		return fmt.Errorf("read the queue's policy: %w", err)
 	}
-	if have == want || (!explicit && have != queuestore.DefaultPolicy()) {
+	if have.Equal(want) || (!explicit && !have.Equal(queuestore.DefaultPolicy())) {
 		return nil
 	}
 	reason := fmt.Sprintf("relayctl relay: real-time policy (lease %s, %d attempts, backoff %s..%s)",
