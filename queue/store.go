@@ -59,11 +59,6 @@ type Store interface {
 	// OldestDue is the due tick of the longest-waiting head dispatchable
 	// at now; ok is false when none is.
 	OldestDue(ctx context.Context, now clock.Tick) (at clock.Tick, ok bool, err error)
-	// OldestWaiting is the enqueue tick of the oldest event not acked,
-	// whatever blocks it (a head waiting for its backoff, in flight or
-	// quarantined, or an event behind such a head); ok is false when every
-	// event is acked. One index read, however many events and flows.
-	OldestWaiting(ctx context.Context) (at clock.Tick, ok bool, err error)
 	// Policy is the recorded policy (§7.1).
 	Policy(ctx context.Context) (Policy, error)
 	// SetPolicy records p with an audit row carrying reason.
@@ -123,4 +118,15 @@ type Pager interface {
 	QuarantinedReasons(ctx context.Context) ([]ReasonCount, error)
 	// AuditPage is one page of audit rows of every kind, newest first.
 	AuditPage(ctx context.Context, q AuditQuery) (AuditPage, error)
+}
+
+// Waiter is a Store that can tell how long its oldest event has waited
+// (docs/contract.md §7.8), whatever blocks it. Both backends of this
+// repository are Waiters.
+type Waiter interface {
+	// OldestWaiting is the enqueue tick of the oldest event not acked,
+	// whatever blocks it (a head waiting for its backoff, in flight or
+	// quarantined, or an event behind such a head); ok is false when every
+	// event is acked. One index read, however many events and flows.
+	OldestWaiting(ctx context.Context) (at clock.Tick, ok bool, err error)
 }
