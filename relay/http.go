@@ -53,6 +53,11 @@ type HTTPOptions struct {
 	MaxResponseBytes int64
 	// Now is the signing time (default time.Now).
 	Now func() time.Time
+	// ExtraSecrets are more signing secrets, for a rotation: every request
+	// is signed with the secret given to NewHTTP and with each of these
+	// (webhook.SetHeadersRotating), so a receiver that knows either the old
+	// or the new secret accepts it. Each must be non-empty.
+	ExtraSecrets [][]byte
 }
 
 // HTTP delivers events to one URL as Standard Webhooks requests
@@ -76,7 +81,7 @@ type HTTPOptions struct {
 // It is safe for concurrent use.
 type HTTP struct {
 	url     string
-	secret  []byte
+	secrets [][]byte // the NewHTTP secret first, then HTTPOptions.ExtraSecrets
 	client  *http.Client
 	timeout time.Duration
 	maxResp int64
@@ -97,7 +102,14 @@ func NewHTTP(rawURL string, secret []byte, o HTTPOptions) (*HTTP, error) {
 	if o.Timeout < 0 || o.MaxIdleConns < 0 || o.MaxResponseBytes < 0 {
 		return nil, fmt.Errorf("%w: negative HTTP option", ErrInvalid)
 	}
-	h := &HTTP{url: rawURL, secret: bytes.Clone(secret), client: o.Client, timeout: o.Timeout, maxResp: o.MaxResponseBytes, now: o.Now}
+	secrets := [][]byte{bytes.Clone(secret)}
+	for _, s := range o.ExtraSecrets {
+		if len(s) == 0 {
+			return nil, fmt.Errorf("%w: empty extra secret", ErrInvalid)
+		}
+		secrets = append(secrets, bytes.Clone(s))
+	}
+	h := &HTTP{url: rawURL, secrets: secrets, client: o.Client, timeout: o.Timeout, maxResp: o.MaxResponseBytes, now: o.Now}
 	if h.timeout == 0 {
 		h.timeout = DefaultHTTPTimeout
 	}
@@ -138,7 +150,7 @@ func (h *HTTP) Handle(ctx context.Context, e Event) error {
 		return Fail(ReasonUnavailable, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	webhook.SetHeaders(req.Header, h.secret, e.ID, e.Flow, e.Seq, h.now(), e.Body)
+	webhook.SetHeadersRotating(req.Header, h.secrets, e.ID, e.Flow, e.Seq, h.now(), e.Body)
 	if w, ok := WaveOf(ctx); ok {
 		req.Header.Set(webhook.HeaderWave, webhook.FormatWave(w.ID(), w.Size()))
 	}

@@ -129,13 +129,28 @@ func SignRoute(secret []byte, id string, ts time.Time, flow string, seq int64) s
 // the idempotency key, flow, sequence number and the route signature, all
 // signed at ts.
 func SetHeaders(h http.Header, secret []byte, id, flow string, seq int64, ts time.Time, body []byte) {
+	SetHeadersRotating(h, [][]byte{secret}, id, flow, seq, ts, body)
+}
+
+// SetHeadersRotating is SetHeaders signing with several secrets at once, as
+// Standard Webhooks allows during a secret rotation: each signature header
+// carries one space-separated "v1," entry per secret, in the order given,
+// and a receiver that knows any one of the secrets verifies the request.
+// secrets must not be empty.
+func SetHeadersRotating(h http.Header, secrets [][]byte, id, flow string, seq int64, ts time.Time, body []byte) {
+	sig := make([]string, len(secrets))
+	route := make([]string, len(secrets))
+	for i, s := range secrets {
+		sig[i] = Sign(s, id, ts, body)
+		route[i] = SignRoute(s, id, ts, flow, seq)
+	}
 	h.Set(HeaderID, id)
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	h.Set(HeaderSignature, Sign(secret, id, ts, body))
+	h.Set(HeaderSignature, strings.Join(sig, " "))
 	h.Set(HeaderIdempotencyKey, id)
 	h.Set(HeaderFlow, url.PathEscape(flow))
 	h.Set(HeaderSeq, strconv.FormatInt(seq, 10))
-	h.Set(HeaderRoute, SignRoute(secret, id, ts, flow, seq))
+	h.Set(HeaderRoute, strings.Join(route, " "))
 }
 
 // Verify checks a request's standard headers against body: the timestamp
