@@ -63,8 +63,8 @@ func TestHTTPStatusMapping(t *testing.T) {
 		{401, `{"error":"bad signature"}`, relay.ReasonUnauthorized},
 		{500, ``, relay.ReasonUnavailable},
 		{503, `{"error":"database locked"}`, relay.ReasonUnavailable},
-		{404, ``, "http_404"},
-		{429, ``, "http_429"},
+		{404, ``, relay.ReasonNotFound},
+		{429, ``, relay.ReasonRateLimited},
 		{302, ``, "http_302"},
 	}
 	for _, tt := range tests {

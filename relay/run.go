@@ -715,11 +715,11 @@ func (l *loop) settled(part []*claim, k int, rs []queue.SettleResult) {
 	for i, cl := range part {
 		delete(l.holds, cl)
 		if rs[i].Err != nil {
-			l.r.m.settled("error")
+			l.r.m.settled("error", cl.res.Reason)
 			l.r.log.Error("relay: settle refused", "event", cl.c.EventID, "err", rs[i].Err)
 			continue
 		}
-		l.r.m.settled(string(rs[i].Outcome))
+		l.r.m.settled(string(rs[i].Outcome), cl.res.Reason)
 		if rs[i].Outcome != queue.Stale && rs[i].Outcome != queue.Expired {
 			// The flow's head moved (or waits for a backoff): what is
 			// due changed, so claim again before trusting NextDue.
