@@ -60,7 +60,7 @@ type breaker struct {
 	failures int    // consecutive destination failures
 	flow     string // the flow of the first of them
 	twoFlows bool   // they came from at least two flows
-	other    bool   // a claim of a flow other than flow since the first of them
+	other    bool   // a claim of a flow other than flow held since the first of them
 	interval time.Duration
 	next     time.Time // open: when to probe
 	probe    *claim    // probing: the probe
@@ -183,16 +183,19 @@ func (b *breaker) answered(now time.Time) bool {
 	return true
 }
 
-// failed counts a destination failure of cl. It reports "opened" when the
-// breaker opened, "probe" when it was the probe's failure (the breaker
-// stays open, the interval doubled or set by RetryAfter), "" otherwise.
-func (b *breaker) failed(cl *claim, f *Failure, text string, now time.Time) string {
+// failed counts a destination failure of cl; others says that claims of
+// other flows are held (running or parked) as it is counted. It reports
+// "opened" when the breaker opened, "probe" when it was the probe's
+// failure (the breaker stays open, the interval doubled or set by
+// RetryAfter), "" otherwise.
+func (b *breaker) failed(cl *claim, f *Failure, text string, others bool, now time.Time) string {
 	if b.failures == 0 {
-		b.flow, b.twoFlows = cl.c.Flow, false
+		b.flow, b.twoFlows, b.other = cl.c.Flow, false, false
 	} else if cl.c.Flow != b.flow {
 		b.twoFlows = true
 	}
 	b.failures++
+	b.other = b.other || others
 	b.reason, b.errText = f.Reason, text
 	switch {
 	case b.state == BreakerClosed && b.failures >= b.o.Threshold && (b.twoFlows || !b.other):

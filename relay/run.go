@@ -885,7 +885,10 @@ func (l *loop) health(cl *claim, o outcome) {
 		}
 	default:
 		now := time.Now()
-		switch b.failed(cl, f, cl.res.Error, now) {
+		// Other flows' claims held now: their answers may yet show the
+		// destination up (cl's own entry is gone from byFlow).
+		others := len(l.byFlow) > 0 || len(l.parked) > 0
+		switch b.failed(cl, f, cl.res.Error, others, now) {
 		case "opened":
 			l.r.log.Warn("relay: destination down, breaker open: claiming only probes",
 				"failures", b.failures, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now))
