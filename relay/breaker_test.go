@@ -308,3 +308,52 @@ func TestBreakerNeedsTwoFlows(t *testing.T) {
 		t.Errorf("Breaker() = %+v, want never opened", b)
 	}
 }
+
+// TestBreakerDefaults: the zero options are Threshold 5, probes from 1 s
+// to 1 min; a MaxProbe below the default MinProbe lowers MinProbe to it.
+func TestBreakerDefaults(t *testing.T) {
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		return relay.FailDestination(relay.ReasonUnavailable, errors.New("refused"))
+	})
+	for _, tt := range []struct {
+		o         relay.BreakerOptions
+		threshold int
+		probe     time.Duration
+	}{
+		{relay.BreakerOptions{}, 5, time.Second},
+		{relay.BreakerOptions{Threshold: 1, MaxProbe: 300 * time.Millisecond}, 1, 300 * time.Millisecond},
+	} {
+		q := newFake(fastRetries(20))
+		q.enqueue("a", 1)
+		var logs logBuffer
+		run := start(t, q, h, relay.Options{Breaker: tt.o, Logger: logs.logger()})
+		q.waitFor(t, "open", func() bool { return run.r.Breaker().State == relay.BreakerOpen })
+		if err := run.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		if b := run.r.Breaker(); b.ConsecutiveFailures != tt.threshold {
+			t.Errorf("%+v: opened after %d failures, want %d", tt.o, b.ConsecutiveFailures, tt.threshold)
+		}
+		if len(logs.lines("breaker open", "next_probe="+tt.probe.String())) != 1 {
+			t.Errorf("%+v: want the first probe after %v: %q", tt.o, tt.probe, logs.lines("breaker open"))
+		}
+	}
+}
+
+// TestBreakerOpenShutsDown: a relay waiting for a probe an hour away
+// still returns at once when its context ends.
+func TestBreakerOpenShutsDown(t *testing.T) {
+	q := newFake(fastRetries(20))
+	q.enqueue("a", 1)
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		return relay.FailDestination(relay.ReasonUnavailable, errors.New("refused"))
+	})
+	run := start(t, q, h, relay.Options{Breaker: relay.BreakerOptions{Threshold: 1, MinProbe: time.Hour}})
+	q.waitFor(t, "open", func() bool { return run.r.Breaker().State == relay.BreakerOpen })
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	if tot := run.r.Totals(); tot.Claimed != 1 || tot.Retried != 1 || tot.InFlight != 0 {
+		t.Errorf("Totals() = %+v, want one claim, retried", tot)
+	}
+}
