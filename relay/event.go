@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
@@ -22,8 +26,10 @@ type Event struct {
 
 // Handler delivers one event. It returns nil when the event was applied (or
 // had been applied before), and an error when it was not: an error made by
-// [Fail] carries the settle reason, any other error settles with
-// [ReasonHandler]. A panic is caught and settles with [ReasonPanic].
+// [Fail], [FailPermanent] or [FailDestination] carries the settle reason
+// and the failure's kind, any other error settles with [ReasonHandler] (a
+// transient event failure). The settle records the error's text
+// (queue.Result.Error). A panic is caught and settles with [ReasonPanic].
 //
 // ctx is cancelled when the relay can no longer keep the lease (its cause is
 // [ErrLeaseLost]) or when a shutdown's grace period ends (cause
@@ -49,11 +55,30 @@ const (
 	ReasonPanic = "panic"
 )
 
-// Failure is a handler error that names its settle reason. Make one with
-// [Fail]; find one with errors.As.
+// Failure is a handler error that names its settle reason and says how
+// the failure is to be treated (docs/contract.md §7.8). Make one with
+// [Fail], [FailPermanent] or [FailDestination]; find one with errors.As.
+//
+// A failure is the event's fault (the receiver refused this body or this
+// sequence: retrying it later may help, or, when Permanent, cannot) or the
+// destination's (Destination: the receiver is down, slow, refuses every
+// request, or asks the relay to slow down). Destination failures feed the
+// relay's breaker (Options.Breaker); event failures never do.
 type Failure struct {
 	Reason string // the settle reason recorded by the queue
-	Err    error  // the underlying error, may be nil
+	Err    error  // the underlying error, may be nil; its text is the settle's error text (queue.Result.Error)
+	// Permanent quarantines the event at once (queue.Result.Permanent):
+	// retrying cannot help.
+	Permanent bool
+	// RetryAfter, when > 0, is the least wait before the event is tried
+	// again (queue.Result.RetryAfter, in ticks of the relay's clock: one
+	// tick is a millisecond), capped by the queue's policy; with a
+	// Destination failure it also sets the breaker's next probe (capped by
+	// BreakerOptions.MaxProbe).
+	RetryAfter time.Duration
+	// Destination marks the destination's fault, not the event's: the
+	// breaker counts it.
+	Destination bool
 }
 
 // Error returns "reason" or "reason: err".
@@ -67,12 +92,32 @@ func (f *Failure) Error() string {
 // Unwrap returns the underlying error.
 func (f *Failure) Unwrap() error { return f.Err }
 
-// Fail returns an error that settles the event as a failure with reason.
-// The reason follows the queue's rules (1..queue.MaxReasonLen bytes of
-// printable UTF-8); a reason outside them is replaced by [ReasonHandler] when
-// the relay settles, so that the failure is still recorded.
+// WithRetryAfter sets RetryAfter (a d <= 0 clears it) and returns f.
+func (f *Failure) WithRetryAfter(d time.Duration) *Failure {
+	f.RetryAfter = max(d, 0)
+	return f
+}
+
+// Fail returns an error that settles the event as a transient failure of
+// the event with reason: the queue retries it after its backoff. The reason
+// follows the queue's rules (1..queue.MaxReasonLen bytes of printable
+// UTF-8); a reason outside them is replaced by [ReasonHandler] when the
+// relay settles, so that the failure is still recorded.
 func Fail(reason string, err error) error {
 	return &Failure{Reason: reason, Err: err}
+}
+
+// FailPermanent returns a failure that quarantines the event at once,
+// whatever attempts remain: the receiver refused this body for good.
+func FailPermanent(reason string, err error) *Failure {
+	return &Failure{Reason: reason, Err: err, Permanent: true}
+}
+
+// FailDestination returns a transient failure that is the destination's
+// fault (down, timing out, refusing every request): the breaker counts it
+// (Options.Breaker).
+func FailDestination(reason string, err error) *Failure {
+	return &Failure{Reason: reason, Err: err, Destination: true}
 }
 
 // Sentinel errors; test for them with errors.Is.
@@ -93,16 +138,59 @@ var (
 	ErrAbandoned = errors.New("relay: handlers still running at return")
 )
 
-// result turns a handler's return into a settle result.
+// result turns a handler's return into a settle result: the reason, the
+// failure's kind and its error text (user info in URLs redacted).
 func result(err error) queue.Result {
 	if err == nil {
 		return queue.Result{OK: true}
 	}
+	res := queue.Result{Reason: ReasonHandler, Error: errorText(err)}
 	var f *Failure
-	if errors.As(err, &f) && validReason(f.Reason) {
-		return queue.Result{Reason: f.Reason}
+	if errors.As(err, &f) {
+		if validReason(f.Reason) {
+			res.Reason = f.Reason
+		}
+		res.Permanent = f.Permanent
+		res.RetryAfter = ticks(f.RetryAfter)
 	}
-	return queue.Result{Reason: ReasonHandler}
+	return res
+}
+
+// ticks is d in ticks of the relay's clock (milliseconds), rounded up so
+// that a positive wait is never 0.
+func ticks(d time.Duration) clock.Tick {
+	if d <= 0 {
+		return 0
+	}
+	return clock.Tick((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// errorText is the settle's error text of err: its message with user info
+// redacted from every URL (RedactURLs), made printable and cut by
+// queue.ErrorText. For a *Failure itself it is the text of Failure.Err
+// ("" when nil): the reason is recorded beside it, not repeated.
+func errorText(err error) string {
+	msg := err.Error()
+	if f, ok := err.(*Failure); ok {
+		msg = ""
+		if f.Err != nil {
+			msg = f.Err.Error()
+		}
+	}
+	return queue.ErrorText(RedactURLs(msg))
+}
+
+// userInfo matches the user info of a URL inside a text.
+var userInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@"']+@`)
+
+// RedactURLs returns s with the user info (user:password@) of every URL in
+// it replaced by "REDACTED@", so that a password given inside an address
+// never reaches a log, a metric or the queue's error text.
+func RedactURLs(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	return userInfo.ReplaceAllString(s, "${1}REDACTED@")
 }
 
 // validReason mirrors the queue's reason rules so that a handler's bad

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fairrelay/fairrelay/webhook"
@@ -21,18 +23,23 @@ const (
 	DefaultHTTPTimeout      = 10 * time.Second
 	DefaultMaxIdleConns     = 64
 	DefaultMaxResponseBytes = 64 << 10
+	DefaultMaxRetryAfter    = time.Hour
 )
 
-// Failure reasons of HTTP delivery (the status mapping of docs/runtime.md).
+// Failure reasons of HTTP delivery (the classification table of HTTP and
+// docs/runtime.md).
 const (
-	ReasonConflict         = "conflict"
-	ReasonGap              = "gap"
-	ReasonUnsupportedDelta = "unsupported_delta"
-	ReasonInvalidBody      = "invalid_body"
-	ReasonTooLarge         = "too_large"
-	ReasonUnauthorized     = "unauthorized"
-	ReasonUnavailable      = "unavailable"
-	// Other statuses fail with "http_<code>", for example "http_404".
+	ReasonConflict         = "conflict"          // 409 (not a gap): event failure
+	ReasonGap              = "gap"               // 409 {"outcome":"gap"}: event failure
+	ReasonUnsupportedDelta = "unsupported_delta" // 422: event failure
+	ReasonInvalidBody      = "invalid_body"      // 400: permanent
+	ReasonTooLarge         = "too_large"         // 413: permanent
+	ReasonUnauthorized     = "unauthorized"      // 401: destination failure
+	ReasonForbidden        = "forbidden"         // 403: destination failure
+	ReasonNotFound         = "not_found"         // 404: destination failure
+	ReasonRateLimited      = "rate_limited"      // 429: destination failure
+	ReasonUnavailable      = "unavailable"       // 5xx, connection, DNS, TLS, timeout: destination failure
+	// Other statuses fail with "http_<code>", for example "http_418".
 )
 
 // HTTPOptions tune HTTP delivery. The zero value of every field means its default.
@@ -51,7 +58,11 @@ type HTTPOptions struct {
 	// MaxResponseBytes is the most of an answer's body that is read (default
 	// 64 KiB); the rest is not read, and the connection is not reused.
 	MaxResponseBytes int64
-	// Now is the signing time (default time.Now).
+	// MaxRetryAfter caps the wait a Retry-After header on a 429 or 503
+	// answer may ask for (default 1 h); see Failure.RetryAfter.
+	MaxRetryAfter time.Duration
+	// Now is the signing time, and the time an HTTP-date Retry-After is
+	// read against (default time.Now).
 	Now func() time.Time
 	// ExtraSecrets are more signing secrets, for a rotation: every request
 	// is signed with the secret given to NewHTTP and with each of these
@@ -66,17 +77,29 @@ type HTTPOptions struct {
 // webhook-signature, Idempotency-Key, fairrelay-flow, fairrelay-seq and
 // fairrelay-signature, and, for a handler the relay started in a wave
 // (WaveOf), fairrelay-wave: a hint that lets the receiver commit the
-// wave's deliveries together. The answer maps to the handler's result:
+// wave's deliveries together. The answer maps to the handler's result
+// (docs/runtime.md "Failure classification"):
 //
-//	2xx                                   success (the receiver applied the event, or had before)
-//	409 with {"outcome":"gap"}            failure "gap"
-//	409 otherwise                         failure "conflict"
-//	422                                   failure "unsupported_delta"
-//	400                                   failure "invalid_body"
-//	413                                   failure "too_large"
-//	401                                   failure "unauthorized"
-//	5xx, timeout, connection error        failure "unavailable"
-//	any other status                      failure "http_<code>"
+//	2xx                               success (the receiver applied the event, or had before)
+//	400                               "invalid_body", permanent; the error text names the receiver's rule
+//	413                               "too_large", permanent
+//	409 with {"outcome":"gap"}        "gap", event failure
+//	409 otherwise                     "conflict", event failure
+//	422                               "unsupported_delta", event failure
+//	401, 403, 404                     "unauthorized", "forbidden", "not_found", destination failure
+//	429                               "rate_limited", destination failure, Retry-After honoured
+//	503                               "unavailable", destination failure, Retry-After honoured
+//	other 5xx                         "unavailable", destination failure
+//	connection refused, DNS, TLS,
+//	timeout, a broken answer          "unavailable", destination failure
+//	any other status                  "http_<code>", event failure
+//
+// Event failures and destination failures are transient: the queue retries
+// them after its backoff (or the Retry-After, capped by
+// HTTPOptions.MaxRetryAfter and the queue's policy). Destination failures
+// also feed the relay's breaker. Every failure's error text says what
+// happened (the status and the receiver's error, or the transport's error,
+// with any user info in the URL redacted).
 //
 // It is safe for concurrent use.
 type HTTP struct {
@@ -85,6 +108,7 @@ type HTTP struct {
 	client  *http.Client
 	timeout time.Duration
 	maxResp int64
+	maxRA   time.Duration
 	now     func() time.Time
 }
 
@@ -99,7 +123,7 @@ func NewHTTP(rawURL string, secret []byte, o HTTPOptions) (*HTTP, error) {
 	if len(secret) == 0 {
 		return nil, fmt.Errorf("%w: empty secret", ErrInvalid)
 	}
-	if o.Timeout < 0 || o.MaxIdleConns < 0 || o.MaxResponseBytes < 0 {
+	if o.Timeout < 0 || o.MaxIdleConns < 0 || o.MaxResponseBytes < 0 || o.MaxRetryAfter < 0 {
 		return nil, fmt.Errorf("%w: negative HTTP option", ErrInvalid)
 	}
 	secrets := [][]byte{bytes.Clone(secret)}
@@ -109,7 +133,10 @@ func NewHTTP(rawURL string, secret []byte, o HTTPOptions) (*HTTP, error) {
 		}
 		secrets = append(secrets, bytes.Clone(s))
 	}
-	h := &HTTP{url: rawURL, secrets: secrets, client: o.Client, timeout: o.Timeout, maxResp: o.MaxResponseBytes, now: o.Now}
+	h := &HTTP{url: rawURL, secrets: secrets, client: o.Client, timeout: o.Timeout, maxResp: o.MaxResponseBytes, maxRA: o.MaxRetryAfter, now: o.Now}
+	if h.maxRA == 0 {
+		h.maxRA = DefaultMaxRetryAfter
+	}
 	if h.timeout == 0 {
 		h.timeout = DefaultHTTPTimeout
 	}
@@ -135,9 +162,11 @@ func NewHTTP(rawURL string, secret []byte, o HTTPOptions) (*HTTP, error) {
 	return h, nil
 }
 
-// answer is the receiver's JSON answer.
+// answer is the receiver's JSON answer: {"outcome":"invalid_body",
+// "rule":"delta_out_of_range","error":"…"} (rule on a 400 only).
 type answer struct {
 	Outcome string `json:"outcome"`
+	Rule    string `json:"rule"`
 	Error   string `json:"error"`
 }
 
@@ -147,7 +176,7 @@ func (h *HTTP) Handle(ctx context.Context, e Event) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(e.Body))
 	if err != nil {
-		return Fail(ReasonUnavailable, err)
+		return FailDestination(ReasonUnavailable, redactErr(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	webhook.SetHeadersRotating(req.Header, h.secrets, e.ID, e.Flow, e.Seq, h.now(), e.Body)
@@ -156,7 +185,7 @@ func (h *HTTP) Handle(ctx context.Context, e Event) error {
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return Fail(ReasonUnavailable, err)
+		return FailDestination(ReasonUnavailable, redactErr(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, h.maxResp))
@@ -165,45 +194,100 @@ func (h *HTTP) Handle(ctx context.Context, e Event) error {
 			// The receiver answered success before the body broke off.
 			return nil
 		}
-		return Fail(ReasonUnavailable, fmt.Errorf("read answer: %w", err))
+		return FailDestination(ReasonUnavailable, fmt.Errorf("%d %s, then reading the answer: %w", resp.StatusCode, http.StatusText(resp.StatusCode), redactErr(err)))
 	}
 	var a answer
-	_ = json.Unmarshal(body, &a) // the status decides; the outcome only tells gap from conflict
-	return mapStatus(resp.StatusCode, a)
+	_ = json.Unmarshal(body, &a) // the status decides; the outcome tells gap from conflict, rule and error explain
+	f := classify(resp.StatusCode, a)
+	if f != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), h.now()); ok {
+			f.WithRetryAfter(min(d, h.maxRA))
+		}
+	}
+	if f == nil {
+		return nil
+	}
+	return f
 }
 
-func mapStatus(code int, a answer) error {
+// classify maps a status and the receiver's answer to nil (success) or
+// the failure of the table in HTTP's documentation.
+func classify(code int, a answer) *Failure {
 	detail := errors.New(strconv.Itoa(code) + " " + http.StatusText(code) + describe(a))
 	switch {
 	case code/100 == 2:
 		return nil
-	case code == http.StatusConflict && a.Outcome == ReasonGap:
-		return Fail(ReasonGap, detail)
-	case code == http.StatusConflict:
-		return Fail(ReasonConflict, detail)
-	case code == http.StatusUnprocessableEntity:
-		return Fail(ReasonUnsupportedDelta, detail)
 	case code == http.StatusBadRequest:
-		return Fail(ReasonInvalidBody, detail)
+		return FailPermanent(ReasonInvalidBody, detail)
 	case code == http.StatusRequestEntityTooLarge:
-		return Fail(ReasonTooLarge, detail)
+		return FailPermanent(ReasonTooLarge, detail)
+	case code == http.StatusConflict && a.Outcome == ReasonGap:
+		return &Failure{Reason: ReasonGap, Err: detail}
+	case code == http.StatusConflict:
+		return &Failure{Reason: ReasonConflict, Err: detail}
+	case code == http.StatusUnprocessableEntity:
+		return &Failure{Reason: ReasonUnsupportedDelta, Err: detail}
 	case code == http.StatusUnauthorized:
-		return Fail(ReasonUnauthorized, detail)
+		return FailDestination(ReasonUnauthorized, detail)
+	case code == http.StatusForbidden:
+		return FailDestination(ReasonForbidden, detail)
+	case code == http.StatusNotFound:
+		return FailDestination(ReasonNotFound, detail)
+	case code == http.StatusTooManyRequests:
+		return FailDestination(ReasonRateLimited, detail)
 	case code/100 == 5:
-		return Fail(ReasonUnavailable, detail)
+		return FailDestination(ReasonUnavailable, detail)
 	default:
-		return Fail("http_"+strconv.Itoa(code), detail)
+		return &Failure{Reason: "http_" + strconv.Itoa(code), Err: detail}
 	}
 }
 
+// describe is the receiver's explanation: ": rule R: error" (either part
+// may be missing), or ": outcome" when it gave only an outcome.
 func describe(a answer) string {
+	var s string
+	if a.Rule != "" {
+		s += ": rule " + a.Rule
+	}
 	switch {
 	case a.Error != "":
-		return ": " + a.Error
-	case a.Outcome != "":
-		return ": " + a.Outcome
+		s += ": " + a.Error
+	case a.Outcome != "" && a.Rule == "":
+		s += ": " + a.Outcome
 	}
-	return ""
+	return s
+}
+
+// parseRetryAfter reads a Retry-After header (RFC 9110 §10.2.3): a number
+// of seconds, or an HTTP date read against now (a date in the past is no
+// wait). It reports false for an absent or unreadable header.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(v, 10, 63); err == nil {
+		if secs > uint64(math.MaxInt64/int64(time.Second)) {
+			return math.MaxInt64, true // capped by the caller
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// redactErr returns err with user info redacted from the URL of a
+// *url.Error (the client's errors name the request URL).
+func redactErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		c := *ue
+		c.URL = RedactURLs(c.URL)
+		return &c
+	}
+	return err
 }
 
 // IsTimeout reports whether err (from HTTP.Handle) was a timeout.

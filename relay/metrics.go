@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -34,8 +35,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		}),
 		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fairrelay_settles_total",
-			Help: "Settled claims by outcome (acked, retry_scheduled, quarantined, stale, expired, error).",
-		}, []string{"outcome"}),
+			Help: "Settled claims by outcome (acked, retry_scheduled, quarantined, stale, expired, error) and reason " +
+				"(none for a success; the known failure reasons, else other).",
+		}, []string{"outcome", "reason"}),
 		extensions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fairrelay_lease_extensions_total",
 			Help: "Lease extensions by outcome (extended, stale, expired, error).",
@@ -56,12 +58,81 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "fairrelay_store_errors_total", Help: "Queue calls that failed, by operation.",
 		}, []string{"op"}),
 	}
-	for _, c := range []prometheus.Collector{m.claims, m.settles, m.extensions, m.lost, m.duration, m.inflight, m.storeErrors, &queueCollector{r: r}} {
+	breakerState := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fairrelay_breaker_state", Help: "The breaker: 0 closed, 1 open, 2 probing.",
+	}, func() float64 { return breakerValue(r.br.snapshot().State) })
+	breakerOpens := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fairrelay_breaker_opens_total", Help: "Times the breaker opened (the destination was seen down).",
+	}, func() float64 { return float64(r.br.snapshot().Opens) })
+	breakerProbes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fairrelay_breaker_probes_total", Help: "Probes claimed while the breaker was open.",
+	}, func() float64 { return float64(r.br.snapshot().Probes) })
+	// Every series from the first scrape: a rate() over a failure that
+	// has not happened yet reads 0, not nothing.
+	m.settles.WithLabelValues("acked", reasonNone)
+	for _, o := range []string{"retry_scheduled", "quarantined", "stale", "expired", "error"} {
+		for _, reason := range reasonLabels {
+			m.settles.WithLabelValues(o, reason)
+		}
+	}
+	for _, o := range []string{"stale", "expired", "error"} {
+		m.settles.WithLabelValues(o, reasonNone)
+	}
+	for _, o := range []string{"extended", "stale", "expired", "error"} {
+		m.extensions.WithLabelValues(o)
+	}
+	for _, k := range []string{"ok", "failure", "panic"} {
+		m.duration.WithLabelValues(k)
+	}
+	for _, op := range []string{"claim", "settle", "settle_claim", "extend", "next_due"} {
+		m.storeErrors.WithLabelValues(op)
+	}
+	for _, c := range []prometheus.Collector{m.claims, m.settles, m.extensions, m.lost, m.duration, m.inflight, m.storeErrors,
+		breakerState, breakerOpens, breakerProbes, &queueCollector{r: r}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("relay: register metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// reasonNone is the reason label of a success.
+const reasonNone = "none"
+
+// reasonOther is the reason label of a reason not in reasonLabels.
+const reasonOther = "other"
+
+// reasonLabels are the reason label's values besides none: the reasons
+// of HTTP delivery and of the relay itself, and other for any other.
+var reasonLabels = []string{
+	ReasonConflict, ReasonGap, ReasonUnsupportedDelta, ReasonInvalidBody, ReasonTooLarge,
+	ReasonUnauthorized, ReasonForbidden, ReasonNotFound, ReasonRateLimited, ReasonUnavailable,
+	ReasonHandler, ReasonPanic, reasonOther,
+}
+
+// reasonLabel bounds a settle reason to the label set: "" is none, a known
+// reason is itself, anything else is other.
+func reasonLabel(reason string) string {
+	switch reason {
+	case "":
+		return reasonNone
+	case ReasonConflict, ReasonGap, ReasonUnsupportedDelta, ReasonInvalidBody, ReasonTooLarge,
+		ReasonUnauthorized, ReasonForbidden, ReasonNotFound, ReasonRateLimited, ReasonUnavailable,
+		ReasonHandler, ReasonPanic:
+		return reason
+	}
+	return reasonOther
+}
+
+// breakerValue is the fairrelay_breaker_state value of a state.
+func breakerValue(state string) float64 {
+	switch state {
+	case BreakerOpen:
+		return 1
+	case BreakerProbing:
+		return 2
+	}
+	return 0
 }
 
 func (m *metrics) claimed(n int) {
@@ -70,9 +141,9 @@ func (m *metrics) claimed(n int) {
 	}
 }
 
-func (m *metrics) settled(outcome string) {
+func (m *metrics) settled(outcome, reason string) {
 	if m != nil {
-		m.settles.WithLabelValues(outcome).Inc()
+		m.settles.WithLabelValues(outcome, reasonLabel(reason)).Inc()
 	}
 }
 
@@ -115,6 +186,9 @@ var (
 		"Events not yet acked or quarantined (pending + in flight); needs a StatsQueue.", nil, nil)
 	descQuarantined = prometheus.NewDesc("fairrelay_quarantined_events",
 		"Events quarantined in the queue; needs a StatsQueue.", nil, nil)
+	descOldestWaiting = prometheus.NewDesc("fairrelay_oldest_waiting_age_seconds",
+		"How long the oldest event not yet acked has waited since its enqueue, whatever blocks it "+
+			"(a backoff, a lease, a quarantined head before it); 0 when none waits; ticks read as milliseconds. Needs a queue.Waiter.", nil, nil)
 	descOldestDue = prometheus.NewDesc("fairrelay_oldest_due_age_seconds",
 		"How long the earliest dispatchable head has been due (0 when none is due); ticks read as milliseconds. "+
 			"Without an OldestDueQueue it is read from NextDue, which may report the queue's clock mark instead of the head's due tick: then it is a lower bound.", nil, nil)
@@ -125,10 +199,12 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBacklog
 	ch <- descQuarantined
 	ch <- descOldestDue
+	ch <- descOldestWaiting
 }
 
-// Collect reads NextDue (and Stats on a StatsQueue) and sends the gauges. A
-// failed read leaves its gauge out of this scrape.
+// Collect reads NextDue (and Stats on a StatsQueue, OldestWaiting on a
+// queue.Waiter) and sends the gauges. A failed read leaves its gauge out of
+// this scrape.
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
@@ -149,5 +225,14 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			age = float64(now-due) / 1000
 		}
 		ch <- prometheus.MustNewConstMetric(descOldestDue, prometheus.GaugeValue, age)
+	}
+	if w, ok := c.r.q.(queue.Waiter); ok {
+		if at, ok, err := w.OldestWaiting(ctx); err == nil {
+			age := 0.0
+			if ok && at < now {
+				age = float64(now-at) / 1000
+			}
+			ch <- prometheus.MustNewConstMetric(descOldestWaiting, prometheus.GaugeValue, age)
+		}
 	}
 }

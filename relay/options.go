@@ -99,7 +99,12 @@ type Options struct {
 	// context ends (default 10 s). Then their contexts are cancelled
 	// (cause ErrShutdown) and Run waits at most AbandonWait more.
 	ShutdownGrace time.Duration
-	// Logger receives the relay's logs (default: none).
+	// Breaker tunes the breaker that stops claiming while the destination
+	// is down and probes it (docs/contract.md §7.8; see BreakerOptions).
+	Breaker BreakerOptions
+	// Logger receives the relay's logs (default: none). Failures are
+	// logged at WARN, at most a few lines per second per reason, with a
+	// line counting those left out (docs/runtime.md "Logs").
 	Logger *slog.Logger
 	// Metrics registers the relay's Prometheus collectors (default: none).
 	Metrics prometheus.Registerer
@@ -117,13 +122,16 @@ type Relay struct {
 	moving  MovingSource // src when it is one, else nil
 	log     *slog.Logger
 	m       *metrics
+	br      *breaker
+	tot     totals
+	flog    *failureLog
 	wake    chan struct{}
 	started atomic.Bool
 	last    atomic.Int64 // the highest tick handed to the queue
 }
 
-// New returns a Relay for q and h. It refuses a nil queue or handler and
-// negative options (ErrInvalid), and reports a Metrics registration that
+// New returns a Relay for q and h. It refuses a nil queue or handler,
+// negative options and a Breaker.MaxProbe below MinProbe (ErrInvalid), and reports a Metrics registration that
 // fails (for example collectors already registered).
 func New(q Queue, h Handler, o Options) (*Relay, error) {
 	if q == nil || h == nil {
@@ -131,6 +139,25 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 	}
 	if o.Concurrency < 0 || o.Batch < 0 || o.Poll < 0 || o.Linger < 0 || o.ShutdownGrace < 0 {
 		return nil, fmt.Errorf("%w: negative Concurrency, Batch, Poll, Linger or ShutdownGrace", ErrInvalid)
+	}
+	b := &o.Breaker
+	if b.Threshold < 0 || b.MinProbe < 0 || b.MaxProbe < 0 {
+		return nil, fmt.Errorf("%w: negative Breaker option", ErrInvalid)
+	}
+	if b.Threshold == 0 {
+		b.Threshold = DefaultBreakerThreshold
+	}
+	if b.MinProbe == 0 {
+		b.MinProbe = min(DefaultMinProbe, max(b.MaxProbe, 1))
+		if b.MaxProbe == 0 {
+			b.MinProbe = DefaultMinProbe
+		}
+	}
+	if b.MaxProbe == 0 {
+		b.MaxProbe = max(DefaultMaxProbe, b.MinProbe)
+	}
+	if b.MaxProbe < b.MinProbe {
+		return nil, fmt.Errorf("%w: Breaker.MaxProbe %v is below MinProbe %v", ErrInvalid, b.MaxProbe, b.MinProbe)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
@@ -153,7 +180,8 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	r := &Relay{q: q, h: h, o: o, src: o.Clock, log: o.Logger, wake: make(chan struct{}, 1)}
+	r := &Relay{q: q, h: h, o: o, src: o.Clock, log: o.Logger, wake: make(chan struct{}, 1), br: newBreaker(o.Breaker)}
+	r.flog = newFailureLog(r.log)
 	if sc, ok := q.(SettleClaimer); ok {
 		r.sc = sc
 	}

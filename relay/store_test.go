@@ -107,8 +107,9 @@ func TestRealStoreDeliversInFlowOrder(t *testing.T) {
 	}
 }
 
-// counter finds one metric family member by name and label value through
-// the registry (the collectors are private).
+// counter sums the members of a metric family whose first label (in
+// name order) has the value label ("" : every member), through the
+// registry (the collectors are private).
 func counter(t *testing.T, reg *prometheus.Registry, name, label string) prometheus.Collector {
 	t.Helper()
 	return collectorFunc(func(ch chan<- prometheus.Metric) {
@@ -120,11 +121,15 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label string) prometh
 			if mf.GetName() != name {
 				continue
 			}
+			v, found := 0.0, false
 			for _, m := range mf.GetMetric() {
 				if label != "" && (len(m.GetLabel()) == 0 || m.GetLabel()[0].GetValue() != label) {
 					continue
 				}
-				v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				v += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+				found = true
+			}
+			if found {
 				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, "copy", nil, nil), prometheus.UntypedValue, v)
 				return
 			}
@@ -181,8 +186,11 @@ func TestRealStoreLongHandlerAndMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_lease_extensions_total", "extended")); got < 4 {
 		t.Fatalf("extensions = %v, want at least 4", got)
 	}
-	if n := testutil.CollectAndCount(reg, "fairrelay_handler_duration_seconds"); n != 1 {
-		t.Fatalf("handler duration series = %d, want 1 (result ok)", n)
+	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_handler_duration_seconds", "")); got != 2 {
+		t.Fatalf("handler duration samples = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_handler_duration_seconds", "ok")); got != 2 {
+		t.Fatalf("handler duration samples {result=ok} = %v, want 2", got)
 	}
 }
 
