@@ -389,9 +389,12 @@ func (s *server) handle(req *http.Request) reply {
 		r.status, r.outcome = http.StatusInternalServerError, ErrorInternal
 	case errors.Is(err, receiver.ErrInvalidBody):
 		rule, _ := receiver.BodyRuleOf(err)
-		r.status, r.outcome, r.rule, r.words = http.StatusBadRequest, ErrorInvalidBody, string(rule), err.Error()
+		r.status, r.outcome, r.rule, r.words = http.StatusBadRequest, ErrorInvalidBody, string(rule), fromSentinel(err, receiver.ErrInvalidBody)
+		if be, ok := errors.AsType[*receiver.BodyError](err); ok {
+			r.words = be.Detail
+		}
 	case errors.Is(err, receiver.ErrInvalid):
-		r.status, r.outcome, r.rule, r.words = http.StatusBadRequest, ErrorInvalidMessage, messageRule(m), err.Error()
+		r.status, r.outcome, r.rule, r.words = http.StatusBadRequest, ErrorInvalidMessage, messageRule(m), fromSentinel(err, receiver.ErrInvalid)
 	case errors.Is(err, receiver.ErrEffect):
 		s.log.Warn("inbox: effect failed; nothing changed", "id", id, "flow", flow, "seq", seq, "err", err)
 		r.status, r.outcome, r.words = http.StatusServiceUnavailable, ErrorEffectFailed, "the receiver's effect failed; nothing changed, retry later"
@@ -406,6 +409,16 @@ func (s *server) handle(req *http.Request) reply {
 		r.words = "internal error; the detail is in the receiver's log"
 	}
 	return r
+}
+
+// fromSentinel is err's text from its sentinel on, without the context a
+// store wrapped it in ("receive: ...").
+func fromSentinel(err, sentinel error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, sentinel.Error()); i > 0 {
+		return msg[i:]
+	}
+	return msg
 }
 
 // messageRule names the part of m that receiver.Validate refused, in its
