@@ -253,3 +253,32 @@ func TestVerifyAnyRotation(t *testing.T) {
 		}
 	}
 }
+
+// An unpadded whsec_ secret is the same key as its padded form: a party
+// that writes it unpadded and one (such as the official Go library, which
+// decodes strictly) that needs the padding sign and verify alike.
+func TestUnpaddedSecretIsTheSameKey(t *testing.T) {
+	for n := 1; n <= 40; n++ {
+		raw := make([]byte, n)
+		for i := range raw {
+			raw[i] = byte(i*37 + n)
+		}
+		padded := "whsec_" + base64.StdEncoding.EncodeToString(raw)
+		unpadded := strings.TrimRight(padded, "=")
+		a, err := webhook.ParseSecret(padded)
+		if err != nil {
+			t.Fatalf("%d bytes, padded: %v", n, err)
+		}
+		b, err := webhook.ParseSecret(unpadded)
+		if err != nil || string(a) != string(raw) || string(b) != string(raw) {
+			t.Fatalf("%d bytes: padded %x, unpadded %x (%v); want %x", n, a, b, err, raw)
+		}
+		h := http.Header{}
+		h.Set(webhook.HeaderID, "e")
+		h.Set(webhook.HeaderTimestamp, strconv.FormatInt(signAt.Unix(), 10))
+		h.Set(webhook.HeaderSignature, stdSign(t, padded, "e", signAt.Unix(), body))
+		if err := webhook.Verify(b, h, body, signAt, 0); err != nil {
+			t.Fatalf("%d bytes: the padded party's signature does not verify with the unpadded secret: %v", n, err)
+		}
+	}
+}
