@@ -61,11 +61,12 @@ type ServerOptions struct {
 	// other path is 404 not_found. "" receives on every path the handler
 	// is mounted on.
 	Path string
-	// MetricsPath and MetricsHandler, when both set, serve MetricsHandler
-	// at MetricsPath to GET and HEAD only; any other method there is 405
-	// (Allow: GET, HEAD): a sender given that URL by mistake never sees a
-	// 200.
-	MetricsPath    string
+	// MetricsPath, with MetricsHandler, is the path where MetricsHandler
+	// answers GET and HEAD; any other method there is 405 (Allow: GET,
+	// HEAD), so a sender given that URL by mistake never sees a 200.
+	MetricsPath string
+	// MetricsHandler serves the metrics at MetricsPath (promhttp's
+	// handler); nil, or an empty MetricsPath, serves none.
 	MetricsHandler http.Handler
 	// Hosts are the host names (no port) a request's Host header may name
 	// besides the ones always accepted: an IP address, "localhost" and
