@@ -270,13 +270,14 @@ func match(header, name, version string, want [][]byte) error {
 	if header == "" {
 		return fmt.Errorf("%w: %s missing", ErrSignature, name)
 	}
-	retired := false
+	retired, current := false, false
 	for entry := range strings.FieldsSeq(header) {
 		v, sig, ok := strings.Cut(entry, ",")
 		if !ok || v != version {
 			retired = retired || (v == "v1" && name == HeaderRoute)
 			continue
 		}
+		current = true
 		got, err := base64.StdEncoding.DecodeString(sig)
 		if err != nil {
 			continue
@@ -287,7 +288,7 @@ func match(header, name, version string, want [][]byte) error {
 			}
 		}
 	}
-	if retired {
+	if retired && !current {
 		return fmt.Errorf("%w: %s has only v1 entries, a form no longer accepted (the sender is an older fairrelay: upgrade it)", ErrSignature, name)
 	}
 	return fmt.Errorf("%w: %s", ErrSignature, name)
