@@ -3,25 +3,32 @@
 // (Standard Webhooks signatures) and [relay] (the runtime's Handler).
 //
 // [NewServer] is an http.Handler that receives the relay's deliveries
-// (docs/contract.md, "Delivery over HTTP"): it reads the body under a size
-// cap, verifies both signatures and the timestamp window, parses the event's
-// ID, flow and sequence number from the headers, calls
+// (docs/contract.md, "Delivery over HTTP"): it checks the Host header,
+// answers only on its path (ServerOptions.Path; the metrics beside it to GET
+// and HEAD only), reads the body under a size cap, verifies both signatures
+// (with any of several secrets, for a rotation) and the timestamp window,
+// parses the event's ID, flow and sequence number from the headers, calls
 // [receiverstore.Store.Receive] and answers with a documented status and a
-// small JSON body:
+// small JSON body (docs/receiver-server.md):
 //
 //	200 {"outcome":"accepted"} | {"outcome":"duplicate"}
 //	409 {"outcome":"conflict"} | {"outcome":"gap"}
 //	422 {"outcome":"unsupported_delta"}
-//	400 {"error":"invalid_body"} | {"error":"invalid_message"} | {"error":"invalid_header"}
-//	401 {"error":"unauthorized"}
-//	405 {"error":"method_not_allowed"}
-//	413 {"error":"too_large"}
-//	503 {"error":"effect_failed"} | {"error":"canceled"}
-//	500 {"error":"internal"}
+//	400 {"outcome":"invalid_body"|"invalid_message"|"invalid_header","rule":"<rule>","error":"<words>"}
+//	401 {"outcome":"unauthorized","error":"<words>"}
+//	403 {"outcome":"host_not_allowed","error":"<words>"}
+//	404 {"outcome":"not_found","error":"<words>"}
+//	405 {"outcome":"method_not_allowed","error":"<words>"}
+//	413 {"outcome":"too_large","error":"<words>"}
+//	503 {"outcome":"effect_failed"|"canceled","error":"<words>"}
+//	500 {"outcome":"internal","error":"<words>"}
 //
-// A refusal before the store (method, size, signature, headers) touches no
-// database. Internal errors never reach the client: their detail goes to the
-// server's log only.
+// The rule of a 400 is a receiver.BodyRule for invalid_body (not_json,
+// not_an_integer, delta_out_of_range, ...) or one of the Rule* constants.
+// A refusal before the store (host, path, method, size, signature,
+// headers) touches no database. Internal errors never reach the client:
+// their detail goes to the server's log only. Every refusal is logged at
+// WARN with its reason (and the event, once verified), paced per reason.
 //
 // [Local] is the same mapping for a relay that delivers in process, without
 // HTTP: what the experiment does with its receiver.

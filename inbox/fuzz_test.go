@@ -51,8 +51,8 @@ var fuzzAnswers = []struct {
 
 // FuzzServer drives the request parsing with arbitrary headers and bodies.
 // Whatever comes in, the answer is one of the documented statuses with a
-// JSON body holding exactly one of outcome and error; the store is reached
-// only by a correctly signed request, and then with exactly the ID, the
+// JSON body holding an outcome (and a rule on 400 only); the store is reached
+// only by a correctly signed request, and then with exactly the decoded ID, the
 // unescaped flow, the seq and the body bytes that were signed; its answer
 // maps as StatusFor and the Error constants say.
 func FuzzServer(f *testing.F) {
@@ -100,8 +100,8 @@ func FuzzServer(f *testing.F) {
 		var ans answer
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ans); err != nil || (ans.Outcome == "") == (ans.Error == "") {
-			t.Fatalf("answer %q is not JSON with exactly one of outcome, error", raw)
+		if err := dec.Decode(&ans); err != nil || ans.Outcome == "" || (ans.Rule != "") != (resp.StatusCode == 400) {
+			t.Fatalf("%d answer %q is not JSON with an outcome, and a rule on 400 only", resp.StatusCode, raw)
 		}
 		switch resp.StatusCode {
 		case 200, 400, 401, 405, 409, 413, 422, 500, 503:
@@ -109,8 +109,9 @@ func FuzzServer(f *testing.F) {
 			t.Fatalf("status %d is not documented", resp.StatusCode)
 		}
 
+		decodedID, idErr := webhook.DecodeID(id)
 		wellFormed := method == http.MethodPost && len(body) <= 1024 && id != "" && flowHdr != "" && seqHdr != "" &&
-			flowErr == nil && seqErr == nil && (key == "" || key == id)
+			flowErr == nil && seqErr == nil && idErr == nil && (key == "" || key == id)
 		reached := rec.got != nil
 		switch {
 		case reached && (!sign || !wellFormed):
@@ -126,10 +127,10 @@ func FuzzServer(f *testing.F) {
 			}
 			return
 		}
-		if g := rec.got; g.ID != id || g.Flow != flow || g.Seq != seq || !bytes.Equal(g.Body, body) {
-			t.Fatalf("store got %q %q %d %q; want %q %q %d %q", g.ID, g.Flow, g.Seq, g.Body, id, flow, seq, body)
+		if g := rec.got; g.ID != decodedID || g.Flow != flow || g.Seq != seq || !bytes.Equal(g.Body, body) {
+			t.Fatalf("store got %q %q %d %q; want %q %q %d %q", g.ID, g.Flow, g.Seq, g.Body, decodedID, flow, seq, body)
 		}
-		label := ans.Outcome + ans.Error
+		label := ans.Outcome
 		if resp.StatusCode != a.status || label != a.label {
 			t.Fatalf("store answer %q/%v became %d %s, want %d %s", a.out, a.err, resp.StatusCode, label, a.status, a.label)
 		}

@@ -18,6 +18,7 @@ require (
 	github.com/fairrelay/fairrelay/webhook v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+	golang.org/x/time v0.16.0
 )
 
 require github.com/fairrelay/fairrelay/clock v0.0.0 // indirect

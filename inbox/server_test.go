@@ -115,8 +115,9 @@ func decode(t testing.TB, resp *http.Response) (int, answer) {
 	var a answer
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil || (a.Outcome == "") == (a.Error == "") {
-		t.Fatalf("answer %q: want JSON with exactly one of outcome, error (%v)", raw, err)
+	if err := dec.Decode(&a); err != nil || a.Outcome == "" || (a.Rule != "") != (resp.StatusCode == 400) ||
+		(a.Error != "") != (resp.StatusCode >= 400 && a.Outcome != "conflict" && a.Outcome != "gap" && a.Outcome != "unsupported_delta") {
+		t.Fatalf("%d answer %q: want JSON with an outcome, a rule on 400 only, an error on refusals only (%v)", resp.StatusCode, raw, err)
 	}
 	return resp.StatusCode, a
 }
@@ -219,8 +220,8 @@ func TestServer_RefusalsTouchNoDatabase(t *testing.T) {
 	}
 	for _, c := range cases {
 		st, a := f.send(t, c.d)
-		if st != c.status || a.Error != c.err {
-			t.Errorf("%s: %d %+v, want %d error %s", c.name, st, a, c.status, c.err)
+		if st != c.status || a.Outcome != c.err {
+			t.Errorf("%s: %d %+v, want %d outcome %s", c.name, st, a, c.status, c.err)
 		}
 	}
 	if n := f.recv.calls.Load(); n != calls {
@@ -248,7 +249,7 @@ func TestServer_ChunkedOverLargeBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if st, a := decode(t, resp); st != 413 || a.Error != ErrorTooLarge {
+	if st, a := decode(t, resp); st != 413 || a.Outcome != ErrorTooLarge {
 		t.Fatalf("%d %+v, want 413 too_large", st, a)
 	}
 	if f.recv.calls.Load() != 0 {
@@ -262,19 +263,19 @@ func TestServer_StoreRefusalsAre400(t *testing.T) {
 	f := newFixture(t)
 	before := f.snap(t)
 	for _, c := range []struct {
-		d   delivery
-		err string
+		d         delivery
+		err, rule string
 	}{
-		{deliver("e1", "f", 1, `{"delta": 0}`), ErrorInvalidBody},
-		{deliver("e1", "f", 1, `{"delta": 1.0}`), ErrorInvalidBody},
-		{deliver("e1", "f", 1, ``), ErrorInvalidBody},
-		{deliver(strings.Repeat("x", 201), "f", 1, `{"delta": 1}`), ErrorInvalidMessage},
-		{deliver("e1", "f\tg", 1, `{"delta": 1}`), ErrorInvalidMessage},
-		{deliver("e1", "f", 0, `{"delta": 1}`), ErrorInvalidMessage},
-		{deliver("e1", "f", -5, `{"delta": 1}`), ErrorInvalidMessage},
+		{deliver("e1", "f", 1, `{"delta": 0}`), ErrorInvalidBody, "delta_out_of_range"},
+		{deliver("e1", "f", 1, `{"delta": 1.0}`), ErrorInvalidBody, "not_an_integer"},
+		{deliver("e1", "f", 1, ``), ErrorInvalidBody, "not_json"},
+		{deliver(strings.Repeat("x", 201), "f", 1, `{"delta": 1}`), ErrorInvalidMessage, RuleInvalidID},
+		{deliver("e1", "f\tg", 1, `{"delta": 1}`), ErrorInvalidMessage, RuleInvalidFlow},
+		{deliver("e1", "f", 0, `{"delta": 1}`), ErrorInvalidMessage, RuleInvalidSeq},
+		{deliver("e1", "f", -5, `{"delta": 1}`), ErrorInvalidMessage, RuleInvalidSeq},
 	} {
-		if st, a := f.send(t, c.d); st != 400 || a.Error != c.err {
-			t.Errorf("%q seq %d %q: %d %+v, want 400 %s", c.d.id, c.d.seq, c.d.body, st, a, c.err)
+		if st, a := f.send(t, c.d); st != 400 || a.Outcome != c.err || a.Rule != c.rule {
+			t.Errorf("%q seq %d %q: %d %+v, want 400 %s rule %s", c.d.id, c.d.seq, c.d.body, st, a, c.err, c.rule)
 		}
 	}
 	if after := f.snap(t); !reflect.DeepEqual(after, before) {
@@ -297,11 +298,11 @@ func TestServer_EffectFailureIs503(t *testing.T) {
 		}
 		return nil
 	}))
-	if st, a := f.send(t, deliver("o1", "shop", 1, `{"any":"json"}`)); st != 503 || a.Error != ErrorEffectFailed {
+	if st, a := f.send(t, deliver("o1", "shop", 1, `{"any":"json"}`)); st != 503 || a.Outcome != ErrorEffectFailed {
 		t.Fatalf("failing effect: %d %+v, want 503 effect_failed", st, a)
 	}
-	if st, a := f.send(t, deliver("o1", "shop", 1, `poison`)); st != 400 || a.Error != ErrorInvalidBody {
-		t.Fatalf("refusing effect: %d %+v, want 400 invalid_body", st, a)
+	if st, a := f.send(t, deliver("o1", "shop", 1, `poison`)); st != 400 || a.Outcome != ErrorInvalidBody || a.Rule != "effect_refused" {
+		t.Fatalf("refusing effect: %d %+v, want 400 invalid_body rule effect_refused", st, a)
 	}
 	if sn := f.snap(t); len(sn.Receipts) != 0 {
 		t.Fatalf("receipts after failures = %+v, want none", sn.Receipts)
@@ -315,7 +316,7 @@ func TestServer_EffectFailureIs503(t *testing.T) {
 	}
 }
 
-// An internal error (here: the store is closed) is 500 {"error":"internal"};
+// An internal error (here: the store is closed) is 500 internal;
 // its detail is in the log, not in the answer.
 func TestServer_InternalErrorDoesNotLeak(t *testing.T) {
 	t.Parallel()
@@ -329,8 +330,9 @@ func TestServer_InternalErrorDoesNotLeak(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 500 || string(raw) != `{"error":"internal"}`+"\n" {
-		t.Fatalf("closed store: %d %q, want 500 {\"error\":\"internal\"}", resp.StatusCode, raw)
+	want := `{"outcome":"internal","error":"internal error; the detail is in the receiver's log"}` + "\n"
+	if resp.StatusCode != 500 || string(raw) != want {
+		t.Fatalf("closed store: %d %q, want 500 %s", resp.StatusCode, raw, want)
 	}
 	// The detail is whatever the closed store says first (its database or its
 	// writer lock file); it is in the log, with the message's identity.
@@ -359,7 +361,7 @@ func TestServer_EmptySecretRefusesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if code, a := decode(t, resp); code != 500 || a.Error != ErrorInternal || rc.calls.Load() != 0 {
+	if code, a := decode(t, resp); code != 500 || a.Outcome != ErrorInternal || rc.calls.Load() != 0 {
 		t.Fatalf("%d %+v calls %d, want 500 internal and no store call", code, a, rc.calls.Load())
 	}
 	if !strings.Contains(logs.String(), "cannot verify") {

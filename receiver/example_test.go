@@ -14,5 +14,5 @@ func ExampleParseDelta() {
 	fmt.Println(err)
 	// Output:
 	// 7 <nil>
-	// receiverstore: invalid body: want an integer token at byte 10
+	// receiverstore: invalid body: not_an_integer: delta is "7.0", not an integer token (byte 10)
 }

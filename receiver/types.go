@@ -19,7 +19,8 @@ const MaxNameLen = 200
 // store has always printed: the experiment's golden files may quote them.
 var (
 	// ErrInvalidBody reports a body that is not {"delta": N} with an
-	// integer N in 1..1000. Nothing changes.
+	// integer N in 1..1000. Nothing changes. ParseDelta's refusals are a
+	// *BodyError that names the rule broken (BodyRuleOf).
 	ErrInvalidBody = errors.New("receiverstore: invalid body")
 	// ErrInvalid reports a message whose ID, Flow or Seq is out of bounds,
 	// or a flow name that cannot exist. Nothing changes.

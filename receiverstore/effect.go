@@ -92,8 +92,8 @@ func (s *Store) validateFor(m Message) (int64, error) {
 	if s.effect == nil {
 		return receiver.Validate(m)
 	}
-	if len(m.Body) == 0 || len(m.Body) > MaxEffectBodyLen {
-		return 0, fmt.Errorf("%w: %d bytes, want 1..%d", ErrInvalidBody, len(m.Body), MaxEffectBodyLen)
+	if err := receiver.CheckEffectBody(m.Body); err != nil {
+		return 0, err
 	}
 	named := m
 	named.Body = effectBody

@@ -55,7 +55,7 @@ func Example() {
 	// ev-2 accepted
 	// ev-2 conflict
 	// total 9
-	// receive: receiverstore: invalid body: want an integer token at byte 10
+	// receive: receiverstore: invalid body: not_an_integer: delta is "1.5", not an integer token (byte 10)
 }
 
 // ExampleWithMaxDelta: a delta above the receiver's capability changes

@@ -25,17 +25,23 @@ const secretEnv = "FAIRRELAY_SECRET"
 
 // cmdReceive serves the receiver over HTTP until it is interrupted.
 func cmdReceive(e *env, args []string) (err error) {
-	c := newFlags(e, "receive", "receive --listen ADDR [--secret S] [flags]",
-		"Serves receiver.db over HTTP: every POST is a signed delivery from 'relayctl relay --to URL'\n"+
+	c := newFlags(e, "receive", "receive --listen ADDR [--secret S]... [--allow-host NAME]... [flags]",
+		"Serves receiver.db over HTTP: every POST to / is a signed delivery from 'relayctl relay --to URL'\n"+
 			"(Standard Webhooks signatures, checked with the shared secret), received exactly once, and\n"+
-			"answered 200, 409, 422, 400, 401 or 413 with a JSON body (docs/receiver-server.md).\n"+
-			"GET /metrics serves Prometheus metrics. The receiver database is created if it does not exist.\n"+
+			"answered 200, 409, 422, 400, 401 or 413 with a JSON body (docs/receiver-server.md); any other\n"+
+			"path is 404. GET /metrics serves Prometheus metrics (any other method there is 405).\n"+
+			"The receiver database is created if it does not exist.\n"+
 			"The first line of output, printed once the server listens, is the URL to deliver to.\n"+
 			"Ctrl-C or SIGTERM stops it: requests in progress finish (up to --grace), then it exits 0.\n"+
 			"The secret comes from --secret or the environment variable "+secretEnv+" (a \"whsec_<base64>\"\n"+
-			"secret is decoded as Standard Webhooks says).").withReceiver(false)
+			"secret is decoded as Standard Webhooks says, padded or not). --secret again adds a secret a\n"+
+			"delivery may be signed with (a rotation: any one verifying is enough).\n"+
+			"On a loopback address only loopback host names and IP addresses are answered in the Host\n"+
+			"header (DNS rebinding); --allow-host names the others, such as a proxy's public name.").withReceiver(false)
 	listen := c.String("listen", "127.0.0.1:8080", "`ADDR` to listen on (host:port; port 0 picks a free port)")
-	secretFlag := c.String("secret", "", "signing secret `S` shared with the relay (default $"+secretEnv+")")
+	var secretFlags, hosts repeatedFlag
+	c.Var(&secretFlags, "secret", "signing secret `S` shared with the relay (default $"+secretEnv+"); repeat it to accept each (a rotation)")
+	c.Var(&hosts, "allow-host", "also answer requests whose Host header names `NAME` (repeatable; * for any)")
 	maxBody := c.Int64("max-body", inbox.DefaultMaxBody, "largest request body in `BYTES` (a longer one is 413)")
 	tolerance := c.Duration("tolerance", webhook.DefaultTolerance, "how far a request's timestamp may be from this clock")
 	grace := c.Duration("grace", 10*time.Second, "how long requests in progress may take to finish at shutdown")
@@ -47,7 +53,7 @@ func cmdReceive(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	secret, err := secretFrom(*secretFlag, c.isSet("secret"))
+	secrets, err := secretsFrom(secretFlags)
 	if err != nil {
 		return err
 	}
@@ -71,17 +77,19 @@ func cmdReceive(e *env, args []string) (err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
 	// Group commit: concurrent requests (several relays, or one relay's
 	// concurrent handlers) share one receive transaction
 	// (docs/receiver-server.md). Closed before the store (deferred after
 	// it), once the server has stopped and every request has its answer.
 	batcher := inbox.NewBatcher(store, inbox.BatcherOptions{})
 	defer batcher.Close()
-	mux.Handle("/", inbox.NewServer(batcher, secret, inbox.ServerOptions{
-		MaxBody: *maxBody, Tolerance: *tolerance, Logger: log, Metrics: reg,
-	}))
+	// One handler for every path: deliveries on /, metrics on /metrics to
+	// GET and HEAD, 404 elsewhere, and the Host check before all of them.
+	handler := inbox.NewServer(batcher, secrets[0], inbox.ServerOptions{
+		MaxBody: *maxBody, Tolerance: *tolerance, Logger: log, Metrics: reg, ExtraSecrets: secrets[1:],
+		Path: "/", MetricsPath: "/metrics", Hosts: hosts,
+		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}),
+	})
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -89,7 +97,7 @@ func cmdReceive(e *env, args []string) (err error) {
 	}
 	url := "http://" + ln.Addr().String() + "/"
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -99,7 +107,7 @@ func cmdReceive(e *env, args []string) (err error) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintln(e.stdout, url)
-	log.Info("receiving", "url", url, "receiver", shown(e.receiverPath), "metrics", url+"metrics")
+	log.Info("receiving", "url", url, "receiver", shown(e.receiverPath), "metrics", url+"metrics", "secrets", len(secrets))
 
 	select {
 	case err := <-served: // Serve failed on its own
@@ -136,6 +144,38 @@ func secretFrom(flagValue string, flagSet bool) ([]byte, error) {
 		return nil, usagef("%s: %v", from, err)
 	}
 	return secret, nil
+}
+
+// secretsFrom is the receiver's secrets: each --secret in order, or
+// $FAIRRELAY_SECRET when none is given.
+func secretsFrom(flags []string) ([][]byte, error) {
+	if len(flags) == 0 {
+		s, err := secretFrom("", false)
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{s}, nil
+	}
+	out := make([][]byte, 0, len(flags))
+	for _, f := range flags {
+		s, err := secretFrom(f, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// repeatedFlag is a flag that may be given several times: each value, in
+// order. It never prints a default (it may hold secrets).
+type repeatedFlag []string
+
+func (r *repeatedFlag) String() string { return "" }
+
+func (r *repeatedFlag) Set(v string) error {
+	*r = append(*r, v)
+	return nil
 }
 
 // newLogger logs to w: text lines, or JSON lines with --json.

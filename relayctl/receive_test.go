@@ -89,8 +89,8 @@ func TestReceive_ServesUntilInterrupted(t *testing.T) {
 		{"e1", 1, `{"delta": 4}`, key, `200 {"outcome":"accepted"}`},
 		{"e1", 1, `{"delta": 4}`, key, `200 {"outcome":"duplicate"}`},
 		{"e3", 3, `{"delta": 4}`, key, `409 {"outcome":"gap"}`},
-		{"e2", 2, `{"delta": 4}`, []byte("whsec_c2VjcmV0"), `401 {"error":"unauthorized"}`},
-		{"e2", 2, `{"delta": 0}`, key, `400 {"error":"invalid_body"}`},
+		{"e2", 2, `{"delta": 4}`, []byte("whsec_c2VjcmV0"), `401 {"outcome":"unauthorized","error":"webhook: no matching signature: webhook-signature"}`},
+		{"e2", 2, `{"delta": 0}`, key, `400 {"outcome":"invalid_body","rule":"delta_out_of_range","error":"delta \"0\" outside 1..1000"}`},
 		{"e2", 2, `{"delta": 3}`, key, `200 {"outcome":"accepted"}`},
 	} {
 		st, b := post(t, url, c.key, c.id, "tenant 7", c.seq, c.body)
@@ -113,7 +113,9 @@ func TestReceive_ServesUntilInterrupted(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit status = %d, want 0; stderr:\n%s", code, stderr)
 	}
-	for _, want := range []string{`"msg":"receiving"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"receiving"`, `"msg":"stopped"`,
+		`"level":"WARN","msg":"inbox: refused a request","reason":"unauthorized","status":401`,
+		`"reason":"invalid_body","status":400,"remote":`, `"rule":"delta_out_of_range","id":"e2","flow":"tenant 7","seq":2`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %s:\n%s", want, stderr)
 		}
@@ -125,5 +127,58 @@ func TestReceive_ServesUntilInterrupted(t *testing.T) {
 	defer r.Close()
 	if tot, err := r.Total(context.Background(), "tenant 7"); err != nil || tot != 7 {
 		t.Errorf("Total(tenant 7) = %d, %v; want 7", tot, err)
+	}
+}
+
+// The hardened receiver: deliveries on its printed path only (404
+// elsewhere); /metrics to GET only (a POST there was 200 with the metrics
+// text, so a relay given that URL took every event as delivered); only
+// loopback names in Host unless --allow-host names more (DNS rebinding);
+// several --secret values, any one verifying (a rotation), and an unpadded
+// whsec_ secret (which made it refuse to start).
+func TestReceive_Hardened(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// "whsec_bmV3LWtleQ" is base64 of "new-key" without its '=' padding.
+	url, stop := serveReceive(t, dir, "--listen", "127.0.0.1:0", "--secret", "whsec_bmV3LWtleQ", "--secret", "old-key",
+		"--allow-host", "hooks.example.com")
+	for i, key := range []string{"new-key", "old-key"} {
+		if st, b := post(t, url, []byte(key), "e"+strconv.Itoa(i+1), "f", int64(i+1), `{"delta": 1}`); st != 200 {
+			t.Errorf("signed with %s: %d %s, want 200", key, st, b)
+		}
+	}
+	if st, b := post(t, url, []byte("other"), "e3", "f", 3, `{"delta": 1}`); st != 401 {
+		t.Errorf("signed with another secret: %d %s, want 401", st, b)
+	}
+	if st, b := post(t, url+"events", []byte("new-key"), "e3", "f", 3, `{"delta": 1}`); st != 404 {
+		t.Errorf("POST /events: %d %s, want 404", st, b)
+	}
+	if st, b := post(t, url+"metrics", []byte("new-key"), "e3", "f", 3, `{"delta": 1}`); st != 405 {
+		t.Errorf("POST /metrics: %d %s, want 405", st, b)
+	}
+	for host, want := range map[string]int{"": 200, "localhost": 200, "hooks.example.com": 200, "evil.example": 403} {
+		req, _ := http.NewRequest(http.MethodGet, url+"metrics", nil)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /metrics with Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+	if code, stderr := stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	r, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if tot, err := r.Total(context.Background(), "f"); err != nil || tot != 2 {
+		t.Errorf("Total(f) = %d, %v; want 2", tot, err)
 	}
 }

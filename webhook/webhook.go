@@ -16,7 +16,8 @@ import (
 // Header names of a delivery. Go's http.Header canonicalises them; the
 // constants are spelled as the Standard Webhooks convention writes them.
 const (
-	// HeaderID carries the event ID (the standard's message ID).
+	// HeaderID carries the event ID (the standard's message ID), in the
+	// form of EncodeID.
 	HeaderID = "webhook-id"
 	// HeaderTimestamp carries the signing time in Unix seconds.
 	HeaderTimestamp = "webhook-timestamp"
@@ -29,8 +30,9 @@ const (
 	// HeaderIdempotencyKey carries the event ID once more, for receivers that
 	// deduplicate on the common Idempotency-Key header.
 	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderRoute carries the signature that binds flow and sequence number:
-	// "v1,<base64(HMAC-SHA256(secret, id.timestamp.flow.seq))>".
+	// HeaderRoute carries the signature that binds flow and sequence number
+	// to the id and timestamp: one "v2,<base64>" entry per secret (see
+	// SignRoute).
 	HeaderRoute = "fairrelay-signature"
 	// HeaderWave, optional and unsigned, carries "<id>/<size>": the sender
 	// delivered this event together with size-1 others under the same id
@@ -93,11 +95,15 @@ var (
 
 // ParseSecret turns a configured secret into key bytes. A string that starts
 // with "whsec_" is the Standard Webhooks form and the rest is decoded as
-// standard base64; any other string is used as is. An empty secret, or an
-// empty or undecodable whsec_ payload, is ErrSecret.
+// standard base64, with or without its trailing '=' padding (some
+// implementations write it unpadded); any other string is used as is. An
+// empty secret, or an empty or undecodable whsec_ payload, is ErrSecret.
 func ParseSecret(s string) ([]byte, error) {
 	if rest, ok := strings.CutPrefix(s, SecretPrefix); ok {
 		key, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil && !strings.HasSuffix(rest, "=") {
+			key, err = base64.RawStdEncoding.DecodeString(rest)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s payload is not base64: %v", ErrSecret, SecretPrefix, err)
 		}
@@ -118,16 +124,27 @@ func Sign(secret []byte, id string, ts time.Time, body []byte) string {
 	return "v1," + base64.StdEncoding.EncodeToString(mac(secret, id, ts.Unix(), body))
 }
 
-// SignRoute returns the fairrelay-signature value binding flow and seq:
-// "v1," + base64(HMAC-SHA256(secret, id + "." + unix seconds + "." + flow + "." + seq)).
-// The flow is signed raw, not escaped.
+// SignRoute returns the fairrelay-signature value binding flow and seq to
+// the request's id and timestamp: "v2," + base64(HMAC-SHA256(routeKey,
+// ns(id) + ns(unix seconds) + ns(flow) + ns(seq))), where routeKey is
+// HMAC-SHA256(secret, "fairrelay-signature route key v2") and ns(x) is the
+// netstring len(x) + ":" + x + "," (decimal byte length). id is the
+// webhook-id header's value (EncodeID); the flow is signed raw, not
+// escaped; seq in decimal.
+//
+// The derived key keeps the two signatures apart (no body signature is ever
+// a route signature, nor the reverse: the old v1 route signature, over
+// id.ts.flow.seq with the secret itself, could be replayed as the body
+// signature of a body "flow.seq"), and the netstrings make the split of the
+// fields unambiguous.
 func SignRoute(secret []byte, id string, ts time.Time, flow string, seq int64) string {
-	return "v1," + base64.StdEncoding.EncodeToString(mac(secret, id, ts.Unix(), routeContent(flow, seq)))
+	return routeVersion + "," + base64.StdEncoding.EncodeToString(routeMAC(secret, id, ts.Unix(), flow, seq))
 }
 
 // SetHeaders sets every header of a delivery on h: the three standard ones,
 // the idempotency key, flow, sequence number and the route signature, all
-// signed at ts.
+// signed at ts. The ID goes in webhook-id and Idempotency-Key as
+// EncodeID(id), and the signatures cover that form.
 func SetHeaders(h http.Header, secret []byte, id, flow string, seq int64, ts time.Time, body []byte) {
 	SetHeadersRotating(h, [][]byte{secret}, id, flow, seq, ts, body)
 }
@@ -138,16 +155,17 @@ func SetHeaders(h http.Header, secret []byte, id, flow string, seq int64, ts tim
 // and a receiver that knows any one of the secrets verifies the request.
 // secrets must not be empty.
 func SetHeadersRotating(h http.Header, secrets [][]byte, id, flow string, seq int64, ts time.Time, body []byte) {
+	wireID := EncodeID(id)
 	sig := make([]string, len(secrets))
 	route := make([]string, len(secrets))
 	for i, s := range secrets {
-		sig[i] = Sign(s, id, ts, body)
-		route[i] = SignRoute(s, id, ts, flow, seq)
+		sig[i] = Sign(s, wireID, ts, body)
+		route[i] = SignRoute(s, wireID, ts, flow, seq)
 	}
-	h.Set(HeaderID, id)
+	h.Set(HeaderID, wireID)
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	h.Set(HeaderSignature, strings.Join(sig, " "))
-	h.Set(HeaderIdempotencyKey, id)
+	h.Set(HeaderIdempotencyKey, wireID)
 	h.Set(HeaderFlow, url.PathEscape(flow))
 	h.Set(HeaderSeq, strconv.FormatInt(seq, 10))
 	h.Set(HeaderRoute, strings.Join(route, " "))
@@ -159,20 +177,38 @@ func SetHeadersRotating(h http.Header, secrets [][]byte, id, flow string, seq in
 // match. Entries of other versions are ignored. It returns nil, or an error
 // wrapping ErrTimestamp, ErrSignature or ErrSecret.
 func Verify(secret []byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
-	id, unix, err := checkCommon(secret, h, now, tolerance)
+	return VerifyAny([][]byte{secret}, h, body, now, tolerance)
+}
+
+// VerifyAny is Verify for a receiver that knows several secrets (a
+// rotation): the request verifies when a signature matches any one of them.
+// secrets must not be empty, nor any secret in it.
+func VerifyAny(secrets [][]byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	id, unix, err := checkCommon(secrets, h, now, tolerance)
 	if err != nil {
 		return err
 	}
-	return match(h.Get(HeaderSignature), HeaderSignature, mac(secret, id, unix, body))
+	want := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		want[i] = mac(s, id, unix, body)
+	}
+	return match(h.Get(HeaderSignature), HeaderSignature, "v1", want)
 }
 
 // VerifyRoute checks the fairrelay-signature header against the request's
 // id, timestamp, flow and sequence number, with the same timestamp rules as
 // Verify, and returns the flow (unescaped) and sequence number it vouches for.
-// A malformed flow or seq header is ErrHeader. A receiver calls both Verify
-// and VerifyRoute.
+// A malformed flow or seq header is ErrHeader; a route signature of the
+// retired v1 form only is ErrSignature (see SignRoute). A receiver calls
+// both Verify and VerifyRoute.
 func VerifyRoute(secret []byte, h http.Header, now time.Time, tolerance time.Duration) (flow string, seq int64, err error) {
-	id, unix, err := checkCommon(secret, h, now, tolerance)
+	return VerifyRouteAny([][]byte{secret}, h, now, tolerance)
+}
+
+// VerifyRouteAny is VerifyRoute for a receiver that knows several secrets:
+// the route verifies when a signature matches any one of them.
+func VerifyRouteAny(secrets [][]byte, h http.Header, now time.Time, tolerance time.Duration) (flow string, seq int64, err error) {
+	id, unix, err := checkCommon(secrets, h, now, tolerance)
 	if err != nil {
 		return "", 0, err
 	}
@@ -188,16 +224,25 @@ func VerifyRoute(secret []byte, h http.Header, now time.Time, tolerance time.Dur
 	if err != nil {
 		return "", 0, fmt.Errorf("%w: %s: %v", ErrHeader, HeaderSeq, err)
 	}
-	if err := match(h.Get(HeaderRoute), HeaderRoute, mac(secret, id, unix, routeContent(flow, seq))); err != nil {
+	want := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		want[i] = routeMAC(s, id, unix, flow, seq)
+	}
+	if err := match(h.Get(HeaderRoute), HeaderRoute, routeVersion, want); err != nil {
 		return "", 0, err
 	}
 	return flow, seq, nil
 }
 
 // checkCommon validates the secret, the id and the timestamp window.
-func checkCommon(secret []byte, h http.Header, now time.Time, tolerance time.Duration) (string, int64, error) {
-	if len(secret) == 0 {
-		return "", 0, fmt.Errorf("%w: empty", ErrSecret)
+func checkCommon(secrets [][]byte, h http.Header, now time.Time, tolerance time.Duration) (string, int64, error) {
+	if len(secrets) == 0 {
+		return "", 0, fmt.Errorf("%w: none", ErrSecret)
+	}
+	for _, s := range secrets {
+		if len(s) == 0 {
+			return "", 0, fmt.Errorf("%w: empty", ErrSecret)
+		}
 	}
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
@@ -219,23 +264,32 @@ func checkCommon(secret []byte, h http.Header, now time.Time, tolerance time.Dur
 	return id, unix, nil
 }
 
-// match reports whether any "v1,<base64>" entry of header equals want.
-func match(header, name string, want []byte) error {
+// match reports whether any "<version>,<base64>" entry of header equals
+// one of want.
+func match(header, name, version string, want [][]byte) error {
 	if header == "" {
 		return fmt.Errorf("%w: %s missing", ErrSignature, name)
 	}
+	retired, current := false, false
 	for entry := range strings.FieldsSeq(header) {
-		version, sig, ok := strings.Cut(entry, ",")
-		if !ok || version != "v1" {
+		v, sig, ok := strings.Cut(entry, ",")
+		if !ok || v != version {
+			retired = retired || (v == "v1" && name == HeaderRoute)
 			continue
 		}
+		current = true
 		got, err := base64.StdEncoding.DecodeString(sig)
 		if err != nil {
 			continue
 		}
-		if hmac.Equal(got, want) {
-			return nil
+		for _, w := range want {
+			if hmac.Equal(got, w) {
+				return nil
+			}
 		}
+	}
+	if retired && !current {
+		return fmt.Errorf("%w: %s has only v1 entries, a form no longer accepted (the sender is an older fairrelay: upgrade it)", ErrSignature, name)
 	}
 	return fmt.Errorf("%w: %s", ErrSignature, name)
 }
@@ -250,7 +304,110 @@ func mac(secret []byte, id string, unix int64, content []byte) []byte {
 	return m.Sum(nil)
 }
 
-func routeContent(flow string, seq int64) []byte {
-	b := append([]byte(flow), '.')
-	return strconv.AppendInt(b, seq, 10)
+// routeVersion is the version tag of fairrelay-signature entries.
+const routeVersion = "v2"
+
+// routeKeyLabel derives the route signature's key from the secret.
+const routeKeyLabel = "fairrelay-signature route key v2"
+
+func routeMAC(secret []byte, id string, unix int64, flow string, seq int64) []byte {
+	k := hmac.New(sha256.New, secret)
+	k.Write([]byte(routeKeyLabel))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	for _, field := range []string{id, strconv.FormatInt(unix, 10), flow, strconv.FormatInt(seq, 10)} {
+		m.Write(strconv.AppendInt(nil, int64(len(field)), 10))
+		m.Write([]byte{':'})
+		m.Write([]byte(field))
+		m.Write([]byte{','})
+	}
+	return m.Sum(nil)
+}
+
+// idPrefix marks a webhook-id in the encoded form of EncodeID (the
+// ext-value form of RFC 8187).
+const idPrefix = "UTF-8''"
+
+// EncodeID returns the form in which an event ID travels in webhook-id (and
+// Idempotency-Key), and which the signatures cover: the ID itself when it
+// is printable ASCII (0x20 to 0x7E) and does not begin with the prefix
+// UTF-8 and two apostrophes; otherwise that prefix followed by the ID's
+// bytes percent-encoded (every byte but ALPHA, DIGIT and !#$&+-.^_`|~ as
+// %XX, upper-case hex: the ext-value of RFC 8187), as in:
+//
+//	café → UTF-8''caf%C3%A9
+//
+// HTTP stacks read header bytes above 0x7F differently (Node.js reads them
+// as Latin-1, for one), so a raw UTF-8 ID would verify in some receivers
+// and not in others; an ASCII header reads the same everywhere, so a
+// receiver on the official Standard Webhooks libraries verifies it, and
+// sees the encoded form as the message ID. DecodeID is the inverse.
+func EncodeID(id string) string {
+	if !needsEncoding(id) {
+		return id
+	}
+	const hex = "0123456789ABCDEF"
+	b := []byte(idPrefix)
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; attrChar(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return string(b)
+}
+
+// DecodeID returns the event ID a webhook-id header carries (EncodeID's
+// inverse). A value that EncodeID cannot have written (bytes outside
+// printable ASCII, a bad or lower-case escape, an escape of a character
+// that is sent as it is, or the encoded form of an ID that needs none) is
+// ErrHeader, so that each ID has exactly one form on the wire.
+func DecodeID(v string) (string, error) {
+	rest, ok := strings.CutPrefix(v, idPrefix)
+	if !ok {
+		if needsEncoding(v) {
+			return "", fmt.Errorf("%w: %s holds bytes outside printable ASCII", ErrHeader, HeaderID)
+		}
+		return v, nil
+	}
+	b := make([]byte, 0, len(rest))
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if c != '%' {
+			b = append(b, c)
+			continue
+		}
+		if i+2 >= len(rest) {
+			return "", fmt.Errorf("%w: %s: unfinished escape", ErrHeader, HeaderID)
+		}
+		n, err := strconv.ParseUint(rest[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s: bad escape %q", ErrHeader, HeaderID, rest[i:i+3])
+		}
+		b = append(b, byte(n))
+		i += 2
+	}
+	id := string(b)
+	if EncodeID(id) != v {
+		return "", fmt.Errorf("%w: %s %q is not in its one encoded form", ErrHeader, HeaderID, v)
+	}
+	return id, nil
+}
+
+// needsEncoding reports whether id cannot travel as it is.
+func needsEncoding(id string) bool {
+	if strings.HasPrefix(id, idPrefix) {
+		return true
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return true
+		}
+	}
+	return false
+}
+
+// attrChar is RFC 8187's attr-char: the bytes an encoded ID carries as they are.
+func attrChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$&+-.^_`|~", c) >= 0
 }

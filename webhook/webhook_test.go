@@ -214,6 +214,12 @@ func TestParseSecret(t *testing.T) {
 	}{
 		{"plain", "plain", nil},
 		{"whsec_c2VjcmV0", "secret", nil},
+		{"whsec_c2VjcmV0MQ==", "secret1", nil},
+		{"whsec_c2VjcmV0MQ", "secret1", nil}, // unpadded, as some implementations write it
+		{"whsec_c2VjcmV0MTI=", "secret12", nil},
+		{"whsec_c2VjcmV0MTI", "secret12", nil},
+		{"whsec_c2VjcmV0MQ=", "", webhook.ErrSecret}, // padding, but wrong
+		{"whsec_c", "", webhook.ErrSecret},
 		{"whsec_", "", webhook.ErrSecret},
 		{"whsec_!!!", "", webhook.ErrSecret},
 		{"", "", webhook.ErrSecret},
