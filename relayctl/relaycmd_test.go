@@ -115,12 +115,43 @@ func TestRelay_InterruptedSettlesWhatIsInFlight(t *testing.T) {
 		t.Errorf("relay metrics lack fairrelay_ and go_ series:\n%.500s", m)
 	}
 
+	// /status on the same listener, and 'relayctl status --relay ADDR'
+	// reading it: the breaker closed, two claims in flight.
+	addr := strings.TrimSuffix(strings.TrimPrefix(metricsURL, "http://"), "/metrics")
+	var sout, serr lockedBuffer
+	se := newEnv(strings.NewReader(""), &sout, &serr)
+	if code := se.main([]string{"status", "--relay", addr, "--json"}); code != exitOK {
+		t.Fatalf("status --relay: exit %d\n%s", code, serr.String())
+	}
+	var rep relayStatusReport
+	if err := json.Unmarshal([]byte(sout.String()), &rep); err != nil {
+		t.Fatalf("status --relay --json: %v\n%s", err, sout.String())
+	}
+	if rep.Relay.Breaker.State != "closed" || rep.Relay.Totals.Claimed != 2 || rep.Relay.Totals.InFlight != 2 ||
+		rep.Relay.To != ts.URL || rep.Relay.Queue != "queue.db" {
+		t.Errorf("status --relay --json = %+v, want breaker closed, 2 claimed and in flight, to %s", rep.Relay, ts.URL)
+	}
+	sout = lockedBuffer{}
+	if code := se.main([]string{"status", "--relay", metricsURL}); code != exitOK {
+		t.Fatalf("status --relay URL: exit %d\n%s", code, serr.String())
+	}
+	for _, want := range []string{"RELAY ", "breaker ", "closed", "in flight ", "attempts "} {
+		if !strings.Contains(sout.String(), want) {
+			t.Errorf("status --relay lacks %q:\n%s", want, sout.String())
+		}
+	}
+	if resp, err := http.Post(strings.TrimSuffix(metricsURL, "/metrics")+"/status", "application/json", nil); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /status = %d, want 405 (GET only)", resp.StatusCode)
+	}
+
 	cancel() // SIGINT
 	close(release)
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit status = %d, want 0; stderr:\n%s", code, stderr.String())
 	}
-	if out := stdout.String(); !strings.HasPrefix(out, "relay stopped (interrupted): 2 delivered, 0 failed in ") {
+	if out := stdout.String(); !strings.HasPrefix(out, "relay stopped (interrupted): 2 delivered, 0 retried, 0 quarantined, 0 leases lost, 0 settle errors (2 attempts) in ") {
 		t.Errorf("stdout = %q", out)
 	}
 
@@ -141,5 +172,93 @@ func TestRelay_InterruptedSettlesWhatIsInFlight(t *testing.T) {
 	}
 	if tot, err := store.Total(ctx, "b"); err != nil || tot != 4 {
 		t.Errorf("Total(b) = %d, %v; want 4", tot, err)
+	}
+}
+
+// Every URL the relay logs or prints loses its user info: a password, or a
+// token given as the user name.
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{"https://user:pass@host.example/hook", "https://redacted@host.example/hook"},
+		{"https://tok3n@host.example/", "https://redacted@host.example/"},
+		{"http://127.0.0.1:8080/", "http://127.0.0.1:8080/"},
+		{"http://u:p@[::1]:80/x?y=1", "http://redacted@[::1]:80/x?y=1"},
+		{"http://u:p@host/%zz", "(an URL that does not parse, not shown: it may hold a password)"},
+	} {
+		if got := redactURL(c.in); got != c.want {
+			t.Errorf("redactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if c.in != c.want && strings.Contains(redactIn(`endpoint "`+c.in+`" bad`, c.in), "p@") {
+			t.Errorf("redactIn kept the user info of %q", c.in)
+		}
+	}
+}
+
+// --schedule takes Go durations, and the policy's audit says them short.
+func TestDurationsFlag(t *testing.T) {
+	t.Parallel()
+	var d durationsFlag
+	if err := d.Set("1s, 5s,90s,2m,1h30m,4h"); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.String(); got != "1s,5s,1m30s,2m,1h30m,4h" {
+		t.Errorf("String = %q", got)
+	}
+	for _, bad := range []string{"5", "5s,,1m", "0s", "-1s", "1x"} {
+		if err := d.Set(bad); err == nil || !strings.Contains(err.Error(), "Go duration") {
+			t.Errorf("Set(%q) = %v, want a Go duration error", bad, err)
+		}
+	}
+	if err := d.Set(""); err != nil || len(d) != 0 {
+		t.Errorf("Set(\"\") = %v, %v; want the empty list", d, err)
+	}
+	// The default schedule rides out several hours of transient failures.
+	var sum time.Duration
+	for _, w := range defaultSchedule {
+		sum += w
+	}
+	if sum < 4*time.Hour {
+		t.Errorf("default schedule waits %s in all, want at least 4h", sum)
+	}
+}
+
+// The status URL of a relay is found from host:port or the logged metrics
+// URL.
+func TestRelayStatusURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"127.0.0.1:9100":                 "http://127.0.0.1:9100/status",
+		"http://127.0.0.1:9100/metrics":  "http://127.0.0.1:9100/status",
+		"http://127.0.0.1:9100/":         "http://127.0.0.1:9100/status",
+		"https://relay.example/status":   "https://relay.example/status",
+		"http://127.0.0.1:9100/metrics/": "http://127.0.0.1:9100/status",
+	} {
+		if got := relayStatusURL(in); got != want {
+			t.Errorf("relayStatusURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// status --relay on an address with no relay is exit 1 and says what to
+// check; an empty --relay is a usage error.
+func TestStatusRelay_Unreachable(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.NotFoundHandler())
+	defer ts.Close()
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"status", "--relay", ""}, exitUsage, "--relay is empty"},
+		{[]string{"status", "--relay", ts.URL}, exitFail, "404 Not Found (a relay older than /status, or not a relay)"},
+		{[]string{"status", "--relay", "http://u:secretpw@127.0.0.1:1"}, exitFail, "is 'relayctl relay --metrics http://redacted@127.0.0.1:1' running?"},
+	} {
+		var out, errb lockedBuffer
+		e := newEnv(strings.NewReader(""), &out, &errb)
+		if code := e.main(c.args); code != c.code || !strings.Contains(errb.String(), c.msg) || strings.Contains(errb.String(), "secretpw") {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.msg)
+		}
 	}
 }

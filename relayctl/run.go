@@ -17,6 +17,9 @@ const (
 	exitOK    = 0 // the command did what it was asked
 	exitFail  = 1 // the store refused the operation, or a database could not be read
 	exitUsage = 2 // the command line itself is wrong
+	// exitUndelivered: 'relay --exit-when-idle' ended with events it could
+	// not deliver (undeliveredError, relaycmd.go).
+	exitUndelivered = 3
 )
 
 // env is what every command works with: the streams, the database paths and
@@ -143,7 +146,10 @@ func (e *env) main(args []string) int {
 
 // finish prints err, if any, and turns it into an exit status.
 func (e *env) finish(name string, err error) int {
-	var ue *usageError
+	var (
+		ue *usageError
+		un *undeliveredError
+	)
 	switch {
 	case err == nil:
 		return exitOK
@@ -156,6 +162,9 @@ func (e *env) finish(name string, err error) int {
 		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, ue.msg)
 		fmt.Fprintf(e.stderr, "Run 'relayctl %s -h' for usage.\n", name)
 		return exitUsage
+	case errors.As(err, &un):
+		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, un)
+		return exitUndelivered
 	default:
 		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, err)
 		if kindOf(err) == kindTimeAhead {
@@ -180,7 +189,8 @@ func (e *env) topUsage(w io.Writer) {
 	b.WriteString("  --clock MODE      how writes read time: auto (default), logical or wall\n")
 	b.WriteString("  --skew MS         wall-clock mode's tolerance (default 1000)\n")
 	b.WriteString("\nRun 'relayctl COMMAND -h' for a command's flags.\n")
-	b.WriteString("Exit status: 0 ok, 1 refused by the store or unreadable database, 2 usage error.\n")
+	b.WriteString("Exit status: 0 ok, 1 refused by the store or unreadable database, 2 usage error,\n")
+	b.WriteString("3 'relay --exit-when-idle' ended with events it could not deliver.\n")
 	io.WriteString(w, b.String())
 }
 
