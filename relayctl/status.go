@@ -42,7 +42,7 @@ type relayStatus struct {
 
 // breakerReport is relay.BreakerState in the JSON of /status.
 type breakerReport struct {
-	State               string     `json:"state"` // closed, open or probing
+	State               string     `json:"state"`           // closed, open or probing
 	Since               *time.Time `json:"since,omitempty"` // when it entered State (none: closed since the start)
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	NextProbe           *time.Time `json:"next_probe,omitempty"` // while open
