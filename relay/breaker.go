@@ -60,7 +60,7 @@ type breaker struct {
 	failures int    // consecutive destination failures
 	flow     string // the flow of the first of them
 	twoFlows bool   // they came from at least two flows
-	other    bool   // a claim of a flow other than flow since the first of them
+	other    bool   // a claim of a flow other than flow held since the first of them
 	interval time.Duration
 	next     time.Time // open: when to probe
 	probe    *claim    // probing: the probe
@@ -102,4 +102,124 @@ func (b *breaker) snapshot() BreakerState {
 // any time, from any goroutine.
 func (r *Relay) Breaker() BreakerState {
 	return r.br.snapshot()
+}
+
+// isProbe reports whether cl is the breaker's probe in flight.
+func (b *breaker) isProbe(cl *claim) bool {
+	return b.probe != nil && b.probe == cl
+}
+
+// probeDue reports that the breaker is open and its next probe's time has
+// come.
+func (b *breaker) probeDue(now time.Time) bool {
+	return b.state == BreakerOpen && !now.Before(b.next)
+}
+
+// claimed notes the claims of a call: a claim of another flow than the
+// first failure's, while failures are counted, lets the count open the
+// breaker only once it spans two flows. Nothing is done while the count
+// is 0 (the success path).
+func (b *breaker) claimed(cs []*claim) {
+	if b.failures == 0 || b.other {
+		return
+	}
+	for _, cl := range cs {
+		if cl.c.Flow != b.flow {
+			b.other = true
+			return
+		}
+	}
+}
+
+// startProbe moves an open breaker to probing, for a claim of one event.
+func (b *breaker) startProbe(now time.Time) {
+	b.state, b.since = BreakerProbing, now
+	b.probes++
+	b.publish()
+}
+
+// probeClaimed takes the probe's claim (nil: the queue had nothing due, so
+// the breaker waits one more interval, not doubled).
+func (b *breaker) probeClaimed(cl *claim, now time.Time) {
+	if cl != nil {
+		b.probe = cl
+		return
+	}
+	b.reopen(now, b.interval)
+}
+
+// probeLost ends a probe that brought no answer from the destination (its
+// lease was lost, its handler panicked or returned an error that is not a
+// Failure, the claim call failed): the breaker waits one more interval.
+func (b *breaker) probeLost(now time.Time) {
+	if b.state != BreakerProbing {
+		return
+	}
+	b.probe = nil
+	b.reopen(now, b.interval)
+}
+
+// reopen returns a probing breaker to open, the next probe wait later.
+func (b *breaker) reopen(now time.Time, wait time.Duration) {
+	b.state, b.since = BreakerOpen, now
+	b.next = now.Add(wait)
+	b.publish()
+}
+
+// answered notes that the destination answered (a success or an event
+// failure): the count starts over, and an open or probing breaker closes.
+// It reports whether it closed.
+func (b *breaker) answered(now time.Time) bool {
+	if b.failures == 0 && b.state == BreakerClosed {
+		return false
+	}
+	b.failures, b.twoFlows, b.other = 0, false, false
+	if b.state == BreakerClosed {
+		b.publish()
+		return false
+	}
+	b.state, b.since, b.probe, b.next, b.interval = BreakerClosed, now, nil, time.Time{}, 0
+	b.publish()
+	return true
+}
+
+// failed counts a destination failure of cl; others says that claims of
+// other flows are held (running or parked) as it is counted. It reports
+// "opened" when the breaker opened, "probe" when it was the probe's
+// failure (the breaker stays open, the interval doubled or set by
+// RetryAfter), "" otherwise.
+func (b *breaker) failed(cl *claim, f *Failure, text string, others bool, now time.Time) string {
+	if b.failures == 0 {
+		b.flow, b.twoFlows, b.other = cl.c.Flow, false, false
+	} else if cl.c.Flow != b.flow {
+		b.twoFlows = true
+	}
+	b.failures++
+	b.other = b.other || others
+	b.reason, b.errText = f.Reason, text
+	switch {
+	case b.state == BreakerClosed && b.failures >= b.o.Threshold && (b.twoFlows || !b.other):
+		b.opens++
+		b.interval = b.o.MinProbe
+		b.state, b.since = BreakerOpen, now
+		b.next = now.Add(b.wait(f))
+		b.publish()
+		return "opened"
+	case b.isProbe(cl):
+		b.probe = nil
+		b.interval = min(2*b.interval, b.o.MaxProbe)
+		b.reopen(now, b.wait(f))
+		return "probe"
+	}
+	b.publish()
+	return ""
+}
+
+// wait is the wait before the next probe after f: its RetryAfter when it
+// has one, else the interval; capped by MaxProbe.
+func (b *breaker) wait(f *Failure) time.Duration {
+	if f.RetryAfter > 0 {
+		return min(f.RetryAfter, b.o.MaxProbe)
+	}
+	return b.interval
 }

@@ -66,7 +66,7 @@ const (
 // relay's breaker (Options.Breaker); event failures never do.
 type Failure struct {
 	Reason string // the settle reason recorded by the queue
-	Err    error  // the underlying error, may be nil; its text is the settle's error text
+	Err    error  // the underlying error, may be nil; its text is the settle's error text (queue.Result.Error)
 	// Permanent quarantines the event at once (queue.Result.Permanent):
 	// retrying cannot help.
 	Permanent bool
@@ -167,9 +167,17 @@ func ticks(d time.Duration) clock.Tick {
 
 // errorText is the settle's error text of err: its message with user info
 // redacted from every URL (RedactURLs), made printable and cut by
-// queue.ErrorText.
+// queue.ErrorText. For a *Failure itself it is the text of Failure.Err
+// ("" when nil): the reason is recorded beside it, not repeated.
 func errorText(err error) string {
-	return queue.ErrorText(RedactURLs(err.Error()))
+	msg := err.Error()
+	if f, ok := err.(*Failure); ok {
+		msg = ""
+		if f.Err != nil {
+			msg = f.Err.Error()
+		}
+	}
+	return queue.ErrorText(RedactURLs(msg))
 }
 
 // userInfo matches the user info of a URL inside a text.

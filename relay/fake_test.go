@@ -37,6 +37,9 @@ type fakeQueue struct {
 	extend func(it queuestore.ExtendItem) (queuestore.Outcome, bool)
 	// fail, when set, makes the named call fail.
 	fail map[string]error
+	// onClaim, when set, is called (under the lock) after every claim
+	// with its n and the number of events it handed out.
+	onClaim func(n, got int)
 	// changed is closed and replaced on every call, for waitFor.
 	changed chan struct{}
 }
@@ -152,6 +155,9 @@ func (f *fakeQueue) claim(now clock.Tick, n int) []queuestore.Claim {
 		out = append(out, queuestore.Claim{EventID: best.id, Flow: best.flow, Seq: best.seq, Body: best.body,
 			Generation: best.gen, Attempts: best.attempts, LeaseUntil: best.lease})
 	}
+	if f.onClaim != nil {
+		f.onClaim(n, len(out))
+	}
 	return out
 }
 
@@ -191,8 +197,9 @@ func (f *fakeQueue) settle(items []queuestore.SettleItem, now clock.Tick) []queu
 		case o != "":
 		case it.Result.OK:
 			e.state, o = "acked", queuestore.Acked
-		case e.attempts < f.pol.MaxAttempts:
-			e.state, e.avail, e.reason, o = "pending", now+f.pol.Backoff(e.attempts), it.Result.Reason, queuestore.RetryScheduled
+		case e.attempts < f.pol.MaxAttempts && !it.Result.Permanent:
+			e.state, e.reason, o = "pending", it.Result.Reason, queuestore.RetryScheduled
+			e.avail = now + f.pol.RetryDelay(e.id, e.gen, e.attempts, it.Result.RetryAfter)
 		default:
 			e.state, e.reason, o = "quarantined", it.Result.Reason, queuestore.Quarantined
 		}

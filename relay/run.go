@@ -156,15 +156,19 @@ func (l *loop) run(ctx context.Context) error {
 			l.claim(now)
 		}
 		l.flush(now, false)
+		l.r.flog.summary(time.Now(), false)
 		if l.stopping {
 			if l.goroutines == 0 {
-				return l.finalFlush()
+				err := l.finalFlush()
+				l.r.flog.summary(time.Now(), true)
+				return err
 			}
 			if !l.cancelled && !time.Now().Before(l.graceEnd) {
 				l.cancelRunning()
 			}
 			if l.cancelled && !time.Now().Before(l.abandonEnd) {
 				err := l.finalFlush()
+				l.r.flog.summary(time.Now(), true)
 				l.r.log.Warn("relay: returning with handlers still running", "handlers", l.goroutines)
 				return errors.Join(fmt.Errorf("%w: %d handlers", ErrAbandoned, l.goroutines), err)
 			}
@@ -177,7 +181,10 @@ func (l *loop) run(ctx context.Context) error {
 // clock's next move (a MovingSource with a tick to wait for) or the earliest
 // real-time deadline: the settle linger, the end of a claim's gathering (the
 // first freed slot's Linger, or the youngest running wave's), a retry, the
-// poll interval, a tick (as milliseconds) or the shutdown deadlines.
+// poll interval, a tick (as milliseconds), the breaker's next probe, the
+// suppressed-failures log line or the shutdown deadlines. While the breaker
+// is open or probing, only its next probe is waited for, not the queue's
+// due tick nor the poll.
 func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) {
 	var deadline time.Time
 	at := func(t time.Time) {
@@ -197,13 +204,20 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 			tick = min(tick, cl.lease-l.margin)
 		}
 	}
-	if !l.stopping && l.free() > 0 {
+	switch {
+	case l.stopping || l.free() == 0:
+	case l.r.br.state == BreakerOpen:
+		at(l.r.br.next)
+	case l.r.br.state == BreakerClosed:
 		at(l.lastAsk.Add(l.r.o.Poll))
 		if end, ok := l.gatherEnd(); ok {
 			at(end)
 		} else if !blocked {
 			tick = min(tick, l.nextClaim)
 		}
+	}
+	if next := l.r.flog.deadline(); !next.IsZero() {
+		at(next)
 	}
 	if l.stopping {
 		if l.cancelled {
@@ -282,7 +296,7 @@ func (l *loop) storeOK() {
 // poll asks the queue for the next due tick once Options.Poll has passed
 // since the last question, to find work other processes made due.
 func (l *loop) poll(now clock.Tick) {
-	if l.blocked() || l.free() == 0 || now >= l.nextClaim || time.Since(l.lastAsk) < l.r.o.Poll {
+	if l.blocked() || l.free() == 0 || now >= l.nextClaim || time.Since(l.lastAsk) < l.r.o.Poll || l.r.br.state != BreakerClosed {
 		return
 	}
 	l.askNextDue(now, false)
@@ -311,22 +325,59 @@ func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
 }
 
 // claim claims while slots are free and work is due, in batches of at most
-// min(Batch, free slots), in the queue's order.
+// min(Batch, free slots), in the queue's order. While the breaker is open
+// it claims nothing but its probe, one event, once the probe's time has
+// come (whatever the queue's due tick: the probe finds what is due).
 func (l *loop) claim(now clock.Tick) {
-	for !l.blocked() && l.free() > 0 && now >= l.nextClaim && !l.gathering() {
+	b := l.r.br
+	for !l.blocked() && l.free() > 0 {
+		probe := b.state != BreakerClosed
+		if probe && !b.probeDue(time.Now()) || !probe && (now < l.nextClaim || l.gathering()) {
+			return
+		}
 		n := min(l.r.o.Batch, l.free())
+		if probe {
+			n = 1
+			b.startProbe(time.Now())
+		}
 		cs, err := l.r.q.ClaimBatch(l.sctx, now, n)
 		l.lastAsk = time.Now()
 		l.freedAt = time.Time{}
 		if err != nil {
+			if probe {
+				b.probeLost(time.Now())
+			}
 			l.storeFailed("claim", err)
 			return
 		}
 		l.storeOK()
-		if !l.took(now, cs, n) {
+		more := l.took(now, cs, n)
+		if probe {
+			var cl *claim
+			if len(cs) == 1 {
+				cl = l.held(cs[0])
+			}
+			b.probeClaimed(cl, time.Now())
+			if cl != nil {
+				l.r.log.Info("relay: breaker probe", "event", cl.c.EventID, "flow", cl.c.Flow, "attempt", cl.c.Attempts)
+			}
+			return
+		}
+		if !more {
 			return
 		}
 	}
+}
+
+// held returns the claim the relay holds for c (started or parked), nil
+// when it holds none.
+func (l *loop) held(c queue.Claim) *claim {
+	for _, cl := range []*claim{l.byFlow[c.Flow], l.parked[c.Flow]} {
+		if cl != nil && cl.c.EventID == c.EventID && cl.c.Generation == c.Generation {
+			return cl
+		}
+	}
+	return nil
 }
 
 // took starts (or parks) the claims of a batch that asked for n. When it
@@ -334,9 +385,11 @@ func (l *loop) claim(now clock.Tick) {
 // dispatchable now.
 func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	l.r.m.claimed(len(cs))
+	l.r.tot.claimed.Add(int64(len(cs)))
 	for _, c := range cs {
 		l.take(c)
 	}
+	l.r.br.claimed(l.starting)
 	l.startWave(l.starting)
 	clear(l.starting)
 	l.starting = l.starting[:0]
@@ -360,8 +413,8 @@ func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 // handler of that event has returned already (finish), so no flow ever has
 // two handlers.
 func (l *loop) settleClaim(now clock.Tick) {
-	if l.r.sc == nil {
-		return
+	if l.r.sc == nil || l.r.br.state != BreakerClosed {
+		return // while the breaker is open, flush settles and claim probes
 	}
 	for len(l.pending) > 0 && !l.blocked() && l.free() > 0 {
 		if !(now >= l.nextClaim && !l.gathering()) && !l.flushDue() {
@@ -469,6 +522,10 @@ func (l *loop) lose(cl *claim, why string) {
 	cl.lost = true
 	delete(l.holds, cl)
 	l.r.m.leaseLost()
+	l.r.tot.lost.Add(1)
+	if l.r.br.isProbe(cl) {
+		l.r.br.probeLost(time.Now())
+	}
 	l.r.log.Warn("relay: lease lost", "event", cl.c.EventID, "flow", cl.c.Flow, "generation", cl.c.Generation, "why", why)
 	switch cl.state {
 	case parked:
@@ -550,14 +607,19 @@ func (l *loop) finish(o outcome) {
 	case cl.lost:
 	case cl.interrupted && o.err != nil:
 		delete(l.holds, cl)
-		l.r.log.Info("relay: handler interrupted by shutdown, left to its lease", "event", cl.c.EventID, "err", o.err)
+		l.r.tot.lost.Add(1)
+		if l.r.br.isProbe(cl) {
+			l.r.br.probeLost(time.Now())
+		}
+		l.r.log.Info("relay: handler interrupted by shutdown, left to its lease", "event", cl.c.EventID, "err", RedactURLs(o.err.Error()))
 	default:
 		cl.state = finished
 		if o.panicked {
-			cl.res = queue.Result{Reason: ReasonPanic}
+			cl.res = queue.Result{Reason: ReasonPanic, Error: errorText(o.err)}
 		} else {
 			cl.res = result(o.err)
 		}
+		l.health(cl, o)
 		if len(l.pending) == 0 {
 			l.pendingSince = time.Now()
 		}
@@ -715,11 +777,27 @@ func (l *loop) settled(part []*claim, k int, rs []queue.SettleResult) {
 	for i, cl := range part {
 		delete(l.holds, cl)
 		if rs[i].Err != nil {
+			l.r.tot.settleErrors.Add(1)
 			l.r.m.settled("error", cl.res.Reason)
 			l.r.log.Error("relay: settle refused", "event", cl.c.EventID, "err", rs[i].Err)
 			continue
 		}
 		l.r.m.settled(string(rs[i].Outcome), cl.res.Reason)
+		switch rs[i].Outcome {
+		case queue.Acked:
+			l.r.tot.delivered.Add(1)
+		case queue.RetryScheduled:
+			l.r.tot.retried.Add(1)
+			l.logFailure(cl, rs[i].Outcome)
+		case queue.Quarantined:
+			l.r.tot.quarantined.Add(1)
+			if cl.res.Permanent {
+				l.r.tot.permanent.Add(1)
+			}
+			l.logFailure(cl, rs[i].Outcome)
+		default: // Stale, Expired
+			l.r.tot.lost.Add(1)
+		}
 		if rs[i].Outcome != queue.Stale && rs[i].Outcome != queue.Expired {
 			// The flow's head moved (or waits for a backoff): what is
 			// due changed, so claim again before trusting NextDue.
@@ -759,6 +837,10 @@ func (l *loop) beginShutdown() {
 	for flow, cl := range l.parked {
 		delete(l.parked, flow)
 		delete(l.holds, cl)
+		l.r.tot.lost.Add(1)
+		if l.r.br.isProbe(cl) {
+			l.r.br.probeLost(time.Now())
+		}
 	}
 	l.r.log.Info("relay: shutting down", "handlers", l.goroutines, "grace", l.r.o.ShutdownGrace)
 }
@@ -775,4 +857,62 @@ func (l *loop) cancelRunning() {
 		}
 	}
 	l.r.log.Warn("relay: grace period over, handler contexts cancelled", "handlers", l.goroutines)
+}
+
+// health feeds the breaker with a finished handler's result: a success or
+// an event failure says the destination answers, a destination failure
+// counts towards opening; a panic or an error that is not a Failure says
+// nothing about the destination (a probe that ends so is tried again after
+// the same interval). On the success path of a closed breaker with no
+// failures counted it does nothing.
+func (l *loop) health(cl *claim, o outcome) {
+	b := l.r.br
+	if o.err == nil {
+		if b.answered(time.Now()) {
+			l.closed()
+		}
+		return
+	}
+	var f *Failure
+	switch {
+	case o.panicked || !errors.As(o.err, &f):
+		if b.isProbe(cl) {
+			b.probeLost(time.Now())
+		}
+	case !f.Destination:
+		if b.answered(time.Now()) {
+			l.closed()
+		}
+	default:
+		now := time.Now()
+		// Other flows' claims held now: their answers may yet show the
+		// destination up (cl's own entry is gone from byFlow).
+		others := len(l.byFlow) > 0 || len(l.parked) > 0
+		switch b.failed(cl, f, cl.res.Error, others, now) {
+		case "opened":
+			l.r.log.Warn("relay: destination down, breaker open: claiming only probes",
+				"failures", b.failures, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now))
+		case "probe":
+			l.r.log.Warn("relay: breaker probe failed, breaker stays open",
+				"event", cl.c.EventID, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now))
+		}
+	}
+}
+
+// closed claims at once after the breaker closed, and says so.
+func (l *loop) closed() {
+	b := l.r.br
+	l.nextClaim = math.MinInt64
+	l.r.log.Info("relay: destination answers, breaker closed", "opens", b.opens, "probes", b.probes)
+}
+
+// logFailure logs a settled failure at WARN, unless its reason's lines
+// are being suppressed (then it is counted, and the count logged later).
+func (l *loop) logFailure(cl *claim, o queue.Outcome) {
+	if !l.r.flog.allow(cl.res.Reason, time.Now()) {
+		return
+	}
+	l.r.log.Warn("relay: delivery failed", "event", cl.c.EventID, "flow", cl.c.Flow, "attempt", cl.c.Attempts,
+		"generation", cl.c.Generation, "reason", cl.res.Reason, "error", cl.res.Error, "outcome", string(o),
+		"permanent", cl.res.Permanent, "retry_after", cl.res.RetryAfter)
 }
