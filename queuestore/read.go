@@ -13,7 +13,7 @@ import (
 const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
 
 // qEventError is the error text of the history row of the event in the
-// outer query at its current generation (” when there is none): one
+// outer query at its current generation (empty when there is none): one
 // lookup by the history's primary key per event, inside the statement that
 // reads the event.
 const qEventError = `coalesce((SELECT h.error FROM history AS h WHERE h.event_id = events.id AND h.generation = events.generation), '')`
