@@ -165,7 +165,7 @@ func TestPostgres_OperatorCommands(t *testing.T) {
 	}
 
 	mustPG(t, qURL, "", "policy", "set", "--lease", "7", "--reason", "slower endpoint", "--now", now)
-	var pol policyRow
+	var pol policyFullRow
 	decodeStrict(t, mustPG(t, qURL, "", "policy", "--json"), &pol)
 	if pol.Lease != 7 {
 		t.Errorf("policy lease = %d after policy set, want 7", pol.Lease)

@@ -263,7 +263,7 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 			if err := json.Unmarshal([]byte(a.Detail), &ch); err == nil {
 				old, new := policyFrom(ch.Old), policyFrom(ch.New)
 				r.Policy = &policyChangeRow{Old: old, New: new}
-				r.Change = policyDiff(old, new)
+				r.Change = policyDiff(old, new, a.At >= wallFloor)
 			}
 		}
 		if a.Kind == queuestore.AuditWeight {
@@ -289,11 +289,16 @@ func policyFrom(p queuestore.Policy) policyRow {
 	if f == "" {
 		f = queuestore.FairMinServed
 	}
-	return policyRow{
+	r := policyRow{
 		Lease: int64(p.Lease), MaxAttempts: p.MaxAttempts,
 		BackoffBase: int64(p.BackoffBase), BackoffCap: int64(p.BackoffCap),
 		Jitter: p.Jitter, Fairness: string(f),
+		Schedule: []int64{}, RetryAfterCap: int64(p.RetryAfterCap),
 	}
+	for _, w := range p.Schedule {
+		r.Schedule = append(r.Schedule, int64(w))
+	}
+	return r
 }
 
 func (q *queueDB) Policy(ctx context.Context) (policyRow, error) {
@@ -304,19 +309,18 @@ func (q *queueDB) Policy(ctx context.Context) (policyRow, error) {
 	return policyFrom(p), nil
 }
 
-// SetPolicy reads the recorded policy and changes the fields policyRow
-// shows, the fairness order included.
+// SetPolicy records p (every field policyRow shows, the schedule and the
+// fairness order included; an empty fairness keeps the recorded one).
 func (q *queueDB) SetPolicy(ctx context.Context, p policyRow, reason string, now clock.Tick) error {
-	cur, err := q.s.Policy(ctx)
-	if err != nil {
-		return err
+	next := p.policy()
+	if p.Fairness == "" {
+		cur, err := q.s.Policy(ctx)
+		if err != nil {
+			return err
+		}
+		next.Fairness = cur.Fairness
 	}
-	cur.Lease, cur.MaxAttempts = clock.Tick(p.Lease), p.MaxAttempts
-	cur.BackoffBase, cur.BackoffCap, cur.Jitter = clock.Tick(p.BackoffBase), clock.Tick(p.BackoffCap), p.Jitter
-	if p.Fairness != "" {
-		cur.Fairness = queuestore.Fairness(p.Fairness)
-	}
-	return q.s.SetPolicy(ctx, cur, reason, q.at(now))
+	return q.s.SetPolicy(ctx, next, reason, q.at(now))
 }
 
 func (q *queueDB) RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error) {

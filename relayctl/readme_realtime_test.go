@@ -79,7 +79,7 @@ func TestReadmeRealTimeSection(t *testing.T) {
 		}
 	}
 
-	var p policyRow
+	var p policyFullRow
 	decodeStrict(t, mustRun(t, dir, "policy", "--json"), &p)
 	if p.Lease != 60_000 || p.MaxAttempts != 5 || !p.Jitter {
 		t.Fatalf("policy after the README = %+v, want lease 60000, 5 attempts, jitter on", p)

@@ -47,6 +47,9 @@ type env struct {
 	isTerminal func(w io.Writer) bool
 	// clock is how writes read time: --clock and --skew.
 	clock clockConfig
+	// skewSet says --skew was given before the command name: a command's
+	// own --skew starts from it (cmdFlags.DurationVar).
+	skewSet bool
 }
 
 // command is one subcommand.
@@ -110,7 +113,7 @@ func (e *env) main(args []string) int {
 	top.StringVar(&e.queuePath, "queue", "queue.db", "queue database `PATH`")
 	top.StringVar(&e.receiverPath, "receiver", "receiver.db", "receiver database `PATH`")
 	top.Var(&e.clock.mode, "clock", "how writes read time: `MODE` auto, logical or wall")
-	top.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
+	top.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance, a Go `DURATION` such as 1s or 500ms")
 	top.Usage = func() { e.topUsage(e.stderr) }
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -118,6 +121,7 @@ func (e *env) main(args []string) int {
 		}
 		return exitUsage
 	}
+	top.Visit(func(f *flag.Flag) { e.skewSet = e.skewSet || f.Name == "skew" })
 	rest := top.Args()
 	if len(rest) == 0 {
 		e.topUsage(e.stderr)
@@ -187,7 +191,9 @@ func (e *env) topUsage(w io.Writer) {
 	b.WriteString("  --receiver PATH   receiver database (default receiver.db)\n")
 	b.WriteString("                    either may be a postgres:// URL (?schema=NAME picks the schema)\n")
 	b.WriteString("  --clock MODE      how writes read time: auto (default), logical or wall\n")
-	b.WriteString("  --skew MS         wall-clock mode's tolerance (default 1000)\n")
+	b.WriteString("  --skew DURATION   wall-clock mode's tolerance (default 1s)\n")
+	b.WriteString("\nDurations are Go durations: 30s, 250ms, 2m, 1h30m. A policy on a logical-time queue\n")
+	b.WriteString("counts ticks instead: a plain number (policy set --lease 5).\n")
 	b.WriteString("\nRun 'relayctl COMMAND -h' for a command's flags.\n")
 	b.WriteString("Exit status: 0 ok, 1 refused by the store or unreadable database, 2 usage error,\n")
 	b.WriteString("3 'relay --exit-when-idle' ended with events it could not deliver.\n")
