@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +43,15 @@ var defaultSchedule = []time.Duration{
 	30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour,
 }
 
+// defaultScheduleArgs is defaultSchedule as --schedule's default value.
+func defaultScheduleArgs() []spanArg {
+	out := make([]spanArg, len(defaultSchedule))
+	for i, d := range defaultSchedule {
+		out[i] = spanArg{text: shortDuration(d), dur: true, d: d}
+	}
+	return out
+}
+
 // cmdRelay runs the relay runtime over the queue until it is interrupted
 // (or, with --exit-when-idle, until nothing is left to deliver).
 func cmdRelay(e *env, args []string) (err error) {
@@ -58,7 +65,7 @@ func cmdRelay(e *env, args []string) (err error) {
 			"is given the real-time policy below (--schedule's waits: an event's transient failures are\n"+
 			"retried for hours), with an audit row; --lease, --schedule, --retry-after-cap, --max-attempts,\n"+
 			"--backoff-base and --backoff-cap, when given, set the queue's policy (audited) if it differs\n"+
-			"(--max-attempts or --backoff-* without --schedule: the doubling formula, no schedule).\n"+
+			"(--schedule none, or --max-attempts or --backoff-* without --schedule: the doubling formula).\n"+
 			"Consecutive failures of the destination (refused, timeouts, 5xx, 401/403/404, 429) open a breaker:\n"+
 			"no claims but one probe at a time until the destination answers (--breaker-threshold, --probe-max).\n"+
 			"Ctrl-C or SIGTERM stops claiming, lets deliveries in flight finish (up to --grace), settles them\n"+
@@ -82,8 +89,8 @@ func cmdRelay(e *env, args []string) (err error) {
 	timeout := c.Duration("timeout", relay.DefaultHTTPTimeout, "the longest one HTTP delivery may take (--to)")
 	skew := c.Duration("skew", time.Second, "how far behind the queue's clock mark this clock may be (several processes)")
 	lease := c.Duration("lease", defaultLease, "policy: how long a claim holds its event (extended while it runs)")
-	schedule := durationsFlag(defaultSchedule)
-	c.Var(&schedule, "schedule", "policy: the `WAITS` after each failed attempt, Go durations such as 5s,30s,2m,1h ('' for the formula)")
+	schedule := defaultScheduleArgs()
+	c.Var(scheduleValue{&schedule}, "schedule", "policy: the `WAITS` after each failed attempt, Go durations such as 5s,30s,2m,1h (none: the doubling formula)")
 	retryAfterCap := c.Duration("retry-after-cap", defaultRetryAfterCap, "policy: the longest wait a receiver's Retry-After may ask for")
 	attempts := c.Int("max-attempts", len(defaultSchedule)+1, "policy: failed claims before an event is quarantined (with --schedule: its waits plus one)")
 	base := c.Duration("backoff-base", defaultBackoffBase, "policy: the wait after the first failure (doubling) without a schedule")
@@ -133,7 +140,7 @@ func cmdRelay(e *env, args []string) (err error) {
 		}
 		hh, err := relay.NewHTTP(*to, keys[0], relay.HTTPOptions{MaxIdleConns: *concurrency, Timeout: *timeout, ExtraSecrets: keys[1:]})
 		if err != nil {
-			return usagef("--to: %s", redactIn(err.Error(), *to))
+			return usagef("--to: %s", relay.RedactURLs(err.Error()))
 		}
 		h = hh
 	} else if e.receiverPath == "" {
@@ -268,7 +275,7 @@ func cmdRelay(e *env, args []string) (err error) {
 // retry-after cap and, with a schedule, its waits (MaxAttempts = waits+1);
 // --max-attempts or --backoff-* without --schedule (or --schedule ”) ask
 // for the doubling formula instead. A bad combination is a usage error.
-func relayPolicy(c *cmdFlags, lease time.Duration, schedule durationsFlag, retryAfterCap time.Duration,
+func relayPolicy(c *cmdFlags, lease time.Duration, schedule []spanArg, retryAfterCap time.Duration,
 	attempts int, base, capd time.Duration) (queuestore.Policy, error) {
 	formula := c.isSet("max-attempts") || c.isSet("backoff-base") || c.isSet("backoff-cap")
 	if !c.isSet("schedule") && formula {
@@ -281,11 +288,12 @@ func relayPolicy(c *cmdFlags, lease time.Duration, schedule durationsFlag, retry
 	}
 	if len(schedule) > 0 {
 		waits := make([]clock.Tick, len(schedule))
-		for i, d := range schedule {
-			waits[i] = ms(d)
-			if waits[i] < 1 {
-				return p, usagef("--schedule: wait %d is %s, want at least 1ms", i+1, d)
+		for i, a := range schedule {
+			n, err := a.ticksFor("schedule", true) // the relay's ticks are milliseconds
+			if err != nil {
+				return p, err
 			}
+			waits[i] = clock.Tick(n)
 		}
 		if c.isSet("max-attempts") && attempts != len(schedule)+1 {
 			return p, usagef("--max-attempts %d does not fit --schedule's %d waits: leave it out (it is the waits plus one)", attempts, len(schedule))
@@ -332,55 +340,6 @@ func (s *stringsFlag) Set(v string) error {
 	return nil
 }
 
-// durationsFlag is a comma-separated list of Go durations ("5s,30s,2m");
-// the empty string is the empty list.
-type durationsFlag []time.Duration
-
-func (d *durationsFlag) String() string {
-	if d == nil {
-		return ""
-	}
-	return formatDurations(*d)
-}
-
-func (d *durationsFlag) Set(s string) error {
-	*d = nil
-	if strings.TrimSpace(s) == "" {
-		return nil
-	}
-	for i, part := range strings.Split(s, ",") {
-		v, err := time.ParseDuration(strings.TrimSpace(part))
-		if err != nil || v <= 0 {
-			return fmt.Errorf("wait %d %q is not a positive Go duration (a list such as 5s,30s,2m,1h)", i+1, part)
-		}
-		*d = append(*d, v)
-	}
-	return nil
-}
-
-// formatDurations writes a list of waits the way --schedule takes them,
-// short: "1s,5s,30s,2m,1h".
-func formatDurations(ds []time.Duration) string {
-	parts := make([]string, len(ds))
-	for i, d := range ds {
-		parts[i] = shortDuration(d)
-	}
-	return strings.Join(parts, ",")
-}
-
-// shortDuration is d.String() without zero minutes or seconds: 2m, 1h,
-// 1h30m, 1.5s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 // undeliveredError ends an idle run that leaves events undelivered: exit
 // status 3 (exitUndelivered).
 type undeliveredError struct {
@@ -390,33 +349,6 @@ type undeliveredError struct {
 func (u *undeliveredError) Error() string {
 	return fmt.Sprintf("not everything was delivered: %d quarantined during this run, %d waiting behind quarantined heads; "+
 		"run 'relayctl quarantined' to see why, then 'relayctl redrive'", u.quarantined, u.waiting)
-}
-
-// redactURL is rawURL with its user info (a password, a token) replaced
-// by "redacted": every URL the relay logs or prints goes through it.
-func redactURL(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		if strings.Contains(rawURL, "@") {
-			return "(an URL that does not parse, not shown: it may hold a password)"
-		}
-		return rawURL
-	}
-	if u.User == nil {
-		return rawURL
-	}
-	u.User = url.User("redacted")
-	return u.String()
-}
-
-// redactIn is text with every copy of rawURL in it redacted (redactURL).
-func redactIn(text, rawURL string) string {
-	if rawURL == "" {
-		return text
-	}
-	r := redactURL(rawURL)
-	text = strings.ReplaceAll(text, strconv.Quote(rawURL), strconv.Quote(r))
-	return strings.ReplaceAll(text, rawURL, r)
 }
 
 // relayQueue is what 'relayctl relay' needs of its queue: the relay's own
@@ -451,11 +383,12 @@ func (e *env) relayReceiver() (interface {
 // ms converts a duration to millisecond ticks.
 func ms(d time.Duration) clock.Tick { return clock.Tick(d / time.Millisecond) }
 
-// target names where the relay delivers, for logs and /status: --to without
-// its user info, or the receiver in process.
+// target names where the relay delivers, for logs, the summary and
+// /status: --to without its user info (relay.RedactURLs), or the receiver in
+// process.
 func target(to, receiver string) string {
 	if to != "" {
-		return redactURL(to)
+		return relay.RedactURLs(to)
 	}
 	return "receiver " + shown(receiver) + " (in process)"
 }
@@ -488,11 +421,11 @@ func describePolicy(p queuestore.Policy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lease %s, ", shortDuration(d(p.Lease)))
 	if len(p.Schedule) > 0 {
-		waits := make([]time.Duration, len(p.Schedule))
+		parts := make([]string, len(p.Schedule))
 		for i, w := range p.Schedule {
-			waits[i] = d(w)
+			parts[i] = shortDuration(d(w))
 		}
-		fmt.Fprintf(&b, "schedule %s (%d attempts)", formatDurations(waits), p.MaxAttempts)
+		fmt.Fprintf(&b, "schedule %s (%d attempts)", strings.Join(parts, ","), p.MaxAttempts)
 	} else {
 		fmt.Fprintf(&b, "%d attempts, backoff %s..%s", p.MaxAttempts, shortDuration(d(p.BackoffBase)), shortDuration(d(p.BackoffCap)))
 	}

@@ -182,24 +182,24 @@ func readRelayStatus(ctx context.Context, addr string) (*relayStatus, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, usagef("--relay %s: %v", redactURL(addr), err)
+		return nil, usagef("--relay: %s", relay.RedactURLs(err.Error()))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read the relay's status at %s: %s (is 'relayctl relay --metrics %s' running?)",
-			redactURL(u), redactIn(err.Error(), u), redactURL(addr))
+		return nil, fmt.Errorf("read the relay's status: %s (is 'relayctl relay --metrics %s' running?)",
+			relay.RedactURLs(err.Error()), relay.RedactURLs(addr))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("read the relay's status at %s: %w", redactURL(u), err)
+		return nil, fmt.Errorf("read the relay's status at %s: %w", relay.RedactURLs(u), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read the relay's status at %s: %s (a relay older than /status, or not a relay)", redactURL(u), resp.Status)
+		return nil, fmt.Errorf("read the relay's status at %s: %s (a relay older than /status, or not a relay)", relay.RedactURLs(u), resp.Status)
 	}
 	var st relayStatus
 	if err := json.Unmarshal(body, &st); err != nil || st.Breaker.State == "" {
-		return nil, fmt.Errorf("read the relay's status at %s: not a relay's status (%.80q)", redactURL(u), body)
+		return nil, fmt.Errorf("read the relay's status at %s: not a relay's status (%.80q)", relay.RedactURLs(u), body)
 	}
 	return &st, nil
 }
