@@ -45,22 +45,29 @@ func TestOutage(t *testing.T) {
 		t.Skip("outage tests: real processes, a minute's outage each")
 	}
 	bin := buildRelayctl(t, t.TempDir()) // once for the four
+	// The four run at once whatever -parallel says: they mostly wait (a
+	// minute's outage each). t.Run from several goroutines is allowed.
+	var wg sync.WaitGroup
 	for _, kind := range []string{"receiver-down", "wrong-secret"} {
 		for _, backend := range []string{"sqlite", "postgres"} {
-			t.Run(kind+"/"+backend, func(t *testing.T) {
-				t.Parallel()
-				o := &outage{t: t, bin: bin, kind: kind, dir: t.TempDir()}
-				if backend == "postgres" {
-					base, qs := pgtest.Schema(t)
-					_, rs := pgtest.Schema(t)
-					o.queue, o.receiver = pgURL(t, base, qs), pgURL(t, base, rs)
-				} else {
-					o.queue, o.receiver = filepath.Join(o.dir, "queue.db"), filepath.Join(o.dir, "receiver.db")
-				}
-				o.run()
-			})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.Run(kind+"/"+backend, func(t *testing.T) {
+					o := &outage{t: t, bin: bin, kind: kind, dir: t.TempDir()}
+					if backend == "postgres" {
+						base, qs := pgtest.Schema(t)
+						_, rs := pgtest.Schema(t)
+						o.queue, o.receiver = pgURL(t, base, qs), pgURL(t, base, rs)
+					} else {
+						o.queue, o.receiver = filepath.Join(o.dir, "queue.db"), filepath.Join(o.dir, "receiver.db")
+					}
+					o.run()
+				})
+			}()
 		}
 	}
+	wg.Wait()
 }
 
 const (
@@ -70,6 +77,7 @@ const (
 	outageWrong    = "not-the-secret"
 	outageProbeMax = 4 * time.Second
 	outageConc     = 16
+	outageEvery    = 3 * time.Second // a round of the producer
 	outageThresh   = 5
 )
 
@@ -224,7 +232,11 @@ func (o *outage) waitFor(what string, d time.Duration, cond func() bool) {
 	end := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(end) {
-			o.t.Fatalf("%s: not after %s\nrelay log (tail):\n%s", what, d, tail(o.relay.stderr.String(), 3000))
+			st := "(no relay yet)"
+			if o.metrics != "" {
+				st = fmt.Sprintf("%+v", o.status())
+			}
+			o.t.Fatalf("%s: not after %s; the relay's status: %s\nrelay log (tail):\n%s", what, d, st, tail(o.relay.stderr.String(), 3000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -259,10 +271,10 @@ func (o *outage) run() {
 		return m != nil
 	})
 
-	// The producer: a round a second until stopProducer.
+	// The producer: a round every outageEvery until stopProducer.
 	stopProducer, produced := make(chan struct{}), make(chan error, 1)
 	go func() {
-		tk := time.NewTicker(time.Second)
+		tk := time.NewTicker(outageEvery)
 		defer tk.Stop()
 		for r := 2; ; r++ {
 			select {
@@ -313,7 +325,7 @@ func (o *outage) run() {
 		t.Fatal(err)
 	}
 	total := int64(o.rounds * outageFlows)
-	o.waitFor("every event delivered", 2*time.Minute, func() bool {
+	o.waitFor("every event delivered", 4*time.Minute, func() bool {
 		return o.status().Totals.Delivered >= total
 	})
 	after, err := o.scrape("fairrelay_breaker_state", "fairrelay_breaker_opens_total")
@@ -357,8 +369,8 @@ func (o *outage) run() {
 		t.Errorf("/metrics after the outage: %v, want state 0 and opens >= 1", after)
 	}
 	log := o.relay.stderr.String()
-	opened := regexp.MustCompile(`(?m)^\{[^\n]*"level":"WARN","msg":"relay: breaker open[^\n]*$`).FindStringIndex(log)
-	closed := regexp.MustCompile(`(?m)^\{[^\n]*"level":"INFO","msg":"relay: breaker closed[^\n]*$`).FindAllStringIndex(log, -1)
+	opened := regexp.MustCompile(`(?m)^\{[^\n]*"level":"WARN","msg":"relay: destination down, breaker open: claiming only probes"[^\n]*$`).FindStringIndex(log)
+	closed := regexp.MustCompile(`(?m)^\{[^\n]*"level":"INFO","msg":"relay: destination answers, breaker closed"[^\n]*$`).FindAllStringIndex(log, -1)
 	if opened == nil || len(closed) == 0 || closed[len(closed)-1][0] < opened[0] {
 		t.Errorf("relay log lacks a WARN breaker open line followed by an INFO breaker closed line:\n%s", tail(log, 4000))
 	}

@@ -92,7 +92,7 @@ func cmdRelay(e *env, args []string) (err error) {
 	schedule := defaultScheduleArgs()
 	c.Var(scheduleValue{&schedule}, "schedule", "policy: the `WAITS` after each failed attempt, Go durations such as 5s,30s,2m,1h (none: the doubling formula)")
 	retryAfterCap := c.Duration("retry-after-cap", defaultRetryAfterCap, "policy: the longest wait a receiver's Retry-After may ask for")
-	attempts := c.Int("max-attempts", len(defaultSchedule)+1, "policy: failed claims before an event is quarantined (with --schedule: its waits plus one)")
+	attempts := c.Int("max-attempts", 0, "policy: failed claims before an event is quarantined (default: the schedule's waits plus one; 3 with the formula)")
 	base := c.Duration("backoff-base", defaultBackoffBase, "policy: the wait after the first failure (doubling) without a schedule")
 	capd := c.Duration("backoff-cap", defaultBackoffCap, "policy: the longest wait between attempts without a schedule")
 	threshold := c.Int("breaker-threshold", 0, "consecutive destination failures that open the breaker (0: the relay's default, 5)")
@@ -273,8 +273,8 @@ func cmdRelay(e *env, args []string) (err error) {
 
 // relayPolicy is the policy the relay's flags ask for: the lease, the
 // retry-after cap and, with a schedule, its waits (MaxAttempts = waits+1);
-// --max-attempts or --backoff-* without --schedule (or --schedule ”) ask
-// for the doubling formula instead. A bad combination is a usage error.
+// --max-attempts or --backoff-* without --schedule (or --schedule none)
+// ask for the doubling formula instead. A bad combination is a usage error.
 func relayPolicy(c *cmdFlags, lease time.Duration, schedule []spanArg, retryAfterCap time.Duration,
 	attempts int, base, capd time.Duration) (queuestore.Policy, error) {
 	formula := c.isSet("max-attempts") || c.isSet("backoff-base") || c.isSet("backoff-cap")
