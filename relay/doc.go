@@ -15,9 +15,23 @@
 // The handler gets the Event (ID, flow, sequence number, body, attempt,
 // generation) and a context. It returns nil for success, an error made by
 // Fail to fail with a reason, or any other error to fail with ReasonHandler;
-// a panic fails with ReasonPanic and never stops the relay. The context is
-// cancelled with cause ErrLeaseLost when the lease is lost, and with
-// ErrShutdown when the shutdown grace period ends.
+// a panic fails with ReasonPanic and never stops the relay. FailPermanent
+// quarantines the event at once; FailDestination says the destination, not
+// the event, is at fault; Failure.WithRetryAfter asks for a least wait
+// (docs/contract.md §7.8). Every failure's error text is settled with it,
+// user info in URLs redacted (RedactURLs). The context is cancelled with
+// cause ErrLeaseLost when the lease is lost, and with ErrShutdown when the
+// shutdown grace period ends.
+//
+// # The breaker
+//
+// Consecutive destination failures (Options.Breaker.Threshold, from at
+// least two flows when two are in flight) open the relay's breaker: it then
+// claims nothing but one event at each probe time (doubling from MinProbe
+// up to MaxProbe, or a failure's RetryAfter), so that while the destination
+// is down no flow is charged more than the probes' attempts. A probe that
+// gets an answer closes it and delivery resumes by itself. Relay.Breaker
+// tells its state; Relay.Totals counts what became of every claim.
 //
 // # Claims and leases
 //
@@ -60,14 +74,24 @@
 // # Delivery over HTTP
 //
 // NewHTTP returns a Handler that posts each event as a Standard Webhooks
-// request (package webhook) and maps the answer's status to success or a
-// failure reason; see HTTP.
+// request (package webhook) and maps the answer's status, or the transport's
+// error, to success or a classified failure (permanent, event or
+// destination, with Retry-After honoured on 429 and 503); see HTTP.
 //
 // # Metrics
 //
 // With Options.Metrics set, the relay registers Prometheus collectors named
-// fairrelay_*: claims, settles by outcome, lease extensions by outcome,
-// leases lost, handler duration, handlers in flight, queue errors, and, read
-// from the queue at scrape time, the backlog, the quarantined events and the
-// age of the oldest due head.
+// fairrelay_*, every series present from the first scrape: claims, settles
+// by outcome and reason (a bounded set), lease extensions by outcome,
+// leases lost, handler duration, handlers in flight, queue errors, the
+// breaker's state, openings and probes, and, read from the queue at scrape
+// time, the backlog, the quarantined events, the age of the oldest due head
+// and of the oldest waiting event (a queue.Waiter).
+//
+// # Logs
+//
+// Each failed delivery is logged at WARN with its event, flow, attempt,
+// reason and error, at most a few lines a second per reason, the lines left
+// out counted in a later line; the breaker's transitions are logged too
+// (docs/runtime.md "Logs").
 package relay
