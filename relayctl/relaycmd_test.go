@@ -231,3 +231,49 @@ func TestStatusRelay_Unreachable(t *testing.T) {
 		}
 	}
 }
+
+// A rotation: the relay signs with every --secret, so a receiver that knows
+// only the old one accepts each delivery; --exit-when-idle then exits 0
+// with a summary that adds up. (Signed with the new secret alone, every
+// delivery would be refused 401 and retried: the run would end by the
+// context's deadline, interrupted, and the summary check fails.)
+func TestRelay_SignsWithEverySecret(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueBatch(ctx, []queuestore.Event{
+		{ID: "a-1", Flow: "a", Body: []byte(`{"delta": 1}`)},
+		{ID: "b-1", Flow: "b", Body: []byte(`{"delta": 2}`)},
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	store, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ts := httptest.NewServer(inbox.NewServer(store, []byte("old-secret"), inbox.ServerOptions{}))
+	defer ts.Close()
+
+	var stdout, stderr lockedBuffer
+	e := newEnv(strings.NewReader(""), &stdout, &stderr)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a bound, not a timing: see above
+	defer cancel()
+	e.dir, e.ctx = dir, rctx
+	if code := e.main([]string{"relay", "--to", ts.URL, "--secret", "new-secret", "--secret", "old-secret", "--exit-when-idle"}); code != exitOK {
+		t.Fatalf("exit %d, want 0\n%s", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "relay stopped (idle): 2 delivered, 0 retried, 0 quarantined, 0 leases lost, 0 settle errors (2 attempts) in ") {
+		t.Errorf("stdout = %q", out)
+	}
+	for flow, want := range map[string]int64{"a": 1, "b": 2} {
+		if got, err := store.Total(ctx, flow); err != nil || got != want {
+			t.Errorf("Total(%s) = %d, %v; want %d", flow, got, err, want)
+		}
+	}
+}
