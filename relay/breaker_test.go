@@ -61,9 +61,8 @@ func fastRetries(attempts int) queuestore.Policy {
 // claimRec is one ClaimBatch as the fake saw it, with the relay's breaker
 // state at that moment.
 type claimRec struct {
-	state   string
-	n, got  int
-	probeNo int64
+	state  string
+	n, got int
 }
 
 // TestBreakerOpensProbesAndCloses: with the destination down, consecutive
@@ -95,7 +94,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	q.get(func() {
 		q.onClaim = func(n, got int) {
 			b := r.Breaker()
-			recs = append(recs, claimRec{b.State, n, got, b.Probes})
+			recs = append(recs, claimRec{b.State, n, got})
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -119,15 +118,10 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	}
 	q.get(func() {
 		var afterOpen, probeEvents int
-		var opened bool
 		for i, c := range recs {
 			if c.state == relay.BreakerClosed {
-				if opened && c.n > 1 && i > 0 && recs[i-1].state != relay.BreakerClosed {
-					opened = false // closed again: normal claims resume
-				}
 				continue
 			}
-			opened = true
 			afterOpen++
 			if c.state != relay.BreakerProbing || c.n != 1 {
 				t.Errorf("claim %d while the breaker was %s asked for %d events, want probing and 1", i, c.state, c.n)
@@ -151,9 +145,11 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		if attempts != len(q.claimed) {
 			t.Errorf("%d attempts charged, %d claims", attempts, len(q.claimed))
 		}
-		// Before the opening at most Threshold+Concurrency-1 failures were
-		// charged: everything else came from probes.
-		if failed := attempts - 40; int64(failed) > 3+4-1+b.Probes {
+		// Before the opening, Threshold failures (a few more when the
+		// first ones came from one flow while others ran) and the
+		// handlers still running were charged: everything else came from
+		// probes.
+		if failed := attempts - 40; int64(failed) > 2*3+4-1+b.Probes {
 			t.Errorf("%d failed attempts with %d probes", failed, b.Probes)
 		}
 		for _, items := range q.settles {
@@ -306,5 +302,54 @@ func TestBreakerNeedsTwoFlows(t *testing.T) {
 	q.waitFor(t, "b acked", func() bool { return q.byID["b/1"].state == "acked" })
 	if b := run.r.Breaker(); b.Opens != 0 {
 		t.Errorf("Breaker() = %+v, want never opened", b)
+	}
+}
+
+// TestBreakerDefaults: the zero options are Threshold 5, probes from 1 s
+// to 1 min; a MaxProbe below the default MinProbe lowers MinProbe to it.
+func TestBreakerDefaults(t *testing.T) {
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		return relay.FailDestination(relay.ReasonUnavailable, errors.New("refused"))
+	})
+	for _, tt := range []struct {
+		o         relay.BreakerOptions
+		threshold int
+		probe     time.Duration
+	}{
+		{relay.BreakerOptions{}, 5, time.Second},
+		{relay.BreakerOptions{Threshold: 1, MaxProbe: 300 * time.Millisecond}, 1, 300 * time.Millisecond},
+	} {
+		q := newFake(fastRetries(20))
+		q.enqueue("a", 1)
+		var logs logBuffer
+		run := start(t, q, h, relay.Options{Breaker: tt.o, Logger: logs.logger()})
+		q.waitFor(t, "open", func() bool { return run.r.Breaker().State == relay.BreakerOpen })
+		if err := run.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		if b := run.r.Breaker(); b.ConsecutiveFailures != tt.threshold {
+			t.Errorf("%+v: opened after %d failures, want %d", tt.o, b.ConsecutiveFailures, tt.threshold)
+		}
+		if len(logs.lines("breaker open", "next_probe="+tt.probe.String())) != 1 {
+			t.Errorf("%+v: want the first probe after %v: %q", tt.o, tt.probe, logs.lines("breaker open"))
+		}
+	}
+}
+
+// TestBreakerOpenShutsDown: a relay waiting for a probe an hour away
+// still returns at once when its context ends.
+func TestBreakerOpenShutsDown(t *testing.T) {
+	q := newFake(fastRetries(20))
+	q.enqueue("a", 1)
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		return relay.FailDestination(relay.ReasonUnavailable, errors.New("refused"))
+	})
+	run := start(t, q, h, relay.Options{Breaker: relay.BreakerOptions{Threshold: 1, MinProbe: time.Hour}})
+	q.waitFor(t, "open", func() bool { return run.r.Breaker().State == relay.BreakerOpen })
+	if err := run.stop(t); err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	if tot := run.r.Totals(); tot.Claimed != 1 || tot.Retried != 1 || tot.InFlight != 0 {
+		t.Errorf("Totals() = %+v, want one claim, retried", tot)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/relay"
 )
 
@@ -184,5 +185,51 @@ func TestRedactURLs(t *testing.T) {
 		if got := relay.RedactURLs(in); got != want {
 			t.Errorf("RedactURLs(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestSettledErrorText: the settle carries the handler's error text, made
+// printable, user info redacted; for a Failure the text of its Err (the
+// reason is recorded beside it), and its kind.
+func TestSettledErrorText(t *testing.T) {
+	q := newFake(testPolicy(60_000, 5))
+	q.enqueue("a", 1)
+	q.enqueue("b", 1)
+	q.enqueue("c", 1)
+	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error {
+		switch e.Flow {
+		case "a":
+			return errors.New("Post \"https://bob:pw@receiver.example/x\":\nEOF")
+		case "b":
+			return relay.FailDestination(relay.ReasonRateLimited, errors.New("429 Too Many Requests")).WithRetryAfter(1500 * time.Microsecond)
+		}
+		panic("boom")
+	})
+	run := start(t, q, h, relay.Options{})
+	q.waitFor(t, "three settles", func() bool {
+		n := 0
+		for _, items := range q.settles {
+			n += len(items)
+		}
+		return n >= 3
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]queuestore.Result{
+		"a/1": {Reason: relay.ReasonHandler, Error: `Post "https://REDACTED@receiver.example/x": EOF`},
+		"b/1": {Reason: relay.ReasonRateLimited, Error: "429 Too Many Requests", RetryAfter: 2},
+		"c/1": {Reason: relay.ReasonPanic, Error: "handler panicked: boom"},
+	}
+	for _, items := range q.settles {
+		for _, it := range items {
+			if w, ok := want[it.EventID]; ok && it.Result != w {
+				t.Errorf("%s settled %+v, want %+v", it.EventID, it.Result, w)
+			}
+			delete(want, it.EventID)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not settled: %v", want)
 	}
 }

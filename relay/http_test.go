@@ -148,6 +148,7 @@ func TestNewHTTPRefusesBadInput(t *testing.T) {
 		{"http://%zz", hookSecret, relay.HTTPOptions{}},
 		{"http://127.0.0.1/", nil, relay.HTTPOptions{}},
 		{"http://127.0.0.1/", hookSecret, relay.HTTPOptions{Timeout: -1}},
+		{"http://127.0.0.1/", hookSecret, relay.HTTPOptions{MaxRetryAfter: -time.Second}},
 	} {
 		if _, err := relay.NewHTTP(tt.url, tt.secret, tt.o); !errors.Is(err, relay.ErrInvalid) {
 			t.Errorf("NewHTTP(%q, %q, %+v) error = %v, want ErrInvalid", tt.url, tt.secret, tt.o, err)

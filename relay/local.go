@@ -21,8 +21,8 @@ type LocalReceiver interface {
 //	accepted, duplicate            nil (success: the effect is applied, once)
 //	conflict, gap                  Fail("conflict" | "gap")
 //	unsupported_delta              Fail("unsupported_delta")
-//	ErrInvalidBody, ErrInvalid     Fail("invalid_body") (HTTP: 400)
-//	ErrEffect, any other error     Fail("unavailable") (HTTP: 503, 500)
+//	ErrInvalidBody, ErrInvalid     FailPermanent("invalid_body") (HTTP: 400)
+//	ErrEffect, any other error     FailDestination("unavailable") (HTTP: 503, 500)
 //
 // The event's ID, flow, sequence number and body reach Receive unchanged.
 func NewLocal(r LocalReceiver) Handler {
@@ -30,9 +30,9 @@ func NewLocal(r LocalReceiver) Handler {
 		out, err := r.Receive(ctx, receiver.Message{ID: e.ID, Flow: e.Flow, Seq: e.Seq, Body: e.Body})
 		switch {
 		case errors.Is(err, receiver.ErrInvalidBody), errors.Is(err, receiver.ErrInvalid):
-			return Fail(ReasonInvalidBody, err)
+			return FailPermanent(ReasonInvalidBody, err)
 		case err != nil:
-			return Fail(ReasonUnavailable, err)
+			return FailDestination(ReasonUnavailable, err)
 		}
 		switch out {
 		case receiver.Accepted, receiver.Duplicate:

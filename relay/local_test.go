@@ -40,16 +40,17 @@ func TestLocal_Mapping(t *testing.T) {
 		r      relay.LocalReceiver
 		e      relay.Event
 		reason string // "" = success
+		kind   string // "permanent", "destination" or "" (an event failure, transient)
 	}{
-		{"accepted", st, ev("e1", 1, `{"delta": 5}`), ""},
-		{"duplicate", st, ev("e1", 1, `{"delta": 5}`), ""},
-		{"conflict", st, ev("e1", 1, `{"delta": 6}`), relay.ReasonConflict},
-		{"gap", st, ev("e3", 3, `{"delta": 1}`), relay.ReasonGap},
-		{"unsupported_delta", st, ev("e2", 2, `{"delta": 50}`), relay.ReasonUnsupportedDelta},
-		{"invalid body", st, ev("e2", 2, `{"delta": 0}`), relay.ReasonInvalidBody},
-		{"invalid message", st, ev("", 2, `{"delta": 1}`), relay.ReasonInvalidBody},
-		{"effect failure", failing, ev("e1", 1, `anything`), relay.ReasonUnavailable},
-		{"store error", closed, ev("e1", 1, `{"delta": 1}`), relay.ReasonUnavailable},
+		{"accepted", st, ev("e1", 1, `{"delta": 5}`), "", ""},
+		{"duplicate", st, ev("e1", 1, `{"delta": 5}`), "", ""},
+		{"conflict", st, ev("e1", 1, `{"delta": 6}`), relay.ReasonConflict, ""},
+		{"gap", st, ev("e3", 3, `{"delta": 1}`), relay.ReasonGap, ""},
+		{"unsupported_delta", st, ev("e2", 2, `{"delta": 50}`), relay.ReasonUnsupportedDelta, ""},
+		{"invalid body", st, ev("e2", 2, `{"delta": 0}`), relay.ReasonInvalidBody, "permanent"},
+		{"invalid message", st, ev("", 2, `{"delta": 1}`), relay.ReasonInvalidBody, "permanent"},
+		{"effect failure", failing, ev("e1", 1, `anything`), relay.ReasonUnavailable, "destination"},
+		{"store error", closed, ev("e1", 1, `{"delta": 1}`), relay.ReasonUnavailable, "destination"},
 	} {
 		err := relay.NewLocal(c.r).Handle(context.Background(), c.e)
 		var f *relay.Failure
@@ -58,6 +59,8 @@ func TestLocal_Mapping(t *testing.T) {
 			t.Errorf("%s: Handle() = %v, want nil", c.name, err)
 		case c.reason != "" && (!errors.As(err, &f) || f.Reason != c.reason):
 			t.Errorf("%s: Handle() = %v, want a failure with reason %s", c.name, err, c.reason)
+		case f != nil && (f.Permanent != (c.kind == "permanent") || f.Destination != (c.kind == "destination")):
+			t.Errorf("%s: Handle() = %+v, want kind %q", c.name, f, c.kind)
 		}
 	}
 	if tot, err := st.Total(context.Background(), "f"); err != nil || tot != 5 {

@@ -285,7 +285,7 @@ func (l *loop) storeFailed(op string, err error) {
 	backoff := min(l.r.o.Poll, 10*time.Millisecond<<min(l.failures-1, 20))
 	l.retryAt = time.Now().Add(backoff)
 	l.r.m.storeError(op)
-	l.r.log.Error("relay: queue call failed", "op", op, "err", err, "retry_in", backoff)
+	l.r.log.Error("relay: queue call failed", "op", op, "err", RedactURLs(err.Error()), "retry_in", backoff)
 }
 
 func (l *loop) storeOK() {

@@ -64,7 +64,9 @@ func (r *running) stop(t *testing.T) error {
 func TestNewRefusesBadOptions(t *testing.T) {
 	q := newFake(testPolicy(6, 3))
 	h := relay.HandlerFunc(func(context.Context, relay.Event) error { return nil })
-	for _, o := range []relay.Options{{Concurrency: -1}, {Batch: -1}, {Poll: -time.Second}, {Linger: -1}, {ShutdownGrace: -1}} {
+	for _, o := range []relay.Options{{Concurrency: -1}, {Batch: -1}, {Poll: -time.Second}, {Linger: -1}, {ShutdownGrace: -1},
+		{Breaker: relay.BreakerOptions{Threshold: -1}}, {Breaker: relay.BreakerOptions{MinProbe: -1}}, {Breaker: relay.BreakerOptions{MaxProbe: -1}},
+		{Breaker: relay.BreakerOptions{MinProbe: time.Minute, MaxProbe: time.Second}}} {
 		if _, err := relay.New(q, h, o); !errors.Is(err, relay.ErrInvalid) {
 			t.Errorf("New(%+v) error = %v, want ErrInvalid", o, err)
 		}
