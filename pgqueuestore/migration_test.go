@@ -36,6 +36,7 @@ var released = []string{
 	"26f52b0ccb526f2131a64ef3ad7fd50eebacde9c6c9ec69a1e7320aa6c049ca8", // 0003_oldest_due.sql
 	"050154c0a9898811f98260f8b91b429f19b01e5d58397833c19c4d65930ac18e", // 0004_heap_only_updates.sql
 	"e5280e1917d5f868aa4f650d9fa9dac4650dec32f0b6ad46622b1018906e890b", // 0005_paged_reads.sql
+	"3244539e4241a5e7ee859bf5c38183af0607330f1009e429e0b593e26a1eccad", // 0006_failure_detail.sql
 }
 
 // sqlSum is the SHA-256 of a migration's lines other than comment lines,
@@ -110,6 +111,7 @@ func migrationBackend() migrationtest.Backend {
 		{Name: "V2Build", Version: 2, Make: oldBuild(2)},
 		{Name: "V3Build", Version: 3, Make: oldBuild(3)},
 		{Name: "V4Build", Version: 4, Make: oldBuild(4)},
+		{Name: "V5Build", Version: 5, Make: oldBuild(5)},
 	}
 	b.FailAfter = func(v int) func() {
 		migrateHook = func(at int) error {
@@ -151,6 +153,29 @@ func TestAtVersionIsTheOldBuildsSchema(t *testing.T) {
 	}
 }
 
+// enqueueAsOldBuild stores one event per flow (each a new flow, seq 1,
+// pending at tick) with the statements of a build before migration 6,
+// whose columns every migration since 1 has: the current code's writes
+// read the policy columns of migration 6 and cannot run on an older
+// schema.
+func enqueueAsOldBuild(t *testing.T, s *Store, tick int64, flows ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, f := range flows {
+		if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready) VALUES ($1, 1, 0, 1, $2, true)`), f, tick); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.events
+    (id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, ticket, reason, enqueued_at)
+VALUES ($1 || '-1', $1, 1, 'x', 'pending', 0, 0, 0, $2, 0, 0, '', $2)`), f, tick); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`UPDATE {s}.meta SET clock_mark = greatest(clock_mark, $1) WHERE id = 1`), tick); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A version-3 schema, as a version-3 build made it (quarantine indexes on
 // state, a foreign key from events to flows), holding an event in every
 // state, is brought to the newest version by Open: the quarantined event
@@ -160,23 +185,20 @@ func TestAtVersionIsTheOldBuildsSchema(t *testing.T) {
 func TestMigrationFromVersion3(t *testing.T) {
 	ctx := context.Background()
 	s, url, schema := open(t, atVersion(3))
-	for _, id := range []string{"a-1", "b-1", "c-1", "d-1"} {
-		if _, err := s.Enqueue(ctx, queue.Event{ID: id, Flow: id[:1], Body: []byte("x")}, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cs, err := s.ClaimBatch(ctx, 2, 3) // a, b and c in flight
-	if err != nil || len(cs) != 3 {
-		t.Fatal(cs, err)
-	}
-	if r, err := s.Settle(ctx, "a-1", cs[0].Generation, queue.Result{OK: true}, 3); err != nil || r != queue.Acked {
-		t.Fatal(r, err)
-	}
+	// As a version-3 build left them: all four enqueued at 1; a, b and c
+	// claimed at 2 (tickets 1-3, leases until 7); a acked at 3; b-1
+	// quarantined (there is no quarantined column to write yet).
+	enqueueAsOldBuild(t, s, 1, "a", "b", "c", "d")
 	s.Close()
-	// b-1 quarantined as a version-3 build's settle wrote it (there is no
-	// quarantined column to write yet).
-	execSQL(t, url, `UPDATE `+schema+`.events SET state = 'quarantined', lease_until = 0, reason = 'unavailable' WHERE id = 'b-1';
+	execSQL(t, url, `UPDATE `+schema+`.events SET state = 'inflight', generation = 1, attempts = 1, lifetime_attempts = 1, lease_until = 7,
+    ticket = CASE flow WHEN 'a' THEN 1 WHEN 'b' THEN 2 ELSE 3 END WHERE flow IN ('a', 'b', 'c');
+UPDATE `+schema+`.flows SET served = 1, ready_at = 7, ready = false WHERE flow IN ('a', 'b', 'c');
+UPDATE `+schema+`.meta SET clock_mark = 3, ticket = 3;
+UPDATE `+schema+`.events SET state = 'acked', lease_until = 0 WHERE id = 'a-1';
+UPDATE `+schema+`.flows SET head_seq = NULL, ready_at = NULL, ready = false WHERE flow = 'a';
+UPDATE `+schema+`.events SET state = 'quarantined', lease_until = 0, reason = 'unavailable' WHERE id = 'b-1';
 UPDATE `+schema+`.flows SET ready_at = NULL, ready = false WHERE flow = 'b'`)
+	cs := []queue.Claim{{EventID: "a-1", Generation: 1}, {EventID: "b-1", Generation: 1}}
 
 	s2, err := Open(ctx, url, WithSchema(schema))
 	if err != nil {
@@ -373,8 +395,8 @@ func TestEnqueueOnABacklogCanStayOnItsPage(t *testing.T) {
 			t.Errorf("index %s reads last_seq, which an enqueue writes: %s", name, def)
 		}
 	}
-	if rows.Err() != nil || n != 7 {
-		t.Fatalf("flows has %d indexes, %v; want 7 (the primary key, the four of the claim, flows_by_served, flows_by_blocked)", n, rows.Err())
+	if rows.Err() != nil || n != 8 {
+		t.Fatalf("flows has %d indexes, %v; want 8 (the primary key, the four of the claim, flows_by_served, flows_by_blocked, flows_head_enqueued)", n, rows.Err())
 	}
 	// Ten flows with a head each; one more event for each is an update of
 	// last_seq alone, heap-only in the server's count for this transaction
