@@ -429,3 +429,54 @@ func TestEnqueueOnABacklogCanStayOnItsPage(t *testing.T) {
 		t.Fatalf("the enqueue updated %d flows, %d heap-only; want 10 and 10", upd, hot)
 	}
 }
+
+// A version-5 schema with rows in every table (testdata/data.sql, as the
+// builds before migration 6 wrote them) is brought to the newest version
+// by Open: every flow with a head gets its head's enqueue tick, so
+// OldestWaiting counts the events stored before it (a-2, enqueued at 2,
+// in flight; b-1 quarantined; c-1 and d-1 later); the recorded policy
+// reads as before (no schedule, no retry-after cap) and the history is
+// empty. meta's new columns refuse what Policy.Validate refuses.
+func TestMigrationFromVersion5(t *testing.T) {
+	ctx := context.Background()
+	schema := oldBuild(5)(t)
+	s, err := OpenPool(ctx, pgtest.Pool(t), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if at, ok, err := s.OldestWaiting(ctx); err != nil || !ok || at != 2 {
+		t.Fatalf("OldestWaiting = %d, %v, %v; want a-2's 2", at, ok, err)
+	}
+	p, err := s.Policy(ctx)
+	if err != nil || !p.Equal(queue.DefaultPolicy()) || p.Schedule != nil || p.RetryAfterCap != 0 {
+		t.Fatalf("Policy = %+v, %v; want the default", p, err)
+	}
+	if e, err := s.Event(ctx, "b-1"); err != nil || e.History != nil || e.Error != "" || e.Reason != "unavailable" {
+		t.Fatalf("Event(b-1) = %+v, %v; want no history", e, err)
+	}
+	if sn, err := s.Snapshot(ctx); err != nil || sn.Failures != nil {
+		t.Fatalf("Snapshot failures = %+v, %v; want none", sn.Failures, err)
+	}
+	for _, bad := range []string{
+		`schedule = '{5, 0}', max_attempts = 3`,    // a wait below 1
+		`schedule = '{5, NULL}', max_attempts = 3`, // a hole
+		`schedule = '{5, 7}', max_attempts = 5`,    // MaxAttempts is not the waits plus one
+		`schedule = '{{5}, {7}}', max_attempts = 3`,
+		`retry_after_cap = -1`,
+	} {
+		_, err := s.pool.Exec(ctx, s.q(`UPDATE {s}.meta SET `+bad+` WHERE id = 1`))
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "23514" {
+			t.Errorf("meta SET %s: %v; want a check violation", bad, err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`UPDATE {s}.meta SET schedule = '{5, 7}', max_attempts = 3, retry_after_cap = 9 WHERE id = 1`)); err != nil {
+		t.Fatal(err)
+	}
+	want := queue.DefaultPolicy().WithSchedule(5, 7)
+	want.RetryAfterCap = 9
+	if p, err := s.Policy(ctx); err != nil || !p.Equal(want) {
+		t.Fatalf("Policy = %+v, %v; want %+v", p, err, want)
+	}
+}
