@@ -54,7 +54,7 @@ func quarantine(t *testing.T, path, id string, from clock.Tick, reason string) c
 		t.Fatal(err)
 	}
 	defer q.Close()
-	last, err := driveToQuarantine(context.Background(), q, id, from, reason, io.Discard)
+	last, err := driveToQuarantine(context.Background(), q, id, from, reason, "", io.Discard)
 	if err != nil {
 		t.Fatalf("drive %s into quarantine: %v", id, err)
 	}
