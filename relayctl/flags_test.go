@@ -115,3 +115,42 @@ func TestSpanArg(t *testing.T) {
 		t.Errorf("parseSpan(soon) = %v, want %q", err, spanForm)
 	}
 }
+
+// TestGlobalFlagsBothPositions: every command takes the global flags after
+// its name as before it, with the same refusal of a value without a unit.
+func TestGlobalFlagsBothPositions(t *testing.T) {
+	t.Parallel()
+	want := `invalid value "1000" for flag -skew: ` + durationForm
+	for _, c := range commands {
+		name := []string{c.name}
+		switch c.name {
+		case "receiver":
+			name = append(name, "totals")
+		case "policy":
+			name = append(name, "set")
+		}
+		for _, args := range [][]string{
+			append(append([]string{}, name...), "--skew", "1000"),
+			append([]string{"--skew", "1000"}, name...),
+		} {
+			var out, errb strings.Builder
+			if code := run(args, strings.NewReader(""), &out, &errb); code != exitUsage || !strings.Contains(errb.String(), want) {
+				t.Errorf("relayctl %s: exit %d, stderr %q; want %d and %q", strings.Join(args, " "), code, firstLine(errb.String()), exitUsage, want)
+			}
+		}
+		for _, args := range [][]string{
+			append(append([]string{}, name...), "--skew", "2s", "--clock", "wall", "--queue", "q.db", "--receiver", "r.db", "-h"),
+			append([]string{"--skew", "2s", "--clock", "wall", "--queue", "q.db", "--receiver", "r.db"}, append(name, "-h")...),
+		} {
+			var out, errb strings.Builder
+			if code := run(args, strings.NewReader(""), &out, &errb); code != exitOK {
+				t.Errorf("relayctl %s: exit %d, stderr %q; want 0 (help)", strings.Join(args, " "), code, firstLine(errb.String()))
+			}
+		}
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
