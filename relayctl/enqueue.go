@@ -357,10 +357,15 @@ func checkFile(e *env, name string, in io.Reader) (err error) {
 	}
 	var q *queueDB
 	if isPostgres(e.queuePath) || e.mustExist(e.queuePath, "queue", "queue") == nil {
-		if q, err = e.readQueue(); err != nil {
+		q, err = e.readQueue()
+		switch {
+		case errors.Is(err, errNoSchema):
+			q = nil // a schema not created yet: every event would be new
+		case err != nil:
 			return err
+		default:
+			defer closeWith(q, &err)
 		}
-		defer closeWith(q, &err)
 	}
 	type first struct {
 		line int

@@ -207,7 +207,7 @@ func eventFrom(e queuestore.EventState) eventRow {
 		ID: e.ID, Flow: e.Flow, Seq: e.Seq, State: e.State,
 		Generation: e.Generation, Attempts: e.Attempts, LifetimeAttempts: e.LifetimeAttempts,
 		AvailableAt: int64(e.AvailableAt), LeaseUntil: int64(e.LeaseUntil),
-		Reason: e.Reason, Body: body(e.Body),
+		Reason: e.Reason, Error: e.Error, Body: body(e.Body),
 	}
 }
 
@@ -217,6 +217,22 @@ func (q *queueDB) Event(ctx context.Context, id string) (eventRow, error) {
 		return eventRow{}, err
 	}
 	return eventFrom(e), nil
+}
+
+// EventDetail reads one event with the history of its failed attempts.
+func (q *queueDB) EventDetail(ctx context.Context, id string) (eventDetailRow, error) {
+	e, err := q.s.Event(ctx, id)
+	if err != nil {
+		return eventDetailRow{}, err
+	}
+	r := eventDetailRow{eventRow: eventFrom(e), History: make([]attemptRow, 0, len(e.History))}
+	for _, a := range e.History {
+		r.History = append(r.History, attemptRow{
+			At: int64(a.At), Generation: a.Generation, Attempt: a.Attempt,
+			Outcome: string(a.Outcome), Reason: a.Reason, Error: a.Error,
+		})
+	}
+	return r, nil
 }
 
 func (q *queueDB) FlowEvents(ctx context.Context, flow string) ([]eventRow, error) {
@@ -244,7 +260,7 @@ func quarantinedRows(qs []queuestore.QuarantinedEvent) []quarantinedRow {
 	for _, e := range qs {
 		out = append(out, quarantinedRow{
 			ID: e.EventID, Flow: e.Flow, Seq: e.Seq, Generation: e.Generation,
-			LifetimeAttempts: e.LifetimeAttempts, Reason: e.Reason,
+			LifetimeAttempts: e.LifetimeAttempts, Reason: e.Reason, Error: e.Error,
 		})
 	}
 	return out

@@ -48,7 +48,7 @@ func TestReadmeRealTimeSection(t *testing.T) {
 		if _, err := q.Enqueue(ctx, queuestore.Event{ID: ev.id, Flow: ev.flow, Body: []byte(`{"delta": 1}`)}, from); err != nil {
 			t.Fatal(err)
 		}
-		if from, err = driveToQuarantine(ctx, q, ev.id, from, ev.reason, io.Discard); err != nil {
+		if from, err = driveToQuarantine(ctx, q, ev.id, from, ev.reason, "", io.Discard); err != nil {
 			t.Fatalf("quarantine %s: %v", ev.id, err)
 		}
 	}

@@ -63,8 +63,9 @@ type command struct {
 var commands = []command{
 	{"status", "clock mark, ticket, flows, events by state, quarantined, receiver totals", cmdStatus},
 	{"flows", "one row per flow: served, head, ready tick, backlog (--blocked, --sort, --top)", cmdFlows},
-	{"events", "a flow's events with state, generation, attempts and reason (--flow F)", cmdEvents},
-	{"quarantined", "every quarantined event and the reason it was quarantined", cmdQuarantined},
+	{"events", "a flow's events with state, generation, attempts, reason and error (--flow F)", cmdEvents},
+	{"event", "one event in full: state, reason, error text and attempt history", cmdEvent},
+	{"quarantined", "every quarantined event and the reason and error that quarantined it", cmdQuarantined},
 	{"redrive", "put a quarantined event back in its flow, with an audited --reason (--all: every match)", cmdRedrive},
 	{"audit", "the audit: every redrive and policy change, at which tick, and why", cmdAudit},
 	{"policy", "the queue's policy (lease, attempts, backoff, jitter) | policy set ... --reason", cmdPolicy},
