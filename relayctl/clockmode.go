@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -62,23 +61,34 @@ type clockConfig struct {
 	wall clock.Source
 }
 
-// tickValue is a flag holding a tick of 0 or more (--skew).
+// tickValue is --skew: a Go duration of 0 or more in whole milliseconds,
+// held as ticks of wall-clock mode (Unix milliseconds).
 type tickValue struct{ t *clock.Tick }
 
 func (v tickValue) String() string {
 	if v.t == nil {
 		return ""
 	}
-	return strconv.FormatInt(int64(*v.t), 10)
+	return shortDuration(time.Duration(*v.t) * time.Millisecond)
 }
 
 func (v tickValue) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return fmt.Errorf("want milliseconds, 0 or more, got %q", s)
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
 	}
-	*v.t = clock.Tick(n)
+	if d < 0 || d%time.Millisecond != 0 {
+		return fmt.Errorf("want a Go duration of 0 or more in whole milliseconds, such as 1s or 500ms")
+	}
+	*v.t = clock.Tick(d / time.Millisecond)
 	return nil
+}
+
+// wallAt reports whether the configuration reads time from the wall clock
+// for a queue whose clock mark is mark: wall mode, or auto mode and a mark
+// of Unix milliseconds (wallFloor or later).
+func (c clockConfig) wallAt(mark clock.Tick) bool {
+	return c.mode == clockWall || (c.mode == clockAuto || c.mode == "") && mark >= wallFloor
 }
 
 // currentTick is the tick a write acts at, and it switches q to real time
@@ -91,32 +101,39 @@ func (v tickValue) Set(s string) error {
 //     the mark;
 //   - auto: wall when the clock mark is at least wallFloor, else logical.
 func currentTick(ctx context.Context, q *queueDB, now tickFlag) (clock.Tick, error) {
+	t, _, err := currentTime(ctx, q, now)
+	return t, err
+}
+
+// currentTime is currentTick, and whether the write reads the wall clock
+// (then a tick is a Unix millisecond and a policy's spans are durations:
+// docs/decisions/relayctl-durations.md).
+func currentTime(ctx context.Context, q *queueDB, now tickFlag) (clock.Tick, bool, error) {
 	cfg := clockConfig{mode: clockLogical}
 	if now.clock != nil {
 		cfg = *now.clock
 	}
 	if cfg.mode == clockLogical && now.set {
-		return now.tick, nil
+		return now.tick, false, nil
 	}
 	st, err := q.Stats(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read the clock mark: %w", err)
+		return 0, false, fmt.Errorf("read the clock mark: %w", err)
 	}
 	mark := clock.Tick(st.ClockMark)
-	wall := cfg.mode == clockWall || cfg.mode == clockAuto && mark >= wallFloor
-	if !wall {
+	if !cfg.wallAt(mark) {
 		if now.set {
-			return now.tick, nil
+			return now.tick, false, nil
 		}
-		return mark, nil
+		return mark, false, nil
 	}
 	if err := q.UseRealTime(cfg.wall, cfg.skew, !now.set); err != nil {
-		return 0, fmt.Errorf("reopen the queue in real time: %w", err)
+		return 0, false, fmt.Errorf("reopen the queue in real time: %w", err)
 	}
 	if now.set {
-		return now.tick, nil
+		return now.tick, true, nil
 	}
-	return cfg.wall.Now(), nil
+	return cfg.wall.Now(), true, nil
 }
 
 // wallTime formats a tick of Unix milliseconds for a message.

@@ -149,7 +149,7 @@ func TestLogicalQueueKeepsRefusingRegression(t *testing.T) {
 	dir := t.TempDir()
 	wall := clock.NewManual(wallMs)
 	mustRun(t, dir, "enqueue", "--id", "e1", "--flow", "a", "--body", "x", "--now", "7")
-	code, _, errs := runAt(t, dir, wall, "enqueue", "--id", "e2", "--flow", "a", "--body", "y", "--now", "6", "--skew", "100")
+	code, _, errs := runAt(t, dir, wall, "enqueue", "--id", "e2", "--flow", "a", "--body", "y", "--now", "6", "--skew", "100ms")
 	if code != exitFail || !strings.Contains(errs, "tick 6 is below the queue's clock mark 7: logical time never goes back") {
 		t.Fatalf("enqueue below the mark of a logical queue: exit %d, stderr %q; want 1 and the regression", code, errs)
 	}

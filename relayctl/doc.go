@@ -10,14 +10,17 @@
 //
 //	relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]
 //
-// The commands are status, flows, events, quarantined, redrive (one event, or
+// The commands are status, flows, events, event (one event with its error
+// text and attempt history), quarantined, redrive (one event, or
 // every match with --all), audit, policy, enqueue, receiver totals, receiver
 // conflicts, snapshot and web (the operator console in a browser, see
 // docs/console.md); `relayctl help` lists them and README.md describes
 // each one. Every write takes --now TICK; without it a write acts at the
 // queue's clock mark, or, for a queue run in real time (its clock mark is Unix
 // milliseconds; --clock), at this machine's clock, and a tick more than --skew
-// ahead of that clock is refused (docs/contract.md §7.3). Exit status: 0 on
+// ahead of that clock is refused (docs/contract.md §7.3). Durations are Go
+// durations (30s, 250ms) on every flag; the global flags are accepted after the
+// command too (docs/decisions/relayctl-durations.md). Exit status: 0 on
 // success, 1 when the store refused the operation or could not be read, 2 on a
 // usage error.
 //

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 const (
@@ -22,7 +24,8 @@ const (
 func cmdEnqueue(e *env, args []string) (err error) {
 	f := newFlags(e, "enqueue",
 		"enqueue --id ID --flow FLOW (--body BODY | --body-file PATH) [--now TICK]\n"+
-			"       relayctl enqueue --file EVENTS.jsonl [--chunk N] [--now TICK]",
+			"       relayctl enqueue --file EVENTS.jsonl [--chunk N] [--now TICK]\n"+
+			"       relayctl enqueue --file EVENTS.jsonl --check",
 		"Enqueue adds one event, or every event of a JSONL file (\"-\" reads standard\n"+
 			"input), at the end of its flow. A file is written in chunks, one transaction\n"+
 			"per chunk; a chunk the store refuses is not written at all, and the chunks\n"+
@@ -33,7 +36,11 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			"value as its bytes exactly as written. --body-file reads one event's body\n"+
 			"byte for byte from a file (\"-\": standard input), for a body too long or too\n"+
 			"binary for the command line. Enqueue creates the queue when the\n"+
-			"file does not exist yet. A progress bar is drawn on a terminal only.").
+			"file does not exist yet. A progress bar is drawn on a terminal only.\n"+
+			"Every refusal names the line of the file. --check reads the whole file and\n"+
+			"writes nothing: it lists every line the queue would refuse (not an event\n"+
+			"object, invalid, an ID used with another flow or body in the file or in the\n"+
+			"queue) and exits 1 if there is one, else 0 with the counts.").
 		withQueue().withNow()
 	id := f.String("id", "", "event `ID` (unique forever)")
 	flow := f.String("flow", "", "the event's `FLOW`")
@@ -41,6 +48,7 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	bodyFile := f.String("body-file", "", "read the event's body from `PATH` (\"-\": standard input)")
 	file := f.String("file", "", "enqueue every event of this JSONL `FILE` (\"-\": standard input)")
 	chunk := f.Int("chunk", defaultChunk, fmt.Sprintf("events per transaction with --file (1..%d)", maxChunk))
+	check := f.Bool("check", false, "with --file: check every line and write nothing")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -75,8 +83,10 @@ func cmdEnqueue(e *env, args []string) (err error) {
 		case f.isSet("body-file") && *bodyFile == "":
 			return usagef("--body-file is empty")
 		}
-		if f.isSet("chunk") {
-			return usagef("--chunk goes with --file")
+		for _, name := range []string{"chunk", "check"} {
+			if f.isSet(name) {
+				return usagef("--%s goes with --file", name)
+			}
 		}
 	}
 	var in io.Reader
@@ -101,6 +111,12 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			}
 			in = fh
 		}
+	}
+	if bulk && *check {
+		if f.isSet("now") {
+			return usagef("--now goes with a write; --check writes nothing")
+		}
+		return checkFile(e, *file, in)
 	}
 	body := []byte(*bodyText)
 	if f.isSet("body-file") {
@@ -204,15 +220,12 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 		name = "stdin"
 	}
 	cr := &countingReader{r: in}
-	sc := bufio.NewScanner(cr)
-	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	bar := newProgress(e.stderr, e.isTerminal(e.stderr), size)
 	defer bar.done()
 
 	var (
 		batch              []newEvent
 		lines              []int // the line of each event in batch
-		line               int
 		total, added, dups int
 		chunks             int
 	)
@@ -232,7 +245,7 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 			why := explainEnqueue(e, q, now, err)
 			switch kindOf(err) {
 			case kindInvalid:
-				why = err // the store names the event
+				why = err // every line was checked (eventAt): not the event's own fault
 			case kindConflict:
 				if i, cerr := batchConflict(e, q, batch, err); cerr != nil {
 					why = fmt.Errorf("line %d: %w", lines[i], cerr)
@@ -254,31 +267,22 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 		bar.update(cr.n, total)
 		return nil
 	}
-	for sc.Scan() {
-		if err := e.ctx.Err(); err != nil {
-			return fmt.Errorf("%s: stopped before line %d (%v); %s", name, line+1, err, earlier())
+	err := readEvents(e, name, cr, func(l eventAt) error {
+		if l.err != nil {
+			return fmt.Errorf("%s:%d: %v; nothing from this chunk was written; %s", name, l.line, l.err, earlier())
 		}
-		line++
-		text := bytes.TrimSpace(sc.Bytes())
-		if len(text) == 0 {
-			continue
-		}
-		ev, err := parseEventLine(text)
-		if err != nil {
-			return fmt.Errorf("%s:%d: %v; nothing from this chunk was written; %s", name, line, err, earlier())
-		}
-		batch, lines = append(batch, ev), append(lines, line)
+		batch, lines = append(batch, l.ev), append(lines, l.line)
 		if len(batch) == chunk {
-			if err := flush(); err != nil {
-				return err
-			}
+			return flush()
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			err = fmt.Errorf("a line is longer than %d bytes", maxLineBytes)
+		return nil
+	})
+	if err != nil {
+		var re *readError
+		if errors.As(err, &re) {
+			return fmt.Errorf("%w; %s", err, earlier())
 		}
-		return fmt.Errorf("%s: after line %d: %v; %s", name, line, err, earlier())
+		return err
 	}
 	if err := flush(); err != nil {
 		return err
@@ -286,6 +290,138 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 	bar.done()
 	fmt.Fprintf(e.stdout, "enqueued %s from %s in %s at %s: %d new, %s\n",
 		plural(total, "event"), name, plural(chunks, "chunk"), e.when(now), added, plural(dups, "duplicate"))
+	return nil
+}
+
+// eventAt is one event of an events file, or why its line is not one.
+type eventAt struct {
+	line int // 1 is the file's first line
+	ev   newEvent
+	err  error // the line is not a valid event: ev is unset
+}
+
+// readError is a failure to read an events file (not a line's content).
+type readError struct{ msg string }
+
+func (r *readError) Error() string { return r.msg }
+
+// readEvents calls each with every non-blank line of an events file, in
+// order: the event, or why the line is not a valid one (not an event
+// object, or refused by the queue's own checks, queue.Event.Validate, so
+// that a refusal names its line and not its place in a chunk). It stops at
+// the first error each returns, at a cancelled context, or at a read error
+// (*readError).
+func readEvents(e *env, name string, in io.Reader, each func(eventAt) error) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	line := 0
+	for sc.Scan() {
+		if err := e.ctx.Err(); err != nil {
+			return &readError{fmt.Sprintf("%s: stopped before line %d (%v)", name, line+1, err)}
+		}
+		line++
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		ev, err := parseEventLine(text)
+		if err == nil {
+			err = queue.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}.Validate()
+		}
+		if err := each(eventAt{line: line, ev: ev, err: err}); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("a line is longer than %d bytes", maxLineBytes)
+		}
+		return &readError{fmt.Sprintf("%s: after line %d: %v", name, line, err)}
+	}
+	return nil
+}
+
+// maxListed is the number of refused lines `enqueue --check` lists; it
+// counts the rest.
+const maxListed = 50
+
+// checkFile is `enqueue --file --check`: every line of the file is read and
+// checked as the write would (readEvents), an ID is checked against the
+// file's earlier lines and the queue (when it exists: it is opened
+// read-only, and not created), and nothing is written. Each refused line is
+// listed on stderr (the first maxListed); a file with one is an error (exit
+// 1).
+func checkFile(e *env, name string, in io.Reader) (err error) {
+	if name == "-" {
+		name = "stdin"
+	}
+	var q *queueDB
+	if isPostgres(e.queuePath) || e.mustExist(e.queuePath, "queue", "queue") == nil {
+		q, err = e.readQueue()
+		switch {
+		case errors.Is(err, errNoSchema):
+			q = nil // a schema not created yet: every event would be new
+		case err != nil:
+			return err
+		default:
+			defer closeWith(q, &err)
+		}
+	}
+	type first struct {
+		line int
+		sum  [sha256.Size]byte
+	}
+	seen := make(map[string]first)
+	var added, dups, refused int
+	refuse := func(line int, why error) {
+		refused++
+		if refused <= maxListed {
+			fmt.Fprintf(e.stderr, "%s:%d: %v\n", name, line, why)
+		}
+	}
+	err = readEvents(e, name, in, func(l eventAt) error {
+		if l.err != nil {
+			refuse(l.line, l.err)
+			return nil
+		}
+		ev := l.ev
+		sum := sha256.Sum256(append(append([]byte(ev.Flow), 0), ev.Body...))
+		if f, ok := seen[ev.ID]; ok {
+			if f.sum != sum {
+				refuse(l.line, fmt.Errorf("event %s appears on line %d with another flow or body", ev.ID, f.line))
+			} else {
+				dups++
+			}
+			return nil
+		}
+		seen[ev.ID] = first{l.line, sum}
+		if q != nil {
+			old, rerr := q.Event(e.ctx, ev.ID)
+			switch {
+			case rerr == nil && (old.Flow != ev.Flow || !bytes.Equal(old.Body, ev.Body)):
+				refuse(l.line, conflictWith(e, q, ev, rerr))
+				return nil
+			case rerr == nil:
+				dups++
+				return nil
+			case kindOf(rerr) != kindNotFound:
+				return fmt.Errorf("%s:%d: read event %s: %w", name, l.line, ev.ID, rerr)
+			}
+		}
+		added++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if refused > maxListed {
+		fmt.Fprintf(e.stderr, "%s: %d more refused lines not listed\n", name, refused-maxListed)
+	}
+	if refused > 0 {
+		return fmt.Errorf("%s: %s refused, %s would be enqueued (%d new, %s); checked only, nothing written",
+			name, plural(refused, "line"), plural(added+dups, "event"), added, plural(dups, "duplicate"))
+	}
+	fmt.Fprintf(e.stdout, "checked %s: %s, %d new, %s; nothing written\n", name, plural(added+dups, "event"), added, plural(dups, "duplicate"))
 	return nil
 }
 

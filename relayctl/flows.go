@@ -201,7 +201,9 @@ func cmdSetWeight(e *env, args []string) (err error) {
 func cmdEvents(e *env, args []string) (err error) {
 	f := newFlags(e, "events", "events --flow F [--state STATE] [--json]",
 		"Events prints a flow's events in sequence order with state, generation,\n"+
-			"attempts in the current round, lifetime attempts and the last failure reason.").
+			"attempts in the current round, lifetime attempts, and the reason and error text\n"+
+			"of the current failure (the error cut to 40 characters; --json and\n"+
+			"'relayctl event ID' print it in full).").
 		withQueue().withJSON()
 	flow := f.String("flow", "", "the `FLOW` to list (required)")
 	state := f.String("state", "", "only events in `STATE` (pending, inflight, acked, quarantined)")
@@ -240,7 +242,7 @@ func cmdEvents(e *env, args []string) (err error) {
 		fmt.Fprintf(e.stdout, "no %s events in flow %s\n", *state, *flow)
 		return nil
 	}
-	t := newTable(e.stdout, "SEQ", "ID", "STATE", "GEN", "ATTEMPTS", "LIFETIME", "AVAILABLE", "LEASE", "REASON", "BODY")
+	t := newTable(e.stdout, "SEQ", "ID", "STATE", "GEN", "ATTEMPTS", "LIFETIME", "AVAILABLE", "LEASE", "REASON", "ERROR", "BODY")
 	for _, ev := range evs {
 		lease := "-"
 		if ev.State == "inflight" {
@@ -251,7 +253,7 @@ func cmdEvents(e *env, args []string) (err error) {
 			avail = e.at(ev.AvailableAt)
 		}
 		t.row(itoa(ev.Seq), ev.ID, ev.State, itoa(ev.Generation), itoa(int64(ev.Attempts)),
-			itoa(int64(ev.LifetimeAttempts)), avail, lease, ev.Reason, short(string(ev.Body), 40))
+			itoa(int64(ev.LifetimeAttempts)), avail, lease, ev.Reason, short(ev.Error, errorShown), short(string(ev.Body), 40))
 	}
 	return t.flush()
 }
@@ -259,8 +261,10 @@ func cmdEvents(e *env, args []string) (err error) {
 func cmdQuarantined(e *env, args []string) (err error) {
 	f := newFlags(e, "quarantined", "quarantined [--flow F] [--json]",
 		"Quarantined prints every quarantined event: its flow, sequence number,\n"+
-			"generation, lifetime attempts and the reason of its last failure. Each one\n"+
-			"blocks the rest of its flow until it is redriven.").
+			"generation, lifetime attempts, and the reason and error text of the failure\n"+
+			"that quarantined it (the error cut to 60 characters; --json and 'relayctl\n"+
+			"event ID' print it in full). Each one blocks the rest of its flow until it\n"+
+			"is redriven.").
 		withQueue().withJSON()
 	flow := f.String("flow", "", "only the quarantined events of `FLOW`")
 	pos, err := f.parse(args)
@@ -289,9 +293,10 @@ func cmdQuarantined(e *env, args []string) (err error) {
 		fmt.Fprintln(e.stdout, "no quarantined events")
 		return nil
 	}
-	t := newTable(e.stdout, "ID", "FLOW", "SEQ", "GEN", "LIFETIME", "REASON")
+	t := newTable(e.stdout, "ID", "FLOW", "SEQ", "GEN", "LIFETIME", "REASON", "ERROR")
 	for _, ev := range evs {
-		t.row(ev.ID, ev.Flow, itoa(ev.Seq), itoa(ev.Generation), itoa(int64(ev.LifetimeAttempts)), ev.Reason)
+		t.row(ev.ID, ev.Flow, itoa(ev.Seq), itoa(ev.Generation), itoa(int64(ev.LifetimeAttempts)), ev.Reason,
+			short(ev.Error, quarantinedErrorShown))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -299,6 +304,14 @@ func cmdQuarantined(e *env, args []string) (err error) {
 	fmt.Fprintln(e.stderr, "redrive one after fixing its cause: relayctl redrive ID --reason \"what was fixed\"")
 	return nil
 }
+
+// The longest error text `events` and `quarantined` print in their tables,
+// in runes (short; `quarantined` has fewer columns); --json and `event ID`
+// print it whole.
+const (
+	errorShown            = 40
+	quarantinedErrorShown = 60
+)
 
 // nonNil turns a nil slice into an empty one, so that --json prints [] and
 // never null.

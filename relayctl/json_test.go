@@ -49,12 +49,18 @@ func decodeStrict(t *testing.T, out string, v any) {
 // driveToQuarantine) and returns the tick of the last settle.
 func quarantine(t *testing.T, path, id string, from clock.Tick, reason string) clock.Tick {
 	t.Helper()
+	return quarantineWithError(t, path, id, from, reason, "")
+}
+
+// quarantineWithError is quarantine with an error text on each failure.
+func quarantineWithError(t *testing.T, path, id string, from clock.Tick, reason, errText string) clock.Tick {
+	t.Helper()
 	q, err := queuestore.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	last, err := driveToQuarantine(context.Background(), q, id, from, reason, io.Discard)
+	last, err := driveToQuarantine(context.Background(), q, id, from, reason, errText, io.Discard)
 	if err != nil {
 		t.Fatalf("drive %s into quarantine: %v", id, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -61,6 +62,9 @@ func pgTarget(raw, def, flagName string) (conn, schema string, err error) {
 	return u.String(), schema, nil
 }
 
+// errNoSchema is pgOpen's refusal of a schema that does not exist.
+var errNoSchema = errors.New("does not exist")
+
 // pgOpen connects to the URL of a --queue or --receiver value and, unless
 // create is set, makes sure the schema exists: a typo must not turn into a
 // fresh empty store, as for a SQLite file (store.go, mustExist). minConns
@@ -91,8 +95,8 @@ func pgOpen(ctx context.Context, raw, def, what, flagName string, create bool, m
 		}
 		if !ok {
 			pool.Close()
-			return nil, "", fmt.Errorf("%s schema %s does not exist (name an existing one with --%s 'postgres://…?schema=NAME')",
-				what, pgx.Identifier{schema}.Sanitize(), flagName)
+			return nil, "", fmt.Errorf("%s schema %s %w (name an existing one with --%s 'postgres://…?schema=NAME')",
+				what, pgx.Identifier{schema}.Sanitize(), errNoSchema, flagName)
 		}
 	}
 	return pool, schema, nil

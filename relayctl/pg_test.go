@@ -127,12 +127,12 @@ func TestPostgres_OperatorCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, err := driveToQuarantine(ctx, s, "e1", 0, "http_500", io.Discard)
+	last, err := driveToQuarantine(ctx, s, "e1", 0, "http_500", "HTTP 500 Internal Server Error", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	enq("e3", "b")
-	if last, err = driveToQuarantine(ctx, s, "e3", last, "http_410", io.Discard); err != nil {
+	if last, err = driveToQuarantine(ctx, s, "e3", last, "http_410", "", io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	enq("e4", "c")
@@ -165,7 +165,7 @@ func TestPostgres_OperatorCommands(t *testing.T) {
 	}
 
 	mustPG(t, qURL, "", "policy", "set", "--lease", "7", "--reason", "slower endpoint", "--now", now)
-	var pol policyRow
+	var pol policyFullRow
 	decodeStrict(t, mustPG(t, qURL, "", "policy", "--json"), &pol)
 	if pol.Lease != 7 {
 		t.Errorf("policy lease = %d after policy set, want 7", pol.Lease)

@@ -207,7 +207,7 @@ func eventFrom(e queuestore.EventState) eventRow {
 		ID: e.ID, Flow: e.Flow, Seq: e.Seq, State: e.State,
 		Generation: e.Generation, Attempts: e.Attempts, LifetimeAttempts: e.LifetimeAttempts,
 		AvailableAt: int64(e.AvailableAt), LeaseUntil: int64(e.LeaseUntil),
-		Reason: e.Reason, Body: body(e.Body),
+		Reason: e.Reason, Error: e.Error, Body: body(e.Body),
 	}
 }
 
@@ -217,6 +217,22 @@ func (q *queueDB) Event(ctx context.Context, id string) (eventRow, error) {
 		return eventRow{}, err
 	}
 	return eventFrom(e), nil
+}
+
+// EventDetail reads one event with the history of its failed attempts.
+func (q *queueDB) EventDetail(ctx context.Context, id string) (eventDetailRow, error) {
+	e, err := q.s.Event(ctx, id)
+	if err != nil {
+		return eventDetailRow{}, err
+	}
+	r := eventDetailRow{eventRow: eventFrom(e), History: make([]attemptRow, 0, len(e.History))}
+	for _, a := range e.History {
+		r.History = append(r.History, attemptRow{
+			At: int64(a.At), Generation: a.Generation, Attempt: a.Attempt,
+			Outcome: string(a.Outcome), Reason: a.Reason, Error: a.Error,
+		})
+	}
+	return r, nil
 }
 
 func (q *queueDB) FlowEvents(ctx context.Context, flow string) ([]eventRow, error) {
@@ -244,7 +260,7 @@ func quarantinedRows(qs []queuestore.QuarantinedEvent) []quarantinedRow {
 	for _, e := range qs {
 		out = append(out, quarantinedRow{
 			ID: e.EventID, Flow: e.Flow, Seq: e.Seq, Generation: e.Generation,
-			LifetimeAttempts: e.LifetimeAttempts, Reason: e.Reason,
+			LifetimeAttempts: e.LifetimeAttempts, Reason: e.Reason, Error: e.Error,
 		})
 	}
 	return out
@@ -263,7 +279,7 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 			if err := json.Unmarshal([]byte(a.Detail), &ch); err == nil {
 				old, new := policyFrom(ch.Old), policyFrom(ch.New)
 				r.Policy = &policyChangeRow{Old: old, New: new}
-				r.Change = policyDiff(old, new)
+				r.Change = policyDiff(old, new, a.At >= wallFloor)
 			}
 		}
 		if a.Kind == queuestore.AuditWeight {
@@ -289,11 +305,16 @@ func policyFrom(p queuestore.Policy) policyRow {
 	if f == "" {
 		f = queuestore.FairMinServed
 	}
-	return policyRow{
+	r := policyRow{
 		Lease: int64(p.Lease), MaxAttempts: p.MaxAttempts,
 		BackoffBase: int64(p.BackoffBase), BackoffCap: int64(p.BackoffCap),
 		Jitter: p.Jitter, Fairness: string(f),
+		Schedule: []int64{}, RetryAfterCap: int64(p.RetryAfterCap),
 	}
+	for _, w := range p.Schedule {
+		r.Schedule = append(r.Schedule, int64(w))
+	}
+	return r
 }
 
 func (q *queueDB) Policy(ctx context.Context) (policyRow, error) {
@@ -304,19 +325,18 @@ func (q *queueDB) Policy(ctx context.Context) (policyRow, error) {
 	return policyFrom(p), nil
 }
 
-// SetPolicy reads the recorded policy and changes the fields policyRow
-// shows, the fairness order included.
+// SetPolicy records p (every field policyRow shows, the schedule and the
+// fairness order included; an empty fairness keeps the recorded one).
 func (q *queueDB) SetPolicy(ctx context.Context, p policyRow, reason string, now clock.Tick) error {
-	cur, err := q.s.Policy(ctx)
-	if err != nil {
-		return err
+	next := p.policy()
+	if p.Fairness == "" {
+		cur, err := q.s.Policy(ctx)
+		if err != nil {
+			return err
+		}
+		next.Fairness = cur.Fairness
 	}
-	cur.Lease, cur.MaxAttempts = clock.Tick(p.Lease), p.MaxAttempts
-	cur.BackoffBase, cur.BackoffCap, cur.Jitter = clock.Tick(p.BackoffBase), clock.Tick(p.BackoffCap), p.Jitter
-	if p.Fairness != "" {
-		cur.Fairness = queuestore.Fairness(p.Fairness)
-	}
-	return q.s.SetPolicy(ctx, cur, reason, q.at(now))
+	return q.s.SetPolicy(ctx, next, reason, q.at(now))
 }
 
 func (q *queueDB) RedriveAll(ctx context.Context, f redriveFilter, reason string, now clock.Tick) ([]redrivenRow, error) {

@@ -48,7 +48,7 @@ func TestReadmeRealTimeSection(t *testing.T) {
 		if _, err := q.Enqueue(ctx, queuestore.Event{ID: ev.id, Flow: ev.flow, Body: []byte(`{"delta": 1}`)}, from); err != nil {
 			t.Fatal(err)
 		}
-		if from, err = driveToQuarantine(ctx, q, ev.id, from, ev.reason, io.Discard); err != nil {
+		if from, err = driveToQuarantine(ctx, q, ev.id, from, ev.reason, "", io.Discard); err != nil {
 			t.Fatalf("quarantine %s: %v", ev.id, err)
 		}
 	}
@@ -79,7 +79,7 @@ func TestReadmeRealTimeSection(t *testing.T) {
 		}
 	}
 
-	var p policyRow
+	var p policyFullRow
 	decodeStrict(t, mustRun(t, dir, "policy", "--json"), &p)
 	if p.Lease != 60_000 || p.MaxAttempts != 5 || !p.Jitter {
 		t.Fatalf("policy after the README = %+v, want lease 60000, 5 attempts, jitter on", p)

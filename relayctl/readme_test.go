@@ -119,7 +119,7 @@ func shellWords(t *testing.T, line string) []string {
 // section of relayctl/README.md, and of the repository's README.md when it
 // has that section too, in order, against a queue where evt-1007 has been
 // quarantined the way the relay would (docs/contract.md §2.4: three failures with
-// unsupported_delta). Each command must print exactly the output shown after
+// unsupported_delta and readmeErrorText). Each command must print exactly the output shown after
 // it, and the section must really unblock the flow ("a newcomer ...
 // finds why a flow is stuck and redrives it, copy-pasting the commands").
 func TestReadmeOperatingSection(t *testing.T) {
@@ -142,6 +142,10 @@ func TestReadmeOperatingSection(t *testing.T) {
 	}
 }
 
+// readmeErrorText is the error text of evt-1007's failures in the README's
+// example (what a receiver's refusal says).
+const readmeErrorText = "HTTP 400: delta 500 is above the receiver's MaxDelta 100"
+
 // checkReadmeSteps prepares the example queue and receiver, and runs steps.
 func checkReadmeSteps(t *testing.T, steps []readmeStep) {
 	dir := t.TempDir()
@@ -155,7 +159,7 @@ func checkReadmeSteps(t *testing.T, steps []readmeStep) {
 		t.Fatal(err)
 	}
 	mustRun(t, dir, "enqueue", "--file", events)
-	if last := quarantine(t, filepath.Join(dir, "queue.db"), "evt-1007", 1, "unsupported_delta"); last != 7 {
+	if last := quarantineWithError(t, filepath.Join(dir, "queue.db"), "evt-1007", 1, "unsupported_delta", readmeErrorText); last != 7 {
 		t.Fatalf("quarantined at tick %d, want 7", last)
 	}
 	r, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))

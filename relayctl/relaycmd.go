@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,44 +24,80 @@ import (
 	"github.com/fairrelay/fairrelay/relay"
 )
 
-// Real-time policy defaults of 'relayctl relay' (ticks are milliseconds).
+// Real-time policy defaults of 'relayctl relay' (ticks are milliseconds):
+// docs/decisions/relay-real-time-schedule.md says why these.
 const (
-	defaultLease       = 30 * time.Second
-	defaultBackoffBase = time.Second
-	defaultBackoffCap  = time.Minute
+	defaultLease         = 30 * time.Second
+	defaultBackoffBase   = time.Second
+	defaultBackoffCap    = time.Minute
+	defaultRetryAfterCap = time.Hour
 )
+
+// defaultSchedule is the real-time policy's list of waits: an event's
+// transient failures are retried for about 7 h 43 min (10 attempts) before
+// it is quarantined. While the destination is down the breaker stops
+// claiming, so an outage charges only its probes to the flows
+// (docs/contract.md §7.8).
+var defaultSchedule = []time.Duration{
+	time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
+	30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour,
+}
+
+// defaultScheduleArgs is defaultSchedule as --schedule's default value.
+func defaultScheduleArgs() []spanArg {
+	out := make([]spanArg, len(defaultSchedule))
+	for i, d := range defaultSchedule {
+		out[i] = spanArg{text: shortDuration(d), dur: true, d: d}
+	}
+	return out
+}
 
 // cmdRelay runs the relay runtime over the queue until it is interrupted
 // (or, with --exit-when-idle, until nothing is left to deliver).
 func cmdRelay(e *env, args []string) (err error) {
-	c := newFlags(e, "relay", "relay (--to URL [--secret S] | --receiver PATH) [flags]",
+	c := newFlags(e, "relay", "relay (--to URL [--secret S]... | --receiver PATH) [flags]",
 		"Runs the relay over queue.db: claims events fairly, delivers each one and settles the result,\n"+
 			"with --concurrency deliveries at once. --to URL delivers over HTTP, signed with the secret\n"+
-			"(--secret or $"+secretEnv+"), to the URL that 'relayctl receive' prints; without --to it\n"+
-			"delivers in this process to the receiver database (--receiver, created if missing).\n"+
+			"(--secret or $"+secretEnv+"; --secret again adds a secret to sign with too, for a rotation),\n"+
+			"to the URL that 'relayctl receive' prints; without --to it delivers in this process to the\n"+
+			"receiver database (--receiver, created if missing).\n"+
 			"Ticks are wall-clock milliseconds. A queue still on the default logical policy (lease 5 ticks)\n"+
-			"is given the real-time policy below, with an audit row; --lease, --max-attempts, --backoff-base\n"+
-			"and --backoff-cap, when given, set the queue's policy (audited) if it differs.\n"+
+			"is given the real-time policy below (--schedule's waits: an event's transient failures are\n"+
+			"retried for hours), with an audit row; --lease, --schedule, --retry-after-cap, --max-attempts,\n"+
+			"--backoff-base and --backoff-cap, when given, set the queue's policy (audited) if it differs\n"+
+			"(--schedule none, or --max-attempts or --backoff-* without --schedule: the doubling formula).\n"+
+			"Consecutive failures of the destination (refused, timeouts, 5xx, 401/403/404, 429) open a breaker:\n"+
+			"no claims but one probe at a time until the destination answers (--breaker-threshold, --probe-max).\n"+
 			"Ctrl-C or SIGTERM stops claiming, lets deliveries in flight finish (up to --grace), settles them\n"+
-			"and exits 0. On a terminal a live line shows delivered/s, backlog, in flight and quarantined.\n"+
+			"and exits 0. --exit-when-idle exits 0 once nothing is left to do and every event was delivered,\n"+
+			"3 when events were quarantined during the run or wait behind quarantined heads.\n"+
+			"On a terminal a live line shows delivered/s, backlog, in flight and quarantined.\n"+
+			"--metrics ADDR serves /metrics and /status (breaker and totals; 'relayctl status --relay ADDR').\n"+
 			"On a postgres:// queue the relay also LISTENs for the queue's wake-ups: another process's enqueue\n"+
 			"wakes it at once; --poll stays the bound (a lost listener is retried with backoff).").withQueue()
 	to := c.String("to", "", "deliver over HTTP to `URL` (the URL 'relayctl receive' prints)")
-	secretFlag := c.String("secret", "", "signing secret `S` for --to (default $"+secretEnv+")")
+	var secrets stringsFlag
+	c.Var(&secrets, "secret", "signing secret `S` for --to (default $"+secretEnv+"); repeat it to sign with each (a rotation)")
 	c.withReceiver(false)
 	concurrency := c.Int("concurrency", relay.DefaultConcurrency, "deliveries in flight at once, at most `N`")
 	batch := c.Int("batch", relay.DefaultBatch, "claim and settle up to `N` events per queue transaction")
-	idle := c.Bool("exit-when-idle", false, "exit 0 once nothing is dispatchable, in flight or waiting for a retry")
-	metricsAddr := c.String("metrics", "", "serve Prometheus metrics on `ADDR` (host:port) at /metrics")
+	idle := c.Bool("exit-when-idle", false, "exit once nothing is dispatchable, in flight or waiting for a retry: 0 if all was delivered, 3 if not")
+	metricsAddr := c.String("metrics", "", "serve Prometheus metrics on `ADDR` (host:port) at /metrics, and the relay's status at /status")
 	jsonLogs := c.Bool("json", false, "log JSON lines (log/slog) on stderr; no live line")
 	grace := c.Duration("grace", relay.DefaultShutdownGrace, "how long deliveries in flight may take to finish at shutdown")
 	poll := c.Duration("poll", relay.DefaultPoll, "the longest wait before looking for work that another process made due")
 	timeout := c.Duration("timeout", relay.DefaultHTTPTimeout, "the longest one HTTP delivery may take (--to)")
 	skew := c.Duration("skew", time.Second, "how far behind the queue's clock mark this clock may be (several processes)")
 	lease := c.Duration("lease", defaultLease, "policy: how long a claim holds its event (extended while it runs)")
-	attempts := c.Int("max-attempts", queuestore.MaxAttempts, "policy: failed claims before an event is quarantined")
-	base := c.Duration("backoff-base", defaultBackoffBase, "policy: the wait after the first failure (doubling)")
-	capd := c.Duration("backoff-cap", defaultBackoffCap, "policy: the longest wait between attempts")
+	schedule := defaultScheduleArgs()
+	c.Var(scheduleValue{&schedule}, "schedule", "policy: the `WAITS` after each failed attempt, Go durations such as 5s,30s,2m,1h (none: the doubling formula)")
+	retryAfterCap := c.Duration("retry-after-cap", defaultRetryAfterCap, "policy: the longest wait a receiver's Retry-After may ask for")
+	attempts := c.Int("max-attempts", 0, "policy: failed claims before an event is quarantined (default: the schedule's waits plus one; 3 with the formula)")
+	base := c.Duration("backoff-base", defaultBackoffBase, "policy: the wait after the first failure (doubling) without a schedule")
+	capd := c.Duration("backoff-cap", defaultBackoffCap, "policy: the longest wait between attempts without a schedule")
+	threshold := c.Int("breaker-threshold", 0, "consecutive destination failures that open the breaker (0: the relay's default, 5)")
+	probeMin := c.Duration("probe-min", 0, "the first wait between probes of an open breaker, doubling (0: the relay's default, 1s)")
+	probeMax := c.Duration("probe-max", 0, "the longest wait between probes of an open breaker (0: the relay's default, 1m)")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -78,13 +114,19 @@ func cmdRelay(e *env, args []string) (err error) {
 		return usagef("--grace and --skew must not be negative, --poll and --timeout must be positive")
 	case *to == "" && c.isSet("secret"):
 		return usagef("--secret is for --to URL; in-process delivery (--receiver) is not signed")
+	case *threshold < 0 || *probeMin < 0 || *probeMax < 0:
+		return usagef("--breaker-threshold, --probe-min and --probe-max must not be negative")
+	case *probeMin > 0 && *probeMax > 0 && *probeMin > *probeMax:
+		return usagef("--probe-min %s is above --probe-max %s", *probeMin, *probeMax)
 	}
-	want := queuestore.Policy{Lease: ms(*lease), MaxAttempts: *attempts, BackoffBase: ms(*base), BackoffCap: ms(*capd),
-		Fairness: queuestore.FairMinServed}
-	if err := want.Validate(); err != nil {
-		return usagef("%v", err)
+	want, err := relayPolicy(c, *lease, schedule, *retryAfterCap, *attempts, *base, *capd)
+	if err != nil {
+		return err
 	}
-	explicitPolicy := c.isSet("lease") || c.isSet("max-attempts") || c.isSet("backoff-base") || c.isSet("backoff-cap")
+	explicitPolicy := false
+	for _, name := range []string{"lease", "schedule", "retry-after-cap", "max-attempts", "backoff-base", "backoff-cap"} {
+		explicitPolicy = explicitPolicy || c.isSet(name)
+	}
 	log := newLogger(e.stderr, *jsonLogs)
 
 	// The handler: HTTP to --to, or the receiver in this process. Usage
@@ -92,13 +134,13 @@ func cmdRelay(e *env, args []string) (err error) {
 	// typo must not relay from a new empty queue), then the receiver opens.
 	var h relay.Handler
 	if *to != "" {
-		secret, err := secretFrom(*secretFlag, c.isSet("secret"))
+		keys, err := signingSecrets(secrets)
 		if err != nil {
 			return err
 		}
-		hh, err := relay.NewHTTP(*to, secret, relay.HTTPOptions{MaxIdleConns: *concurrency, Timeout: *timeout})
+		hh, err := relay.NewHTTP(*to, keys[0], relay.HTTPOptions{MaxIdleConns: *concurrency, Timeout: *timeout, ExtraSecrets: keys[1:]})
 		if err != nil {
-			return usagef("--to: %v", err)
+			return usagef("--to: %s", relay.RedactURLs(err.Error()))
 		}
 		h = hh
 	} else if e.receiverPath == "" {
@@ -151,23 +193,27 @@ func cmdRelay(e *env, args []string) (err error) {
 	}
 
 	reg := prometheus.NewRegistry()
-	var count countingHandler
-	count.h = h
-	rl, err := relay.New(q, &count, relay.Options{
+	rl, err := relay.New(q, h, relay.Options{
 		Concurrency: *concurrency, Batch: *batch, Clock: clock.Wall{}, Poll: *poll,
 		ShutdownGrace: *grace, Logger: log, Metrics: reg,
+		Breaker: relay.BreakerOptions{Threshold: *threshold, MinProbe: *probeMin, MaxProbe: *probeMax},
 	})
 	if err != nil {
 		return usagef("%v", err)
 	}
+	dest := target(*to, e.receiverPath)
+	started := time.Now()
 	if *metricsAddr != "" {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		stop, url, err := serveMetrics(*metricsAddr, reg, log)
+		status := func() relayStatus {
+			return newRelayStatus(shown(e.queuePath), dest, started, rl.Breaker(), rl.Totals())
+		}
+		stop, url, err := serveMetrics(*metricsAddr, reg, status, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		log.Info("metrics", "url", url)
+		log.Info("metrics", "url", url, "status", strings.TrimSuffix(url, "/metrics")+"/status")
 	}
 
 	ctx, cancel := context.WithCancelCause(e.ctx)
@@ -188,10 +234,10 @@ func cmdRelay(e *env, args []string) (err error) {
 	live := !*jsonLogs && e.isTerminal(e.stderr)
 	liveStop, liveDone := make(chan struct{}), make(chan struct{})
 	if live {
-		go func() { liveLine(e.stderr, q, &count, liveStop); close(liveDone) }()
+		delivered := func() int64 { return rl.Totals().Delivered }
+		go func() { liveLine(e.stderr, q, delivered, liveStop); close(liveDone) }()
 	}
-	start := time.Now()
-	log.Info("relaying", "queue", shown(e.queuePath), "to", target(*to, e.receiverPath), "concurrency", *concurrency, "batch", *batch)
+	log.Info("relaying", "queue", shown(e.queuePath), "to", dest, "concurrency", *concurrency, "batch", *batch)
 	runErr := rl.Run(ctx)
 	cancel(nil)
 	<-listening
@@ -204,12 +250,105 @@ func cmdRelay(e *env, args []string) (err error) {
 	if errors.Is(context.Cause(ctx), errIdle) {
 		why = "idle"
 	}
-	el := time.Since(start)
-	fmt.Fprintf(e.stdout, "relay stopped (%s): %d delivered, %d failed in %s\n", why, count.ok.Load(), count.failed.Load(), el.Round(time.Millisecond))
+	tot := totalsOf(rl.Totals())
+	fmt.Fprintf(e.stdout, "relay stopped (%s): %s in %s\n", why, tot.summary(), time.Since(started).Round(time.Millisecond))
 	if runErr != nil {
 		return fmt.Errorf("relay: %w", runErr)
 	}
+	if why != "idle" {
+		return nil
+	}
+	// An idle end with events this run could not deliver exits 3
+	// (docs/decisions/relayctl-exit-status.md): quarantined during the run,
+	// or left waiting behind a quarantined head.
+	st, err := q.Stats(e.ctx)
+	if err != nil {
+		return fmt.Errorf("read the queue's stats at the end: %w", err)
+	}
+	if tot.Quarantined > 0 || st.Events.Pending > 0 {
+		return &undeliveredError{quarantined: tot.Quarantined, waiting: st.Events.Pending}
+	}
 	return nil
+}
+
+// relayPolicy is the policy the relay's flags ask for: the lease, the
+// retry-after cap and, with a schedule, its waits (MaxAttempts = waits+1);
+// --max-attempts or --backoff-* without --schedule (or --schedule none)
+// ask for the doubling formula instead. A bad combination is a usage error.
+func relayPolicy(c *cmdFlags, lease time.Duration, schedule []spanArg, retryAfterCap time.Duration,
+	attempts int, base, capd time.Duration) (queuestore.Policy, error) {
+	formula := c.isSet("max-attempts") || c.isSet("backoff-base") || c.isSet("backoff-cap")
+	if !c.isSet("schedule") && formula {
+		schedule = nil
+	}
+	p := queuestore.Policy{Lease: ms(lease), MaxAttempts: attempts, BackoffBase: ms(base), BackoffCap: ms(capd),
+		Fairness: queuestore.FairMinServed, RetryAfterCap: ms(retryAfterCap)}
+	if retryAfterCap < 0 {
+		return p, usagef("--retry-after-cap %s is negative", retryAfterCap)
+	}
+	if len(schedule) > 0 {
+		waits := make([]clock.Tick, len(schedule))
+		for i, a := range schedule {
+			n, err := a.ticksFor("schedule", true) // the relay's ticks are milliseconds
+			if err != nil {
+				return p, err
+			}
+			waits[i] = clock.Tick(n)
+		}
+		if c.isSet("max-attempts") && attempts != len(schedule)+1 {
+			return p, usagef("--max-attempts %d does not fit --schedule's %d waits: leave it out (it is the waits plus one)", attempts, len(schedule))
+		}
+		p = p.WithSchedule(waits...)
+	} else if !c.isSet("max-attempts") {
+		p.MaxAttempts = queuestore.MaxAttempts
+	}
+	if err := p.Validate(); err != nil {
+		return p, usagef("%v", err)
+	}
+	return p, nil
+}
+
+// signingSecrets decodes the --secret values (each like receive's: a
+// Standard Webhooks whsec_ secret is decoded), or $FAIRRELAY_SECRET when
+// none is given. The first signs; the others sign too (a rotation).
+func signingSecrets(flags stringsFlag) ([][]byte, error) {
+	if len(flags) == 0 {
+		s, err := secretFrom("", false)
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{s}, nil
+	}
+	keys := make([][]byte, 0, len(flags))
+	for _, f := range flags {
+		s, err := secretFrom(f, true)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, s)
+	}
+	return keys, nil
+}
+
+// stringsFlag is a flag that may be repeated: each value in order.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return "" } // never print a secret as a default
+
+func (s *stringsFlag) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+// undeliveredError ends an idle run that leaves events undelivered: exit
+// status 3 (exitUndelivered).
+type undeliveredError struct {
+	quarantined, waiting int64
+}
+
+func (u *undeliveredError) Error() string {
+	return fmt.Sprintf("not everything was delivered: %d quarantined during this run, %d waiting behind quarantined heads; "+
+		"run 'relayctl quarantined' to see why, then 'relayctl redrive'", u.quarantined, u.waiting)
 }
 
 // relayQueue is what 'relayctl relay' needs of its queue: the relay's own
@@ -244,9 +383,12 @@ func (e *env) relayReceiver() (interface {
 // ms converts a duration to millisecond ticks.
 func ms(d time.Duration) clock.Tick { return clock.Tick(d / time.Millisecond) }
 
+// target names where the relay delivers, for logs, the summary and
+// /status: --to without its user info (relay.RedactURLs), or the receiver in
+// process.
 func target(to, receiver string) string {
 	if to != "" {
-		return to
+		return relay.RedactURLs(to)
 	}
 	return "receiver " + shown(receiver) + " (in process)"
 }
@@ -263,14 +405,34 @@ func ensurePolicy(ctx context.Context, q relayQueue, want queuestore.Policy, exp
 	if have.Equal(want) || (!explicit && !have.Equal(queuestore.DefaultPolicy())) {
 		return nil
 	}
-	reason := fmt.Sprintf("relayctl relay: real-time policy (lease %s, %d attempts, backoff %s..%s)",
-		time.Duration(want.Lease)*time.Millisecond, want.MaxAttempts,
-		time.Duration(want.BackoffBase)*time.Millisecond, time.Duration(want.BackoffCap)*time.Millisecond)
+	reason := "relayctl relay: real-time policy (" + describePolicy(want) + ")"
 	if err := q.SetPolicy(ctx, want, reason, clock.Wall{}.Now()); err != nil {
 		return fmt.Errorf("set the queue's policy: %w", err)
 	}
 	log.Info("queue policy set", "reason", reason)
 	return nil
+}
+
+// describePolicy says a real-time policy in words for the audit and the
+// log: "lease 30s, schedule 1s,5s,…,4h (10 attempts), retry-after cap 1h",
+// or with the formula "lease 30s, 3 attempts, backoff 1s..1m".
+func describePolicy(p queuestore.Policy) string {
+	d := func(t clock.Tick) time.Duration { return time.Duration(t) * time.Millisecond }
+	var b strings.Builder
+	fmt.Fprintf(&b, "lease %s, ", shortDuration(d(p.Lease)))
+	if len(p.Schedule) > 0 {
+		parts := make([]string, len(p.Schedule))
+		for i, w := range p.Schedule {
+			parts[i] = shortDuration(d(w))
+		}
+		fmt.Fprintf(&b, "schedule %s (%d attempts)", strings.Join(parts, ","), p.MaxAttempts)
+	} else {
+		fmt.Fprintf(&b, "%d attempts, backoff %s..%s", p.MaxAttempts, shortDuration(d(p.BackoffBase)), shortDuration(d(p.BackoffCap)))
+	}
+	if p.RetryAfterCap > 0 {
+		fmt.Fprintf(&b, ", retry-after cap %s", shortDuration(d(p.RetryAfterCap)))
+	}
+	return b.String()
 }
 
 // errIdle is the cause of the relay's end under --exit-when-idle.
@@ -305,36 +467,20 @@ func watchIdle(ctx context.Context, q relayQueue, poll time.Duration, cancel con
 	}
 }
 
-// countingHandler counts the deliveries of this process by result.
-type countingHandler struct {
-	h          relay.Handler
-	ok, failed atomic.Int64
-}
-
-func (c *countingHandler) Handle(ctx context.Context, ev relay.Event) error {
-	err := c.h.Handle(ctx, ev)
-	if err == nil {
-		c.ok.Add(1)
-	} else {
-		c.failed.Add(1)
-	}
-	return err
-}
-
 // liveLine redraws one status line on w every second until done: this
-// process's deliveries per second, and the queue's backlog (pending and in
+// process's deliveries (acknowledged) per second, and the queue's backlog (pending and in
 // flight, every process), in flight and quarantined events.
-func liveLine(w io.Writer, q relayQueue, c *countingHandler, done <-chan struct{}) {
+func liveLine(w io.Writer, q relayQueue, delivered func() int64, done <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	last, at := c.ok.Load(), time.Now()
+	last, at := delivered(), time.Now()
 	for {
 		select {
 		case <-done:
 			return
 		case now := <-t.C:
 			st, err := q.Stats(context.Background())
-			n := c.ok.Load()
+			n := delivered()
 			rate := float64(n-last) / now.Sub(at).Seconds()
 			last, at = n, now
 			if err != nil {
@@ -347,14 +493,22 @@ func liveLine(w io.Writer, q relayQueue, c *countingHandler, done <-chan struct{
 	}
 }
 
-// serveMetrics serves reg at http://addr/metrics until stop is called.
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), url string, err error) {
+// serveMetrics serves reg at http://addr/metrics, and the relay's status
+// (breaker and totals, as JSON: 'relayctl status --relay ADDR') at
+// http://addr/status, until stop is called. Both answer GET (and HEAD)
+// only.
+func serveMetrics(addr string, reg *prometheus.Registry, status func() relayStatus, log *slog.Logger) (stop func(), url string, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("--metrics: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = writeJSON(w, status())
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { _ = srv.Serve(ln) }()
 	return func() {

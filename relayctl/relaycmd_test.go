@@ -115,12 +115,43 @@ func TestRelay_InterruptedSettlesWhatIsInFlight(t *testing.T) {
 		t.Errorf("relay metrics lack fairrelay_ and go_ series:\n%.500s", m)
 	}
 
+	// /status on the same listener, and 'relayctl status --relay ADDR'
+	// reading it: the breaker closed, two claims in flight.
+	addr := strings.TrimSuffix(strings.TrimPrefix(metricsURL, "http://"), "/metrics")
+	var sout, serr lockedBuffer
+	se := newEnv(strings.NewReader(""), &sout, &serr)
+	if code := se.main([]string{"status", "--relay", addr, "--json"}); code != exitOK {
+		t.Fatalf("status --relay: exit %d\n%s", code, serr.String())
+	}
+	var rep relayStatusReport
+	if err := json.Unmarshal([]byte(sout.String()), &rep); err != nil {
+		t.Fatalf("status --relay --json: %v\n%s", err, sout.String())
+	}
+	if rep.Relay.Breaker.State != "closed" || rep.Relay.Totals.Claimed != 2 || rep.Relay.Totals.InFlight != 2 ||
+		rep.Relay.To != ts.URL || rep.Relay.Queue != "queue.db" {
+		t.Errorf("status --relay --json = %+v, want breaker closed, 2 claimed and in flight, to %s", rep.Relay, ts.URL)
+	}
+	sout = lockedBuffer{}
+	if code := se.main([]string{"status", "--relay", metricsURL}); code != exitOK {
+		t.Fatalf("status --relay URL: exit %d\n%s", code, serr.String())
+	}
+	for _, want := range []string{"RELAY ", "breaker ", "closed", "in flight ", "attempts "} {
+		if !strings.Contains(sout.String(), want) {
+			t.Errorf("status --relay lacks %q:\n%s", want, sout.String())
+		}
+	}
+	if resp, err := http.Post(strings.TrimSuffix(metricsURL, "/metrics")+"/status", "application/json", nil); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /status = %d, want 405 (GET only)", resp.StatusCode)
+	}
+
 	cancel() // SIGINT
 	close(release)
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit status = %d, want 0; stderr:\n%s", code, stderr.String())
 	}
-	if out := stdout.String(); !strings.HasPrefix(out, "relay stopped (interrupted): 2 delivered, 0 failed in ") {
+	if out := stdout.String(); !strings.HasPrefix(out, "relay stopped (interrupted): 2 delivered, 0 retried, 0 quarantined, 0 leases lost, 0 settle errors (2 attempts) in ") {
 		t.Errorf("stdout = %q", out)
 	}
 
@@ -141,5 +172,108 @@ func TestRelay_InterruptedSettlesWhatIsInFlight(t *testing.T) {
 	}
 	if tot, err := store.Total(ctx, "b"); err != nil || tot != 4 {
 		t.Errorf("Total(b) = %d, %v; want 4", tot, err)
+	}
+}
+
+// The default schedule rides out several hours of transient failures of
+// one event, and --schedule's default shows it the way it is given.
+func TestDefaultSchedule(t *testing.T) {
+	t.Parallel()
+	var sum time.Duration
+	for _, w := range defaultSchedule {
+		sum += w
+	}
+	if sum < 4*time.Hour {
+		t.Errorf("default schedule waits %s in all, want at least 4h", sum)
+	}
+	args := defaultScheduleArgs()
+	if got := (scheduleValue{&args}).String(); got != "1s,5s,30s,2m,10m,30m,1h,2h,4h" {
+		t.Errorf("--schedule default = %q", got)
+	}
+}
+
+// The status URL of a relay is found from host:port or the logged metrics
+// URL.
+func TestRelayStatusURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"127.0.0.1:9100":                 "http://127.0.0.1:9100/status",
+		"http://127.0.0.1:9100/metrics":  "http://127.0.0.1:9100/status",
+		"http://127.0.0.1:9100/":         "http://127.0.0.1:9100/status",
+		"https://relay.example/status":   "https://relay.example/status",
+		"http://127.0.0.1:9100/metrics/": "http://127.0.0.1:9100/status",
+	} {
+		if got := relayStatusURL(in); got != want {
+			t.Errorf("relayStatusURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// status --relay on an address with no relay is exit 1 and says what to
+// check; an empty --relay is a usage error.
+func TestStatusRelay_Unreachable(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.NotFoundHandler())
+	defer ts.Close()
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"status", "--relay", ""}, exitUsage, "--relay is empty"},
+		{[]string{"status", "--relay", ts.URL}, exitFail, "404 Not Found (a relay older than /status, or not a relay)"},
+		{[]string{"status", "--relay", "http://u:secretpw@127.0.0.1:1"}, exitFail, "is 'relayctl relay --metrics http://REDACTED@127.0.0.1:1' running?"},
+	} {
+		var out, errb lockedBuffer
+		e := newEnv(strings.NewReader(""), &out, &errb)
+		if code := e.main(c.args); code != c.code || !strings.Contains(errb.String(), c.msg) || strings.Contains(errb.String(), "secretpw") {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.msg)
+		}
+	}
+}
+
+// A rotation: the relay signs with every --secret, so a receiver that knows
+// only the old one accepts each delivery; --exit-when-idle then exits 0
+// with a summary that adds up. (Signed with the new secret alone, every
+// delivery would be refused 401 and retried: the run would end by the
+// context's deadline, interrupted, and the summary check fails.)
+func TestRelay_SignsWithEverySecret(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueBatch(ctx, []queuestore.Event{
+		{ID: "a-1", Flow: "a", Body: []byte(`{"delta": 1}`)},
+		{ID: "b-1", Flow: "b", Body: []byte(`{"delta": 2}`)},
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	store, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ts := httptest.NewServer(inbox.NewServer(store, []byte("old-secret"), inbox.ServerOptions{}))
+	defer ts.Close()
+
+	var stdout, stderr lockedBuffer
+	e := newEnv(strings.NewReader(""), &stdout, &stderr)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a bound, not a timing: see above
+	defer cancel()
+	e.dir, e.ctx = dir, rctx
+	if code := e.main([]string{"relay", "--to", ts.URL, "--secret", "new-secret", "--secret", "old-secret", "--exit-when-idle"}); code != exitOK {
+		t.Fatalf("exit %d, want 0\n%s", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "relay stopped (idle): 2 delivered, 0 retried, 0 quarantined, 0 leases lost, 0 settle errors (2 attempts) in ") {
+		t.Errorf("stdout = %q", out)
+	}
+	for flow, want := range map[string]int64{"a": 1, "b": 2} {
+		if got, err := store.Total(ctx, flow); err != nil || got != want {
+			t.Errorf("Total(%s) = %d, %v; want %d", flow, got, err, want)
+		}
 	}
 }

@@ -62,7 +62,31 @@ type eventRow struct {
 	AvailableAt      int64  `json:"available_at"`
 	LeaseUntil       int64  `json:"lease_until"`
 	Reason           string `json:"reason"`
-	Body             body   `json:"body"`
+	// Error is the error text of the failure at the event's current
+	// generation (docs/contract.md §7.8), in full; "" when there is none.
+	Error string `json:"error"`
+	Body  body   `json:"body"`
+}
+
+// eventDetailRow is one event as `event ID` shows it: the event and the
+// history of its failed attempts (the latest queue.MaxHistory, oldest
+// first; [] when it never failed).
+type eventDetailRow struct {
+	eventRow
+	History []attemptRow `json:"history"`
+}
+
+// attemptRow is one failed attempt of an event's history
+// (docs/contract.md §7.8): when it was recorded, the claim's generation and
+// attempt number in its round, what the failure did (retry_scheduled or
+// quarantined), its reason and its error text.
+type attemptRow struct {
+	At         int64  `json:"at"`
+	Generation int64  `json:"generation"`
+	Attempt    int    `json:"attempt"`
+	Outcome    string `json:"outcome"`
+	Reason     string `json:"reason"`
+	Error      string `json:"error"`
 }
 
 // body prints an event body as a JSON string when it is UTF-8 text and as
@@ -105,6 +129,9 @@ type quarantinedRow struct {
 	Generation       int64  `json:"generation"`
 	LifetimeAttempts int    `json:"lifetime_attempts"`
 	Reason           string `json:"reason"`
+	// Error is the error text of the failure that quarantined the event,
+	// in full; "" when it gave none.
+	Error string `json:"error"`
 }
 
 // auditRow is one row of the audit: a redrive (kind "redrive", with the

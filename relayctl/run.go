@@ -17,6 +17,9 @@ const (
 	exitOK    = 0 // the command did what it was asked
 	exitFail  = 1 // the store refused the operation, or a database could not be read
 	exitUsage = 2 // the command line itself is wrong
+	// exitUndelivered: 'relay --exit-when-idle' ended with events it could
+	// not deliver (undeliveredError, relaycmd.go).
+	exitUndelivered = 3
 )
 
 // env is what every command works with: the streams, the database paths and
@@ -44,6 +47,9 @@ type env struct {
 	isTerminal func(w io.Writer) bool
 	// clock is how writes read time: --clock and --skew.
 	clock clockConfig
+	// skewSet says --skew was given before the command name: a command's
+	// own --skew starts from it (cmdFlags.DurationVar).
+	skewSet bool
 }
 
 // command is one subcommand.
@@ -57,8 +63,9 @@ type command struct {
 var commands = []command{
 	{"status", "clock mark, ticket, flows, events by state, quarantined, receiver totals", cmdStatus},
 	{"flows", "one row per flow: served, head, ready tick, backlog (--blocked, --sort, --top)", cmdFlows},
-	{"events", "a flow's events with state, generation, attempts and reason (--flow F)", cmdEvents},
-	{"quarantined", "every quarantined event and the reason it was quarantined", cmdQuarantined},
+	{"events", "a flow's events with state, generation, attempts, reason and error (--flow F)", cmdEvents},
+	{"event", "one event in full: state, reason, error text and attempt history", cmdEvent},
+	{"quarantined", "every quarantined event and the reason and error that quarantined it", cmdQuarantined},
 	{"redrive", "put a quarantined event back in its flow, with an audited --reason (--all: every match)", cmdRedrive},
 	{"audit", "the audit: every redrive and policy change, at which tick, and why", cmdAudit},
 	{"policy", "the queue's policy (lease, attempts, backoff, jitter) | policy set ... --reason", cmdPolicy},
@@ -107,7 +114,7 @@ func (e *env) main(args []string) int {
 	top.StringVar(&e.queuePath, "queue", "queue.db", "queue database `PATH`")
 	top.StringVar(&e.receiverPath, "receiver", "receiver.db", "receiver database `PATH`")
 	top.Var(&e.clock.mode, "clock", "how writes read time: `MODE` auto, logical or wall")
-	top.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
+	top.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance, a Go `DURATION` such as 1s or 500ms")
 	top.Usage = func() { e.topUsage(e.stderr) }
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -115,6 +122,7 @@ func (e *env) main(args []string) int {
 		}
 		return exitUsage
 	}
+	top.Visit(func(f *flag.Flag) { e.skewSet = e.skewSet || f.Name == "skew" })
 	rest := top.Args()
 	if len(rest) == 0 {
 		e.topUsage(e.stderr)
@@ -143,7 +151,10 @@ func (e *env) main(args []string) int {
 
 // finish prints err, if any, and turns it into an exit status.
 func (e *env) finish(name string, err error) int {
-	var ue *usageError
+	var (
+		ue *usageError
+		un *undeliveredError
+	)
 	switch {
 	case err == nil:
 		return exitOK
@@ -156,6 +167,9 @@ func (e *env) finish(name string, err error) int {
 		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, ue.msg)
 		fmt.Fprintf(e.stderr, "Run 'relayctl %s -h' for usage.\n", name)
 		return exitUsage
+	case errors.As(err, &un):
+		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, un)
+		return exitUndelivered
 	default:
 		fmt.Fprintf(e.stderr, "relayctl %s: %s\n", name, err)
 		if kindOf(err) == kindTimeAhead {
@@ -178,9 +192,12 @@ func (e *env) topUsage(w io.Writer) {
 	b.WriteString("  --receiver PATH   receiver database (default receiver.db)\n")
 	b.WriteString("                    either may be a postgres:// URL (?schema=NAME picks the schema)\n")
 	b.WriteString("  --clock MODE      how writes read time: auto (default), logical or wall\n")
-	b.WriteString("  --skew MS         wall-clock mode's tolerance (default 1000)\n")
+	b.WriteString("  --skew DURATION   wall-clock mode's tolerance (default 1s)\n")
+	b.WriteString("\nDurations are Go durations: 30s, 250ms, 2m, 1h30m. A policy on a logical-time queue\n")
+	b.WriteString("counts ticks instead: a plain number (policy set --lease 5).\n")
 	b.WriteString("\nRun 'relayctl COMMAND -h' for a command's flags.\n")
-	b.WriteString("Exit status: 0 ok, 1 refused by the store or unreadable database, 2 usage error.\n")
+	b.WriteString("Exit status: 0 ok, 1 refused by the store or unreadable database, 2 usage error,\n")
+	b.WriteString("3 'relay --exit-when-idle' ended with events it could not deliver.\n")
 	io.WriteString(w, b.String())
 }
 

@@ -127,10 +127,12 @@ func cmdRC(ts *testscript.TestScript, neg bool, args []string) {
 // frDrive drives one event into quarantine through the library (see
 // driveToQuarantine):
 //
-//	fr-drive QUEUE EVENT_ID FROM_TICK [REASON]
+//	fr-drive QUEUE EVENT_ID FROM_TICK [REASON [ERROR]]
+//
+// Each failure gives the error text ERROR (default none).
 func frDrive(args []string) int {
-	if len(args) < 3 || len(args) > 4 {
-		fmt.Fprintln(os.Stderr, "usage: fr-drive QUEUE EVENT_ID FROM_TICK [REASON]")
+	if len(args) < 3 || len(args) > 5 {
+		fmt.Fprintln(os.Stderr, "usage: fr-drive QUEUE EVENT_ID FROM_TICK [REASON [ERROR]]")
 		return 2
 	}
 	from, err := strconv.ParseInt(args[2], 10, 64)
@@ -138,9 +140,12 @@ func frDrive(args []string) int {
 		fmt.Fprintln(os.Stderr, "fr-drive: FROM_TICK:", err)
 		return 2
 	}
-	reason := "unavailable"
-	if len(args) == 4 {
+	reason, errText := "unavailable", ""
+	if len(args) >= 4 {
 		reason = args[3]
+	}
+	if len(args) == 5 {
+		errText = args[4]
 	}
 	q, err := openSettler(args[0])
 	if err != nil {
@@ -148,7 +153,7 @@ func frDrive(args []string) int {
 		return 1
 	}
 	defer q.Close()
-	if _, err := driveToQuarantine(context.Background(), q, args[1], clock.Tick(from), reason, os.Stdout); err != nil {
+	if _, err := driveToQuarantine(context.Background(), q, args[1], clock.Tick(from), reason, errText, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fr-drive:", err)
 		return 1
 	}
@@ -157,7 +162,7 @@ func frDrive(args []string) int {
 
 // driveToQuarantine plays a relay whose sends of event id keep failing
 // (docs/contract.md §2.3, §2.4). From tick from it claims; a claim of id is settled as a
-// failure with reason at the same tick, any other claim as a success. When
+// failure with reason and error text errText at the same tick, any other claim as a success. When
 // nothing is dispatchable it moves to the tick at which id is available again
 // (from, from+2, from+6: the backoff of docs/contract.md §2.4). It stops when id is
 // quarantined and returns that tick; each step is logged to w.
@@ -169,7 +174,7 @@ type settler interface {
 	Settle(ctx context.Context, id string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error)
 }
 
-func driveToQuarantine(ctx context.Context, q settler, id string, from clock.Tick, reason string, w io.Writer) (clock.Tick, error) {
+func driveToQuarantine(ctx context.Context, q settler, id string, from clock.Tick, reason, errText string, w io.Writer) (clock.Tick, error) {
 	now := from
 	for range 1000 {
 		c, ok, err := q.Claim(ctx, now)
@@ -186,7 +191,7 @@ func driveToQuarantine(ctx context.Context, q settler, id string, from clock.Tic
 		}
 		r := queuestore.Result{OK: c.EventID != id}
 		if !r.OK {
-			r.Reason = reason
+			r.Reason, r.Error = reason, errText
 		}
 		out, err := q.Settle(ctx, c.EventID, c.Generation, r, now)
 		if err != nil {
@@ -222,12 +227,12 @@ func openSettler(path string) (interface {
 
 // frClaim claims once and, when asked, settles:
 //
-//	fr-claim QUEUE TICK [ok|fail REASON]
+//	fr-claim QUEUE TICK [ok|fail REASON [ERROR]]
 //
-// It prints the claimed event, or "nothing" when no head is dispatchable.
+// A failure gives the error text ERROR (default none). It prints the claimed event, or "nothing" when no head is dispatchable.
 func frClaim(args []string) int {
-	if len(args) != 2 && len(args) != 3 && len(args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: fr-claim QUEUE TICK [ok|fail REASON]")
+	if len(args) < 2 || len(args) > 5 {
+		fmt.Fprintln(os.Stderr, "usage: fr-claim QUEUE TICK [ok|fail REASON [ERROR]]")
 		return 2
 	}
 	now, err := strconv.ParseInt(args[1], 10, 64)
@@ -254,8 +259,11 @@ func frClaim(args []string) int {
 	fmt.Printf("claimed %s (flow %s, seq %d, generation %d)", c.EventID, c.Flow, c.Seq, c.Generation)
 	if len(args) >= 3 {
 		r := queuestore.Result{OK: args[2] == "ok"}
-		if len(args) == 4 {
+		if len(args) >= 4 {
 			r.Reason = args[3]
+		}
+		if len(args) == 5 {
+			r.Error = args[4]
 		}
 		out, err := q.Settle(ctx, c.EventID, c.Generation, r, clock.Tick(now))
 		if err != nil {

@@ -5,6 +5,7 @@
 //	go run ./cmd/benchrun -out ../docs/performance.md [-quick]
 //	go run ./cmd/benchrun -bulk-redrive-only [-quick]   # only the bulk redrive rows
 //	go run ./cmd/benchrun -pg-only [-quick]             # only the PostgreSQL and River rows
+//	go run ./cmd/benchrun -outage-only [-quick]         # only the outage rows
 //
 // The PostgreSQL rows run against FAIRRELAY_POSTGRES, else
 // postgres://postgres@127.0.0.1:5432/test; with no server they are skipped
@@ -185,6 +186,9 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	if cfg.pgOnly {
 		return runPGOnly(ctx, dir, cfg)
 	}
+	if *outageOnly {
+		return runOutageOnly(ctx, dir, cfg)
+	}
 	start := time.Now()
 	version, err := sqliteVersion(ctx, dir)
 	if err != nil {
@@ -293,10 +297,18 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		}
 	}
 
+	var outages []bench.OutageResult
+	if !cfg.drainsOnly && !cfg.redriveOnly {
+		if outages, err = measureOutage(ctx, filepath.Join(dir, "outage"), cfg); err != nil {
+			return nil, err
+		}
+	}
+
 	var rows []bench.Row
 	if !cfg.drainsOnly && !cfg.redriveOnly {
 		rows = singleRows(cfg, rates)
 		rows = append(rows, runtimeRows(rates, once, sleepTimes.Means())...)
+		rows = append(rows, outageRows(outages)...)
 		rows = append(rows, riverSQLiteRows(rates)...)
 	}
 	if !cfg.drainsOnly {
