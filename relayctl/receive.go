@@ -146,8 +146,10 @@ func secretFrom(flagValue string, flagSet bool) ([]byte, error) {
 	return secret, nil
 }
 
-// secretsFrom is the receiver's secrets: each --secret in order, or
-// $FAIRRELAY_SECRET when none is given.
+// secretsFrom is the secrets of the repeated --secret flag, each decoded
+// like secretFrom, in order, or $FAIRRELAY_SECRET when none is given: a
+// receiver accepts any of them, a relay signs with all of them (the first
+// first), for a rotation.
 func secretsFrom(flags []string) ([][]byte, error) {
 	if len(flags) == 0 {
 		s, err := secretFrom("", false)

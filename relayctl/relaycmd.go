@@ -76,7 +76,7 @@ func cmdRelay(e *env, args []string) (err error) {
 			"On a postgres:// queue the relay also LISTENs for the queue's wake-ups: another process's enqueue\n"+
 			"wakes it at once; --poll stays the bound (a lost listener is retried with backoff).").withQueue()
 	to := c.String("to", "", "deliver over HTTP to `URL` (the URL 'relayctl receive' prints)")
-	var secrets stringsFlag
+	var secrets repeatedFlag
 	c.Var(&secrets, "secret", "signing secret `S` for --to (default $"+secretEnv+"); repeat it to sign with each (a rotation)")
 	c.withReceiver(false)
 	concurrency := c.Int("concurrency", relay.DefaultConcurrency, "deliveries in flight at once, at most `N`")
@@ -134,7 +134,7 @@ func cmdRelay(e *env, args []string) (err error) {
 	// typo must not relay from a new empty queue), then the receiver opens.
 	var h relay.Handler
 	if *to != "" {
-		keys, err := signingSecrets(secrets)
+		keys, err := secretsFrom(secrets)
 		if err != nil {
 			return err
 		}
@@ -306,38 +306,6 @@ func relayPolicy(c *cmdFlags, lease time.Duration, schedule []spanArg, retryAfte
 		return p, usagef("%v", err)
 	}
 	return p, nil
-}
-
-// signingSecrets decodes the --secret values (each like receive's: a
-// Standard Webhooks whsec_ secret is decoded), or $FAIRRELAY_SECRET when
-// none is given. The first signs; the others sign too (a rotation).
-func signingSecrets(flags stringsFlag) ([][]byte, error) {
-	if len(flags) == 0 {
-		s, err := secretFrom("", false)
-		if err != nil {
-			return nil, err
-		}
-		return [][]byte{s}, nil
-	}
-	keys := make([][]byte, 0, len(flags))
-	for _, f := range flags {
-		s, err := secretFrom(f, true)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, s)
-	}
-	return keys, nil
-}
-
-// stringsFlag is a flag that may be repeated: each value in order.
-type stringsFlag []string
-
-func (s *stringsFlag) String() string { return "" } // never print a secret as a default
-
-func (s *stringsFlag) Set(v string) error {
-	*s = append(*s, v)
-	return nil
 }
 
 // undeliveredError ends an idle run that leaves events undelivered: exit
