@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -67,7 +66,7 @@ func (c *console) read(h func(http.ResponseWriter, *http.Request)) http.HandlerF
 				c.fail(w, r, http.StatusForbidden, "Wrong token", "The Authorization header does not carry this console's token.")
 				return
 			}
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			http.Redirect(w, r, pageLink("/login", "next", r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
 		h(w, r)

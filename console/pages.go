@@ -37,7 +37,7 @@ var funcs = template.FuncMap{
 	"at":     func(t any) string { return logicalAt(t) },
 	"when":   func(t clock.Tick) string { return "tick " + logicalAt(t) },
 	"span":   func(t clock.Tick) string { return strconv.FormatInt(int64(t), 10) + " ticks" },
-	"q":      url.QueryEscape,
+	"link":   link,
 	"detail": describeDetail,
 	"pct": func(n, total int64) string {
 		if total == 0 {
@@ -45,6 +45,51 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatFloat(float64(n)*100/float64(total), 'f', 1, 64)
 	},
+}
+
+// pageLink is the address of one of the console's pages: path, then the
+// non-empty values of the key/value pairs kv as a query, each encoded once
+// (url.Values). The handler decodes them once (Request.URL.Query), so a
+// name with '/', ':', ' ', '#', '%', '?' or any other character reaches it
+// as it was. Every link the console draws or redirects to is made here.
+func pageLink(path string, kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return path
+	}
+	return path + "?" + v.Encode()
+}
+
+// link is pageLink for the templates, whose values may also be numbers
+// (0 is left out) and sort orders. A template puts it at the start of an
+// href, where html/template only normalizes a URL, never encodes it again
+// (a query value inside the attribute would be encoded twice: %2F became
+// %252F).
+func link(path string, kv ...any) (string, error) {
+	if len(kv)%2 != 0 {
+		return "", fmt.Errorf("console: link %s: odd number of key/value arguments", path)
+	}
+	s := make([]string, len(kv))
+	for i, x := range kv {
+		switch x := x.(type) {
+		case string:
+			s[i] = x
+		case queue.FlowSort:
+			s[i] = string(x)
+		case int64:
+			if x != 0 {
+				s[i] = strconv.FormatInt(x, 10)
+			}
+		default:
+			return "", fmt.Errorf("console: link %s: argument %d has type %T", path, i, x)
+		}
+	}
+	return pageLink(path, s...), nil
 }
 
 // pageTitles gives each page template its title and menu entry.
@@ -493,7 +538,6 @@ type quarantinedData struct {
 	Reasons      []queue.ReasonCount
 	Page         queue.QuarantinedPage
 	First        bool
-	Query        string // the filter as a query string, for the next page
 }
 
 func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
@@ -520,7 +564,7 @@ func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "quarantined", &quarantinedData{Flow: f.Flow, Reason: f.Reason, Reasons: reasons,
-		Page: p, First: q.After == "", Query: filterQuery(f)})
+		Page: p, First: q.After == ""})
 }
 
 // auditData is the audit page.
@@ -528,18 +572,6 @@ type auditData struct {
 	EventID string
 	Page    queue.AuditPage
 	First   bool
-}
-
-// filterQuery is f as a query string.
-func filterQuery(f queue.RedriveFilter) string {
-	v := url.Values{}
-	if f.Flow != "" {
-		v.Set("flow", f.Flow)
-	}
-	if f.Reason != "" {
-		v.Set("reason", f.Reason)
-	}
-	return v.Encode()
 }
 
 func (c *console) audit(w http.ResponseWriter, r *http.Request) {
