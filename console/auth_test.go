@@ -1,9 +1,13 @@
 package console
 
 import (
+	"context"
+	"errors"
 	"html"
+	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -164,4 +168,108 @@ func FuzzSafeNext(f *testing.F) {
 			t.Errorf("safeNext(%q) = %q: a kept address must be kept as it was", next, got)
 		}
 	})
+}
+
+// getHost asks for path with the Host header host and returns the status
+// and the body.
+func (f *fixture) getHost(t testing.TB, host, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s (Host %s) error = %v", path, host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A page on another site whose name is pointed at this machine (DNS
+// rebinding) reaches the console with its own name in Host: the console
+// answers loopback names and the names it is given only, and 421 to the
+// others, before reading anything.
+func TestHost_OnlyLoopbackAndAllowedNames(t *testing.T) {
+	t.Parallel()
+	seeded := newFixture(t, Options{})
+	_, port, _ := strings.Cut(strings.TrimPrefix(seeded.srv.URL, "http://"), ":")
+	for _, tc := range []struct {
+		allowed []string
+		host    string
+		want    int
+	}{
+		{nil, "127.0.0.1:" + port, http.StatusOK},
+		{nil, "localhost:" + port, http.StatusOK},
+		{nil, "LocalHost.:" + port, http.StatusOK},
+		{nil, "console.localhost:" + port, http.StatusOK},
+		{nil, "[::1]:" + port, http.StatusOK},
+		{nil, "127.8.9.10", http.StatusOK},
+		{nil, "evil.example:" + port, http.StatusMisdirectedRequest},
+		{nil, "evil.example", http.StatusMisdirectedRequest},
+		{nil, "localhost.evil.example:" + port, http.StatusMisdirectedRequest},
+		{nil, "127.0.0.1.evil.example", http.StatusMisdirectedRequest},
+		{nil, "192.168.1.4:" + port, http.StatusMisdirectedRequest},
+		{nil, "[::ffff:7f00:1]:" + port, http.StatusOK},
+		{[]string{"relay-console.example.com"}, "relay-console.example.com", http.StatusOK},
+		{[]string{"relay-console.example.com"}, "Relay-Console.example.com:443", http.StatusOK},
+		{[]string{"relay-console.example.com"}, "other.example.com", http.StatusMisdirectedRequest},
+		{[]string{"relay-console.example.com"}, "localhost:" + port, http.StatusOK},
+		{[]string{"relay.example.com:8443"}, "relay.example.com:8443", http.StatusOK},
+		{[]string{"relay.example.com:8443"}, "relay.example.com:443", http.StatusMisdirectedRequest},
+		{[]string{"relay.example.com:8443"}, "relay.example.com", http.StatusMisdirectedRequest},
+		{[]string{"192.168.1.4"}, "192.168.1.4:" + port, http.StatusOK},
+		{[]string{"[fd00::4]"}, "[fd00::4]:" + port, http.StatusOK},
+		{[]string{"*"}, "evil.example", http.StatusOK},
+	} {
+		f := serve(t, seeded.q, seeded.r, Options{AllowedHosts: tc.allowed})
+		for _, p := range []string{"/", "/quarantined", "/static/style.css", "/nothing"} {
+			want := tc.want
+			if want == http.StatusOK && p == "/nothing" {
+				want = http.StatusNotFound
+			}
+			code, body := f.getHost(t, tc.host, p)
+			if code != want {
+				t.Errorf("AllowedHosts %q: GET %s with Host %q = %d, want %d", tc.allowed, p, tc.host, code, want)
+			}
+			if code == http.StatusMisdirectedRequest && (strings.Contains(body, "acme") || strings.Contains(body, "quarantined")) {
+				t.Errorf("AllowedHosts %q: GET %s with Host %q shows the queue:\n%s", tc.allowed, p, tc.host, body)
+			}
+		}
+	}
+	// An HTTP/1.0 request may leave Host out: that is no loopback name.
+	if (hostRules{}).allow("") {
+		t.Errorf("an empty Host is allowed")
+	}
+	// A write from a refused host changes nothing either.
+	f := serve(t, seeded.q, seeded.r, Options{Token: testToken})
+	before, err := f.q.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/redrive-all", strings.NewReader(url.Values{"reason": {"x"}, "token": {testToken}}.Encode()))
+	req.Host = "evil.example"
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("POST /redrive-all with Host evil.example = %v, %v; want 421", resp, err)
+	}
+	after, err := f.q.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("a write from a refused host changed the queue")
+	}
+}
+
+func TestNew_RefusesBadAllowedHosts(t *testing.T) {
+	t.Parallel()
+	q, r := openStores(t)
+	for _, h := range []string{"", " ", "a b", "http://x.example", "x.example/", "x:y:z", "x.example:0x", "[::1", "*.example.com"} {
+		if _, err := New(q, r, Options{AllowedHosts: []string{h}}); !errors.Is(err, ErrOptions) {
+			t.Errorf("New(AllowedHosts %q) error = %v, want ErrOptions", h, err)
+		}
+	}
 }
