@@ -132,6 +132,7 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.T
 	var (
 		out         []queue.Claim
 		vnow, vtail int64
+		hist        history
 	)
 	pp.exec("promote ready flows", s.q(promote), int64(now))
 	for {
@@ -152,7 +153,7 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.T
 		var ids, flows []string
 		var passes []int64
 		for _, h := range page {
-			c, claimed, err := s.takeHead(pp, now, ticket+1, p, h)
+			c, claimed, err := s.takeHead(pp, &hist, now, ticket+1, p, h)
 			if err != nil {
 				return nil, err
 			}
@@ -190,6 +191,7 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.T
 			break
 		}
 	}
+	s.queueHistory(pp, &hist, now)
 	if len(out) > 0 {
 		if rot {
 			pp.exec("record ticket", s.q(qRotSetClock), ticket, vnow, vtail)
@@ -217,10 +219,12 @@ type head struct {
 }
 
 // takeHead checks a picked head: a used-up take-over is quarantined and
-// its flow blocked, on pp (claimed false); a dispatchable head is claimed
+// its flow blocked, on pp, with its history row (reason lease_expired, the
+// event's generation and attempt) added to hist (claimed false,
+// docs/contract.md §2.3, §7.8); a dispatchable head is claimed
 // with ticket (its event's and flow's rows are the caller's to update:
 // qClaimEvents, qServeFlows); anything else is queue.ErrCorrupt.
-func (s *Store) takeHead(pp *pipe, now clock.Tick, ticket int64, p queue.Policy, h head) (queue.Claim, bool, error) {
+func (s *Store) takeHead(pp *pipe, hist *history, now clock.Tick, ticket int64, p queue.Policy, h head) (queue.Claim, bool, error) {
 	if h.headSeq == nil {
 		return queue.Claim{}, false, fmt.Errorf("%w: flow %q is ready without a head", queue.ErrCorrupt, h.flow)
 	}
@@ -232,6 +236,7 @@ func (s *Store) takeHead(pp *pipe, now clock.Tick, ticket int64, p queue.Policy,
 	case inflight && clock.Tick(*h.leaseUntil) <= now && *h.attempts >= p.MaxAttempts:
 		pp.exec(fmt.Sprintf("quarantine %q", *h.id), s.q(qQuarantineExpired), *h.id)
 		pp.exec(fmt.Sprintf("block flow %q", h.flow), s.q(qBlockFlow), h.flow)
+		hist.add(*h.id, *h.gen, *h.attempts, queue.Quarantined, queue.ReasonLeaseExpired, "")
 		return queue.Claim{}, false, nil
 	case inflight && clock.Tick(*h.leaseUntil) <= now:
 	case pending && clock.Tick(*h.availAt) <= now:

@@ -27,7 +27,11 @@
 // migration module): 0001 the tables, 0002 the rotation's index, 0003
 // OldestDue's index, 0004 the quarantine indexes on a column of their own,
 // the events' fill factor and their flow checked per statement
-// (docs/decisions/postgres-hot-updates.md). Open creates the schema
+// (docs/decisions/postgres-hot-updates.md), 0005 the console's paged reads,
+// 0006 failure detail: the policy's schedule and retry-after cap in meta,
+// the attempt history (attempts), and each flow's head enqueue tick with
+// its index for OldestWaiting (docs/decisions/postgres-failure-detail.md).
+// Open creates the schema
 // (default "fairrelay_queue", WithSchema to choose) and runs the
 // migrations past its version, each recording the version it reaches in
 // schema_migrations, in one transaction under an advisory lock. The

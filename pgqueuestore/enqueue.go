@@ -23,24 +23,26 @@ FROM unnest($1::text[]) AS k(id) JOIN {s}.events AS e ON e.id = k.id`
 	qFindFlows = `SELECT k.flow, f.last_seq, f.head_seq IS NOT NULL, f.weight
 FROM unnest($1::text[]) AS k(flow) JOIN {s}.flows AS f ON f.flow = k.flow`
 
-	qNewFlow = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready)
-VALUES ($1, 1, 0, 1, $2, true)`
+	qNewFlow = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
+VALUES ($1, 1, 0, 1, $2, true, $2)`
 
 	qNextSeq = `UPDATE {s}.flows SET
     last_seq = $2,
     head_seq = coalesce(head_seq, $2),
     ready_at = CASE WHEN head_seq IS NULL THEN $3 ELSE ready_at END,
-    ready    = CASE WHEN head_seq IS NULL THEN true ELSE ready END
+    ready    = CASE WHEN head_seq IS NULL THEN true ELSE ready END,
+    head_enqueued_at = CASE WHEN head_seq IS NULL THEN $3 ELSE head_enqueued_at END
 WHERE flow = $1`
 
 	// The set forms of qNewFlow, qNextSeq and qInsertEvent (enqueueSets).
-	qNewFlows = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready)
-SELECT u.flow, u.last, 0, 1, $3, true FROM unnest($1::text[], $2::bigint[]) AS u(flow, last)`
+	qNewFlows = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
+SELECT u.flow, u.last, 0, 1, $3, true, $3 FROM unnest($1::text[], $2::bigint[]) AS u(flow, last)`
 	qNextSeqs = `UPDATE {s}.flows AS f SET
     last_seq = u.last,
     head_seq = coalesce(f.head_seq, u.first),
     ready_at = CASE WHEN f.head_seq IS NULL THEN $4 ELSE f.ready_at END,
-    ready    = CASE WHEN f.head_seq IS NULL THEN true ELSE f.ready END
+    ready    = CASE WHEN f.head_seq IS NULL THEN true ELSE f.ready END,
+    head_enqueued_at = CASE WHEN f.head_seq IS NULL THEN $4 ELSE f.head_enqueued_at END
 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, first, last)
 WHERE f.flow = u.flow`
 	qInsertEvents = `INSERT INTO {s}.events

@@ -36,6 +36,7 @@ var released = []string{
 	"26f52b0ccb526f2131a64ef3ad7fd50eebacde9c6c9ec69a1e7320aa6c049ca8", // 0003_oldest_due.sql
 	"050154c0a9898811f98260f8b91b429f19b01e5d58397833c19c4d65930ac18e", // 0004_heap_only_updates.sql
 	"e5280e1917d5f868aa4f650d9fa9dac4650dec32f0b6ad46622b1018906e890b", // 0005_paged_reads.sql
+	"3244539e4241a5e7ee859bf5c38183af0607330f1009e429e0b593e26a1eccad", // 0006_failure_detail.sql
 }
 
 // sqlSum is the SHA-256 of a migration's lines other than comment lines,
@@ -110,6 +111,7 @@ func migrationBackend() migrationtest.Backend {
 		{Name: "V2Build", Version: 2, Make: oldBuild(2)},
 		{Name: "V3Build", Version: 3, Make: oldBuild(3)},
 		{Name: "V4Build", Version: 4, Make: oldBuild(4)},
+		{Name: "V5Build", Version: 5, Make: oldBuild(5)},
 	}
 	b.FailAfter = func(v int) func() {
 		migrateHook = func(at int) error {
@@ -151,6 +153,29 @@ func TestAtVersionIsTheOldBuildsSchema(t *testing.T) {
 	}
 }
 
+// enqueueAsOldBuild stores one event per flow (each a new flow, seq 1,
+// pending at tick) with the statements of a build before migration 6,
+// whose columns every migration since 1 has: the current code's writes
+// read the policy columns of migration 6 and cannot run on an older
+// schema.
+func enqueueAsOldBuild(t *testing.T, s *Store, tick int64, flows ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, f := range flows {
+		if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready) VALUES ($1, 1, 0, 1, $2, true)`), f, tick); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.events
+    (id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, ticket, reason, enqueued_at)
+VALUES ($1 || '-1', $1, 1, 'x', 'pending', 0, 0, 0, $2, 0, 0, '', $2)`), f, tick); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`UPDATE {s}.meta SET clock_mark = greatest(clock_mark, $1) WHERE id = 1`), tick); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A version-3 schema, as a version-3 build made it (quarantine indexes on
 // state, a foreign key from events to flows), holding an event in every
 // state, is brought to the newest version by Open: the quarantined event
@@ -160,23 +185,20 @@ func TestAtVersionIsTheOldBuildsSchema(t *testing.T) {
 func TestMigrationFromVersion3(t *testing.T) {
 	ctx := context.Background()
 	s, url, schema := open(t, atVersion(3))
-	for _, id := range []string{"a-1", "b-1", "c-1", "d-1"} {
-		if _, err := s.Enqueue(ctx, queue.Event{ID: id, Flow: id[:1], Body: []byte("x")}, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cs, err := s.ClaimBatch(ctx, 2, 3) // a, b and c in flight
-	if err != nil || len(cs) != 3 {
-		t.Fatal(cs, err)
-	}
-	if r, err := s.Settle(ctx, "a-1", cs[0].Generation, queue.Result{OK: true}, 3); err != nil || r != queue.Acked {
-		t.Fatal(r, err)
-	}
+	// As a version-3 build left them: all four enqueued at 1; a, b and c
+	// claimed at 2 (tickets 1-3, leases until 7); a acked at 3; b-1
+	// quarantined (there is no quarantined column to write yet).
+	enqueueAsOldBuild(t, s, 1, "a", "b", "c", "d")
 	s.Close()
-	// b-1 quarantined as a version-3 build's settle wrote it (there is no
-	// quarantined column to write yet).
-	execSQL(t, url, `UPDATE `+schema+`.events SET state = 'quarantined', lease_until = 0, reason = 'unavailable' WHERE id = 'b-1';
+	execSQL(t, url, `UPDATE `+schema+`.events SET state = 'inflight', generation = 1, attempts = 1, lifetime_attempts = 1, lease_until = 7,
+    ticket = CASE flow WHEN 'a' THEN 1 WHEN 'b' THEN 2 ELSE 3 END WHERE flow IN ('a', 'b', 'c');
+UPDATE `+schema+`.flows SET served = 1, ready_at = 7, ready = false WHERE flow IN ('a', 'b', 'c');
+UPDATE `+schema+`.meta SET clock_mark = 3, ticket = 3;
+UPDATE `+schema+`.events SET state = 'acked', lease_until = 0 WHERE id = 'a-1';
+UPDATE `+schema+`.flows SET head_seq = NULL, ready_at = NULL, ready = false WHERE flow = 'a';
+UPDATE `+schema+`.events SET state = 'quarantined', lease_until = 0, reason = 'unavailable' WHERE id = 'b-1';
 UPDATE `+schema+`.flows SET ready_at = NULL, ready = false WHERE flow = 'b'`)
+	cs := []queue.Claim{{EventID: "a-1", Generation: 1}, {EventID: "b-1", Generation: 1}}
 
 	s2, err := Open(ctx, url, WithSchema(schema))
 	if err != nil {
@@ -373,8 +395,8 @@ func TestEnqueueOnABacklogCanStayOnItsPage(t *testing.T) {
 			t.Errorf("index %s reads last_seq, which an enqueue writes: %s", name, def)
 		}
 	}
-	if rows.Err() != nil || n != 7 {
-		t.Fatalf("flows has %d indexes, %v; want 7 (the primary key, the four of the claim, flows_by_served, flows_by_blocked)", n, rows.Err())
+	if rows.Err() != nil || n != 8 {
+		t.Fatalf("flows has %d indexes, %v; want 8 (the primary key, the four of the claim, flows_by_served, flows_by_blocked, flows_head_enqueued)", n, rows.Err())
 	}
 	// Ten flows with a head each; one more event for each is an update of
 	// last_seq alone, heap-only in the server's count for this transaction
@@ -405,5 +427,56 @@ func TestEnqueueOnABacklogCanStayOnItsPage(t *testing.T) {
 	}
 	if upd != 10 || hot != 10 {
 		t.Fatalf("the enqueue updated %d flows, %d heap-only; want 10 and 10", upd, hot)
+	}
+}
+
+// A version-5 schema with rows in every table (testdata/data.sql, as the
+// builds before migration 6 wrote them) is brought to the newest version
+// by Open: every flow with a head gets its head's enqueue tick, so
+// OldestWaiting counts the events stored before it (a-2, enqueued at 2,
+// in flight; b-1 quarantined; c-1 and d-1 later); the recorded policy
+// reads as before (no schedule, no retry-after cap) and the history is
+// empty. meta's new columns refuse what Policy.Validate refuses.
+func TestMigrationFromVersion5(t *testing.T) {
+	ctx := context.Background()
+	schema := oldBuild(5)(t)
+	s, err := OpenPool(ctx, pgtest.Pool(t), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if at, ok, err := s.OldestWaiting(ctx); err != nil || !ok || at != 2 {
+		t.Fatalf("OldestWaiting = %d, %v, %v; want a-2's 2", at, ok, err)
+	}
+	p, err := s.Policy(ctx)
+	if err != nil || !p.Equal(queue.DefaultPolicy()) || p.Schedule != nil || p.RetryAfterCap != 0 {
+		t.Fatalf("Policy = %+v, %v; want the default", p, err)
+	}
+	if e, err := s.Event(ctx, "b-1"); err != nil || e.History != nil || e.Error != "" || e.Reason != "unavailable" {
+		t.Fatalf("Event(b-1) = %+v, %v; want no history", e, err)
+	}
+	if sn, err := s.Snapshot(ctx); err != nil || sn.Failures != nil {
+		t.Fatalf("Snapshot failures = %+v, %v; want none", sn.Failures, err)
+	}
+	for _, bad := range []string{
+		`schedule = '{5, 0}', max_attempts = 3`,    // a wait below 1
+		`schedule = '{5, NULL}', max_attempts = 3`, // a hole
+		`schedule = '{5, 7}', max_attempts = 5`,    // MaxAttempts is not the waits plus one
+		`schedule = '{{5}, {7}}', max_attempts = 3`,
+		`retry_after_cap = -1`,
+	} {
+		_, err := s.pool.Exec(ctx, s.q(`UPDATE {s}.meta SET `+bad+` WHERE id = 1`))
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "23514" {
+			t.Errorf("meta SET %s: %v; want a check violation", bad, err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`UPDATE {s}.meta SET schedule = '{5, 7}', max_attempts = 3, retry_after_cap = 9 WHERE id = 1`)); err != nil {
+		t.Fatal(err)
+	}
+	want := queue.DefaultPolicy().WithSchedule(5, 7)
+	want.RetryAfterCap = 9
+	if p, err := s.Policy(ctx); err != nil || !p.Equal(want) {
+		t.Fatalf("Policy = %+v, %v; want %+v", p, err, want)
 	}
 }

@@ -262,7 +262,7 @@ func quarantinedPageQuery(f queue.RedriveFilter) (page, count string, args []any
 		args = append(args, f.Reason)
 		where += " AND reason = $" + strconv.Itoa(len(args)+3)
 	}
-	page = `SELECT id, flow, seq, generation, lifetime_attempts, reason FROM {s}.events
+	page = `SELECT id, flow, seq, generation, lifetime_attempts, reason, ` + qErrorCol + ` FROM {s}.events
 WHERE ` + where + ` AND (flow, seq) > ($1, $2) ORDER BY flow, seq LIMIT $3`
 	count = `SELECT count(*) FROM {s}.events WHERE ` + strings.NewReplacer("$4", "$1", "$5", "$2").Replace(where)
 	return page, count, args
@@ -272,7 +272,8 @@ const qQuarantinedReasons = `SELECT reason, count(*) FROM {s}.events WHERE quara
 GROUP BY reason ORDER BY count(*) DESC, reason`
 
 // QuarantinedPage returns one page of quarantined events, read through the
-// quarantine indexes (which hold only quarantined events), and the number
+// quarantine indexes (which hold only quarantined events), each with the
+// error text of the failure that quarantined it, and the number
 // that match in all, in one read transaction. Bad input (a flow or reason
 // that could never be stored, a cursor it did not hand out, a limit outside
 // 1..MaxPageLimit) is queue.ErrInvalid. Its pages together list what
@@ -290,7 +291,7 @@ func (s *Store) QuarantinedPage(ctx context.Context, q queue.QuarantinedQuery) (
 		}
 		rows, _ := tx.Query(ctx, s.q(qPage), append([]any{after.Flow, after.Key, n + 1}, args...)...)
 		var e queue.QuarantinedEvent
-		_, err := pgx.ForEachRow(rows, []any{&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason, &e.Error}, func() error {
 			page.Events = append(page.Events, e)
 			return nil
 		})

@@ -27,12 +27,13 @@ func seedPages(tb testing.TB, s *Store) {
 	tb.Helper()
 	ctx := context.Background()
 	for _, sql := range []string{
-		`INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready)
+		`INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
 SELECT format('tenant-%s/flow-%s', lpad((i % 500)::text, 3, '0'), lpad(i::text, 6, '0')),
        CASE WHEN i % 10 = 0 THEN 3 ELSE 1 END, i % 97,
        CASE WHEN i % 3 = 0 THEN NULL ELSE 1 END,
        CASE WHEN i % 3 = 0 THEN NULL WHEN i % 3 = 1 THEN i % 50 WHEN i % 7 = 0 THEN NULL ELSE 1000 END,
-       i % 3 = 1
+       i % 3 = 1,
+       CASE WHEN i % 3 = 0 THEN NULL ELSE 0 END
 FROM generate_series(0, ` + fmt.Sprint(pageSeedFlows-1) + `) AS i`,
 		`INSERT INTO {s}.events (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at)
@@ -50,8 +51,10 @@ SELECT i, 'policy', 'seed', '{}', i FROM generate_series(1, ` + fmt.Sprint(pageS
 		`INSERT INTO {s}.audit (id, kind, event_id, generation, reason, at)
 SELECT ` + fmt.Sprint(pageSeedFlows) + ` + row_number() OVER (ORDER BY id), 'redrive', id, 3, 'fixed', 200000
 FROM {s}.events WHERE quarantined`,
+		`INSERT INTO {s}.attempts (event_id, generation, attempt, at, outcome, reason, error)
+SELECT id, generation, attempts, 100, 'quarantined', reason, 'dial tcp: connection refused' FROM {s}.events WHERE quarantined`,
 		`UPDATE {s}.meta SET clock_mark = 500 WHERE id = 1`,
-		`VACUUM ANALYZE {s}.flows`, `VACUUM ANALYZE {s}.events`, `VACUUM ANALYZE {s}.audit`,
+		`VACUUM ANALYZE {s}.flows`, `VACUUM ANALYZE {s}.events`, `VACUUM ANALYZE {s}.audit`, `VACUUM ANALYZE {s}.attempts`,
 	} {
 		if _, err := s.pool.Exec(ctx, s.q(sql)); err != nil {
 			tb.Fatalf("seed: %v\n%s", err, sql)

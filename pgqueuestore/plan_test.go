@@ -77,7 +77,14 @@ func TestPlans_IndexDriven(t *testing.T) {
 	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta`)); err != nil {
+	// A history the size of a queue that failed often: three rows for
+	// every event, besides the settles' own.
+	if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.attempts (event_id, generation, attempt, at, outcome, reason, error)
+SELECT e.id, g, 1, 1, 'retry_scheduled', 'unavailable', 'connection refused' FROM {s}.events AS e, generate_series(1, 3) AS g
+ON CONFLICT DO NOTHING`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts`)); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.pool.Begin(ctx)
@@ -99,9 +106,9 @@ func TestPlans_IndexDriven(t *testing.T) {
 		{"serve flows", qServeFlows, []any{[]string{"f0001", "f0002"}, int64(10)}, ""},
 		{"settle read", qSettleRead, []any{"e1-0"}, ""},
 		{"settle read many", qSettleReadMany, []any{[]string{"e1-0", "e2-0", "e3-1", "nope"}}, ""},
-		{"set head", qSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},
+		{"set head", qSetHead, []any{"f0001", int64(2), int64(3), int64(4), int64(1)}, ""},
 		{"ack many", qAckMany, []any{[]string{"e1-0", "e2-0"}}, ""},
-		{"set heads", qSetHeads, []any{[]string{"f0001", "f0002"}, []*int64{ptr(2), nil}, []*int64{ptr(3), nil}, int64(4)}, ""},
+		{"set heads", qSetHeads, []any{[]string{"f0001", "f0002"}, []*int64{ptr(2), nil}, []*int64{ptr(3), nil}, int64(4), []*int64{ptr(1), nil}}, ""},
 		{"retry many", qRetryMany, []any{[]string{"e1-0", "e2-0"}, []int64{5, 6}, []string{"a", "b"}}, ""},
 		{"wait flows", qWaitFlows, []any{[]string{"f0001", "f0002"}, []int64{5, 6}}, ""},
 		{"quarantine many", qQuarantineMany, []any{[]string{"e1-0", "e2-0"}, []string{"a", "b"}}, ""},
@@ -112,15 +119,21 @@ func TestPlans_IndexDriven(t *testing.T) {
 		{"next due ready", qNextDueReady, nil, "flows_ready"},
 		{"next due waiting", qNextDueWaiting, nil, "flows_waiting"},
 		{"oldest ready", qOldestReady, nil, "flows_ready_due"},
+		{"oldest waiting", qOldestWaiting, nil, "flows_head_enqueued"},
 		{"redrive read", qRedriveRead, []any{"e1-0"}, ""},
 		{"quarantined by reason", `SELECT id FROM {s}.events WHERE quarantined AND reason = $1 ORDER BY flow, seq LIMIT 500`, []any{"unavailable"}, "events_quarantined_reason"},
 		{"quarantined", `SELECT id FROM {s}.events WHERE quarantined ORDER BY flow, seq LIMIT 500`, nil, "events_quarantined"},
+		{"insert history", qInsertHistory, []any{[]string{"e1-1", "e2-1"}, []int64{1, 1}, []int64{1, 1},
+			[]string{"quarantined", "retry_scheduled"}, []string{"a", "b"}, []string{"", "x"}, int64(2)}, ""},
+		{"trim history", qTrimHistory, []any{[]string{"e0-0", "e3-0"}, int64(queue.MaxHistory)}, "attempts_pkey"},
+		{"event with history", qEventHistory, []any{"e0-0"}, "attempts_pkey"},
+		{"quarantined with errors", `SELECT id, ` + qErrorCol + ` FROM {s}.events WHERE quarantined ORDER BY flow, seq LIMIT 500`, nil, "attempts_pkey"},
 	}
 	for _, c := range cases {
 		nodes := planNodes(t, tx, s.q(c.sql), c.args...)
 		joined := strings.Join(nodes, " / ")
 		for _, n := range nodes {
-			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") {
+			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") || strings.HasPrefix(n, "Seq Scan on attempts") {
 				t.Errorf("%s scans: %s", c.name, joined)
 			}
 		}
@@ -163,7 +176,7 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta`)); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts`)); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.pool.Begin(ctx)
@@ -182,8 +195,8 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 		{"serve flow", qRotServeFlow, []any{"f0001", int64(10), int64(720720)}, ""},
 		{"serve flows", qRotServeFlows, []any{[]string{"f0001", "f0002"}, int64(10), []int64{720720, 5}}, ""},
 		{"set clock", qRotSetClock, []any{int64(601), int64(5), int64(720720)}, ""},
-		{"set head", qRotSetHead, []any{"f0001", int64(2), int64(3), int64(4)}, ""},
-		{"set heads", qRotSetHeads, []any{[]string{"f0001", "f0002"}, []*int64{ptr(2), nil}, []*int64{ptr(3), nil}, int64(4)}, ""},
+		{"set head", qRotSetHead, []any{"f0001", int64(2), int64(3), int64(4), int64(1)}, ""},
+		{"set heads", qRotSetHeads, []any{[]string{"f0001", "f0002"}, []*int64{ptr(2), nil}, []*int64{ptr(3), nil}, int64(4), []*int64{ptr(1), nil}}, ""},
 		{"set ready now", qRotSetReadyNow, []any{"f0001", int64(4)}, ""},
 		{"flow head and weight", qFlowHeadWeight, []any{"f0001"}, ""},
 		{"arrive", qRotArrive, []any{"f0001"}, ""},

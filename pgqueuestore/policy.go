@@ -11,7 +11,7 @@ import (
 )
 
 const qPolicyWrite = `UPDATE {s}.meta SET lease = $1, max_attempts = $2, backoff_base = $3, backoff_cap = $4,
-    jitter = $5, fairness = $6 WHERE id = 1`
+    jitter = $5, fairness = $6, schedule = $7, retry_after_cap = $8 WHERE id = 1`
 
 // SetPolicy records p as the queue's policy, on an operator's word, and
 // writes a 'policy' audit row with the reason, now and the old and new
@@ -50,8 +50,7 @@ func (s *Store) SetPolicy(ctx context.Context, p queue.Policy, reason string, no
 		if err := s.switchFairness(ctx, tx, m.policy.Fairness, p.Fairness); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, s.q(qPolicyWrite), int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase),
-			int64(p.BackoffCap), p.Jitter, string(p.Fairness)); err != nil {
+		if _, err := tx.Exec(ctx, s.q(qPolicyWrite), policyArgs(p)...); err != nil {
 			return fmt.Errorf("record policy: %w", err)
 		}
 		if _, err := tx.Exec(ctx, s.q(qInsertAuditKind), string(queue.AuditPolicy), reason, string(detail), int64(at)); err != nil {

@@ -15,18 +15,46 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
+// qEventCols are an event's columns as EventState has them, the error text
+// of its current generation's history row last ("" when none:
+// qErrorCol).
+const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason, ` + qErrorCol
+
+// qErrorCol is the error text of the history row of the event's current
+// generation, "" when it has none (docs/contract.md §7.8): one probe of
+// the attempts primary key per event row of a statement that reads
+// events unaliased.
+const qErrorCol = `coalesce((SELECT a.error FROM {s}.attempts AS a
+    WHERE a.event_id = events.id AND a.generation = events.generation), '')`
 
 func eventDest(e *queue.EventState, avail, lease *int64) []any {
-	return []any{&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, avail, lease, &e.Reason}
+	return []any{&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, avail, lease, &e.Reason, &e.Error}
 }
 
-// Event returns the event with the given ID as it is now, or
-// queue.ErrNotFound.
+// qEventHistory reads one event (qEventCols) and its history, oldest
+// first, as arrays, in one statement (so one snapshot): the history
+// through the attempts primary key.
+const qEventHistory = `SELECT ` + qEventCols + `, h.h_at, h.h_gen, h.h_attempt, h.h_outcome, h.h_reason, h.h_error
+FROM {s}.events LEFT JOIN LATERAL (
+    SELECT array_agg(a.at ORDER BY a.generation) AS h_at, array_agg(a.generation ORDER BY a.generation) AS h_gen,
+        array_agg(a.attempt::bigint ORDER BY a.generation) AS h_attempt, array_agg(a.outcome ORDER BY a.generation) AS h_outcome,
+        array_agg(a.reason ORDER BY a.generation) AS h_reason, array_agg(a.error ORDER BY a.generation) AS h_error
+    FROM {s}.attempts AS a WHERE a.event_id = events.id) AS h ON true
+WHERE events.id = $1`
+
+// Event returns the event with the given ID as it is now, its attempt
+// history (oldest first, at most queue.MaxHistory) and the error text of
+// its current generation's failure (docs/contract.md §7.8), read in one
+// statement; queue.ErrNotFound for an unknown ID.
 func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) {
 	var e queue.EventState
 	var avail, lease int64
-	err := s.pool.QueryRow(ctx, s.q(`SELECT `+qEventCols+` FROM {s}.events WHERE id = $1`), id).Scan(eventDest(&e, &avail, &lease)...)
+	var (
+		ats, gens, attempts     []int64
+		outcomes, reasons, errs []string
+	)
+	err := s.pool.QueryRow(ctx, s.q(qEventHistory), id).Scan(append(eventDest(&e, &avail, &lease),
+		&ats, &gens, &attempts, &outcomes, &reasons, &errs)...)
 	if isNoRows(err) {
 		return queue.EventState{}, fmt.Errorf("event %q: %w", id, queue.ErrNotFound)
 	}
@@ -34,11 +62,18 @@ func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) 
 		return queue.EventState{}, fmt.Errorf("event %q: %w", id, err)
 	}
 	e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
+	for i := range ats {
+		e.History = append(e.History, queue.Attempt{At: clock.Tick(ats[i]), Generation: gens[i], Attempt: int(attempts[i]),
+			Outcome: queue.Outcome(outcomes[i]), Reason: reasons[i], Error: errs[i]})
+	}
 	return e, nil
 }
 
 // FlowEvents returns every event of flow, acked ones included, in sequence
-// order; queue.ErrNotFound for a flow that has never had an event.
+// order, each with the error text of its current generation's failure
+// (one primary key probe of attempts per event, in the same statement)
+// but without its History (nil); queue.ErrNotFound for a flow that has
+// never had an event.
 func (s *Store) FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error) {
 	var out []queue.EventState
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
@@ -241,6 +276,31 @@ func (s *Store) OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool
 		return 0, false, fmt.Errorf("oldest due: %w", err)
 	}
 	return due, ok, nil
+}
+
+// qOldestWaiting is the smallest enqueue tick of the flows' heads: the
+// first entry of flows_head_enqueued.
+const qOldestWaiting = `SELECT head_enqueued_at FROM {s}.flows WHERE head_enqueued_at IS NOT NULL
+ORDER BY head_enqueued_at LIMIT 1`
+
+// OldestWaiting returns the enqueue tick of the oldest event that is not
+// acked, whatever blocks it (a head waiting for its backoff, in flight or
+// quarantined, or an event behind such a head; docs/contract.md §7.8); ok
+// is false when every event is acked. A flow's events before its head are
+// acked and the ones after it were enqueued after it, so that event is
+// some flow's head: the one with the smallest head_enqueued_at, which the
+// statements that move a head keep. One read of the first entry of
+// flows_head_enqueued; it writes nothing.
+func (s *Store) OldestWaiting(ctx context.Context) (clock.Tick, bool, error) {
+	var at int64
+	err := s.pool.QueryRow(ctx, s.q(qOldestWaiting)).Scan(&at)
+	if isNoRows(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("oldest waiting: %w", err)
+	}
+	return clock.Tick(at), true, nil
 }
 
 // NextDue returns the earliest tick at which some flow's head becomes

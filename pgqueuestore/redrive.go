@@ -114,9 +114,10 @@ func (s *Store) QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) 
 
 // quarantined lists the quarantined events f selects in (flow, seq) order,
 // at most limit when limit > 0, through events_quarantined (no reason) or
-// events_quarantined_reason (a reason).
+// events_quarantined_reason (a reason), each with the error text of the
+// failure that quarantined it (qErrorCol).
 func (s *Store) quarantined(ctx context.Context, q querier, f queue.RedriveFilter, limit int) ([]queue.QuarantinedEvent, error) {
-	sql := `SELECT id, flow, seq, generation, lifetime_attempts, reason FROM {s}.events WHERE quarantined`
+	sql := `SELECT id, flow, seq, generation, lifetime_attempts, reason, ` + qErrorCol + ` FROM {s}.events WHERE quarantined`
 	var args []any
 	if f.Flow != "" {
 		args = append(args, f.Flow)
@@ -133,7 +134,7 @@ func (s *Store) quarantined(ctx context.Context, q querier, f queue.RedriveFilte
 	rows, _ := q.Query(ctx, s.q(sql), args...)
 	var out []queue.QuarantinedEvent
 	var e queue.QuarantinedEvent
-	_, err := pgx.ForEachRow(rows, []any{&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason, &e.Error}, func() error {
 		out = append(out, e)
 		return nil
 	})

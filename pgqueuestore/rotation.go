@@ -68,7 +68,8 @@ WHERE f.flow = u.flow`
 
 	qRotSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint,
     ready = coalesce($3::bigint <= $4::bigint, false),
-    pass = CASE WHEN $3::bigint <= $4::bigint THEN greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE pass END
+    pass = CASE WHEN $3::bigint <= $4::bigint THEN greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE pass END,
+    head_enqueued_at = $5::bigint
 WHERE flow = $1`
 
 	qRotSetReadyNow = `UPDATE {s}.flows SET ready_at = $2, ready = true,

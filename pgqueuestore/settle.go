@@ -13,9 +13,9 @@ import (
 const (
 	// qSettleRead reads the claimed event and, in the same statement, what
 	// an ack needs to move the head: the flow's last seq and the next
-	// event's available_at (NULL when absent).
+	// event's available_at and enqueue tick (NULL when absent).
 	qSettleRead = `SELECT e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until,
-    f.last_seq, n.available_at
+    f.last_seq, n.available_at, n.enqueued_at
 FROM {s}.events AS e
 LEFT JOIN {s}.flows AS f ON f.flow = e.flow
 LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
@@ -23,10 +23,11 @@ WHERE e.id = $1`
 
 	// qSettleReadMany is qSettleRead for every ID of the array $1 at
 	// once (no row for an ID that is not stored), with the next event's
-	// ID so that a batch can see its own retries of it. Index-driven: one
-	// primary key probe per ID (TestPlans_IndexDriven).
+	// ID so that a batch can see its own retries of it, and its enqueue
+	// tick (the flow's head_enqueued_at once it is the head).
+	// Index-driven: one primary key probe per ID (TestPlans_IndexDriven).
 	qSettleReadMany = `SELECT k.id, e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until, e.available_at,
-    f.last_seq, n.id, n.available_at
+    f.last_seq, n.id, n.available_at, n.enqueued_at
 FROM unnest($1::text[]) AS k(id)
 JOIN {s}.events AS e ON e.id = k.id
 LEFT JOIN {s}.flows AS f ON f.flow = e.flow
@@ -39,8 +40,11 @@ LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 	qQuarantine = `UPDATE {s}.events SET state = 'quarantined', lease_until = 0, reason = $2 WHERE id = $1`
 
 	// qSetHead moves the flow's head; ready at once when the head is
-	// already dispatchable at now ($4, the clock mark in this transaction).
-	qSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint, ready = coalesce($3::bigint <= $4::bigint, false) WHERE flow = $1`
+	// already dispatchable at now ($4, the clock mark in this transaction);
+	// $5 is the new head's enqueue tick (NULL with no head), which
+	// OldestWaiting reads (flows_head_enqueued).
+	qSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint, ready = coalesce($3::bigint <= $4::bigint, false),
+    head_enqueued_at = $5::bigint WHERE flow = $1`
 
 	qWaitFlow = `UPDATE {s}.flows SET ready_at = $2, ready = false WHERE flow = $1`
 
@@ -48,12 +52,14 @@ LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 	// qWaitFlow, qQuarantine and qBlockFlow, for a batch whose writes touch
 	// each flow once: arrays in $1.., the clock mark in $4 for the heads.
 	qAckMany  = `UPDATE {s}.events SET state = 'acked', lease_until = 0 WHERE id = ANY($1::text[])`
-	qSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false)
-FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, head, at)
+	qSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false),
+    head_enqueued_at = u.enq
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS u(flow, head, at, enq)
 WHERE f.flow = u.flow`
 	qRotSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false),
-    pass = CASE WHEN u.at <= $4::bigint THEN greatest(f.pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE f.pass END
-FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, head, at)
+    pass = CASE WHEN u.at <= $4::bigint THEN greatest(f.pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE f.pass END,
+    head_enqueued_at = u.enq
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS u(flow, head, at, enq)
 WHERE f.flow = u.flow`
 	qRetryMany = `UPDATE {s}.events AS e SET state = 'pending', lease_until = 0, available_at = u.at, reason = u.reason
 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(id, at, reason)
@@ -67,15 +73,37 @@ WHERE e.id = u.id`
 	qBlockFlows = `UPDATE {s}.flows SET ready_at = NULL, ready = false WHERE flow = ANY($1::text[])`
 
 	qExtend = `UPDATE {s}.events SET lease_until = $2 WHERE id = $1`
+
+	// qInsertHistory writes the attempt history rows of the arrays $1..$6
+	// (docs/contract.md §7.8), all at $7, the admitted tick: one
+	// statement for every failure of a transaction.
+	qInsertHistory = `INSERT INTO {s}.attempts (event_id, generation, attempt, at, outcome, reason, error)
+SELECT u.id, u.gen, u.attempt, $7, u.outcome, u.reason, u.error
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+    AS u(id, gen, attempt, outcome, reason, error)`
+
+	// qTrimHistory keeps the latest $2 history rows of each event of the
+	// array $1: the $2-th row from the newest, read backwards on the
+	// primary key (event_id, generation), bounds what is deleted, through
+	// the same key. No scan of attempts.
+	qTrimHistory = `DELETE FROM {s}.attempts AS a
+USING (SELECT u.id, (SELECT h.generation FROM {s}.attempts AS h WHERE h.event_id = u.id
+        ORDER BY h.generation DESC OFFSET $2::bigint - 1 LIMIT 1) AS keep
+    FROM unnest($1::text[]) AS u(id)) AS k
+WHERE a.event_id = k.id AND a.generation < k.keep`
 )
 
 // Settle records the result of the claim of eventID with the given
 // generation, with the checks and outcomes of queuestore.Store.Settle
-// (docs/contract.md §2.4): a generation that is not the event's, or an
-// event not in flight, is Stale; now >= lease_until is Expired; then
-// success is Acked, failure with attempts left RetryScheduled (pending
-// again after the policy's delay), failure on the last attempt
-// Quarantined. Stale and Expired change nothing but the clock mark.
+// (docs/contract.md §2.4, §7.8): a generation that is not the event's, or
+// an event not in flight, is Stale; now >= lease_until is Expired; then
+// success is Acked; a permanent failure (Result.Permanent) is Quarantined
+// at once; a failure with attempts left is RetryScheduled, pending again
+// after Policy.RetryDelay (the schedule's or the formula's wait, at least
+// the capped Result.RetryAfter); a failure on the round's last attempt is
+// Quarantined. Every failure writes one row of the event's attempt
+// history (Event's History), with Result.Error, and keeps the latest
+// queue.MaxHistory. Stale and Expired change nothing but the clock mark.
 func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error) {
 	it := queue.SettleItem{EventID: eventID, Generation: generation, Result: r}
 	if err := it.Validate(); err != nil {
@@ -124,6 +152,7 @@ type settleRow struct {
 	attempts    int
 	leaseUntil  int64
 	last, next  *int64
+	nextEnq     *int64 // the next event's enqueue tick
 }
 
 // readSettle reads the event for a settle or an extend and applies the
@@ -131,7 +160,7 @@ type settleRow struct {
 // live.
 func (s *Store) readSettle(ctx context.Context, tx pgx.Tx, id string, generation int64, now clock.Tick) (settleRow, queue.Outcome, error) {
 	var r settleRow
-	err := tx.QueryRow(ctx, s.q(qSettleRead), id).Scan(&r.flow, &r.seq, &r.state, &r.gen, &r.attempts, &r.leaseUntil, &r.last, &r.next)
+	err := tx.QueryRow(ctx, s.q(qSettleRead), id).Scan(&r.flow, &r.seq, &r.state, &r.gen, &r.attempts, &r.leaseUntil, &r.last, &r.next, &r.nextEnq)
 	if isNoRows(err) {
 		return r, "", fmt.Errorf("%w: event %q", queue.ErrNotFound, id)
 	}
@@ -185,7 +214,7 @@ func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, pp *pipe, items []qu
 				e  settleEvent
 			)
 			if err := r.Scan(&id, &e.flow, &e.seq, &e.state, &e.gen, &e.attempts, &e.leaseUntil, &e.availAt,
-				&e.last, &e.nextID, &e.next); err != nil {
+				&e.last, &e.nextID, &e.next, &e.nextEnq); err != nil {
 				return err
 			}
 			evs[id] = &e
@@ -233,14 +262,18 @@ func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, pp *pipe, items []qu
 }
 
 // settleOp is the write one item makes: an ack (with the head it moves
-// to, nil when none, and when that head is ready), a retry at at, or a
-// quarantine, with the item's error prefix.
+// to, nil when none, when that head is ready and when it was enqueued), a
+// retry at at, or a quarantine, with the item's error prefix; a failure
+// also writes a history row (the claim's generation and attempt, the
+// result's error text).
 type settleOp struct {
 	outcome       queue.Outcome
 	pre, id, flow string
-	reason        string
+	reason, err   string
 	head, readyAt *int64
-	at            int64
+	headEnq       *int64
+	at, gen       int64
+	attempt       int
 }
 
 // checkSettle checks one item against e (its event as the earlier items
@@ -254,7 +287,8 @@ func checkSettle(pre string, it queue.SettleItem, e *settleEvent, evs map[string
 	case now >= clock.Tick(e.leaseUntil):
 		return queue.Expired, nil, nil
 	}
-	op := &settleOp{pre: pre, id: it.EventID, flow: e.flow, reason: it.Result.Reason}
+	op := &settleOp{pre: pre, id: it.EventID, flow: e.flow, reason: it.Result.Reason, err: it.Result.Error,
+		gen: e.gen, attempt: e.attempts}
 	switch {
 	case it.Result.OK:
 		op.outcome = queue.Acked
@@ -270,11 +304,11 @@ func checkSettle(pre string, it queue.SettleItem, e *settleEvent, evs map[string
 			if n := evs[*e.nextID]; n != nil {
 				at = n.availAt
 			}
-			op.head, op.readyAt = &h, &at
+			op.head, op.readyAt, op.headEnq = &h, &at, e.nextEnq
 		}
-	case e.attempts < p.MaxAttempts:
+	case !it.Result.Permanent && e.attempts < p.MaxAttempts:
 		op.outcome = queue.RetryScheduled
-		op.at = int64(now + p.Delay(it.EventID, e.gen, e.attempts))
+		op.at = int64(now + p.RetryDelay(it.EventID, e.gen, e.attempts, it.Result.RetryAfter))
 		e.state, e.leaseUntil, e.availAt = queue.StatePending, 0, op.at
 	default:
 		op.outcome = queue.Quarantined
@@ -288,24 +322,31 @@ func checkSettle(pre string, it queue.SettleItem, e *settleEvent, evs map[string
 // of write are written by one set statement: rows written once each end
 // as the item-by-item statements leave them, whatever the order. Else
 // (a batch that settles two events of one flow) they are queued item by
-// item, statement for statement as Settle runs them.
+// item, statement for statement as Settle runs them. The history rows of
+// the failures are written set-based either way (queueHistory): one
+// insert, and a trim only for an event that may hold more than
+// queue.MaxHistory.
 func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.Policy) {
 	setHead := qSetHead
 	if rotation(p) {
 		setHead = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
 	}
+	var hist history
 	seen := make(map[string]bool, len(ops))
 	distinct := true
 	for _, op := range ops {
 		distinct = distinct && !seen[op.flow]
 		seen[op.flow] = true
+		if op.outcome != queue.Acked {
+			hist.add(op.id, op.gen, op.attempt, op.outcome, op.reason, op.err)
+		}
 	}
 	if !distinct {
 		for _, op := range ops {
 			switch op.outcome {
 			case queue.Acked:
 				pp.exec(op.pre+"ack", s.q(qAck), op.id)
-				pp.exec(fmt.Sprintf("%smove head of flow %q", op.pre, op.flow), s.q(setHead), op.flow, op.head, op.readyAt, int64(now))
+				pp.exec(fmt.Sprintf("%smove head of flow %q", op.pre, op.flow), s.q(setHead), op.flow, op.head, op.readyAt, int64(now), op.headEnq)
 				if op.head != nil {
 					// The flow's next event is its head now: work for a claimant.
 					s.wakePipe(pp, op.pre)
@@ -318,11 +359,12 @@ func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.
 				pp.exec(fmt.Sprintf("%sblock flow %q", op.pre, op.flow), s.q(qBlockFlow), op.flow)
 			}
 		}
+		s.queueHistory(pp, &hist, now)
 		return
 	}
 	var (
 		acked, headFlows, retried, retryReasons, waitFlows, quarantined, qReasons, blocked []string
-		heads, readyAts                                                                    []*int64
+		heads, readyAts, headEnqs                                                          []*int64
 		retryAts                                                                           []int64
 		wake                                                                               bool
 	)
@@ -330,7 +372,7 @@ func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.
 		switch op.outcome {
 		case queue.Acked:
 			acked, headFlows = append(acked, op.id), append(headFlows, op.flow)
-			heads, readyAts = append(heads, op.head), append(readyAts, op.readyAt)
+			heads, readyAts, headEnqs = append(heads, op.head), append(readyAts, op.readyAt), append(headEnqs, op.headEnq)
 			wake = wake || op.head != nil
 		case queue.RetryScheduled:
 			retried, retryReasons, retryAts = append(retried, op.id), append(retryReasons, op.reason), append(retryAts, op.at)
@@ -345,7 +387,7 @@ func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.
 		if rotation(p) {
 			setHeads = qRotSetHeads
 		}
-		pp.exec("move heads", s.q(setHeads), headFlows, heads, readyAts, int64(now))
+		pp.exec("move heads", s.q(setHeads), headFlows, heads, readyAts, int64(now), headEnqs)
 	}
 	if len(retried) > 0 {
 		pp.exec("schedule retries", s.q(qRetryMany), retried, retryAts, retryReasons)
@@ -355,9 +397,46 @@ func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.
 		pp.exec("quarantine", s.q(qQuarantineMany), quarantined, qReasons)
 		pp.exec("block flows", s.q(qBlockFlows), blocked)
 	}
+	s.queueHistory(pp, &hist, now)
 	if wake {
 		// Some flow's next event is its head now: work for a claimant.
 		s.wakePipe(pp, "")
+	}
+}
+
+// history gathers the attempt history rows of one transaction's failures
+// (settles, and the claim's quarantine of a used-up take-over), as the
+// arrays of qInsertHistory, and the events whose history may need a trim.
+type history struct {
+	ids                     []string
+	gens, attempts          []int64
+	outcomes, reasons, errs []string
+	trim                    []string
+}
+
+// add records the history row of a failure of event id's claim at gen
+// (its attempt-th of the round).
+func (h *history) add(id string, gen int64, attempt int, o queue.Outcome, reason, errText string) {
+	h.ids, h.gens, h.attempts = append(h.ids, id), append(h.gens, gen), append(h.attempts, int64(attempt))
+	h.outcomes, h.reasons, h.errs = append(h.outcomes, string(o)), append(h.reasons, reason), append(h.errs, errText)
+	// An event holds at most one row per generation, generations from 1:
+	// one at generation MaxHistory or below cannot hold more than
+	// MaxHistory rows, so most never need the trim.
+	if gen > queue.MaxHistory {
+		h.trim = append(h.trim, id)
+	}
+}
+
+// queueHistory queues h's rows on pp, at now, and the trim of the events
+// that may now hold more than queue.MaxHistory rows; nothing when h is
+// empty.
+func (s *Store) queueHistory(pp *pipe, h *history, now clock.Tick) {
+	if len(h.ids) == 0 {
+		return
+	}
+	pp.exec("record attempt history", s.q(qInsertHistory), h.ids, h.gens, h.attempts, h.outcomes, h.reasons, h.errs, int64(now))
+	if len(h.trim) > 0 {
+		pp.exec("trim attempt history", s.q(qTrimHistory), h.trim, int64(queue.MaxHistory))
 	}
 }
 

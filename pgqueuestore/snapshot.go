@@ -20,6 +20,11 @@ const (
 WHERE kind <> 'redrive' ORDER BY id`
 
 	qAuditAll = `SELECT id, kind, event_id, generation, reason, detail, at FROM {s}.audit ORDER BY id`
+
+	// qSnapFailures is every attempt history row, by event ID (byte
+	// order) then generation: the attempts primary key in order.
+	qSnapFailures = `SELECT event_id, at, generation, attempt, outcome, reason, error FROM {s}.attempts
+ORDER BY event_id, generation`
 )
 
 // Snapshot reads every table in one read-only REPEATABLE READ
@@ -29,7 +34,8 @@ WHERE kind <> 'redrive' ORDER BY id`
 // the policy only when it is not the default, the audit rows of other
 // kinds than redrive in OperatorAudit, the rotation's state (Rotation, each
 // flow's Pass and Joined) under FairRotation only, a flow's Weight under
-// FairRotation or when it is not 1.
+// FairRotation or when it is not 1, the attempt history in Failures only
+// when some attempt failed.
 func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 	snap := queue.Snapshot{SchemaVersion: queue.SnapshotFormat, Flows: []queue.SnapshotFlow{}, Events: []queue.SnapshotEvent{}}
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
@@ -103,6 +109,17 @@ func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 		}
 		if len(other) > 0 {
 			snap.OperatorAudit = other
+		}
+		rows, _ = tx.Query(ctx, s.q(qSnapFailures))
+		var fa queue.SnapshotAttempt
+		var at int64
+		var outcome string
+		if _, err := pgx.ForEachRow(rows, []any{&fa.EventID, &at, &fa.Generation, &fa.Attempt.Attempt, &outcome, &fa.Reason, &fa.Error}, func() error {
+			fa.At, fa.Outcome = clock.Tick(at), queue.Outcome(outcome)
+			snap.Failures = append(snap.Failures, fa)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("failures: %w", err)
 		}
 		return nil
 	})

@@ -19,7 +19,7 @@ import (
 
 // SchemaVersion is the newest migration this package knows: the number of
 // migration files.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
@@ -238,10 +238,16 @@ func (s *Store) migrate(ctx context.Context, p *queue.Policy, version int) error
 			if p != nil {
 				np = *p
 			}
-			if _, err := tx.Exec(ctx, s.q(`INSERT INTO {s}.meta
+			ins, args := `INSERT INTO {s}.meta (id, clock_mark, ticket, `+qPolicyCols+`)
+VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6, $7, $8)`, policyArgs(np)
+			if version < 6 {
+				// A schema stopped before migration 6 (the migration
+				// tests' older builds) has no schedule or retry-after cap.
+				ins, args = `INSERT INTO {s}.meta
     (id, clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness)
-VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6)`), int64(np.Lease), np.MaxAttempts, int64(np.BackoffBase),
-				int64(np.BackoffCap), np.Jitter, string(np.Fairness)); err != nil {
+VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6)`, args[:6]
+			}
+			if _, err := tx.Exec(ctx, s.q(ins), args...); err != nil {
 				return fmt.Errorf("record policy: %w", err)
 			}
 			return nil
@@ -259,7 +265,47 @@ VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6)`), int64(np.Lease), np.MaxAttempts, int
 	})
 }
 
-const qPolicy = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness FROM {s}.meta WHERE id = 1`
+// qPolicyCols are meta's policy columns, in the order of policyRow's
+// dest and policyArgs.
+const qPolicyCols = `lease, max_attempts, backoff_base, backoff_cap, jitter, fairness, schedule, retry_after_cap`
+
+const qPolicy = `SELECT ` + qPolicyCols + ` FROM {s}.meta WHERE id = 1`
+
+// policyRow scans meta's policy columns (qPolicyCols) into a queue.Policy.
+type policyRow struct {
+	p                          queue.Policy
+	lease, base, capT, retryAt int64
+	fair                       string
+	schedule                   []int64
+}
+
+// dest is the scan destinations of qPolicyCols.
+func (r *policyRow) dest() []any {
+	return []any{&r.lease, &r.p.MaxAttempts, &r.base, &r.capT, &r.p.Jitter, &r.fair, &r.schedule, &r.retryAt}
+}
+
+// policy is the scanned policy: an empty schedule is none (nil).
+func (r *policyRow) policy() queue.Policy {
+	p := r.p
+	p.Lease, p.BackoffBase, p.BackoffCap, p.Fairness = clock.Tick(r.lease), clock.Tick(r.base), clock.Tick(r.capT), queue.Fairness(r.fair)
+	p.RetryAfterCap = clock.Tick(r.retryAt)
+	p.Schedule = nil
+	for _, w := range r.schedule {
+		p.Schedule = append(p.Schedule, clock.Tick(w))
+	}
+	return p
+}
+
+// policyArgs are p's values for qPolicyCols: no schedule is an empty
+// array (the column is NOT NULL).
+func policyArgs(p queue.Policy) []any {
+	sched := make([]int64, 0, len(p.Schedule))
+	for _, w := range p.Schedule {
+		sched = append(sched, int64(w))
+	}
+	return []any{int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), p.Jitter, string(p.Fairness),
+		sched, int64(p.RetryAfterCap)}
+}
 
 // rowQuerier is what pgx.Tx and *pgxpool.Pool share.
 type rowQuerier interface {
@@ -267,14 +313,11 @@ type rowQuerier interface {
 }
 
 func readPolicy(ctx context.Context, tx rowQuerier, q func(string) string) (queue.Policy, error) {
-	var p queue.Policy
-	var lease, base, capT int64
-	var fair string
-	if err := tx.QueryRow(ctx, q(qPolicy)).Scan(&lease, &p.MaxAttempts, &base, &capT, &p.Jitter, &fair); err != nil {
+	var r policyRow
+	if err := tx.QueryRow(ctx, q(qPolicy)).Scan(r.dest()...); err != nil {
 		return queue.Policy{}, fmt.Errorf("read policy: %w", err)
 	}
-	p.Lease, p.BackoffBase, p.BackoffCap, p.Fairness = clock.Tick(lease), clock.Tick(base), clock.Tick(capT), queue.Fairness(fair)
-	return p, nil
+	return r.policy(), nil
 }
 
 // Policy returns the store's recorded policy.
@@ -313,13 +356,11 @@ type admission struct {
 func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) error {
 	var a admission
 	scan := func(r pgx.Row) error {
-		var lease, base, capT int64
-		var fair string
-		if err := r.Scan(&a.mark, &a.m.ticket, &lease, &a.m.policy.MaxAttempts, &base, &capT, &a.m.policy.Jitter, &fair); err != nil {
+		var pr policyRow
+		if err := r.Scan(append([]any{&a.mark, &a.m.ticket}, pr.dest()...)...); err != nil {
 			return fmt.Errorf("read clock mark: %w", err)
 		}
-		a.m.policy.Lease, a.m.policy.BackoffBase, a.m.policy.BackoffCap = clock.Tick(lease), clock.Tick(base), clock.Tick(capT)
-		a.m.policy.Fairness = queue.Fairness(fair)
+		a.m.policy = pr.policy()
 		return nil
 	}
 	return s.begin(ctx, pgx.TxOptions{}, s.q(qAdmitRead), scan, func(tx pgx.Tx) error { return fn(tx, a) })
@@ -382,7 +423,7 @@ type meta struct {
 	policy queue.Policy
 }
 
-const qAdmitRead = `SELECT clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness
+const qAdmitRead = `SELECT clock_mark, ticket, ` + qPolicyCols + `
 FROM {s}.meta WHERE id = 1 FOR UPDATE`
 
 // admit checks the tick against the meta row that withTx read and locked

@@ -200,11 +200,11 @@ func rawClaimAck(ctx context.Context, s *Store, strategy string, failed *atomic.
 			return err
 		}
 		h := r.seq + 1
-		var head, readyAt *int64
+		var head, readyAt, enq *int64
 		if r.seq < *r.last {
-			head, readyAt = &h, r.next
+			head, readyAt, enq = &h, r.next, r.nextEnq
 		}
-		_, err = tx.Exec(ctx, s.q(qSetHead), r.flow, head, readyAt, int64(0))
+		_, err = tx.Exec(ctx, s.q(qSetHead), r.flow, head, readyAt, int64(0), enq)
 		return err
 	})
 	return true, err
@@ -254,11 +254,11 @@ WHERE flow = $1 AND seq = $2 RETURNING id, generation`), flow, head).Scan(&id, &
 			return err
 		}
 		h := r.seq + 1
-		var head, readyAt *int64
+		var head, readyAt, enq *int64
 		if r.seq < *r.last {
-			head, readyAt = &h, r.next
+			head, readyAt, enq = &h, r.next, r.nextEnq
 		}
-		_, err = tx.Exec(ctx, s.q(qSetHead), r.flow, head, readyAt, int64(0))
+		_, err = tx.Exec(ctx, s.q(qSetHead), r.flow, head, readyAt, int64(0), enq)
 		return err
 	})
 	return true, err

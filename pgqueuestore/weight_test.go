@@ -189,11 +189,7 @@ func TestRotationFollowsTheModel(t *testing.T) {
 func TestMigrationFromVersion1(t *testing.T) {
 	ctx := context.Background()
 	s, url, schema := open(t, atVersion(1))
-	for _, f := range []string{"b", "a", "c"} {
-		if _, err := s.Enqueue(ctx, queue.Event{ID: f + "-1", Flow: f, Body: []byte("x")}, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enqueueAsOldBuild(t, s, 1, "b", "a", "c")
 	s.Close()
 	s2, err := Open(ctx, url, WithSchema(schema))
 	if err != nil {
@@ -250,9 +246,7 @@ func TestMigrationFromVersion2(t *testing.T) {
 	ctx := context.Background()
 	s, url, schema := open(t, atVersion(2))
 	for i, f := range []string{"b", "a"} {
-		if _, err := s.Enqueue(ctx, queue.Event{ID: f + "-1", Flow: f, Body: []byte("x")}, clock.Tick(3+i)); err != nil {
-			t.Fatal(err)
-		}
+		enqueueAsOldBuild(t, s, int64(3+i), f)
 	}
 	s.Close()
 	s2, err := Open(ctx, url, WithSchema(schema))

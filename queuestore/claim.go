@@ -91,8 +91,9 @@ const ReasonLeaseExpired = queue.ReasonLeaseExpired
 // event's generation, attempts and lifetime attempts grow by one, and the
 // event is leased until now + Lease. A take-over of an event whose round is
 // used up (attempts == MaxAttempts) is not claimed: it is quarantined with
-// reason ReasonLeaseExpired (served, ticket and generation unchanged) and the
-// claim picks again. Even when nothing is claimed, now is recorded as the
+// reason ReasonLeaseExpired (served, ticket and generation unchanged), with
+// a history row (outcome Quarantined, no error text, the event's generation
+// and attempts), and the claim picks again. Even when nothing is claimed, now is recorded as the
 // clock mark.
 func (s *Store) Claim(ctx context.Context, now clock.Tick) (Claim, bool, error) {
 	cs, err := s.claim(ctx, now, 1)
@@ -265,6 +266,9 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, ord claimOrder
 				}
 				if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
 					return nil, fmt.Errorf("block flow %q: %w", flow, err)
+				}
+				if err := recordFailure(ctx, tx, id.String, nGen.Int64, attempts, Quarantined, ReasonLeaseExpired, "", now); err != nil {
+					return nil, err
 				}
 				continue
 			case state.String == queue.StateInflight && leaseUntil <= now:

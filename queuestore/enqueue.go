@@ -20,17 +20,19 @@ LEFT JOIN flows AS f ON f.flow = k.flow`
 
 	// qNewFlow creates a flow with the new event (seq 1) as its head,
 	// dispatchable at once.
-	qNewFlow = `INSERT INTO flows (flow, last_seq, served, head_seq, ready_at, ready)
-VALUES (?1, 1, 0, 1, ?2, 1)`
+	qNewFlow = `INSERT INTO flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
+VALUES (?1, 1, 0, 1, ?2, 1, ?2)`
 
 	// qNextSeq records ?2 (last_seq + 1, read in the same transaction) as the
 	// flow's last sequence number. A flow without a head (every event acked)
-	// gets the new event as its head, dispatchable at once (?3).
+	// gets the new event as its head, dispatchable at once (?3), enqueued
+	// at ?3.
 	qNextSeq = `UPDATE flows SET
     last_seq = ?2,
     head_seq = coalesce(head_seq, ?2),
     ready_at = CASE WHEN head_seq IS NULL THEN ?3 ELSE ready_at END,
-    ready    = CASE WHEN head_seq IS NULL THEN 1 ELSE ready END
+    ready    = CASE WHEN head_seq IS NULL THEN 1 ELSE ready END,
+    head_enqueued_at = CASE WHEN head_seq IS NULL THEN ?3 ELSE head_enqueued_at END
 WHERE flow = ?1`
 
 	qInsertEvent = `INSERT INTO events

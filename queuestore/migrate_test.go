@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/migration/migrationtest"
 )
 
@@ -101,7 +102,11 @@ func rawDump(t *testing.T, path string) string {
 	}
 	rows.Close()
 	for _, tab := range tables {
-		rows, err := db.Query("SELECT * FROM " + tab + " ORDER BY rowid")
+		order := "rowid"
+		if tab == "history" { // WITHOUT ROWID: its primary key's order
+			order = "event_id, generation"
+		}
+		rows, err := db.Query("SELECT * FROM " + tab + " ORDER BY " + order)
 		if err != nil {
 			t.Fatalf("rows of %s: %v", tab, err)
 		}
@@ -325,5 +330,42 @@ func TestMigrate_NewFileGetsTheRotationIndexWithItsPolicy(t *testing.T) {
 		if got := strings.Contains(rawDump(t, path), "index flows_rotation: "); got != c.want {
 			t.Fatalf("Open(%d options): flows_rotation %v, want %v", len(c.opts), got, c.want)
 		}
+	}
+}
+
+// Migration 4 fills flows.head_enqueued_at from each head's event, so
+// OldestWaiting on a file of every older build is the enqueue tick of its
+// oldest event that is not acked (read from the snapshot); the policy gets
+// no schedule and no retry-after cap, and the file has no history.
+func TestMigrate_V4OldestWaitingOnOlderFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, name := range []string{"v1-queue.db", "v2-queue.db", "v3-queue.db"} {
+		s, err := Open(copyTestdata(t, name))
+		if err != nil {
+			t.Fatalf("Open(%s) error = %v", name, err)
+		}
+		sn := snap(t, s)
+		var want clock.Tick
+		wantOK := false
+		for _, e := range sn.Events {
+			if e.State != "acked" && (!wantOK || e.EnqueuedAt < want) {
+				want, wantOK = e.EnqueuedAt, true
+			}
+		}
+		if !wantOK {
+			t.Fatalf("%s: every event acked; the test needs one that is not", name)
+		}
+		if at, ok, err := s.OldestWaiting(ctx); err != nil || !ok || at != want {
+			t.Fatalf("%s: OldestWaiting() = %d, %v, %v; want %d, true", name, at, ok, err, want)
+		}
+		p, err := s.Policy(ctx)
+		if err != nil || p.Schedule != nil || p.RetryAfterCap != 0 {
+			t.Fatalf("%s: Policy() = %+v, %v; want no schedule, no cap", name, p, err)
+		}
+		if sn.Failures != nil {
+			t.Fatalf("%s: migrated snapshot has failures %s", name, jsonOf(sn.Failures))
+		}
+		s.Close()
 	}
 }

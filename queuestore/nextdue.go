@@ -105,3 +105,28 @@ func (s *Store) NextDue(ctx context.Context) (clock.Tick, bool, error) {
 	}
 	return due, ok, nil
 }
+
+// qOldestWaiting is the smallest enqueue tick of the flows' heads: the
+// first entry of flows_head_enqueued.
+const qOldestWaiting = `SELECT head_enqueued_at FROM flows WHERE head_enqueued_at IS NOT NULL
+ORDER BY head_enqueued_at LIMIT 1`
+
+// OldestWaiting returns the enqueue tick of the oldest event that is not
+// acked, whatever holds it (pending, in backoff, in flight, quarantined, or
+// behind such a head); ok is false when every event is acked (queue.Waiter,
+// docs/contract.md §7.8). Within a flow sequence order is enqueue order, so
+// that event is some flow's head: the store keeps each head's enqueue tick
+// on its flow (flows.head_enqueued_at, written by the statements that move
+// the head), and this reads the first entry of its index
+// (docs/decisions/oldest-waiting.md). It writes nothing.
+func (s *Store) OldestWaiting(ctx context.Context) (clock.Tick, bool, error) {
+	var at int64
+	err := s.stmts[qOldestWaiting].QueryRowContext(ctx).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("oldest waiting: %w", err)
+	}
+	return clock.Tick(at), true, nil
+}

@@ -259,7 +259,7 @@ func quarantinedPageQuery(f RedriveFilter) (page, count string, args []any) {
 		args = append(args, f.Reason)
 		where += fmt.Sprintf(" AND reason = ?%d", len(args)+2)
 	}
-	page = `SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events
+	page = `SELECT id, flow, seq, generation, lifetime_attempts, reason, ` + qEventError + ` FROM events
 WHERE ` + where + ` AND (flow, seq) > (?1, ?2) ORDER BY flow, seq LIMIT ?` + strconv.Itoa(len(args)+3)
 	count = `SELECT count(*) FROM events WHERE ` + strings.NewReplacer("?3", "?1", "?4", "?2").Replace(where)
 	return page, count, args
@@ -292,7 +292,7 @@ func (s *Store) QuarantinedPage(ctx context.Context, q QuarantinedQuery) (Quaran
 		defer rows.Close()
 		for rows.Next() {
 			var e QuarantinedEvent
-			if err := rows.Scan(&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason); err != nil {
+			if err := rows.Scan(&e.EventID, &e.Flow, &e.Seq, &e.Generation, &e.LifetimeAttempts, &e.Reason, &e.Error); err != nil {
 				return err
 			}
 			page.Events = append(page.Events, e)

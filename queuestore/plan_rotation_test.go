@@ -32,7 +32,7 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"serve flow":    {qRotServeFlow, []any{1, 6, 720720}, "INTEGER PRIMARY KEY"},
 		"serve flows":   {qRotServeFlows, []any{"[[1,720720],[2,720720]]", 6}, "INTEGER PRIMARY KEY"},
 		"set clock":     {qRotSetClock, []any{1, 0, 720720}, ""},
-		"set head":      {qRotSetHead, []any{"f1", 2, 0, 1}, "sqlite_autoindex_flows_1"},
+		"set head":      {qRotSetHead, []any{"f1", 2, 0, 1, 0}, "sqlite_autoindex_flows_1"},
 		"set heads":     {qRotSetHeads, []any{"[[1,2,0],[2,null,null]]", 1}, "INTEGER PRIMARY KEY"},
 		"ready now":     {qRotSetReadyNow, []any{"f1", 1}, "sqlite_autoindex_flows_1"},
 		"redrive flows": {qRotRedriveFlows, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},

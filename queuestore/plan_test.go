@@ -47,7 +47,7 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"ack":          {qAck, []any{"e1"}, "sqlite_autoindex_events_1"},
 		"last seq":     {qSettleRead, []any{"e1"}, "sqlite_autoindex_flows_1"},
 		"next avail":   {qSettleRead, []any{"e1"}, "sqlite_autoindex_events_2"},
-		"set head":     {qSetHead, []any{"f1", 2, 0, 1}, "sqlite_autoindex_flows_1"},
+		"set head":     {qSetHead, []any{"f1", 2, 0, 1, 0}, "sqlite_autoindex_flows_1"},
 		"retry":        {qRetry, []any{"e1", 3, "r"}, "sqlite_autoindex_events_1"},
 		"wait flow":    {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
 		"find ev flow": {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
@@ -77,6 +77,11 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"redrive flws": {qRedriveFlows, []any{redriveChunkJSON, 1}, "INTEGER PRIMARY KEY"},
 		"redrive aud":  {qRedriveAudit, []any{redriveChunkJSON, 1, "r"}, "INTEGER PRIMARY KEY"},
 		"chunk's flow": {qChunkAll, nil, "sqlite_autoindex_flows_1"},
+		"ins history":  {qInsertHistory, []any{"e1", 1, 1, 1, "retry_scheduled", "r", ""}, ""},
+		"trim history": {qTrimHistory, []any{"e1", 10}, "PRIMARY KEY (event_id=?"},
+		"ev history":   {qEventHistory, []any{"e1"}, "PRIMARY KEY (event_id=?"},
+		"snap history": {qSnapHistory, nil, ""},
+		"oldest wait":  {qOldestWaiting, nil, "flows_head_enqueued"},
 	}
 	checkPlans(t, s, queries)
 }

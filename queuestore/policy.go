@@ -34,10 +34,11 @@ const MaxPolicyAttempts = queue.MaxPolicyAttempts
 func DefaultPolicy() Policy { return queue.DefaultPolicy() }
 
 const (
-	qPolicyRead = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness FROM meta WHERE id = 1`
+	qPolicyRead = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness, schedule, retry_after_cap
+FROM meta WHERE id = 1`
 
 	qPolicyWrite = `UPDATE meta SET lease = ?1, max_attempts = ?2, backoff_base = ?3, backoff_cap = ?4,
-    jitter = ?5, fairness = ?6, policy_rev = policy_rev + 1 WHERE id = 1`
+    jitter = ?5, fairness = ?6, schedule = ?7, retry_after_cap = ?8, policy_rev = policy_rev + 1 WHERE id = 1`
 
 	qInsertAuditKind = `INSERT INTO audit (kind, event_id, generation, reason, detail, at) VALUES (?1, NULL, NULL, ?2, ?3, ?4)`
 )
@@ -50,12 +51,29 @@ func readPolicy(ctx context.Context, tx *txn) (Policy, error) {
 	return p, nil
 }
 
-func writePolicy(ctx context.Context, tx *txn, p Policy) error {
-	p = p.Normal()
-	if _, err := tx.ExecContext(ctx, qPolicyWrite, int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter), string(p.Fairness)); err != nil {
+func writePolicy(ctx context.Context, tx execer, p Policy) error {
+	if _, err := tx.ExecContext(ctx, qPolicyWrite, policyArgs(p)...); err != nil {
 		return fmt.Errorf("record policy: %w", err)
 	}
 	return nil
+}
+
+// execer runs a write statement: a write transaction (*txn), or the
+// migration's connection.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// policyArgs are qPolicyWrite's arguments for p: the schedule as a JSON
+// array of waits ("[]" for none).
+func policyArgs(p Policy) []any {
+	p = p.Normal()
+	sched := []byte("[]")
+	if len(p.Schedule) > 0 {
+		sched, _ = json.Marshal(p.Schedule) // []clock.Tick always encodes
+	}
+	return []any{int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter),
+		string(p.Fairness), string(sched), int64(p.RetryAfterCap)}
 }
 
 func boolInt(b bool) int {
@@ -140,16 +158,22 @@ func (s *Store) SetPolicy(ctx context.Context, p Policy, reason string, now cloc
 
 // policyFromRow scans qPolicyRead's row.
 func policyFromRow(r rowScanner) (Policy, error) {
-	var lease, base, bcap, jitter int64
+	var lease, base, bcap, jitter, raCap int64
 	var attempts int
-	var fair string
-	err := r.Scan(&lease, &attempts, &base, &bcap, &jitter, &fair)
+	var fair, sched string
+	err := r.Scan(&lease, &attempts, &base, &bcap, &jitter, &fair, &sched, &raCap)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Policy{}, fmt.Errorf("%w: no meta row", ErrCorrupt)
 	}
 	if err != nil {
 		return Policy{}, err
 	}
-	return Policy{Lease: clock.Tick(lease), MaxAttempts: attempts, BackoffBase: clock.Tick(base),
-		BackoffCap: clock.Tick(bcap), Jitter: jitter != 0, Fairness: Fairness(fair)}, nil
+	p := Policy{Lease: clock.Tick(lease), MaxAttempts: attempts, BackoffBase: clock.Tick(base),
+		BackoffCap: clock.Tick(bcap), Jitter: jitter != 0, Fairness: Fairness(fair), RetryAfterCap: clock.Tick(raCap)}
+	if sched != "[]" {
+		if err := json.Unmarshal([]byte(sched), &p.Schedule); err != nil {
+			return Policy{}, fmt.Errorf("%w: meta.schedule %q: %w", ErrCorrupt, sched, err)
+		}
+	}
+	return p, nil
 }

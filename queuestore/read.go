@@ -12,32 +12,78 @@ import (
 
 const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
 
+// qEventError is the error text of the history row of the event in the
+// outer query at its current generation (empty when there is none): one
+// lookup by the history's primary key per event, inside the statement that
+// reads the event.
+const qEventError = `coalesce((SELECT h.error FROM history AS h WHERE h.event_id = events.id AND h.generation = events.generation), '')`
+
+// qEventHistory reads an event's history rows, oldest first.
+const qEventHistory = `SELECT generation, attempt, at, outcome, reason, error FROM history WHERE event_id = ?1 ORDER BY generation`
+
 type scanner interface {
 	Scan(dest ...any) error
 }
 
+// scanEventState scans qEventCols and qEventError.
 func scanEventState(r scanner) (EventState, error) {
 	var e EventState
 	var avail, lease int64
-	err := r.Scan(&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, &avail, &lease, &e.Reason)
+	err := r.Scan(&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, &avail, &lease, &e.Reason, &e.Error)
 	e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
 	return e, err
 }
 
-// Event returns the event with the given ID as it is now, or ErrNotFound.
+// Event returns the event with the given ID as it is now, with its
+// history (oldest first) and the error text of the failure at its current
+// generation (docs/contract.md §7.8), read in one read transaction; or
+// ErrNotFound.
 func (s *Store) Event(ctx context.Context, id string) (EventState, error) {
-	e, err := scanEventState(s.db.QueryRowContext(ctx, `SELECT `+qEventCols+` FROM events WHERE id = ?1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return EventState{}, fmt.Errorf("event %q: %w", id, ErrNotFound)
-	}
+	var e EventState
+	err := s.withReadTx(ctx, func(tx *txn) error {
+		var err error
+		e, err = scanEventState(tx.QueryRowContext(ctx, `SELECT `+qEventCols+`, `+qEventError+` FROM events WHERE id = ?1`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		e.History, err = readHistory(ctx, tx, id)
+		return err
+	})
 	if err != nil {
 		return EventState{}, fmt.Errorf("event %q: %w", id, err)
 	}
 	return e, nil
 }
 
+// readHistory reads the history of the event id, oldest first; nil when
+// it has none.
+func readHistory(ctx context.Context, tx *txn, id string) ([]Attempt, error) {
+	rows, err := tx.QueryContext(ctx, qEventHistory, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		var at int64
+		var o string
+		if err := rows.Scan(&a.Generation, &a.Attempt, &at, &o, &a.Reason, &a.Error); err != nil {
+			return nil, err
+		}
+		a.At, a.Outcome = clock.Tick(at), Outcome(o)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // FlowEvents returns every event of flow, acked ones included, in sequence
-// order; ErrNotFound for a flow that has never had an event.
+// order; ErrNotFound for a flow that has never had an event. Each event's
+// Error is filled (a lookup by the history's primary key inside the same
+// statement); History is left nil (Event reads it).
 func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, error) {
 	var out []EventState
 	err := s.withReadTx(ctx, func(tx *txn) error {
@@ -49,7 +95,7 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, erro
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+qEventCols+` FROM events WHERE flow = ?1 ORDER BY seq`, flow)
+		rows, err := tx.QueryContext(ctx, `SELECT `+qEventCols+`, `+qEventError+` FROM events WHERE flow = ?1 ORDER BY seq`, flow)
 		if err != nil {
 			return err
 		}
@@ -70,9 +116,9 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, erro
 }
 
 // Quarantined returns every quarantined event, ordered by flow and sequence
-// number.
+// number, each with the error text of the failure that quarantined it.
 func (s *Store) Quarantined(ctx context.Context) ([]QuarantinedEvent, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, flow, seq, generation, lifetime_attempts, reason
+	rows, err := s.db.QueryContext(ctx, `SELECT id, flow, seq, generation, lifetime_attempts, reason, `+qEventError+`
 FROM events WHERE state = 'quarantined' ORDER BY flow, seq`)
 	if err != nil {
 		return nil, fmt.Errorf("quarantined: %w", err)
@@ -81,7 +127,7 @@ FROM events WHERE state = 'quarantined' ORDER BY flow, seq`)
 	var out []QuarantinedEvent
 	for rows.Next() {
 		var q QuarantinedEvent
-		if err := rows.Scan(&q.EventID, &q.Flow, &q.Seq, &q.Generation, &q.LifetimeAttempts, &q.Reason); err != nil {
+		if err := rows.Scan(&q.EventID, &q.Flow, &q.Seq, &q.Generation, &q.LifetimeAttempts, &q.Reason, &q.Error); err != nil {
 			return nil, fmt.Errorf("quarantined: %w", err)
 		}
 		out = append(out, q)

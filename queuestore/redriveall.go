@@ -20,8 +20,8 @@ const RedriveChunk = queue.RedriveChunk
 // array of objects with QuarantinedEvent's keys.
 func quarantinedQuery(f RedriveFilter, limit int) (string, []any) {
 	return selectFrom(f, `SELECT json_group_array(json_object('event_id', id, 'flow', flow, 'seq', seq,
-    'generation', generation, 'lifetime_attempts', lifetime_attempts, 'reason', reason))
-FROM (SELECT id, flow, seq, generation, lifetime_attempts, reason FROM events`, limit)
+    'generation', generation, 'lifetime_attempts', lifetime_attempts, 'reason', reason, 'error', error))
+FROM (SELECT id, flow, seq, generation, lifetime_attempts, reason, `+qEventError+` AS error FROM events`, limit)
 }
 
 // chunkQuery is quarantinedQuery(f, RedriveChunk) in the form RedriveAll's chunk reads:

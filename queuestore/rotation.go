@@ -92,12 +92,12 @@ FROM j WHERE flows.rowid = j.r`
 	// the pass of the flow claimed last, vtail the largest pass assigned.
 	qRotSetClock = `UPDATE meta SET ticket = ?1, vnow = ?2, vtail = max(vtail, ?3) WHERE id = 1`
 
-	qRotSetHead = `UPDATE flows SET head_seq = ?2, ready_at = ?3, ready = coalesce(?3 <= ?4, 0),
+	qRotSetHead = `UPDATE flows SET head_seq = ?2, ready_at = ?3, ready = coalesce(?3 <= ?4, 0), head_enqueued_at = ?5,
     pass = CASE WHEN ?3 <= ?4 THEN max(pass, (SELECT vnow FROM meta WHERE id = 1)) ELSE pass END
 WHERE flow = ?1`
 
-	qRotSetHeads = `WITH j (r, h, a) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1))
-UPDATE OR FAIL flows SET head_seq = j.h, ready_at = j.a, ready = coalesce(j.a <= ?2, 0),
+	qRotSetHeads = `WITH j (r, h, a, q) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?1))
+UPDATE OR FAIL flows SET head_seq = j.h, ready_at = j.a, ready = coalesce(j.a <= ?2, 0), head_enqueued_at = j.q,
     pass = CASE WHEN j.a <= ?2 THEN max(pass, (SELECT vnow FROM meta WHERE id = 1)) ELSE pass END
 FROM j WHERE flows.rowid = j.r`
 

@@ -9,4 +9,5 @@ var (
 	_ queue.Weighter      = (*Store)(nil)
 	_ queue.SettleClaimer = (*Store)(nil)
 	_ queue.Pager         = (*Store)(nil)
+	_ queue.Waiter        = (*Store)(nil)
 )

@@ -32,9 +32,9 @@ const (
 const (
 	// qSettleRead reads the claimed event and, in the same statement, what
 	// an ack needs to move the head: the flow's last seq and the next
-	// event's available_at (NULL columns when absent).
+	// event's available_at and enqueued_at (NULL columns when absent).
 	qSettleRead = `SELECT e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until,
-    f.last_seq, n.available_at
+    f.last_seq, n.available_at, n.enqueued_at
 FROM events AS e
 LEFT JOIN flows AS f ON f.flow = e.flow
 LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
@@ -48,8 +48,10 @@ WHERE e.id = ?1`
 
 	// qSetHead moves the flow's head; ready is set at once when the head is
 	// already dispatchable at now (now is the clock mark in this
-	// transaction, so the flag stays true for every later tick).
-	qSetHead = `UPDATE flows SET head_seq = ?2, ready_at = ?3, ready = coalesce(?3 <= ?4, 0) WHERE flow = ?1`
+	// transaction, so the flag stays true for every later tick). ?5 is the
+	// new head's enqueue tick (NULL with no head).
+	qSetHead = `UPDATE flows SET head_seq = ?2, ready_at = ?3, ready = coalesce(?3 <= ?4, 0), head_enqueued_at = ?5
+WHERE flow = ?1`
 
 	qWaitFlow = `UPDATE flows SET ready_at = ?2, ready = 0 WHERE flow = ?1`
 )
@@ -57,16 +59,22 @@ WHERE e.id = ?1`
 // Settle records the result of the claim of eventID with the given
 // generation. It checks, in this order: a generation that is not the
 // event's is Stale; an event not in flight is Stale; now >= lease_until is
-// Expired (even if nobody took the event over); then success is Acked,
-// failure with attempts left is RetryScheduled (pending again at
-// now + queue.Policy.Delay(eventID, generation, attempts): Backoff(attempts), or
-// its jitter; reason kept), and failure on the last attempt (attempts >=
-// the policy's MaxAttempts) is Quarantined (reason kept). Stale and Expired change nothing but the clock
-// mark.
+// Expired (even if nobody took the event over); then success is Acked; a
+// permanent failure (Result.Permanent) is Quarantined whatever attempts
+// remain; a failure with attempts left is RetryScheduled (pending again at
+// now + queue.Policy.RetryDelay(eventID, generation, attempts,
+// Result.RetryAfter): the policy's Delay, or the retry-after capped by its
+// RetryAfterLimit when that is longer); a failure on the last attempt
+// (attempts >= the policy's MaxAttempts) is Quarantined. A failure keeps
+// its reason on the event and writes one history row (tick, generation,
+// attempt, outcome, reason, Result.Error), keeping the event's latest
+// queue.MaxHistory rows (docs/contract.md §7.8). Stale and Expired change
+// nothing but the clock mark.
 //
 // Errors: ErrInvalid for a bad ID, a negative generation, or a failure
-// without a valid reason (an empty one is also ErrEmptyReason); ErrNotFound
-// for an unknown event; ErrTimeRegression.
+// without a valid reason (an empty one is also ErrEmptyReason), with a
+// negative RetryAfter or an Error that queue.CheckErrorText refuses;
+// ErrNotFound for an unknown event; ErrTimeRegression.
 func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r Result, now clock.Tick) (Outcome, error) {
 	it := SettleItem{EventID: eventID, Generation: generation, Result: r}
 	if err := it.Validate(); err != nil {
@@ -160,8 +168,9 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 		attempts   int
 		leaseUntil int64
 		last, next sql.NullInt64
+		nextEnq    sql.NullInt64
 	)
-	err := tx.QueryRowContext(ctx, qSettleRead, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil, &last, &next)
+	err := tx.QueryRowContext(ctx, qSettleRead, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil, &last, &next, &nextEnq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("%w: event %q", ErrNotFound, it.EventID)
 	}
@@ -177,7 +186,7 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 		if _, err := tx.ExecContext(ctx, qAck, it.EventID); err != nil {
 			return "", fmt.Errorf("ack: %w", err)
 		}
-		if err := advanceHead(ctx, tx, pol, flow, seq, last, next, now); err != nil {
+		if err := advanceHead(ctx, tx, pol, flow, seq, last, next, nextEnq, now); err != nil {
 			return "", err
 		}
 		return Acked, nil
@@ -187,19 +196,22 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 }
 
 // failHead writes a failed result for the flow's head it (claimed at
-// generation gen): a retry after pol.Delay while attempts are left, else a
-// quarantine that blocks the flow. Settle and SettleBatch both fail a head
-// here.
+// generation gen, its attempts-th attempt of the round): a permanent
+// failure, or one on the round's last attempt, is a quarantine that blocks
+// the flow; any other a retry after pol.RetryDelay (the policy's Delay, or
+// the failure's retry-after up to the policy's limit). Either way one
+// history row records it (recordFailure). Settle and SettleBatch both fail
+// a head here.
 func failHead(ctx context.Context, tx *txn, pol Policy, it SettleItem, flow string, gen int64, attempts int, now clock.Tick) (Outcome, error) {
-	if attempts < pol.MaxAttempts {
-		at := now + pol.Delay(it.EventID, gen, attempts)
+	if attempts < pol.MaxAttempts && !it.Result.Permanent {
+		at := now + pol.RetryDelay(it.EventID, gen, attempts, it.Result.RetryAfter)
 		if _, err := tx.ExecContext(ctx, qRetry, it.EventID, int64(at), it.Result.Reason); err != nil {
 			return "", fmt.Errorf("schedule retry: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, qWaitFlow, flow, int64(at)); err != nil {
 			return "", fmt.Errorf("update flow %q: %w", flow, err)
 		}
-		return RetryScheduled, nil
+		return RetryScheduled, recordFailure(ctx, tx, it.EventID, gen, attempts, RetryScheduled, it.Result.Reason, it.Result.Error, now)
 	}
 	if _, err := tx.ExecContext(ctx, qQuarantine, it.EventID, it.Result.Reason); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
@@ -207,30 +219,61 @@ func failHead(ctx context.Context, tx *txn, pol Policy, it SettleItem, flow stri
 	if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
 		return "", fmt.Errorf("block flow %q: %w", flow, err)
 	}
-	return Quarantined, nil
+	return Quarantined, recordFailure(ctx, tx, it.EventID, gen, attempts, Quarantined, it.Result.Reason, it.Result.Error, now)
+}
+
+const (
+	// qInsertHistory records one failed attempt (docs/contract.md §7.8).
+	qInsertHistory = `INSERT INTO history (event_id, generation, attempt, at, outcome, reason, error)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`
+
+	// qTrimHistory deletes the rows of event ?1 older than its latest ?2:
+	// the generation of the (?2+1)-th newest row bounds them. Both the
+	// subquery and the delete walk the event's range of the primary key
+	// (at most ?2+1 rows), never the table.
+	qTrimHistory = `DELETE FROM history WHERE event_id = ?1 AND generation <= (SELECT generation FROM history
+    WHERE event_id = ?1 ORDER BY generation DESC LIMIT 1 OFFSET ?2)`
+)
+
+// recordFailure writes the history row of a failed attempt of eventID,
+// claimed at generation gen as its round's attempt-th attempt, recorded at
+// now, and keeps only the event's latest queue.MaxHistory rows. Rows have
+// distinct generations of at least 1, all at most gen, so an event has
+// more than MaxHistory rows only when gen > MaxHistory: below that no
+// delete runs.
+func recordFailure(ctx context.Context, tx *txn, eventID string, gen int64, attempt int, o Outcome, reason, errText string, now clock.Tick) error {
+	if _, err := tx.ExecContext(ctx, qInsertHistory, eventID, gen, attempt, int64(now), string(o), reason, errText); err != nil {
+		return fmt.Errorf("record attempt: %w", err)
+	}
+	if gen > queue.MaxHistory {
+		if _, err := tx.ExecContext(ctx, qTrimHistory, eventID, queue.MaxHistory); err != nil {
+			return fmt.Errorf("trim history: %w", err)
+		}
+	}
+	return nil
 }
 
 // advanceHead makes the event after seq the flow's head, or leaves the flow
 // without a head when seq was its last event. last is the flow's last seq
-// and next the available_at of the event after seq, both read by
-// qSettleRead in this transaction.
-func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, seq int64, last, next sql.NullInt64, now clock.Tick) error {
+// and next and nextEnq the available_at and enqueued_at of the event after
+// seq, all read by qSettleRead in this transaction.
+func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, seq int64, last, next, nextEnq sql.NullInt64, now clock.Tick) error {
 	if !last.Valid {
 		return fmt.Errorf("read flow %q: %w", flow, sql.ErrNoRows)
 	}
-	var head, readyAt sql.NullInt64
+	var head, readyAt, enq sql.NullInt64
 	if seq < last.Int64 {
-		if !next.Valid {
+		if !next.Valid || !nextEnq.Valid {
 			return fmt.Errorf("read next event of flow %q: %w", flow, sql.ErrNoRows)
 		}
 		head = sql.NullInt64{Int64: seq + 1, Valid: true}
-		readyAt = next
+		readyAt, enq = next, nextEnq
 	}
 	q := qSetHead
 	if isRotation(pol) {
 		q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
 	}
-	if _, err := tx.ExecContext(ctx, q, flow, head, readyAt, int64(now)); err != nil {
+	if _, err := tx.ExecContext(ctx, q, flow, head, readyAt, int64(now), enq); err != nil {
 		return fmt.Errorf("move head of flow %q: %w", flow, err)
 	}
 	return nil
@@ -241,11 +284,12 @@ func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, seq int6
 const (
 	// qSettleReadRows is qSettleRead for every event named in the JSON
 	// array ?1, as one JSON array of rows [position in ?1, then qSettleRead's
-	// columns, the event's rowid, the flow's rowid] (nulls for an unknown
-	// event): one statement for the batch. The list is the LEFT JOIN's
+	// columns, the event's rowid, the flow's rowid, the next event's
+	// enqueued_at] (nulls for an unknown event): one statement for the
+	// batch. The list is the LEFT JOIN's
 	// outer loop, each row found through the same indexes as qSettleRead.
 	qSettleReadRows = `SELECT json_group_array(json_array(j.key, e.flow, e.seq, e.state, e.generation,
-    e.attempts, e.lease_until, f.last_seq, n.available_at, e.rowid, f.rowid))
+    e.attempts, e.lease_until, f.last_seq, n.available_at, e.rowid, f.rowid, n.enqueued_at))
 FROM json_each(?1) AS j
 LEFT JOIN events AS e ON e.id = j.value
 LEFT JOIN flows AS f ON f.flow = e.flow
@@ -260,9 +304,9 @@ UPDATE OR FAIL events SET state = 'acked', lease_until = 0
 FROM j WHERE events.rowid = j.r`
 
 	// qSetHeads is qSetHead for the JSON array ?1 of [flow rowid, head_seq,
-	// ready_at] (null for NULL); ?2 is now.
-	qSetHeads = `WITH j (r, h, a) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1))
-UPDATE OR FAIL flows SET head_seq = j.h, ready_at = j.a, ready = coalesce(j.a <= ?2, 0)
+	// ready_at, head_enqueued_at] (null for NULL); ?2 is now.
+	qSetHeads = `WITH j (r, h, a, q) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?1))
+UPDATE OR FAIL flows SET head_seq = j.h, ready_at = j.a, ready = coalesce(j.a <= ?2, 0), head_enqueued_at = j.q
 FROM j WHERE flows.rowid = j.r`
 )
 
@@ -276,7 +320,7 @@ FROM j WHERE flows.rowid = j.r`
 type ackBatch struct {
 	n          int
 	events     []byte // JSON array of event rowids
-	heads      []byte // JSON array of [flow rowid, head_seq, ready_at]
+	heads      []byte // JSON array of [flow rowid, head_seq, ready_at, head_enqueued_at]
 	settledIDs map[string]struct{}
 }
 
@@ -312,16 +356,18 @@ func (b *ackBatch) settle(ctx context.Context, tx *txn, pol Policy, it SettleIte
 		b.heads = append(b.heads, '[')
 		b.heads = strconv.AppendInt(b.heads, fRowid, 10)
 		if seq < last.Int64 {
-			if !next.Valid {
+			if !next.Valid || !row.nextEnq.Valid {
 				return "", fmt.Errorf("read next event of flow %q: %w", flow, sql.ErrNoRows)
 			}
 			b.heads = append(b.heads, ',')
 			b.heads = strconv.AppendInt(b.heads, seq+1, 10)
 			b.heads = append(b.heads, ',')
 			b.heads = strconv.AppendInt(b.heads, next.Int64, 10)
+			b.heads = append(b.heads, ',')
+			b.heads = strconv.AppendInt(b.heads, row.nextEnq.Int64, 10)
 			b.heads = append(b.heads, ']')
 		} else {
-			b.heads = append(b.heads, ",null,null]"...)
+			b.heads = append(b.heads, ",null,null,null]"...)
 		}
 		b.n++
 		o = Acked
@@ -373,6 +419,7 @@ type settleRow struct {
 	leaseUntil     int64
 	last, next     sql.NullInt64
 	eRowid, fRowid int64
+	nextEnq        sql.NullInt64
 }
 
 // readSettleRows validates the items (an invalid one gets its Err in out)
@@ -442,6 +489,8 @@ func readSettleRows(ctx context.Context, tx *txn, items []SettleItem, out []Sett
 		row.eRowid, _ = r.int()
 		r.element(false)
 		row.fRowid, _ = r.int()
+		r.element(false)
+		row.nextEnq.Int64, row.nextEnq.Valid = r.int()
 		r.end()
 		n++
 	}

@@ -27,6 +27,10 @@ const (
 WHERE kind <> 'redrive' ORDER BY id`
 
 	qAuditAll = `SELECT id, kind, event_id, generation, reason, detail, at FROM audit ORDER BY id`
+
+	// qSnapHistory is every history row in the primary key's order: by
+	// event ID (BINARY, byte-wise), then generation.
+	qSnapHistory = `SELECT event_id, generation, attempt, at, outcome, reason, error FROM history ORDER BY event_id, generation`
 )
 
 // Snapshot reads every table in one read transaction.
@@ -70,6 +74,9 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 		}
 		if len(other) > 0 {
 			snap.OperatorAudit = other
+		}
+		if err := snapshotHistory(ctx, tx, &snap); err != nil {
+			return fmt.Errorf("history: %w", err)
 		}
 		return nil
 	})
@@ -126,6 +133,27 @@ func snapshotEvents(ctx context.Context, tx *txn, snap *Snapshot) error {
 		e.Body = Bytes(body)
 		e.AvailableAt, e.LeaseUntil, e.EnqueuedAt = clock.Tick(avail), clock.Tick(lease), clock.Tick(enq)
 		snap.Events = append(snap.Events, e)
+	}
+	return rows.Err()
+}
+
+// snapshotHistory reads every history row into snap.Failures (left nil
+// when there is none: a queue that never failed keeps its snapshot).
+func snapshotHistory(ctx context.Context, tx *txn, snap *Snapshot) error {
+	rows, err := tx.QueryContext(ctx, qSnapHistory)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a SnapshotAttempt
+		var at int64
+		var o string
+		if err := rows.Scan(&a.EventID, &a.Generation, &a.Attempt.Attempt, &at, &o, &a.Reason, &a.Error); err != nil {
+			return err
+		}
+		a.At, a.Outcome = clock.Tick(at), Outcome(o)
+		snap.Failures = append(snap.Failures, a)
 	}
 	return rows.Err()
 }

@@ -36,7 +36,7 @@ var migrations = migration.MustLoad(migrationFiles, SchemaVersion)
 // PRAGMA user_version: the number of migration files. Open brings a new or
 // older file to it by running the migrations past the file's version, and
 // refuses a file with a higher version.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // The contract's constants (docs/contract.md §2.3, §2.4): the default
 // policy's values (DefaultPolicy). A store uses the policy recorded in its
@@ -173,7 +173,7 @@ var writeQueries = append(redriveChunkQueries(), []string{
 	qPickHeads, qClaimEvents, qServeFlows, qClaimEvent, qServeFlow,
 	qRotPromote, qRotPickHeads, qRotServeFlows, qRotServeFlow, qRotSetClock,
 	qSettleReadRows, qAckEvents, qSetHeads,
-	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow,
+	qSettleRead, qAck, qRetry, qQuarantine, qSetHead, qWaitFlow, qInsertHistory, qTrimHistory,
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
 	qRedriveEvents, qRedriveFlows, qRotRedriveFlows, qRedriveAudit,
 	qExtendRead, qExtend, qExtendFlow, qInsertAuditKind, qPolicyWrite,
@@ -185,6 +185,7 @@ var writeQueries = append(redriveChunkQueries(), []string{
 var readQueries = []string{
 	qSnapMeta, qSnapFlows, qSnapEvents, qSnapAudit,
 	qNextDueReady, qNextDueWaiting, qPolicyRead, qSnapAuditOther, qAuditAll,
+	qSnapHistory, qEventHistory, qOldestWaiting,
 }
 
 // txn is one transaction: a write transaction on the write connection
@@ -490,8 +491,8 @@ func migrateTx(ctx context.Context, conn *sql.Conn, want *Policy) error {
 		if want != nil {
 			p = *want
 		}
-		if _, err := conn.ExecContext(ctx, qPolicyWrite, int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter), string(p.Normal().Fairness)); err != nil {
-			return fmt.Errorf("record policy: %w", err)
+		if err := writePolicy(ctx, conn, p); err != nil {
+			return err
 		}
 	}
 	got, err := policyFromRow(conn.QueryRowContext(ctx, qPolicyRead))

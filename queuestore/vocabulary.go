@@ -69,4 +69,10 @@ type (
 	// Bytes is queue.Bytes: a body in a snapshot, JSON as a string when it
 	// is valid UTF-8.
 	Bytes = queue.Bytes
+	// Attempt is queue.Attempt: one failed attempt in an event's history
+	// (docs/contract.md §7.8).
+	Attempt = queue.Attempt
+	// SnapshotAttempt is queue.SnapshotAttempt: one row of the attempt
+	// history in a snapshot.
+	SnapshotAttempt = queue.SnapshotAttempt
 )
