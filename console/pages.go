@@ -39,12 +39,38 @@ var funcs = template.FuncMap{
 	"span":   func(t clock.Tick) string { return strconv.FormatInt(int64(t), 10) + " ticks" },
 	"link":   link,
 	"detail": describeDetail,
+	"cut":    cut,
+	// maxHistory is how many failed attempts an event keeps.
+	"maxHistory": func() int { return queue.MaxHistory },
 	"pct": func(n, total int64) string {
 		if total == 0 {
 			return "0"
 		}
 		return strconv.FormatFloat(float64(n)*100/float64(total), 'f', 1, 64)
 	},
+}
+
+// cut shortens s to n characters, the last of them "…", for a table
+// cell; the page of the event shows it whole.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// waits shows a retry schedule as its list of waits in ticks ("none"
+// when empty), for an audit row.
+func waits(w []clock.Tick) string {
+	if len(w) == 0 {
+		return "none"
+	}
+	s := make([]string, len(w))
+	for i, t := range w {
+		s[i] = strconv.FormatInt(int64(t), 10)
+	}
+	return strings.Join(s, ",")
 }
 
 // pageLink is the address of one of the console's pages: path, then the
@@ -686,6 +712,10 @@ func describeDetail(a queue.AuditRecord) string {
 	diff("backoff cap", ch.Old.BackoffCap, ch.New.BackoffCap)
 	diff("jitter", ch.Old.Jitter, ch.New.Jitter)
 	diff("fairness", ch.Old.Fairness, ch.New.Fairness)
+	if !slices.Equal(ch.Old.Schedule, ch.New.Schedule) {
+		parts = append(parts, fmt.Sprintf("schedule %s → %s", waits(ch.Old.Schedule), waits(ch.New.Schedule)))
+	}
+	diff("retry-after cap", ch.Old.RetryAfterCap, ch.New.RetryAfterCap)
 	if len(parts) == 0 {
 		return "policy unchanged"
 	}
