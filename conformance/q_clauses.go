@@ -80,6 +80,7 @@ var queueClauses = []queueClause{
 	{"Model_ClaimBatchEqualsSuccessiveClaims", queueModel_ClaimBatchEqualsSuccessiveClaims},
 	{"Model_7_6_RotationMatchesReference", queueModel_7_6_RotationMatchesReference},
 	{"Model_7_6_RotationClaimBatchEqualsSuccessiveClaims", queueModel_7_6_RotationClaimBatchEqualsSuccessiveClaims},
+	{"Model_7_8_ScheduleRetryAfterHistory", queueModel_7_8_ScheduleRetryAfterHistory},
 	{"Storage_2_7_EnqueueIsAtomic", queueStorage_2_7_EnqueueIsAtomic},
 	{"Storage_2_7_RedriveIsAtomic", queueStorage_2_7_RedriveIsAtomic},
 	{"Storage_2_7_ClaimIsAtomic", queueStorage_2_7_ClaimIsAtomic},

@@ -42,6 +42,9 @@ type model struct {
 	// are one count without holes (docs/contract.md §7.7).
 	audit []queue.AuditRecord
 	rot   *fairness.Rotation // nil under FairMinServed
+	// history is each event's failed attempts, oldest first, at most
+	// queue.MaxHistory (docs/contract.md §7.8).
+	history map[string][]queue.Attempt
 }
 
 type mFlow struct {
@@ -53,11 +56,31 @@ type mFlow struct {
 func newModel() *model { return newModelPolicy(queue.DefaultPolicy()) }
 
 func newModelPolicy(p queue.Policy) *model {
-	m := &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}}
+	m := &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}, history: map[string][]queue.Attempt{}}
 	if p.Fairness == queue.FairRotation {
 		m.rot = &fairness.Rotation{}
 	}
 	return m
+}
+
+// fail records a failed attempt of e at now (docs/contract.md §7.8): the
+// claim's generation and attempt, keeping the latest queue.MaxHistory.
+func (m *model) fail(e *queue.SnapshotEvent, o queue.Outcome, reason, errText string, now clock.Tick) {
+	h := append(m.history[e.ID], queue.Attempt{At: now, Generation: e.Generation, Attempt: e.Attempts, Outcome: o, Reason: reason, Error: errText})
+	if len(h) > queue.MaxHistory {
+		h = append([]queue.Attempt(nil), h[len(h)-queue.MaxHistory:]...)
+	}
+	m.history[e.ID] = h
+}
+
+// errorOf is the Error the stores report for event e: the error of its
+// history row at its current generation, else "".
+func (m *model) errorOf(e *queue.SnapshotEvent) string {
+	h := m.history[e.ID]
+	if n := len(h); n > 0 && h[n-1].Generation == e.Generation {
+		return h[n-1].Error
+	}
+	return ""
 }
 
 // addAudit appends an audit row with the next ID.
@@ -221,6 +244,7 @@ func (m *model) claim(now clock.Tick, n int) ([]queue.Claim, error) {
 		h := heads[cands[i].Flow]
 		if h.State == queue.StateInflight && h.Attempts >= m.pol.MaxAttempts {
 			h.State, h.Reason, h.LeaseUntil = queue.StateQuarantined, queue.ReasonLeaseExpired, 0
+			m.fail(h, queue.Quarantined, queue.ReasonLeaseExpired, "", now)
 			continue
 		}
 		m.flows[h.Flow].served++
@@ -276,6 +300,7 @@ func (m *model) claimRot(now clock.Tick, n int) []queue.Claim {
 		}
 		if h.State == queue.StateInflight && h.Attempts >= m.pol.MaxAttempts {
 			h.State, h.Reason, h.LeaseUntil = queue.StateQuarantined, queue.ReasonLeaseExpired, 0
+			m.fail(h, queue.Quarantined, queue.ReasonLeaseExpired, "", now)
 			m.rotDo(m.rot.Block, name)
 			continue
 		}
@@ -311,11 +336,17 @@ func (m *model) settleOne(it queue.SettleItem, now clock.Tick) (queue.Outcome, e
 			}
 		}
 		return queue.Acked, nil
-	case e.Attempts < m.pol.MaxAttempts:
-		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+m.pol.Delay(e.ID, e.Generation, e.Attempts), it.Result.Reason
+	case e.Attempts < m.pol.MaxAttempts && !it.Result.Permanent:
+		wait := m.pol.Delay(e.ID, e.Generation, e.Attempts)
+		if ra := min(it.Result.RetryAfter, m.pol.RetryAfterLimit()); ra > wait {
+			wait = ra // §7.8: max(backoff, retry-after), capped by the policy's limit
+		}
+		e.State, e.LeaseUntil, e.AvailableAt, e.Reason = queue.StatePending, 0, now+wait, it.Result.Reason
+		m.fail(e, queue.RetryScheduled, it.Result.Reason, it.Result.Error, now)
 		return queue.RetryScheduled, nil
-	default:
+	default: // the round's last attempt, or a permanent failure
 		e.State, e.LeaseUntil, e.Reason = queue.StateQuarantined, 0, it.Result.Reason
+		m.fail(e, queue.Quarantined, it.Result.Reason, it.Result.Error, now)
 		return queue.Quarantined, nil
 	}
 }
@@ -458,7 +489,10 @@ func (m *model) checkNextDue(due clock.Tick, ok bool) error {
 // copy is for a try that runs without it.
 func (m *model) clone() *model {
 	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{},
-		audit: append([]queue.AuditRecord(nil), m.audit...), rot: m.rot}
+		audit: append([]queue.AuditRecord(nil), m.audit...), rot: m.rot, history: map[string][]queue.Attempt{}}
+	for id, h := range m.history {
+		c.history[id] = append([]queue.Attempt(nil), h...)
+	}
 	for name, f := range m.flows {
 		nf := &mFlow{lastSeq: f.lastSeq, served: f.served, weight: f.weight}
 		for _, e := range f.events {
@@ -538,6 +572,63 @@ func (m *model) check(sn queue.Snapshot) error {
 	}
 	if !reflect.DeepEqual(sn.OperatorAudit, wantOp) {
 		return fmt.Errorf("operator audit = %s, model %s", jsonOf(sn.OperatorAudit), jsonOf(wantOp))
+	}
+	if want := m.failures(); !reflect.DeepEqual(sn.Failures, want) {
+		return fmt.Errorf("failures = %s, model %s", jsonOf(sn.Failures), jsonOf(want))
+	}
+	return nil
+}
+
+// failures is the model's Snapshot.Failures: every history row by event
+// ID, then generation; nil when none.
+func (m *model) failures() []queue.SnapshotAttempt {
+	ids := make([]string, 0, len(m.history))
+	for id := range m.history {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var out []queue.SnapshotAttempt
+	for _, id := range ids {
+		for _, a := range m.history[id] {
+			out = append(out, queue.SnapshotAttempt{EventID: id, Attempt: a})
+		}
+	}
+	return out
+}
+
+// checkEvent compares Event(id) with the model: the row, its History and
+// its Error (docs/contract.md §7.8).
+func (m *model) checkEvent(got queue.EventState, err error, id string) error {
+	e := m.events[id]
+	if e == nil {
+		if !errors.Is(err, queue.ErrNotFound) {
+			return fmt.Errorf("Event(%q) = %s, %v; model: not found", id, jsonOf(got), err)
+		}
+		return nil
+	}
+	want := queue.EventState{ID: e.ID, Flow: e.Flow, Seq: e.Seq, Body: []byte(e.Body), State: e.State, Generation: e.Generation,
+		Attempts: e.Attempts, LifetimeAttempts: e.LifetimeAttempts, AvailableAt: e.AvailableAt, LeaseUntil: e.LeaseUntil,
+		Reason: e.Reason, Error: m.errorOf(e), History: m.history[id]}
+	if err != nil || jsonOf(got) != jsonOf(want) {
+		return fmt.Errorf("Event(%q) = %s, %v; model %s", id, jsonOf(got), err, jsonOf(want))
+	}
+	return nil
+}
+
+// checkOldestWaiting compares OldestWaiting with the model: the smallest
+// enqueue tick of an event not acked (docs/contract.md §7.8).
+func (m *model) checkOldestWaiting(at clock.Tick, ok bool) error {
+	var (
+		want clock.Tick
+		any  bool
+	)
+	for _, e := range m.events {
+		if e.State != queue.StateAcked && (!any || e.EnqueuedAt < want) {
+			want, any = e.EnqueuedAt, true
+		}
+	}
+	if ok != any || (ok && at != want) {
+		return fmt.Errorf("OldestWaiting = %d, %v; model %d, %v", at, ok, want, any)
 	}
 	return nil
 }
@@ -686,6 +777,10 @@ func (r *runner) anyEvent(prefer string) (string, int64) {
 	return id, gen
 }
 
+// result is a settle's result: a success, a failure that is now and then
+// permanent, asks for a retry-after or carries an error text
+// (docs/contract.md §7.8), or an invalid one (no reason, a bad error text,
+// a negative retry-after).
 func (r *runner) result() queue.Result {
 	switch r.c.Intn(12) {
 	case 0:
@@ -693,9 +788,29 @@ func (r *runner) result() queue.Result {
 	case 1, 2, 3, 4, 5, 6:
 		return queue.Result{OK: true}
 	default:
-		return queue.Result{Reason: reasons[r.c.Intn(len(reasons))]}
+		res := queue.Result{Reason: reasons[r.c.Intn(len(reasons))]}
+		switch r.c.Intn(8) {
+		case 0:
+			res.Permanent = true
+		case 1, 2:
+			res.RetryAfter = clock.Tick(r.c.Intn(12))
+		case 3:
+			res.Error = errorTexts[r.c.Intn(len(errorTexts))]
+		case 4:
+			res.Error, res.RetryAfter = "connection refused", clock.Tick(1+r.c.Intn(3))
+		case 5:
+			if r.c.Intn(4) == 0 {
+				res.Error = "bad\ntext" // invalid: not printable
+			} else if r.c.Intn(3) == 0 {
+				res.RetryAfter = -1 // invalid
+			}
+		}
+		return res
 	}
 }
+
+// errorTexts are the error texts the random settles give.
+var errorTexts = []string{"connection refused", "503 Service Unavailable", "délai dépassé", "x"}
 
 func (r *runner) newEvent() queue.Event {
 	if len(r.m.events) > 0 && r.c.Intn(4) == 0 {
@@ -923,6 +1038,20 @@ func (r *runner) step(ctx context.Context) error {
 	if err := r.m.checkNextDue(due, ok); err != nil {
 		return err
 	}
+	if w, isW := r.s.(queue.Waiter); isW {
+		at, ok, err := w.OldestWaiting(ctx)
+		if err != nil {
+			return err
+		}
+		if err := r.m.checkOldestWaiting(at, ok); err != nil {
+			return err
+		}
+	}
+	id, _ := r.anyEvent("")
+	got, gerr := r.s.Event(ctx, id)
+	if err := r.m.checkEvent(got, gerr, id); err != nil {
+		return err
+	}
 	if r.twin != nil {
 		tw, err := r.twin.Snapshot(ctx)
 		if err != nil {
@@ -1060,14 +1189,16 @@ func (bk *QueueBackend) sequences() int {
 }
 
 // The model clauses below, with n = QueueBackend.Sequences, run n, n/2,
-// n + n/4, 3n/40 and 3n/40 sequences: with SQLite's 2000, 2000, 1000,
-// 2000 + 500, 150 and 150. Every step may enqueue with a
+// n + n/4, 3n/40, n/4 + n/8 and 3n/40 sequences: with SQLite's 2000, 2000,
+// 1000, 2000 + 500, 150, 500 + 250 and 150. Every step may enqueue with a
 // weight (0 keeps, 1001 is refused), set a weight (SetWeight, bad weights,
 // blank reasons and unknown flows too; skipped on a backend that is not a
-// queue.Weighter), claim, settle, extend or redrive, under either policy;
-// after every step the snapshot (events, flows, weights, rotation state,
-// the redrive and the operator audit rows), AuditAll and NextDue must be
-// the model's.
+// queue.Weighter), claim, settle (now and then permanent, with a
+// retry-after or an error text, or with an invalid one), extend or
+// redrive, under either policy; after every step the snapshot (events,
+// flows, weights, rotation state, the redrive and the operator audit rows,
+// the failures), AuditAll, NextDue, OldestWaiting (on a queue.Waiter) and
+// Event of one random event (History, Error) must be the model's.
 
 // docs/contract.md §2 (all clauses), §7.6 (weights under min_served):
 // random sequences of enqueue, claim, settle (ok, fail, stale generation,
@@ -1116,6 +1247,22 @@ func queueModel_7_6_RotationClaimBatchEqualsSuccessiveClaims(t *testing.T, bk *Q
 	p := queue.DefaultPolicy()
 	p.Fairness = queue.FairRotation
 	runSequences(t, bk, p, max(1, bk.sequences()*3/40), 20, true, 9_000_000)
+}
+
+// docs/contract.md §7.8: the same with a retry schedule (jittered), a
+// retry-after cap and random settles that are permanent, ask for a
+// retry-after or carry an error text: availability, states, the history
+// (Snapshot.Failures, Event's History and Error) and OldestWaiting are the
+// model's after every step; in both flow orders.
+func queueModel_7_8_ScheduleRetryAfterHistory(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	p := queue.DefaultPolicy().WithSchedule(1, 4, 2)
+	p.Lease, p.Jitter, p.RetryAfterCap = 3, true, 5
+	runSequences(t, bk, p, max(1, bk.sequences()/4), 30, false, 11_000_000)
+	if bk.Rotation {
+		p.Fairness = queue.FairRotation
+		runSequences(t, bk, p, max(1, bk.sequences()/8), 30, false, 12_000_000)
+	}
 }
 
 // ClaimBatch gives exactly what successive Claim calls give (order,
