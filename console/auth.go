@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -67,7 +66,7 @@ func (c *console) read(h func(http.ResponseWriter, *http.Request)) http.HandlerF
 				c.fail(w, r, http.StatusForbidden, "Wrong token", "The Authorization header does not carry this console's token.")
 				return
 			}
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			http.Redirect(w, r, pageLink("/login", "next", r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
 		h(w, r)
@@ -171,11 +170,24 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect target inside the console: a path, never
-// another host.
+// maxNext is the longest sign-in return address the console keeps.
+const maxNext = 2000
+
+// safeNext keeps a sign-in's return address inside the console: an
+// absolute path on this origin, in the form a request line carries it
+// (RequestURI: printable ASCII, everything else percent-encoded), that no
+// browser can read as another host. A browser removes tabs and line breaks
+// from a URL and reads '\' as '/' (the WHATWG URL standard), so "/<TAB>/evil"
+// and "/\evil" are "//evil", another host; such an address, or anything
+// else that is not one, becomes "/", the start page.
 func safeNext(s string) string {
-	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.HasPrefix(s, "/\\") {
+	if s == "" || len(s) > maxNext || s[0] != '/' || len(s) > 1 && s[1] == '/' {
 		return "/"
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return "/"
+		}
 	}
 	return s
 }

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"net/url"
 	"strconv"
 
 	"github.com/fairrelay/fairrelay/queue"
@@ -74,7 +73,7 @@ func flowChart(title, note string, fs []queue.FlowState, value func(queue.FlowSt
 		if v == 0 {
 			continue // the order puts the zeros last: nothing to draw
 		}
-		c.Bars = append(c.Bars, bar{Label: f.Flow, Value: v, Href: "/flow?name=" + url.QueryEscape(f.Flow), Class: class,
+		c.Bars = append(c.Bars, bar{Label: f.Flow, Value: v, Href: pageLink("/flow", "name", f.Flow), Class: class,
 			Tooltip: f.Flow + ": backlog " + strconv.FormatInt(f.Backlog, 10) + ", served " + strconv.FormatInt(f.Served, 10)})
 	}
 	layoutBars(&c)

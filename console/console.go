@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -72,6 +73,19 @@ type Options struct {
 	// WallNow is the wall clock "ago" is measured against; nil means
 	// time.Now.
 	WallNow func() time.Time
+	// AllowedHosts are the names the console answers to besides the
+	// loopback ones, which it always answers (localhost and the names
+	// under .localhost, 127.0.0.0/8, ::1). A request whose Host header
+	// names anything else is refused with 421 Misdirected Request before
+	// anything is read or written: a page of another site that points its
+	// own name at this machine (DNS rebinding) gets nothing. An entry is a
+	// host name or an IP address, matching any port, or host:port,
+	// matching that port only, compared without regard to case; "*"
+	// answers every name (fit for a console whose every page needs the
+	// token, ProtectReads). Behind a reverse proxy that forwards the
+	// browser's Host, list the name the proxy serves. Anything else is
+	// ErrOptions.
+	AllowedHosts []string
 }
 
 // Errors of New.
@@ -95,6 +109,7 @@ type console struct {
 	tmpl    map[string]*template.Template
 	mux     *http.ServeMux
 	session string // the session cookie's value: an HMAC of the token
+	hosts   hostRules
 }
 
 // New returns the console's handler over q and r. r may be nil (the
@@ -110,20 +125,23 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	if o.Token != "" && (len(o.Token) < MinTokenLen || len(o.Token) > 1000 || strings.TrimSpace(o.Token) != o.Token) {
 		return nil, fmt.Errorf("%w: the token must be %d..1000 bytes without surrounding spaces", ErrOptions, MinTokenLen)
 	}
+	hosts, err := parseHostRules(o.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	if o.PageSize == 0 {
 		o.PageSize = 50
 	}
 	if o.PageSize < 1 || o.PageSize > queue.MaxPageLimit {
 		return nil, fmt.Errorf("%w: PageSize %d is outside 1..%d", ErrOptions, o.PageSize, queue.MaxPageLimit)
 	}
-	c := &console{q: q, r: r, o: o, log: o.Logger}
+	c := &console{q: q, r: r, o: o, log: o.Logger, hosts: hosts}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
 	if o.Token != "" {
 		c.session = sessionValue(o.Token)
 	}
-	var err error
 	if c.tmpl, err = parseTemplates(c.timeFuncs()); err != nil {
 		return nil, err
 	}
@@ -173,6 +191,14 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if !c.hosts.allow(r.Host) {
+		c.log.Warn("console: host refused", "host", r.Host, "remote", r.RemoteAddr, "path", r.URL.Path)
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusMisdirectedRequest)
+		io.WriteString(w, "421 Misdirected Request: this console does not answer to the host name in this request.\n"+
+			"Open it by a loopback name (localhost, 127.0.0.1), or start it with the name allowed (relayctl web --allowed-hosts).\n")
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 

@@ -11,9 +11,10 @@
 // busiest flows, the served turns per flow, events by state); flows
 // (prefix search by name, sorted by name, backlog, served or blocked first,
 // paged through an index so that a page costs the same at 100,000 flows);
-// one flow and one event (its events, the head, attempts, lease, reason and
-// audit rows); quarantined events filtered by flow and reason, each
-// redriven with a required reason; the audit, paged; the receiver's totals
+// one flow and one event (its events, the head, attempts, lease, reason,
+// the error text and attempt history of its failures, audit rows);
+// quarantined events filtered by flow and reason, with their error texts,
+// each redriven with a required reason; the audit, paged; the receiver's totals
 // and conflicts.
 //
 // # Security
@@ -24,8 +25,11 @@
 // browser's Sec-Fetch-Site/Origin headers (net/http's
 // CrossOriginProtection). A write asked for with GET changes nothing. A
 // console without a token is read-only. With Options.ProtectReads every page
-// needs the token too (a sign-in sets a session cookie); set it whenever the
-// console listens beyond loopback. Input is checked by the stores' rules
+// needs the token too (a sign-in sets a session cookie, and sends the
+// browser back only to a path on the console); set it whenever the
+// console listens beyond loopback. The console answers only loopback host
+// names and Options.AllowedHosts (421 otherwise), so that a page of another
+// site whose name points at this machine (DNS rebinding) reads nothing. Input is checked by the stores' rules
 // and their refusals are shown in plain words; internal errors show a
 // reference only, the detail goes to the server log. Pages carry a strict
 // Content-Security-Policy: nothing is loaded from anywhere else.

@@ -37,14 +37,85 @@ var funcs = template.FuncMap{
 	"at":     func(t any) string { return logicalAt(t) },
 	"when":   func(t clock.Tick) string { return "tick " + logicalAt(t) },
 	"span":   func(t clock.Tick) string { return strconv.FormatInt(int64(t), 10) + " ticks" },
-	"q":      url.QueryEscape,
+	"link":   link,
 	"detail": describeDetail,
+	"cut":    cut,
+	// maxHistory is how many failed attempts an event keeps.
+	"maxHistory": func() int { return queue.MaxHistory },
 	"pct": func(n, total int64) string {
 		if total == 0 {
 			return "0"
 		}
 		return strconv.FormatFloat(float64(n)*100/float64(total), 'f', 1, 64)
 	},
+}
+
+// cut shortens s to n characters, the last of them "…", for a table
+// cell; the page of the event shows it whole.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// waits shows a retry schedule as its list of waits in ticks ("none"
+// when empty), for an audit row.
+func waits(w []clock.Tick) string {
+	if len(w) == 0 {
+		return "none"
+	}
+	s := make([]string, len(w))
+	for i, t := range w {
+		s[i] = strconv.FormatInt(int64(t), 10)
+	}
+	return strings.Join(s, ",")
+}
+
+// pageLink is the address of one of the console's pages: path, then the
+// non-empty values of the key/value pairs kv as a query, each encoded once
+// (url.Values). The handler decodes them once (Request.URL.Query), so a
+// name with '/', ':', ' ', '#', '%', '?' or any other character reaches it
+// as it was. Every link the console draws or redirects to is made here.
+func pageLink(path string, kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return path
+	}
+	return path + "?" + v.Encode()
+}
+
+// link is pageLink for the templates, whose values may also be numbers
+// (0 is left out) and sort orders. A template puts it at the start of an
+// href, where html/template only normalizes a URL, never encodes it again
+// (a query value inside the attribute would be encoded twice: %2F became
+// %252F).
+func link(path string, kv ...any) (string, error) {
+	if len(kv)%2 != 0 {
+		return "", fmt.Errorf("console: link %s: odd number of key/value arguments", path)
+	}
+	s := make([]string, len(kv))
+	for i, x := range kv {
+		switch x := x.(type) {
+		case string:
+			s[i] = x
+		case queue.FlowSort:
+			s[i] = string(x)
+		case int64:
+			if x != 0 {
+				s[i] = strconv.FormatInt(x, 10)
+			}
+		default:
+			return "", fmt.Errorf("console: link %s: argument %d has type %T", path, i, x)
+		}
+	}
+	return pageLink(path, s...), nil
 }
 
 // pageTitles gives each page template its title and menu entry.
@@ -493,7 +564,6 @@ type quarantinedData struct {
 	Reasons      []queue.ReasonCount
 	Page         queue.QuarantinedPage
 	First        bool
-	Query        string // the filter as a query string, for the next page
 }
 
 func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
@@ -520,7 +590,7 @@ func (c *console) quarantined(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "quarantined", &quarantinedData{Flow: f.Flow, Reason: f.Reason, Reasons: reasons,
-		Page: p, First: q.After == "", Query: filterQuery(f)})
+		Page: p, First: q.After == ""})
 }
 
 // auditData is the audit page.
@@ -528,18 +598,6 @@ type auditData struct {
 	EventID string
 	Page    queue.AuditPage
 	First   bool
-}
-
-// filterQuery is f as a query string.
-func filterQuery(f queue.RedriveFilter) string {
-	v := url.Values{}
-	if f.Flow != "" {
-		v.Set("flow", f.Flow)
-	}
-	if f.Reason != "" {
-		v.Set("reason", f.Reason)
-	}
-	return v.Encode()
 }
 
 func (c *console) audit(w http.ResponseWriter, r *http.Request) {
@@ -654,6 +712,10 @@ func describeDetail(a queue.AuditRecord) string {
 	diff("backoff cap", ch.Old.BackoffCap, ch.New.BackoffCap)
 	diff("jitter", ch.Old.Jitter, ch.New.Jitter)
 	diff("fairness", ch.Old.Fairness, ch.New.Fairness)
+	if !slices.Equal(ch.Old.Schedule, ch.New.Schedule) {
+		parts = append(parts, fmt.Sprintf("schedule %s → %s", waits(ch.Old.Schedule), waits(ch.New.Schedule)))
+	}
+	diff("retry-after cap", ch.Old.RetryAfterCap, ch.New.RetryAfterCap)
 	if len(parts) == 0 {
 		return "policy unchanged"
 	}

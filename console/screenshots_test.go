@@ -25,7 +25,8 @@ const screenshotsEnv = "FAIRRELAY_SCREENSHOTS"
 const screenshotToken = "screenshot-demo-token-0123456789"
 
 // TestScreenshots seeds a realistic queue and receiver (several tenants,
-// events quarantined for different reasons, a redrive in the audit,
+// events quarantined for different reasons with their error texts and
+// attempt histories, a redrive in the audit,
 // receiver totals and a conflict), serves the console over them, drives
 // Debian's headless Chromium through every page and saves a PNG of each in
 // the folder $FAIRRELAY_SCREENSHOTS. One event is redriven through the form
@@ -66,6 +67,9 @@ func TestScreenshots(t *testing.T) {
 		{"overview", "/"},
 		{"flows", "/flows?sort=backlog"},
 		{"flow", "/flow?name=" + url.QueryEscape("acme/refunds")},
+		// Its head: failed, redriven, failed again; the attempt history
+		// spans both rounds.
+		{"event-history", pageLink("/event", "id", "acme-refunds-001")},
 		{"quarantined", "/quarantined"},
 		{"receiver", "/receiver"},
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -64,11 +63,11 @@ func (c *console) redrive(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.log.Info("console: redrive refused", "event", id, "generation", gen, "err", err)
-		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: "/event?id=" + url.QueryEscape(id)})
+		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: pageLink("/event", "id", id)})
 		return
 	}
 	c.log.Info("console: redrive", "event", id, "generation", gen, "reason", reason, "tick", now, "remote", r.RemoteAddr)
-	http.Redirect(w, r, "/event?id="+url.QueryEscape(id)+"&redriven="+strconv.FormatInt(gen, 10), http.StatusSeeOther)
+	http.Redirect(w, r, pageLink("/event", "id", id, "redriven", strconv.FormatInt(gen, 10)), http.StatusSeeOther)
 }
 
 // redrivenData is the result page of a bulk redrive.
@@ -93,10 +92,7 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := queue.RedriveFilter{Flow: r.PostFormValue("flow"), Reason: r.PostFormValue("filter_reason")}
 	reason := r.PostFormValue("reason")
-	back := "/quarantined"
-	if q := filterQuery(f); q != "" {
-		back += "?" + q
-	}
+	back := pageLink("/quarantined", "flow", f.Flow, "reason", f.Reason)
 	now, err := c.now(ctx)
 	if err != nil {
 		c.internal(w, r, err)

@@ -13,5 +13,6 @@ func Scenarios() []Scenario {
 	all = append(all, fairScenarios()[3:]...) // starvation bound
 	all = append(all, policyScenarios()...)   // docs/contract.md §7.1–§7.3 and bulk redrive
 	all = append(all, rotationScenarios()...) // docs/contract.md §7.6
+	all = append(all, failureScenarios()...)  // docs/contract.md §7.8
 	return all
 }

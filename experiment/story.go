@@ -102,6 +102,15 @@ func (l *Lab) settle(ctx context.Context, q QueueStore, id string, gen int64, re
 	what := "ok"
 	if !res.OK {
 		what = "failure " + res.Reason
+		if res.Permanent {
+			what += " permanent"
+		}
+		if res.RetryAfter > 0 {
+			what += fmt.Sprintf(" retry-after %d", res.RetryAfter)
+		}
+		if res.Error != "" {
+			what += fmt.Sprintf(" error %q", res.Error)
+		}
 	}
 	if err != nil {
 		l.Trace("t=%d settle %s gen %d %s -> %s", now, id, gen, what, errText(err))

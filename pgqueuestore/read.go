@@ -53,8 +53,12 @@ func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) 
 		ats, gens, attempts     []int64
 		outcomes, reasons, errs []string
 	)
-	err := s.pool.QueryRow(ctx, s.q(qEventHistory), id).Scan(append(eventDest(&e, &avail, &lease),
-		&ats, &gens, &attempts, &outcomes, &reasons, &errs)...)
+	// In a read transaction for its plan (qCustomPlans): a generic plan
+	// made while attempts was nearly empty could keep scanning it.
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, s.q(qEventHistory), id).Scan(append(eventDest(&e, &avail, &lease),
+			&ats, &gens, &attempts, &outcomes, &reasons, &errs)...)
+	})
 	if isNoRows(err) {
 		return queue.EventState{}, fmt.Errorf("event %q: %w", id, queue.ErrNotFound)
 	}
@@ -106,7 +110,7 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]queue.EventState
 // Quarantined returns every quarantined event, ordered by flow and
 // sequence number.
 func (s *Store) Quarantined(ctx context.Context) ([]queue.QuarantinedEvent, error) {
-	out, err := s.quarantined(ctx, s.pool, queue.RedriveFilter{}, 0)
+	out, err := s.quarantinedRead(ctx, queue.RedriveFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("quarantined: %w", err)
 	}

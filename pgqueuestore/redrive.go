@@ -105,11 +105,23 @@ func (s *Store) QuarantinedMatching(ctx context.Context, f queue.RedriveFilter) 
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("quarantined matching: %w", err)
 	}
-	out, err := s.quarantined(ctx, s.pool, f, 0)
+	out, err := s.quarantinedRead(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("quarantined matching: %w", err)
 	}
 	return out, nil
+}
+
+// quarantinedRead is quarantined, every match, in a read transaction
+// (for its plans: qCustomPlans).
+func (s *Store) quarantinedRead(ctx context.Context, f queue.RedriveFilter) ([]queue.QuarantinedEvent, error) {
+	var out []queue.QuarantinedEvent
+	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.quarantined(ctx, tx, f, 0)
+		return err
+	})
+	return out, err
 }
 
 // quarantined lists the quarantined events f selects in (flow, seq) order,

@@ -45,14 +45,27 @@
 // MaxAttempts, BackoffBase, BackoffCap, no jitter, FairMinServed). Every
 // process that opens the file uses the recorded policy; opening it with
 // another one is ErrPolicyMismatch; SetPolicy changes it with an audit row.
-// A version-1 file is migrated on Open and gets the default policy.
+// A version-1 file is migrated on Open and gets the default policy. A
+// policy may also carry a retry schedule and a retry-after cap
+// (docs/contract.md §7.8).
+//
+// # Failures
+//
+// A failure may be permanent (quarantined at once), ask for a retry-after
+// (capped by the policy) and carry an error text (queue.ErrorText). Every
+// failed attempt is a row of the event's history (the latest
+// queue.MaxHistory): Event returns it with the current error text,
+// Quarantined and QuarantinedPage the error that quarantined each event,
+// Snapshot every row (Failures). OldestWaiting tells the enqueue tick of
+// the oldest event not acked. See docs/contract.md §7.8.
 //
 // # Schema
 //
 // The schema is the numbered migrations embedded from migrations/ (the
 // migration module): 0001 version 1's tables, 0002 the policy, the
 // rotation's columns and audit rows of every kind, 0003 the CHECK
-// constraints without IN lists. Open runs those past the file's version
+// constraints without IN lists, 0004 the retry schedule and retry-after cap,
+// the attempt history and each flow's head enqueue tick. Open runs those past the file's version
 // (every one for a new file), each recording the version it reaches in
 // PRAGMA user_version, all in one transaction; a newer file is
 // ErrSchemaVersion. The rotation's index follows the recorded policy, not
@@ -110,7 +123,9 @@
 // A claim does not scan events or flows: the flows table keeps each flow's
 // head and the tick from which it is dispatchable, and two partial indexes
 // give the flows whose tick has come and, among the ready ones, the next in
-// MinServed order. NextDue and RedriveAll are index-driven too. See
+// MinServed order. NextDue, OldestWaiting and RedriveAll are index-driven
+// too; a failure's history row is written and trimmed through its primary
+// key. See
 // plan_test.go and BenchmarkClaimSettle.
 //
 // # Crash injection

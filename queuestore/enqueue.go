@@ -11,9 +11,9 @@ import (
 
 const (
 	// qFindEventFlow reads, in one statement, the stored event with ID ?1
-	// (NULL columns when there is none) and the last sequence number of flow
-	// ?2 (NULL for a new flow).
-	qFindEventFlow = `SELECT e.flow, e.seq, e.body, f.last_seq
+	// (NULL columns when there is none), the last sequence number of flow
+	// ?2 (NULL for a new flow) and whether the flow has a head.
+	qFindEventFlow = `SELECT e.flow, e.seq, e.body, f.last_seq, f.head_seq IS NOT NULL
 FROM (SELECT ?1 AS id, ?2 AS flow) AS k
 LEFT JOIN events AS e ON e.id = k.id
 LEFT JOIN flows AS f ON f.flow = k.flow`
@@ -24,15 +24,17 @@ LEFT JOIN flows AS f ON f.flow = k.flow`
 VALUES (?1, 1, 0, 1, ?2, 1, ?2)`
 
 	// qNextSeq records ?2 (last_seq + 1, read in the same transaction) as the
-	// flow's last sequence number. A flow without a head (every event acked)
-	// gets the new event as its head, dispatchable at once (?3), enqueued
-	// at ?3.
-	qNextSeq = `UPDATE flows SET
-    last_seq = ?2,
-    head_seq = coalesce(head_seq, ?2),
-    ready_at = CASE WHEN head_seq IS NULL THEN ?3 ELSE ready_at END,
-    ready    = CASE WHEN head_seq IS NULL THEN 1 ELSE ready END,
-    head_enqueued_at = CASE WHEN head_seq IS NULL THEN ?3 ELSE head_enqueued_at END
+	// last sequence number of a flow that has a head: the new event waits
+	// behind it. It sets no head column, so SQLite updates none of the
+	// indexes on them (it updates every index of a column the statement
+	// sets, whatever the value): the common enqueue touches the primary key
+	// and flows_by_backlog only.
+	qNextSeq = `UPDATE flows SET last_seq = ?2 WHERE flow = ?1`
+
+	// qNextSeqHead is qNextSeq for a flow without a head (every event
+	// acked): the new event becomes its head, dispatchable at once (?3),
+	// enqueued at ?3.
+	qNextSeqHead = `UPDATE flows SET last_seq = ?2, head_seq = ?2, ready_at = ?3, ready = 1, head_enqueued_at = ?3
 WHERE flow = ?1`
 
 	qInsertEvent = `INSERT INTO events
@@ -112,11 +114,12 @@ func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, no
 		seq     sql.NullInt64
 		body    []byte
 		lastSeq sql.NullInt64
+		hasHead sql.NullBool
 	)
 	// One read finds a stored event with this ID and the flow's last
 	// sequence number; then one write takes the next number (no RETURNING:
 	// it would build a temporary table per event).
-	if err := tx.QueryRowContext(ctx, qFindEventFlow, e.ID, e.Flow).Scan(&flow, &seq, &body, &lastSeq); err != nil {
+	if err := tx.QueryRowContext(ctx, qFindEventFlow, e.ID, e.Flow).Scan(&flow, &seq, &body, &lastSeq, &hasHead); err != nil {
 		return Enqueued{}, fmt.Errorf("find event: %w", err)
 	}
 	if flow.Valid {
@@ -128,8 +131,8 @@ func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, no
 	next := int64(1)
 	if lastSeq.Valid {
 		next = lastSeq.Int64 + 1
-		if _, err := tx.ExecContext(ctx, qNextSeq, e.Flow, next, int64(now)); err != nil {
-			return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
+		if err := takeSeq(ctx, tx, e.Flow, next, hasHead.Bool, now); err != nil {
+			return Enqueued{}, err
 		}
 	} else if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(now)); err != nil {
 		return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
@@ -139,4 +142,18 @@ func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, no
 		return Enqueued{}, fmt.Errorf("insert event: %w", err)
 	}
 	return Enqueued{Seq: next}, nil
+}
+
+// takeSeq records next as the last sequence number of the existing flow
+// (qNextSeq), making the new event its head when the flow has none
+// (qNextSeqHead).
+func takeSeq(ctx context.Context, tx *txn, flow string, next int64, hasHead bool, now clock.Tick) error {
+	q := qNextSeq
+	if !hasHead {
+		q = qNextSeqHead
+	}
+	if _, err := tx.ExecContext(ctx, q, flow, next, int64(now)); err != nil {
+		return fmt.Errorf("take sequence number: %w", err)
+	}
+	return nil
 }

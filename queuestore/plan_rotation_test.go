@@ -42,7 +42,7 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"set weight":    {qSetWeight, []any{"f1", 2}, "sqlite_autoindex_flows_1"},
 		"weight audit":  {qInsertAuditKind, []any{"weight", "r", "{}", 1}, ""},
 		"find ev flow":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
-		"next seq":      {qNextSeq, []any{"f1", 2, 1}, "sqlite_autoindex_flows_1"},
+		"next seq":      {qNextSeq, []any{"f1", 2}, "sqlite_autoindex_flows_1"},
 		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1}, "INTEGER PRIMARY KEY"},
 		"due ready":     {qNextDueReady, nil, "INDEX flows_r"}, // flows_ready or flows_rotation: both hold exactly the ready flows
 		"due waiting":   {qNextDueWaiting, nil, "flows_waiting"},

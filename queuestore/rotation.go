@@ -222,8 +222,9 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 		seq     sql.NullInt64
 		body    []byte
 		lastSeq sql.NullInt64
+		found   sql.NullBool // the flow has a head; read again below with its weight
 	)
-	if err := tx.QueryRowContext(ctx, qFindEventFlow, e.ID, e.Flow).Scan(&flow, &seq, &body, &lastSeq); err != nil {
+	if err := tx.QueryRowContext(ctx, qFindEventFlow, e.ID, e.Flow).Scan(&flow, &seq, &body, &lastSeq, &found); err != nil {
 		return Enqueued{}, fmt.Errorf("find event: %w", err)
 	}
 	if flow.Valid {
@@ -242,8 +243,8 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 		}
 		arrives = hasHead == 0
 		next = lastSeq.Int64 + 1
-		if _, err := tx.ExecContext(ctx, qNextSeq, e.Flow, next, int64(now)); err != nil {
-			return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
+		if err := takeSeq(ctx, tx, e.Flow, next, hasHead != 0, now); err != nil {
+			return Enqueued{}, err
 		}
 		if e.Weight != 0 && e.Weight != old {
 			if err := writeWeight(ctx, tx, e.Flow, old, e.Weight, ReasonEnqueueWeight, now); err != nil {

@@ -168,7 +168,7 @@ type cachedPolicy struct {
 // read comes in four forms (no filter, flow, reason, both).
 var writeQueries = append(redriveChunkQueries(), []string{
 	qAdmitRead, qAdmit, qSetTicket,
-	qFindEventFlow, qNewFlow, qNextSeq, qInsertEvent,
+	qFindEventFlow, qNewFlow, qNextSeq, qNextSeqHead, qInsertEvent,
 	qPromote, qQuarantineExpired, qBlockFlow,
 	qPickHeads, qClaimEvents, qServeFlows, qClaimEvent, qServeFlow,
 	qRotPromote, qRotPickHeads, qRotServeFlows, qRotServeFlow, qRotSetClock,

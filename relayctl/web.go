@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -23,19 +24,23 @@ import (
 const tokenEnv = "FAIRRELAY_TOKEN"
 
 func cmdWeb(e *env, args []string) (err error) {
-	f := newFlags(e, "web", "web [--listen ADDR] [--token TOKEN] [--secure-cookies]",
+	f := newFlags(e, "web", "web [--listen ADDR] [--token TOKEN] [--secure-cookies] [--allowed-hosts NAMES]",
 		"Web serves the operator console: the same views as status, flows, events,\n"+
 			"quarantined, audit and receiver as web pages, and redrives through forms.\n"+
 			"Every write needs the token (--token, or $"+tokenEnv+"); without one the\n"+
 			"console is read-only. On a loopback address the pages are open; on any other\n"+
 			"address every page needs the token too, and without a token web refuses to\n"+
-			"start. See docs/console.md for running it behind a TLS reverse proxy.").
+			"start. A request whose Host header is not a loopback name, the listen\n"+
+			"address or one of --allowed-hosts is refused (421), so that no other site's\n"+
+			"page can read the console by pointing its name at this machine. See\n"+
+			"docs/console.md for running it behind a TLS reverse proxy.").
 		withQueue().withReceiver(true)
 	f.Var(&e.clock.mode, "clock", "how a redrive reads time: `MODE` auto, logical or wall (see 'relayctl redrive -h')")
 	f.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
 	listen := f.String("listen", "127.0.0.1:8080", "`ADDR` to listen on (host:port); loopback by default")
 	token := f.String("token", "", "operator `TOKEN` for writes (default $"+tokenEnv+"; at least 16 bytes)")
 	secure := f.Bool("secure-cookies", false, "mark cookies Secure (set when a TLS proxy serves the console)")
+	allowed := f.String("allowed-hosts", "", "comma-separated host `NAMES` (name, IP or name:port) the console answers besides loopback names and the listen address, e.g. the name a reverse proxy serves; * answers any (default: none on a loopback --listen, * beyond it)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -56,6 +61,7 @@ func cmdWeb(e *env, args []string) (err error) {
 	if !loopback && *token == "" {
 		return usagef("--listen %s is not a loopback address: give a token (--token or $%s), so that no page is open to the network", *listen, tokenEnv)
 	}
+	hosts := allowedHosts(*listen, loopback, *allowed, f.isSet("allowed-hosts"))
 	q, realTime, err := e.webQueue()
 	if err != nil {
 		return err
@@ -76,7 +82,10 @@ func cmdWeb(e *env, args []string) (err error) {
 		r = rs
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now, RealTime: realTime})
+	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now, RealTime: realTime, AllowedHosts: hosts})
+	if errors.Is(err, console.ErrOptions) {
+		return usagef("--allowed-hosts %q: %v", *allowed, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -197,6 +206,33 @@ func (e *env) webReceiver() (interface {
 		return nil, fmt.Errorf("open receiver %s: %w", e.receiverPath, err)
 	}
 	return rs, nil
+}
+
+// allowedHosts is the console's AllowedHosts for --listen listen and
+// --allowed-hosts list (set says whether it was given): the names listed
+// and the listen host when it names one address. Without the flag, a
+// console beyond loopback answers any name (every page needs the token
+// there) and one on loopback its loopback names only; console.New checks
+// the names.
+func allowedHosts(listen string, loopback bool, list string, set bool) []string {
+	if !set {
+		if loopback {
+			return nil
+		}
+		return []string{"*"}
+	}
+	var hosts []string
+	for _, h := range strings.Split(list, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if host, _, err := net.SplitHostPort(listen); err == nil {
+		if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+			hosts = append(hosts, host)
+		}
+	}
+	return hosts
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only:

@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,66 @@ func TestWeb_BeyondLoopbackEveryPageNeedsTheToken(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "without a receiver") {
 		t.Errorf("GET /receiver with the token = %d:\n%s", resp.StatusCode, body)
 	}
+	// Beyond loopback the console answers any name by default (every page
+	// needs the token there), as a machine is reached by names of its own.
+	if code, _ := getWithHost(t, "http://127.0.0.1:"+port, "relay-box.lan:"+port, "/receiver", http.Header{"Authorization": {"Bearer " + webToken}}); code != 200 {
+		t.Errorf("GET /receiver beyond loopback with Host relay-box.lan = %d, want 200", code)
+	}
+}
+
+// getWithHost asks base+path with the Host header host.
+func getWithHost(t *testing.T, base, host, path string, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A page of another site that points its name at this machine (DNS
+// rebinding) sends its own name as Host: the loopback console refuses it
+// (421) and answers its loopback names; --allowed-hosts adds the name a
+// reverse proxy forwards.
+func TestWeb_AnswersOnlyItsHostNames(t *testing.T) {
+	t.Parallel()
+	dir := webStores(t)
+	addr := startWeb(t, dir, "--listen", "127.0.0.1:0", "--receiver", "")
+	_, port, _ := net.SplitHostPort(addr)
+	base := "http://" + addr
+	for host, want := range map[string]int{
+		addr: 200, "localhost:" + port: 200, "[::1]:" + port: 200,
+		"evil.example:" + port: http.StatusMisdirectedRequest, "console.example.com": http.StatusMisdirectedRequest,
+	} {
+		code, body := getWithHost(t, base, host, "/quarantined", nil)
+		if code != want {
+			t.Errorf("loopback console: GET /quarantined with Host %q = %d, want %d", host, code, want)
+		}
+		if code != 200 && strings.Contains(body, "e1") {
+			t.Errorf("loopback console: a refused Host %q reads the queue:\n%s", host, body)
+		}
+	}
+	addr = startWeb(t, dir, "--listen", "127.0.0.1:0", "--receiver", "", "--allowed-hosts", "console.example.com, relay.example.com:8443")
+	base = "http://" + addr
+	for host, want := range map[string]int{
+		addr: 200, "console.example.com": 200, "Console.Example.com:443": 200, "relay.example.com:8443": 200,
+		"relay.example.com": http.StatusMisdirectedRequest, "evil.example": http.StatusMisdirectedRequest,
+	} {
+		if code, _ := getWithHost(t, base, host, "/quarantined", nil); code != want {
+			t.Errorf("--allowed-hosts: GET /quarantined with Host %q = %d, want %d", host, code, want)
+		}
+	}
 }
 
 func TestWeb_RefusesToStartOpenBeyondLoopback(t *testing.T) {
@@ -228,6 +289,8 @@ func TestWeb_RefusesToStartOpenBeyondLoopback(t *testing.T) {
 		{[]string{"--listen", "nonsense"}, exitUsage, "--listen"},
 		{[]string{"--queue", "nope.db"}, exitFail, "does not exist"},
 		{[]string{"extra"}, exitUsage, "unexpected argument"},
+		{[]string{"--allowed-hosts", "http://console.example.com"}, exitUsage, "--allowed-hosts"},
+		{[]string{"--allowed-hosts", "a b"}, exitUsage, "--allowed-hosts"},
 	} {
 		var stderr strings.Builder
 		e := newEnv(strings.NewReader(""), io.Discard, &stderr)
@@ -319,5 +382,28 @@ func TestWeb_RealTimeQueueRedrivesAtTheWallClock(t *testing.T) {
 	}
 	if at := a.Entries[0].At; at < before {
 		t.Errorf("the redrive was written at tick %d, before the wall clock %d when it was sent: not at the wall clock", at, before)
+	}
+}
+
+func TestAllowedHosts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		listen   string
+		loopback bool
+		list     string
+		set      bool
+		want     []string
+	}{
+		{"127.0.0.1:8080", true, "", false, nil},
+		{"0.0.0.0:8080", false, "", false, []string{"*"}},
+		{"127.0.0.1:8080", true, "console.example.com, relay.example.com:8443,", true, []string{"console.example.com", "relay.example.com:8443", "127.0.0.1"}},
+		{"192.168.1.4:8080", false, "relay-box.lan", true, []string{"relay-box.lan", "192.168.1.4"}},
+		{"0.0.0.0:8080", false, "relay-box.lan", true, []string{"relay-box.lan"}},
+		{":8080", false, "relay-box.lan", true, []string{"relay-box.lan"}},
+		{"[::]:8080", false, "*", true, []string{"*"}},
+	} {
+		if got := allowedHosts(tc.listen, tc.loopback, tc.list, tc.set); !slices.Equal(got, tc.want) {
+			t.Errorf("allowedHosts(%q, %v, %q, %v) = %q, want %q", tc.listen, tc.loopback, tc.list, tc.set, got, tc.want)
+		}
 	}
 }

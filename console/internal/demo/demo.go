@@ -47,7 +47,8 @@ var flows = []struct {
 
 // Seed fills q and r, which must be new (r opened with MaxDelta): a few hundred events over twelve
 // flows of five tenants, delivered round by round until every flow is either
-// done, stuck in quarantine, or waiting; one quarantined event is redriven
+// done, stuck in quarantine, or waiting; every failure records an error
+// text, as an HTTP relay would; one quarantined event is redriven
 // (an audit row) and fails again, the receiver records a conflict, and the
 // lease is changed (a policy audit row). It returns the clock mark it
 // reached.
@@ -66,8 +67,10 @@ func Seed(ctx context.Context, q queue.Store, r receiver.Store) (clock.Tick, err
 		return 0, fmt.Errorf("seed: enqueue: %w", err)
 	}
 	unavailable := map[string]bool{}
+	delta := map[string]int{}
 	for _, f := range flows {
 		unavailable[f.name] = f.unavailable
+		delta[f.name] = f.delta
 	}
 	now := clock.Tick(1)
 	deliver := func(rounds int, claimsPerTick int) error {
@@ -80,14 +83,14 @@ func Seed(ctx context.Context, q queue.Store, r receiver.Store) (clock.Tick, err
 			for _, c := range cs {
 				res := queue.Result{OK: true}
 				if unavailable[c.Flow] {
-					res = queue.Result{Reason: "unavailable"}
+					res = queue.Result{Reason: "unavailable", Error: unavailableError(c.Flow, c.Attempts)}
 				} else {
 					out, err := r.Receive(ctx, receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
 					if err != nil {
 						return err
 					}
 					if out != receiver.Accepted && out != receiver.Duplicate {
-						res = queue.Result{Reason: string(out)}
+						res = queue.Result{Reason: string(out), Error: refusalError(out, delta[c.Flow])}
 					}
 				}
 				items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: res})
@@ -151,4 +154,26 @@ func Seed(ctx context.Context, q queue.Store, r receiver.Store) (clock.Tick, err
 		return 0, fmt.Errorf("seed: claim: %w", err)
 	}
 	return now, nil
+}
+
+// unavailableError is the error text of the attempt-th failed delivery to
+// a flow's endpoint that is down, as an HTTP relay records it: the
+// connection refused, then a timeout, then the proxy's 503.
+func unavailableError(flow string, attempt int) string {
+	url := "https://hooks.example.com/" + flow
+	switch attempt % 3 {
+	case 1:
+		return `Post "` + url + `": dial tcp 203.0.113.19:443: connect: connection refused`
+	case 2:
+		return `Post "` + url + `": context deadline exceeded (Client.Timeout exceeded while awaiting headers)`
+	}
+	return "503 Service Unavailable: upstream connect error or disconnect/reset before headers"
+}
+
+// refusalError is the error text of a receiver's refusal.
+func refusalError(out receiver.Outcome, delta int) string {
+	if out == receiver.UnsupportedDelta {
+		return fmt.Sprintf("422 Unprocessable Entity: delta %d is beyond the receiver's limit of %d", delta, MaxDelta)
+	}
+	return "the receiver refused the event: " + string(out)
 }
