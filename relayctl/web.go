@@ -34,9 +34,7 @@ func cmdWeb(e *env, args []string) (err error) {
 			"address or one of --allowed-hosts is refused (421), so that no other site's\n"+
 			"page can read the console by pointing its name at this machine. See\n"+
 			"docs/console.md for running it behind a TLS reverse proxy.").
-		withQueue().withReceiver(true)
-	f.Var(&e.clock.mode, "clock", "how a redrive reads time: `MODE` auto, logical or wall (see 'relayctl redrive -h')")
-	f.Var(tickValue{&e.clock.skew}, "skew", "wall-clock mode's tolerance in `MS`")
+		withQueue().withReceiver(true).withClock("how a redrive reads time (see 'relayctl redrive -h')")
 	listen := f.String("listen", "127.0.0.1:8080", "`ADDR` to listen on (host:port); loopback by default")
 	token := f.String("token", "", "operator `TOKEN` for writes (default $"+tokenEnv+"; at least 16 bytes)")
 	secure := f.Bool("secure-cookies", false, "mark cookies Secure (set when a TLS proxy serves the console)")
