@@ -115,7 +115,7 @@ func probe(path string, info dbfile.Info) error {
 
 // inspect reads the file's schema version in one read transaction and
 // refuses a file that is not a queue store: a newer version
-// ([ErrSchemaVersion]), version 1 or 2 without the queue's tables, version 0
+// ([ErrSchemaVersion]), an older version without the queue's tables, version 0
 // with anything in its schema ([ErrNotQueue] and [ErrSchemaVersion]). v is 0
 // for an empty database, to be created.
 func inspect(db *sql.DB) (v int, err error) {

@@ -279,7 +279,7 @@ func dsn(path string) string {
 //
 // A new file records the policy given by WithPolicy, or DefaultPolicy; an
 // existing file keeps its recorded policy (WithPolicy). A new file runs
-// every migration from 1, an older file (version 1 or 2) the ones past its
+// every migration from 1, an older file (version 1, 2 or 3) the ones past its
 // version, all in one transaction (a version-1 file gets DefaultPolicy); if
 // a migration fails, the file stays as it was.
 //
