@@ -166,11 +166,17 @@ func (b *breaker) reopen(now time.Time, wait time.Duration) {
 	b.publish()
 }
 
-// answered notes that the destination answered (a success or an event
-// failure): the count starts over, and an open or probing breaker closes.
-// It reports whether it closed.
-func (b *breaker) answered(now time.Time) bool {
+// answered notes that the destination answered cl (a success or an event
+// failure): the count starts over, and a probing breaker whose probe cl is
+// closes. While the breaker is open, only the probe's answer counts: the
+// answer of a delivery that began before the breaker opened says nothing of
+// the destination now (closing on it would let a full wave of claims meet
+// a destination that is still down). It reports whether it closed.
+func (b *breaker) answered(cl *claim, now time.Time) bool {
 	if b.failures == 0 && b.state == BreakerClosed {
+		return false
+	}
+	if b.state != BreakerClosed && !b.isProbe(cl) {
 		return false
 	}
 	b.failures, b.twoFlows, b.other = 0, false, false

@@ -353,3 +353,38 @@ func TestBreakerOpenShutsDown(t *testing.T) {
 		t.Errorf("Totals() = %+v, want one claim, retried", tot)
 	}
 }
+
+// TestBreakerOnlyTheProbeCloses: a delivery that began before the breaker
+// opened and succeeds after it says nothing of the destination now: the
+// breaker stays open (closing on it would let a whole wave of claims meet a
+// destination that is still down, and open the breaker again).
+func TestBreakerOnlyTheProbeCloses(t *testing.T) {
+	q := newFake(fastRetries(50))
+	q.enqueue("a-slow", 1)
+	for i := range 5 {
+		q.enqueue(fmt.Sprintf("f%02d", i), 1)
+	}
+	release := make(chan struct{})
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		if e.Flow == "a-slow" {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return relay.FailDestination(relay.ReasonUnavailable, errors.New("connection refused"))
+	})
+	run := start(t, q, h, relay.Options{Concurrency: 4, Batch: 4,
+		Breaker: relay.BreakerOptions{Threshold: 3, MinProbe: time.Hour, MaxProbe: time.Hour}})
+	q.waitFor(t, "the breaker open", func() bool { return run.r.Breaker().State == relay.BreakerOpen })
+	close(release)
+	q.waitFor(t, "the slow delivery acked", func() bool { return q.head("a-slow") == nil })
+	if b := run.r.Breaker(); b.State != relay.BreakerOpen || b.Opens != 1 {
+		t.Errorf("Breaker() = %+v after a delivery begun before the opening succeeded; want still open", b)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

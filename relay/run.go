@@ -868,7 +868,7 @@ func (l *loop) cancelRunning() {
 func (l *loop) health(cl *claim, o outcome) {
 	b := l.r.br
 	if o.err == nil {
-		if b.answered(time.Now()) {
+		if b.answered(cl, time.Now()) {
 			l.closed()
 		}
 		return
@@ -880,7 +880,7 @@ func (l *loop) health(cl *claim, o outcome) {
 			b.probeLost(time.Now())
 		}
 	case !f.Destination:
-		if b.answered(time.Now()) {
+		if b.answered(cl, time.Now()) {
 			l.closed()
 		}
 	default:
