@@ -891,10 +891,10 @@ func (l *loop) health(cl *claim, o outcome) {
 		switch b.failed(cl, f, cl.res.Error, others, now) {
 		case "opened":
 			l.r.log.Warn("relay: destination down, breaker open: claiming only probes",
-				"failures", b.failures, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now))
+				"failures", b.failures, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now).Round(time.Millisecond).String())
 		case "probe":
 			l.r.log.Warn("relay: breaker probe failed, breaker stays open",
-				"event", cl.c.EventID, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now))
+				"event", cl.c.EventID, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now).Round(time.Millisecond).String())
 		}
 	}
 }
