@@ -372,50 +372,55 @@ func receiverConflicts_EachDistinctMessageRecordedOnce(t *testing.T, rk *Receive
 	}
 }
 
-// docs/contract.md §3: a bad body is receiver.ErrInvalidBody, checked first, and changes nothing.
+// docs/contract.md §3: a bad body is receiver.ErrInvalidBody, checked first, and changes nothing;
+// the error names the rule the body broke (receiver.BodyRuleOf), the same on every backend.
 func receiverReceive_InvalidBody(t *testing.T, rk *ReceiverBackend) {
 	t.Parallel()
-	bad := map[string]string{
-		"empty":                 ``,
-		"not json":              `delta=5`,
-		"truncated":             `{"delta": 5`,
-		"array":                 `[5]`,
-		"bare number":           `5`,
-		"null":                  `null`,
-		"empty object":          `{}`,
-		"missing delta":         `{"d": 5}`,
-		"string delta":          `{"delta": "5"}`,
-		"bool delta":            `{"delta": true}`,
-		"null delta":            `{"delta": null}`,
-		"object delta":          `{"delta": {"n": 5}}`,
-		"fraction":              `{"delta": 1.5}`,
-		"integral fraction 1.0": `{"delta": 1.0}`,
-		"exponent 1e2":          `{"delta": 1e2}`,
-		"exponent 1E2":          `{"delta": 1E2}`,
-		"leading zero":          `{"delta": 05}`,
-		"plus sign":             `{"delta": +5}`,
-		"zero":                  `{"delta": 0}`,
-		"negative":              `{"delta": -5}`,
-		"negative zero":         `{"delta": -0}`,
-		"1001":                  `{"delta": 1001}`,
-		"huge":                  `{"delta": 99999999999999999999999999}`,
-		"extra field after":     `{"delta": 5, "x": 1}`,
-		"extra field before":    `{"x": 1, "delta": 5}`,
-		"duplicate key":         `{"delta": 5, "delta": 5}`,
-		"escaped key":           `{"\u0064elta": 5}`,
-		"key case":              `{"Delta": 5}`,
-		"trailing garbage":      `{"delta": 5}x`,
-		"two objects":           `{"delta": 5}{"delta": 5}`,
-		"trailing comma":        `{"delta": 5,}`,
-		"single quotes":         `{'delta': 5}`,
-		"nul byte":              "{\"delta\": 5}\x00",
-		"bom":                   "\ufeff{\"delta\": 5}",
-		"too long":              `{"delta": 5}` + strings.Repeat(" ", receiver.MaxBodyLen),
+	bad := map[string]struct {
+		body string
+		rule receiver.BodyRule
+	}{
+		"empty":                 {``, receiver.BodyNotJSON},
+		"not json":              {`delta=5`, receiver.BodyNotJSON},
+		"truncated":             {`{"delta": 5`, receiver.BodyNotJSON},
+		"array":                 {`[5]`, receiver.BodyNotAnObject},
+		"bare number":           {`5`, receiver.BodyNotAnObject},
+		"null":                  {`null`, receiver.BodyNotAnObject},
+		"empty object":          {`{}`, receiver.BodyMissingDelta},
+		"missing delta":         {`{"d": 5}`, receiver.BodyUnknownField},
+		"string delta":          {`{"delta": "5"}`, receiver.BodyNotAnInteger},
+		"bool delta":            {`{"delta": true}`, receiver.BodyNotAnInteger},
+		"null delta":            {`{"delta": null}`, receiver.BodyNotAnInteger},
+		"object delta":          {`{"delta": {"n": 5}}`, receiver.BodyNotAnInteger},
+		"fraction":              {`{"delta": 1.5}`, receiver.BodyNotAnInteger},
+		"integral fraction 1.0": {`{"delta": 1.0}`, receiver.BodyNotAnInteger},
+		"exponent 1e2":          {`{"delta": 1e2}`, receiver.BodyNotAnInteger},
+		"exponent 1E2":          {`{"delta": 1E2}`, receiver.BodyNotAnInteger},
+		"leading zero":          {`{"delta": 05}`, receiver.BodyNotJSON},
+		"plus sign":             {`{"delta": +5}`, receiver.BodyNotJSON},
+		"zero":                  {`{"delta": 0}`, receiver.BodyDeltaOutOfRange},
+		"negative":              {`{"delta": -5}`, receiver.BodyDeltaOutOfRange},
+		"negative zero":         {`{"delta": -0}`, receiver.BodyDeltaOutOfRange},
+		"1001":                  {`{"delta": 1001}`, receiver.BodyDeltaOutOfRange},
+		"huge":                  {`{"delta": 99999999999999999999999999}`, receiver.BodyDeltaOutOfRange},
+		"extra field after":     {`{"delta": 5, "x": 1}`, receiver.BodyUnknownField},
+		"extra field before":    {`{"x": 1, "delta": 5}`, receiver.BodyUnknownField},
+		"duplicate key":         {`{"delta": 5, "delta": 5}`, receiver.BodyDuplicateField},
+		"escaped key":           {`{"\u0064elta": 5}`, receiver.BodyEscapedName},
+		"key case":              {`{"Delta": 5}`, receiver.BodyUnknownField},
+		"trailing garbage":      {`{"delta": 5}x`, receiver.BodyTrailingData},
+		"two objects":           {`{"delta": 5}{"delta": 5}`, receiver.BodyTrailingData},
+		"trailing comma":        {`{"delta": 5,}`, receiver.BodyNotJSON},
+		"single quotes":         {`{'delta': 5}`, receiver.BodyNotJSON},
+		"nul byte":              {"{\"delta\": 5}\x00", receiver.BodyTrailingData},
+		"bom":                   {"\ufeff{\"delta\": 5}", receiver.BodyNotJSON},
+		"too long":              {`{"delta": 5}` + strings.Repeat(" ", receiver.MaxBodyLen), receiver.BodyTooLarge},
 	}
 	s, _ := rk.open(t)
 	rmustReceive(t, s, rmsg("e1", "f", 1, 5), receiver.Accepted)
 	before := rsnap(t, s)
-	for name, b := range bad {
+	for name, c := range bad {
+		b := c.body
 		for _, m := range []receiver.Message{
 			{ID: "n1", Flow: "f", Seq: 2, Body: []byte(b)}, // would be accepted
 			{ID: "e1", Flow: "f", Seq: 1, Body: []byte(b)}, // would be rule 1: body is checked first
@@ -424,6 +429,9 @@ func receiverReceive_InvalidBody(t *testing.T, rk *ReceiverBackend) {
 			out, err := s.Receive(context.Background(), m)
 			if !errors.Is(err, receiver.ErrInvalidBody) {
 				t.Errorf("%s: Receive(%q, body %q) = %q, %v; want receiver.ErrInvalidBody", name, m.ID, b, out, err)
+			}
+			if rule, ok := receiver.BodyRuleOf(err); !ok || rule != c.rule {
+				t.Errorf("%s: Receive(%q) names rule %q (%v), want %q", name, m.ID, rule, ok, c.rule)
 			}
 		}
 	}
