@@ -10,11 +10,12 @@
 //
 //	relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]
 //
-// The commands are status, flows, events, event (one event with its error
-// text and attempt history), quarantined, redrive (one event, or
-// every match with --all), audit, policy, enqueue, receiver totals, receiver
-// conflicts, snapshot and web (the operator console in a browser, see
-// docs/console.md); `relayctl help` lists them and README.md describes
+// The commands are status (with --relay ADDR, a running relay's breaker and
+// totals), flows, events, event (one event with its error text and attempt
+// history), quarantined, redrive (one event, or every match with --all),
+// audit, policy, enqueue, relay (deliver over HTTP or in process), receive
+// (the receiver server), receiver totals, receiver conflicts, snapshot and
+// web (the operator console in a browser, see docs/console.md); `relayctl help` lists them and README.md describes
 // each one. Every write takes --now TICK; without it a write acts at the
 // queue's clock mark, or, for a queue run in real time (its clock mark is Unix
 // milliseconds; --clock), at this machine's clock, and a tick more than --skew
@@ -22,7 +23,8 @@
 // durations (30s, 250ms) on every flag; the global flags are accepted after the
 // command too (docs/decisions/relayctl-durations.md). Exit status: 0 on
 // success, 1 when the store refused the operation or could not be read, 2 on a
-// usage error.
+// usage error, 3 when relay --exit-when-idle ends with events it could not
+// deliver (docs/decisions/relayctl-exit-status.md).
 //
 // Only enqueue may create a database: every other command refuses a path that
 // does not exist instead of opening an empty one.
