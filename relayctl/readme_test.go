@@ -144,7 +144,7 @@ func TestReadmeOperatingSection(t *testing.T) {
 
 // readmeErrorText is the error text of evt-1007's failures in the README's
 // example (what a receiver's refusal says).
-const readmeErrorText = "HTTP 400: delta 500 is above the receiver's MaxDelta 100"
+const readmeErrorText = "HTTP 422: delta 500 is above the receiver's MaxDelta 100"
 
 // checkReadmeSteps prepares the example queue and receiver, and runs steps.
 func checkReadmeSteps(t *testing.T, steps []readmeStep) {
