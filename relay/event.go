@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -147,7 +145,7 @@ func result(err error) queue.Result {
 	res := queue.Result{Reason: ReasonHandler, Error: errorText(err)}
 	var f *Failure
 	if errors.As(err, &f) {
-		if validReason(f.Reason) {
+		if queue.CheckReason(f.Reason) == nil {
 			res.Reason = f.Reason
 		}
 		res.Permanent = f.Permanent
@@ -191,20 +189,6 @@ func RedactURLs(s string) string {
 		return s
 	}
 	return userInfo.ReplaceAllString(s, "${1}REDACTED@")
-}
-
-// validReason mirrors the queue's reason rules so that a handler's bad
-// reason cannot make its settle item invalid.
-func validReason(s string) bool {
-	if len(s) == 0 || len(s) > queue.MaxReasonLen || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // panicError is the error of a handler that panicked.

@@ -100,7 +100,7 @@ func TestRunTwiceAndPolicyError(t *testing.T) {
 // does not stop the relay (the next events are still delivered).
 func TestResults(t *testing.T) {
 	q := newFake(testPolicy(6, 1))
-	for _, flow := range []string{"ok", "gap", "plain", "badreason", "panic"} {
+	for _, flow := range []string{"ok", "gap", "plain", "badreason", "spaced", "panic"} {
 		q.enqueue(flow, 2)
 	}
 	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error {
@@ -114,6 +114,8 @@ func TestResults(t *testing.T) {
 			return errors.New("boom")
 		case "badreason":
 			return relay.Fail("bad\nreason", nil)
+		case "spaced":
+			return relay.Fail(" spaced", nil) // printable, but the queue refuses a leading space
 		case "panic":
 			panic("handler bug")
 		}
@@ -121,7 +123,7 @@ func TestResults(t *testing.T) {
 	})
 	run := start(t, q, h, relay.Options{Clock: relay.NewManualClock(0), Concurrency: 2, Poll: time.Hour})
 	want := map[string]string{"ok/1": "acked", "gap/1": "quarantined:gap", "plain/1": "quarantined:" + relay.ReasonHandler,
-		"badreason/1": "quarantined:" + relay.ReasonHandler, "panic/1": "quarantined:" + relay.ReasonPanic, "ok/2": "acked"}
+		"badreason/1": "quarantined:" + relay.ReasonHandler, "spaced/1": "quarantined:" + relay.ReasonHandler, "panic/1": "quarantined:" + relay.ReasonPanic, "ok/2": "acked"}
 	got := func(id string) string {
 		e := q.byID[id]
 		if e.state == "quarantined" {
