@@ -41,4 +41,8 @@ var (
 	// ErrTimeAhead reports, in real time (WithRealTime), a tick further
 	// ahead of the wall clock than the configured skew.
 	ErrTimeAhead = errors.New("queuestore: tick is ahead of the wall clock")
+	// ErrFlowPaused reports a PauseFlow of a flow that is already paused.
+	ErrFlowPaused = errors.New("queuestore: flow is already paused")
+	// ErrFlowNotPaused reports a ResumeFlow of a flow that is not paused.
+	ErrFlowNotPaused = errors.New("queuestore: flow is not paused")
 )

@@ -54,6 +54,10 @@ type Policy struct {
 	// Result.RetryAfter (docs/contract.md §7.8); 0 means the policy's
 	// longest wait (LongestWait). >= 0.
 	RetryAfterCap clock.Tick `json:"retry_after_cap,omitempty"`
+	// Retention is the window after which acked events and audit rows may
+	// be deleted by Prune (docs/contract.md §7.9); 0 (the default) keeps
+	// everything forever. >= 0.
+	Retention clock.Tick `json:"retention,omitempty"`
 }
 
 // WithSchedule returns p with the explicit list of waits and MaxAttempts
@@ -95,7 +99,8 @@ func (p Policy) Equal(o Policy) bool {
 	return p.Lease == o.Lease && p.MaxAttempts == o.MaxAttempts &&
 		p.BackoffBase == o.BackoffBase && p.BackoffCap == o.BackoffCap &&
 		p.Jitter == o.Jitter && p.Fairness == o.Fairness &&
-		slices.Equal(p.Schedule, o.Schedule) && p.RetryAfterCap == o.RetryAfterCap
+		slices.Equal(p.Schedule, o.Schedule) && p.RetryAfterCap == o.RetryAfterCap &&
+		p.Retention == o.Retention
 }
 
 // MaxPolicyAttempts is the largest MaxAttempts a policy may have.
@@ -144,6 +149,9 @@ func (p Policy) Validate() error {
 	}
 	if p.RetryAfterCap < 0 {
 		return fmt.Errorf("%w: policy RetryAfterCap is %d, want >= 0", ErrInvalid, p.RetryAfterCap)
+	}
+	if p.Retention < 0 {
+		return fmt.Errorf("%w: policy Retention is %d, want >= 0", ErrInvalid, p.Retention)
 	}
 	switch p.Fairness {
 	case "", FairMinServed, FairRotation:

@@ -78,6 +78,9 @@ type SnapshotFlow struct {
 	// shown under FairRotation only.
 	Pass   *int64 `json:"pass,omitempty"`
 	Joined *int64 `json:"joined,omitempty"`
+	// Paused is the reason of the operator's pause while the flow is
+	// paused (docs/contract.md §7.9); "" (omitted) otherwise.
+	Paused string `json:"paused,omitempty"`
 }
 
 // SnapshotEvent is one row of the events table.

@@ -130,3 +130,44 @@ type Waiter interface {
 	// event is acked. One index read, however many events and flows.
 	OldestWaiting(ctx context.Context) (at clock.Tick, ok bool, err error)
 }
+
+// Pauser is a Store whose operator can pause and resume a flow
+// (docs/contract.md §7.9). Both backends of this repository are Pausers.
+//
+// A paused flow's head is not dispatchable: no claim picks the flow until
+// it is resumed (a claim already in flight settles or expires as usual,
+// and an expired one is not claimed again while paused). Every other flow
+// is untouched, enqueues into the paused flow go on, and the flow's
+// fairness state (served count, weight, rotation pass) is kept; under
+// FairRotation a resumed flow follows the rule for a flow that returns
+// with a backlog. Each call writes an audit row (AuditPause, AuditResume)
+// with the reason; an unknown flow is ErrNotFound, a pause of a paused
+// flow ErrFlowPaused, a resume of one not paused ErrFlowNotPaused, and an
+// empty reason ErrEmptyReason: each changes nothing.
+type Pauser interface {
+	PauseFlow(ctx context.Context, flow, reason string, now clock.Tick) error
+	ResumeFlow(ctx context.Context, flow, reason string, now clock.Tick) error
+}
+
+// Pruner is a Store that deletes what its retention window no longer
+// keeps (docs/contract.md §7.9). Both backends of this repository are
+// Pruners.
+//
+// With the policy's Retention at 0 (the default) nothing is ever deleted.
+// Otherwise Prune deletes, in one short transaction, at most limit acked
+// events whose AckedAt is at or below now - Retention (with their attempt
+// history) and at most limit audit rows whose tick is; pending, in-flight
+// and quarantined events are never deleted, and each flow's sequence
+// counter, served count, weight and pause survive, so numbering and
+// fairness go on as before. Once an event is deleted its ID may be
+// enqueued again as a new event: the window of duplicate detection is the
+// retention window. Prune is a write: now is checked and recorded as any
+// write's tick. limit is 1..MaxPruneBatch (ErrInvalid otherwise); each
+// deletion is found through an index, never by scanning every event.
+//
+// Prunable counts, without deleting or recording anything, what Prune at
+// now would delete in all its batches together.
+type Pruner interface {
+	Prune(ctx context.Context, now clock.Tick, limit int) (PruneResult, error)
+	Prunable(ctx context.Context, now clock.Tick) (PruneResult, error)
+}

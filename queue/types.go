@@ -11,6 +11,15 @@ type Event struct {
 	// flow's weight (1 for a new flow); MinWeight..MaxWeight sets it, on a
 	// backend that keeps weights. Anything else is ErrInvalid.
 	Weight int
+	// NotBefore schedules the event (docs/contract.md §7.9): when it is
+	// above the enqueue's tick, the event is stored with available_at =
+	// NotBefore, so as its flow's head it is not dispatchable before that
+	// tick and blocks only its own flow, as a backoff does; 0 (or a tick at
+	// or below the enqueue's) means at once. Like Weight it is not part of
+	// the event's identity: a retry with another NotBefore is a Duplicate
+	// and changes nothing. Negative is ErrInvalid; a tick the policy's
+	// lease would push past math.MaxInt64 is ErrTickOverflow.
+	NotBefore clock.Tick
 }
 
 // Enqueued is the result of an enqueue: the event's sequence number in its
@@ -166,6 +175,9 @@ type EventState struct {
 	AvailableAt      clock.Tick
 	LeaseUntil       clock.Tick // 0 when not in flight
 	Reason           string
+	// AckedAt is the tick of the settle that acked the event; 0 unless
+	// acked. Retention (docs/contract.md §7.9) counts from it.
+	AckedAt clock.Tick
 	// Error is the error text of the failure recorded at the event's
 	// current generation (the newest History entry when its Generation is
 	// the event's); "" otherwise: in flight again, acked, redriven, or a
@@ -220,6 +232,11 @@ type FlowState struct {
 	Backlog int64 `json:"backlog"`
 	// Weight is the flow's weight (docs/contract.md §7.6): 1 unless set.
 	Weight int `json:"weight"`
+	// Paused is set while an operator has paused the flow
+	// (docs/contract.md §7.9): its head is not dispatchable until it is
+	// resumed; PauseReason is the reason the pause gave.
+	Paused      bool   `json:"paused,omitempty"`
+	PauseReason string `json:"pause_reason,omitempty"`
 	// Position is the flow's place in the rotation under FairRotation: 1
 	// for the flow a claim would pick next if every head were dispatchable
 	// now, 2 for the one after it, …; 0 for a flow without a backlog and
@@ -244,6 +261,9 @@ type Stats struct {
 	Events        EventCounts `json:"events"`
 	Quarantined   int64       `json:"quarantined"` // the same as Events.Quarantined
 	AuditRows     int64       `json:"audit_rows"`
+	// PausedFlows counts the flows an operator has paused (docs/contract.md
+	// §7.9).
+	PausedFlows int64 `json:"paused_flows,omitempty"`
 }
 
 // RedriveFilter selects quarantined events for RedriveAll and
@@ -269,6 +289,32 @@ const (
 	AuditRedrive AuditKind = "redrive" // Redrive, RedriveAll: EventID and its new Generation
 	AuditPolicy  AuditKind = "policy"  // SetPolicy: Detail is PolicyChange as JSON
 	AuditWeight  AuditKind = "weight"  // a flow's weight changed (FairRotation): Detail says which
+	AuditPause   AuditKind = "pause"   // PauseFlow: Detail is FlowChange as JSON
+	AuditResume  AuditKind = "resume"  // ResumeFlow: Detail is FlowChange as JSON
+)
+
+// FlowChange is the detail of a 'pause' or 'resume' audit row, as JSON:
+// every backend writes this field, so they all write the same bytes.
+type FlowChange struct {
+	Flow string `json:"flow"`
+}
+
+// PruneResult is what a Prune deleted (or, from Prunable, would delete):
+// acked events (with their attempt history) and audit rows older than the
+// policy's retention window (docs/contract.md §7.9).
+type PruneResult struct {
+	Events int64 `json:"events"` // acked events deleted, with their history rows
+	Audit  int64 `json:"audit"`  // audit rows deleted, of every kind
+	// More is set when a kind filled the batch's limit: more rows may be
+	// prunable at the same tick, and the caller prunes again.
+	More bool `json:"more,omitempty"`
+}
+
+// Batch sizes of Prune (docs/contract.md §7.9): each batch is one short
+// transaction.
+const (
+	DefaultPruneBatch = 1000  // what the relay runtime and relayctl prune use
+	MaxPruneBatch     = 10000 // the largest limit Prune accepts
 )
 
 // AuditRecord is one audit row of any kind. EventID and Generation are set

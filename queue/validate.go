@@ -70,6 +70,18 @@ func (e Event) Validate() error {
 	if e.Weight != 0 && (e.Weight < MinWeight || e.Weight > MaxWeight) {
 		return fmt.Errorf("%w: weight is %d, want 0 (keep) or %d..%d", ErrInvalid, e.Weight, MinWeight, MaxWeight)
 	}
+	if e.NotBefore < 0 {
+		return fmt.Errorf("%w: not-before tick is %d, want >= 0", ErrInvalid, e.NotBefore)
+	}
+	return nil
+}
+
+// CheckPruneLimit refuses a Prune limit outside 1..MaxPruneBatch with
+// ErrInvalid.
+func CheckPruneLimit(n int) error {
+	if n < 1 || n > MaxPruneBatch {
+		return fmt.Errorf("%w: prune limit %d, want 1..%d", ErrInvalid, n, MaxPruneBatch)
+	}
 	return nil
 }
 

@@ -1,6 +1,9 @@
 package receiver
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store is the receiver contract (docs/contract.md §3) as Go methods: what
 // every receiver backend has. receiverstore.Store (SQLite) and
@@ -35,4 +38,24 @@ type Store interface {
 	Snapshot(ctx context.Context) (Snapshot, error)
 	// Close releases the store; it is not used after.
 	Close() error
+}
+
+// Pruner is a Store that deletes receipts its retention window no longer
+// keeps (docs/contract.md §7.9). Both backends of this repository are
+// Pruners; each records, with every receipt, the wall-clock time it was
+// accepted (the store's own clock, which a test may replace).
+//
+// Prune deletes, in one short transaction, at most limit receipts
+// accepted before before, and raises each touched flow's PrunedThrough to
+// the highest sequence number deleted. A flow's total and next expected
+// sequence survive, so a later redelivery of a deleted receipt's event is
+// answered Pruned, never applied twice. limit is 1..MaxPruneBatch
+// (ErrInvalidOption otherwise); receipts are found through an index on
+// their time, never by scanning every receipt. Conflict records are kept.
+//
+// Prunable counts, without deleting anything, what Prune with before
+// would delete in all its batches together.
+type Pruner interface {
+	Prune(ctx context.Context, before time.Time, limit int) (PruneResult, error)
+	Prunable(ctx context.Context, before time.Time) (PruneResult, error)
 }

@@ -78,6 +78,13 @@ const (
 	// the same message is accepted once the store is opened with a cap that
 	// allows it.
 	UnsupportedDelta Outcome = "unsupported_delta"
+	// Pruned: Seq is at or below the flow's pruned mark (FlowState.PrunedThrough)
+	// and has no receipt: the flow's event with this sequence number was
+	// applied, and its receipt was deleted by retention (docs/contract.md
+	// §7.9). Nothing changes; a sender counts it as delivered, as it does a
+	// Duplicate. The message's ID and body can no longer be compared with
+	// the applied one's.
+	Pruned Outcome = "pruned"
 )
 
 // Conflict rules recorded in [ConflictRecord.Rule].
@@ -153,7 +160,25 @@ type FlowState struct {
 	Flow         string `json:"flow"`
 	NextExpected int64  `json:"next_expected"`
 	Total        int64  `json:"total"`
+	// PrunedThrough is the highest sequence number whose receipt retention
+	// deleted (docs/contract.md §7.9); 0 (omitted) before any.
+	PrunedThrough int64 `json:"pruned_through,omitempty"`
 }
+
+// PruneResult is what a Prune deleted (or, from Prunable, would delete).
+type PruneResult struct {
+	Receipts int64 `json:"receipts"` // receipts deleted
+	// More is set when the batch's limit was reached: more receipts may be
+	// prunable, and the caller prunes again.
+	More bool `json:"more,omitempty"`
+}
+
+// Batch sizes of Prune (docs/contract.md §7.9): each batch is one short
+// transaction.
+const (
+	DefaultPruneBatch = 1000  // what the receiver server and relayctl prune use
+	MaxPruneBatch     = 10000 // the largest limit Prune accepts
+)
 
 // Receipt is one accepted message, kept forever.
 type Receipt struct {
