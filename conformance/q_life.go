@@ -562,6 +562,7 @@ func queuePolicy_7_9_RetentionRecorded(t *testing.T, bk *QueueBackend) {
 	if strings.Count(all[0].Detail, "retention") != 1 {
 		t.Fatalf("first policy audit detail = %s, want retention named once (omitted when 0)", all[0].Detail)
 	}
+	ch = queue.PolicyChange{}
 	if err := json.Unmarshal([]byte(all[1].Detail), &ch); err != nil || ch.Old.Retention != 0 || ch.New.Retention != 7 {
 		t.Fatalf("second policy audit detail = %s (%v), want retention 0 -> 7", all[1].Detail, err)
 	}
