@@ -35,4 +35,5 @@ var receiverClauses = []receiverClause{
 	{"Receive_AbovePrunedMarkWithoutReceiptIsSeqBehind", receiverReceive_AbovePrunedMarkWithoutReceiptIsSeqBehind},
 	{"Prune_MarkNeverLowered", receiverPrune_MarkNeverLowered},
 	{"Prune_BadLimitIsInvalidOption", receiverPrune_BadLimitIsInvalidOption},
+	{"Prune_ConcurrentRedeliveriesNeverApplyTwice", receiverPrune_ConcurrentRedeliveriesNeverApplyTwice},
 }

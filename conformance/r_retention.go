@@ -3,7 +3,9 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -363,4 +365,96 @@ func receiverPrune_MarkNeverLowered(t *testing.T, rk *ReceiverBackend) {
 		t.Fatalf("Flows() = %s, want %s", rjs(got), rjs(want))
 	}
 	rmustReceive(t, s, rmsg("e2", "f", 2, 1), receiver.Pruned)
+}
+
+// §7.9 under concurrency: while batches of Prune delete a flow's receipts,
+// other stores on the same data redeliver those messages, alone and in
+// batches. Every answer is Duplicate (the receipt was still there) or
+// Pruned (it was gone), never Accepted or Conflict, and the flow's total
+// and next expected number never move.
+func receiverPrune_ConcurrentRedeliveriesNeverApplyTwice(t *testing.T, rk *ReceiverBackend) {
+	t.Parallel()
+	clk := newRClock()
+	s, p, loc := ropenPruner(t, rk, clk)
+	const n = 60
+	var ms []receiver.Message
+	for i := range n {
+		ms = append(ms, rmsg(fmt.Sprintf("e%02d", i+1), "f", int64(i+1), 1+i%7))
+	}
+	res, err := s.ReceiveBatch(context.Background(), ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Outcome != receiver.Accepted {
+			t.Fatalf("setup item %d: %+v", i, r)
+		}
+	}
+	wantTotal := rtotal(t, s, "f")
+	now := clk.tick()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*n)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			r, err := p.Prune(context.Background(), now, 7)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !r.More {
+				return
+			}
+		}
+	}()
+	for w := range 2 {
+		other := rk.reopen(t, loc, withNow(clk.now))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 2 {
+				var outs []receiver.Outcome
+				if i%3 == 0 {
+					rs, err := other.ReceiveBatch(context.Background(), []receiver.Message{ms[i], ms[(i+1)%n]})
+					if err != nil {
+						errs <- err
+						return
+					}
+					for _, r := range rs {
+						outs = append(outs, r.Outcome)
+					}
+				} else {
+					o, err := other.Receive(context.Background(), ms[i])
+					if err != nil {
+						errs <- err
+						return
+					}
+					outs = append(outs, o)
+				}
+				for _, o := range outs {
+					if o != receiver.Duplicate && o != receiver.Pruned {
+						errs <- fmt.Errorf("redelivery of %s during Prune = %q, want duplicate or pruned", ms[i].ID, o)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rprune(t, p, now, receiver.MaxPruneBatch, receiver.PruneResult{}) // the pruner finished
+	want := []receiver.FlowState{{Flow: "f", NextExpected: n + 1, Total: wantTotal, PrunedThrough: n}}
+	if got := rflows(t, s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Flows() = %s, want %s", rjs(got), rjs(want))
+	}
+	for _, m := range ms {
+		rmustReceive(t, s, m, receiver.Pruned)
+	}
+	if cs, err := s.Conflicts(context.Background()); err != nil || len(cs) != 0 {
+		t.Fatalf("Conflicts() = %s, %v; want none", rjs(cs), err)
+	}
 }
