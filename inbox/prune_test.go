@@ -189,11 +189,11 @@ func TestServer_RetentionPrunesAndAnswersPruned(t *testing.T) {
 	send("e1", 1, `{"delta": 1}`, 200, "pruned")
 	send("e2", 2, `{"delta": 2}`, 200, "pruned")
 	send("e3", 3, `{"delta": 4}`, 200, "duplicate")
-	if after := f.snap(t); rjson(after) != rjson(before) {
-		t.Fatalf("pruned redeliveries changed the store:\n%s\n%s", rjson(after), rjson(before))
+	if after := f.snap(t); dump(after) != dump(before) {
+		t.Fatalf("pruned redeliveries changed the store:\n%s\n%s", dump(after), dump(before))
 	}
 	if before.Flows[0].Total != 7 || before.Flows[0].PrunedThrough != 2 || len(before.Receipts) != 1 {
-		t.Fatalf("store = %s, want total 7, pruned through 2, e3's receipt only", rjson(before))
+		t.Fatalf("store = %s, want total 7, pruned through 2, e3's receipt only", dump(before))
 	}
 	if got := counter(t, f.reg, "pruned"); got != 2 {
 		t.Errorf("receives_total{pruned} = %v, want 2", got)
@@ -314,4 +314,5 @@ func TestServer_RetentionConfigurationRefused(t *testing.T) {
 	}
 }
 
-func rjson(v any) string { return fmt.Sprintf("%+v", v) }
+// dump prints v with its field names, for comparing and showing snapshots.
+func dump(v any) string { return fmt.Sprintf("%+v", v) }
