@@ -91,7 +91,6 @@ func shipped(t *testing.T, path string) []string {
 	return got
 }
 
-
 // orderIDs reads the shop's orders table.
 func orderIDs(t *testing.T, url, schema string) []string {
 	t.Helper()
