@@ -236,7 +236,8 @@ WHERE m.id = 1`
 
 	// qNextDueWaiting is the earliest ready_at of the flows whose head waits
 	// for a tick (flows_waiting: the first entry of the index).
-	qNextDueWaiting = `SELECT ready_at FROM {s}.flows WHERE NOT ready AND ready_at IS NOT NULL
+	// A paused flow's head is not due (flows_waiting leaves it out).
+	qNextDueWaiting = `SELECT ready_at FROM {s}.flows WHERE NOT ready AND paused IS NULL AND ready_at IS NOT NULL
 ORDER BY ready_at LIMIT 1`
 )
 
