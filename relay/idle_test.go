@@ -195,3 +195,48 @@ func TestProducer_UsesItsClockAndNotifies(t *testing.T) {
 		t.Fatalf("At(%v) = %d, want its Unix milliseconds", at, got)
 	}
 }
+
+// A scheduled event (NotBefore, made with the Producer's In) is due later,
+// not idle: RunUntilIdle delivers what is due now and waits for it; a
+// paused flow's events are not due at all, so they leave it idle, as
+// undelivered.
+func TestRunUntilIdle_WaitsForAScheduledEventNotAPausedFlow(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testPolicy(10, 3))
+	clk := relay.NewManualClock(0)
+	p, err := relay.NewProducer(s, relay.ProducerOptions{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, e := range []queue.Event{
+		{ID: "now", Flow: "a", Body: []byte(`{}`)},
+		{ID: "later", Flow: "b", Body: []byte(`{}`), NotBefore: p.In(50 * time.Millisecond)}, // tick 50
+		{ID: "held", Flow: "c", Body: []byte(`{}`)},
+	} {
+		if _, err := p.Enqueue(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PauseFlow(ctx, "c", "maintenance", 0); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Event(ctx, "later"); err != nil || e.AvailableAt != 50 {
+		t.Fatalf("Event(later) = %+v, %v; want available at tick 50", e, err)
+	}
+	r, errc := untilIdle(t, s, deliver, relay.Options{Clock: clk, Poll: time.Hour})
+	waitStore(t, "the due event acked", func() bool { return stats(t, s).Events.Acked == 1 })
+	select {
+	case err := <-errc:
+		t.Fatalf("RunUntilIdle() = %v while a scheduled event waited", err)
+	default:
+	}
+	clk.Set(50)
+	var u *relay.UndeliveredError
+	if err := wait(t, errc); !errors.As(err, &u) || u.Quarantined != 0 || u.Waiting != 1 {
+		t.Fatalf("RunUntilIdle() = %v, want ErrUndelivered with the paused flow's event waiting", err)
+	}
+	if tot := r.Totals(); tot.Delivered != 2 {
+		t.Fatalf("Totals() = %+v, want 2 delivered (now, later)", tot)
+	}
+}
