@@ -196,3 +196,37 @@ func TestPrune_OffWithoutRetentionOrInterval(t *testing.T) {
 		t.Errorf("New(PruneEvery < 0) = %v, want ErrInvalid", err)
 	}
 }
+
+// failingPruner fails its first Prune call.
+type failingPruner struct {
+	countingPruner
+}
+
+func (f *failingPruner) Prune(ctx context.Context, now clock.Tick, limit int) (queue.PruneResult, error) {
+	if f.calls.Add(1) == 1 {
+		return queue.PruneResult{}, errors.New("disk on fire")
+	}
+	return f.Store.Prune(ctx, now, limit)
+}
+
+// A failed Prune is counted as a queue error and the pass is tried again
+// after PruneEvery; the relay goes on delivering meanwhile.
+func TestPrune_FailureIsRetriedLater(t *testing.T) {
+	t.Parallel()
+	p := testPolicy(10, 3)
+	p.Retention = 100
+	q := &failingPruner{countingPruner{Store: openStore(t, p)}}
+	enqueue(t, q.Store, "f", 3, 0)
+	reg := prometheus.NewRegistry()
+	clk := relay.NewManualClock(0)
+	run := start(t, q, deliver, relay.Options{Clock: clk, PruneEvery: time.Millisecond, Poll: time.Hour, Metrics: reg})
+	waitStore(t, "3 acked", func() bool { return stats(t, q.Store).Events.Acked == 3 })
+	clk.Set(100)
+	waitStore(t, "the acked events pruned after the failure", func() bool { return stats(t, q.Store).Events.Acked == 0 })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_store_errors_total", "prune")); got != 1 {
+		t.Errorf("fairrelay_store_errors_total{op=prune} = %v, want 1", got)
+	}
+}

@@ -313,8 +313,8 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	if next := l.r.flog.deadline(); !next.IsZero() {
 		at(next)
 	}
-	if l.r.pr != nil && !l.stopping {
-		if l.pruning && !blocked {
+	if l.r.pr != nil && !l.stopping && !blocked { // when blocked, the retry's time is waited for
+		if l.pruning {
 			return // the pass's next batch, after this turn's claims and settles
 		}
 		if !l.pruneAt.IsZero() {
