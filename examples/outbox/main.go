@@ -168,7 +168,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: inbox.NewServer(rs, secret, inbox.ServerOptions{}), ReadHeaderTimeout: 10 * time.Second}
+	// Receipts are kept 30 days: far longer than any redelivery (retries, a redrive).
+	in := inbox.NewServer(rs, secret, inbox.ServerOptions{Retention: 30 * 24 * time.Hour})
+	defer in.Close()
+	srv := &http.Server{Handler: in, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 
