@@ -51,13 +51,13 @@ LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 	// The set forms of qAck, qSetHead (and qRotSetHead), qRetry,
 	// qWaitFlow, qQuarantine and qBlockFlow, for a batch whose writes touch
 	// each flow once: arrays in $1.., the clock mark in $4 for the heads.
-	qAckMany  = `UPDATE {s}.events SET state = 'acked', lease_until = 0, acked_at = $2 WHERE id = ANY($1::text[])`
+	qAckMany = `UPDATE {s}.events SET state = 'acked', lease_until = 0, acked_at = $2 WHERE id = ANY($1::text[])`
 
 	// qRecordAcks records the acks of the events of the array $1 at $2 in
 	// acked, the table Prune deletes through (an index on events.acked_at
 	// would keep every ack from being a heap-only update).
 	qRecordAcks = `INSERT INTO {s}.acked (at, event_id) SELECT $2, unnest($1::text[])`
-	qSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false) AND f.paused IS NULL,
+	qSetHeads   = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false) AND f.paused IS NULL,
     head_enqueued_at = u.enq
 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS u(flow, head, at, enq)
 WHERE f.flow = u.flow`
