@@ -203,7 +203,9 @@ func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
 		if f.Weight != 1 || f.Position != 0 {
 			r.Weight = f.Weight
 		}
-		if f.ReadyAt != nil {
+		// A paused flow's head is not dispatchable at any tick until it is
+		// resumed: no ready tick, whichever tick the backend reports.
+		if f.ReadyAt != nil && !f.Paused {
 			t := int64(*f.ReadyAt)
 			r.ReadyTick = &t
 		}

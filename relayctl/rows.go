@@ -36,7 +36,7 @@ type flowRow struct {
 	HeadState string `json:"head_state"` // "" when every event is acked
 	// ReadyTick is the tick from which the head can be claimed: its
 	// available_at when pending, its lease end when in flight; null when the
-	// head is quarantined or there is no head.
+	// head is quarantined, its flow paused, or there is no head.
 	ReadyTick *int64 `json:"ready_tick"`
 	Backlog   int64  `json:"backlog"` // events not yet acked, head included
 	// Blocked says why the head holds the flow back at the clock mark
