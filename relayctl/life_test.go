@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
@@ -153,5 +154,45 @@ func writeFile(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRelayPruneEvery: `relay --prune-every D` prunes what the policy's
+// retention no longer keeps (relay.Options.PruneEvery, whose first pass
+// is at the start), and explicit policy flags keep the recorded retention.
+func TestRelayPruneEvery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(ctx, queuestore.Event{ID: "old", Flow: "f", Body: []byte(`{"delta": 1}`)}, 1); err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := q.Claim(ctx, 2)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v, %v", ok, err)
+	}
+	if _, err := q.Settle(ctx, c.EventID, c.Generation, queuestore.Result{OK: true}, 2); err != nil {
+		t.Fatal(err)
+	}
+	p := queuestore.DefaultPolicy()
+	p.Retention = 1
+	if err := q.SetPolicy(ctx, p, "keep one tick", 2); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	if code, out, errs := runAt(t, dir, clock.Wall{}, "relay", "--exit-when-idle", "--prune-every", "1h", "--lease", "30s"); code != exitOK {
+		t.Fatalf("relay: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := runAt(t, dir, clock.Wall{}, "event", "old"); code != exitFail || !strings.Contains(errs, "not found") {
+		t.Fatalf("event old after relay --prune-every: exit %d, %s; want it pruned", code, errs)
+	}
+	var pol policyFullRow
+	decodeStrict(t, mustRun(t, dir, "policy", "--json"), &pol)
+	if pol.Retention != 1 || pol.Lease != 30_000 {
+		t.Fatalf("policy after relay --lease 30s = %+v, want lease 30000 and retention 1 kept", pol)
 	}
 }
