@@ -129,7 +129,9 @@ func browserPauseAndResume(t *testing.T, b backend) {
 	if st := flowState(t, f.q, pauseFlow); !st.Paused || st.PauseReason != "tenant investigating (OPS-2001)" {
 		t.Fatalf("flow after the pause form = %+v, want paused with the reason", st)
 	}
-	// The token is remembered for the tab; the resume form is on the page.
+	// The flow's page again (without the result: #result is awaited
+	// below); the token is remembered for the tab, the resume form shown.
+	open(t, ctx, f.srv.URL, "/flow?name="+url.QueryEscape(pauseFlow))
 	if err := chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(`#pause input[name=reason]`), "double charges were upstream"),
 		chromedp.Click(chromedp.CSS(`#pause button`)),
