@@ -474,6 +474,9 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 			d.Blocked = blockedWhy(queue.FlowState{HeadState: e.State, ReadyAt: ready, Paused: d.Paused}, mark)
 		}
 	}
+	if d.Paused {
+		d.Blocked = "paused" // as the flows list says, with or without a head
+	}
 	// List the events around the head first when there are many.
 	start := 0
 	if len(evs) > maxFlowEvents && d.HeadSeq > 0 {
