@@ -11,11 +11,15 @@
 //	relayctl [--queue PATH] [--receiver PATH] COMMAND [flags]
 //
 // The commands are status (with --relay ADDR, a running relay's breaker and
-// totals), flows, events, event (one event with its error text and attempt
-// history), quarantined, redrive (one event, or every match with --all),
-// audit, policy, enqueue, relay (deliver over HTTP or in process), receive
-// (the receiver server), receiver totals, receiver conflicts, snapshot and
-// web (the operator console in a browser, see docs/console.md); `relayctl help` lists them and README.md describes
+// totals), flows (and flows pause, flows resume, flows set-weight), events,
+// event (one event with its error text and attempt history), quarantined,
+// redrive (one event, or every match with --all), audit, policy (and policy
+// set, --retention included), enqueue (--at and --in schedule an event,
+// docs/contract.md §7.9), prune (what the retention window no longer keeps;
+// prune receiver), relay (deliver over HTTP or in process; --prune-every),
+// receive (the receiver server; --retention), receiver totals, receiver
+// conflicts, snapshot and web (the operator console in a browser, see
+// docs/console.md); `relayctl help` lists them and README.md describes
 // each one. Every write takes --now TICK; without it a write acts at the
 // queue's clock mark, or, for a queue run in real time (its clock mark is Unix
 // milliseconds; --clock), at this machine's clock, and a tick more than --skew
