@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"path/filepath"
+	"time"
+
+	"github.com/fairrelay/fairrelay/bench"
+	"github.com/fairrelay/fairrelay/clock"
+)
+
+// retentionOnly runs only the retention rows (for working on them).
+var retentionOnly = flag.Bool("retention-only", false, "measure only the retention rows (docs/contract.md §7.9): store sizes under a steady load with and without retention, and a pruner's cost on claim+settle")
+
+// The steady-load runs: a batch of 64 events of different flows a tick,
+// a window of 100 ticks (6,400 events), a prune pass every 16 ticks.
+const (
+	steadyFlows      = 1000
+	steadyBatch      = 64
+	steadyWindow     = clock.Tick(100)
+	steadyPruneEvery = 16
+	// pruneCostFlows is the backlog of the pruner's cost rows; the window
+	// is the same 100 ticks, one claim+settle a tick.
+	pruneCostFlows = 1000
+)
+
+// pruneCostCases are the pair of claim+settle cases, without and with a
+// pruner beside them, measured with the other single-process cases.
+func pruneCostCases(cfg config) []bench.Case {
+	per := (cfg.minEvents + pruneCostFlows - 1) / pruneCostFlows
+	return []bench.Case{
+		bench.PruneClaimSettle(pruneCostFlows, per, steadyWindow, false),
+		bench.PruneClaimSettle(pruneCostFlows, per, steadyWindow, true),
+	}
+}
+
+// measureRetention runs the steady load on SQLite without and with
+// retention, the order alternating by round (one round, or none in quick
+// mode's smaller size: it always runs once).
+func measureRetention(ctx context.Context, dir string, cfg config) ([]bench.SteadyResult, error) {
+	var out []bench.SteadyResult
+	for i, window := range []clock.Tick{0, steadyWindow} {
+		spec := bench.RetentionSpec{Events: cfg.steadyEvents, Flows: steadyFlows, Batch: steadyBatch, Retention: window, PruneEvery: steadyPruneEvery}
+		res, err := bench.SteadyLoad(ctx, filepath.Join(dir, fmt.Sprintf("steady-%d", i)), bench.SQLiteSteadyStores, spec)
+		if err != nil {
+			return nil, fmt.Errorf("steady load, retention %d: %w", window, err)
+		}
+		log.Printf("steady load, retention %d: %.0f events/s, queue %s → %s (peak %s), receiver %s → %s (peak %s), pruned %d events, %d receipts",
+			window, res.Rate(), mb(res.Start.Queue), mb(res.End.Queue), mb(res.Peak.Queue),
+			mb(res.Start.Receiver), mb(res.End.Receiver), mb(res.Peak.Receiver), res.Events, res.Receipts)
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func mb(n int64) string { return fmt.Sprintf("%.2f MB", float64(n)/1e6) }
+
+func one(x float64) bench.Summary { return bench.Summarize([]float64{x}) }
+
+// retentionRows are the steady-load rows (one run each: the sizes are
+// not rates) and the pruner's cost (rounds, a ratio within each).
+func retentionRows(cfg config, runs []bench.SteadyResult, rates bench.Rates) []bench.Row {
+	var rows []bench.Row
+	var without, with *bench.SteadyResult
+	for i := range runs {
+		if runs[i].Spec.Retention == 0 {
+			without = &runs[i]
+		} else {
+			with = &runs[i]
+		}
+	}
+	load := fmt.Sprintf("steady load, %s events over %s flows (batches of %d, EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch, one tick a batch)",
+		thousands(cfg.steadyEvents), thousands(steadyFlows), steadyBatch)
+	for _, r := range []*bench.SteadyResult{without, with} {
+		if r == nil {
+			continue
+		}
+		how := "without retention"
+		if r.Spec.Retention > 0 {
+			how = fmt.Sprintf("retention %d ticks (%s events), both stores pruned every %d batches", r.Spec.Retention, thousands(int(r.Spec.Retention)*steadyBatch), r.Spec.PruneEvery)
+		}
+		rows = append(rows,
+			bench.Row{What: fmt.Sprintf("%s, %s: SQLite queue.db size at the end (start %s, peak %s)", load, how, mb(r.Start.Queue), mb(r.Peak.Queue)),
+				Value: one(float64(r.End.Queue) / 1e6), Verb: "%.2f", Unit: "MB"},
+			bench.Row{What: fmt.Sprintf("%s, %s: SQLite receiver.db size at the end (start %s, peak %s)", load, how, mb(r.Start.Receiver), mb(r.Peak.Receiver)),
+				Value: one(float64(r.End.Receiver) / 1e6), Verb: "%.2f", Unit: "MB"},
+		)
+		if r.Spec.Retention > 0 {
+			gq := one(float64(r.End.Queue) / float64(r.Mid.Queue))
+			gr := one(float64(r.End.Receiver) / float64(r.Mid.Receiver))
+			rows = append(rows,
+				bench.Row{What: fmt.Sprintf("%s, %s: queue.db size at the end ÷ at half-way", load, how), Value: gq, Verb: "%.2f", Unit: "ratio",
+					Target: "≤ 1.1", Met: bench.AtMost(gq.Median, 1.1),
+					Why: "With the window full, each prune pass deletes what the last batches added, and SQLite reuses the freed pages (or, on a file with auto_vacuum=INCREMENTAL, gives them back); growth past half-way means pruning fell behind or pages are not reused."},
+				bench.Row{What: fmt.Sprintf("%s, %s: receiver.db size at the end ÷ at half-way", load, how), Value: gr, Verb: "%.2f", Unit: "ratio",
+					Target: "≤ 1.1", Met: bench.AtMost(gr.Median, 1.1),
+					Why: "As for the queue: a receiver keeps one small flows row per flow for ever, and the receipts of the window."},
+				bench.Row{What: fmt.Sprintf("%s, %s: events pruned from the queue, receipts from the receiver", load, how),
+					Value: one(float64(r.Events)), Unit: fmt.Sprintf("events (receipts: %d)", r.Receipts)},
+			)
+		}
+	}
+	if without != nil && with != nil {
+		rows = append(rows, bench.Row{What: load + ": rate with retention and its prune passes ÷ without (one run each)",
+			Value: one(with.Rate() / without.Rate()), Verb: "%.2f", Unit: "ratio"})
+	}
+	base := rates[fmt.Sprintf("claim+settle/%d/retention", pruneCostFlows)]
+	pruned := rates[fmt.Sprintf("claim+settle/%d/retention+pruner", pruneCostFlows)]
+	rows = append(rows,
+		bench.Row{What: fmt.Sprintf("claim+settle at %s flows, retention %d ticks (one claim+settle a tick), no pruner", thousands(pruneCostFlows), steadyWindow),
+			Value: bench.Summarize(base), Unit: "events/s"},
+		bench.Row{What: fmt.Sprintf("claim+settle at %s flows, retention %d ticks, with a pruner beside it (Prune batches of 1,000, again at once while more, else every 10 ms)", thousands(pruneCostFlows), steadyWindow),
+			Value: bench.Summarize(pruned), Unit: "events/s"},
+		bench.Row{What: "claim+settle with a concurrent pruner ÷ without (within each round)",
+			Value: bench.Summarize(bench.Ratio(pruned, base, 1)), Verb: "%.2f", Unit: "ratio"},
+	)
+	return rows
+}
+
+// retentionHeader is the method of the retention rows, for the report's
+// header.
+func retentionHeader(cfg config) string {
+	return fmt.Sprintf("- Retention (docs/contract.md §7.9): one run each, without and then with a window, on fresh SQLite files: %s events over %s flows, %d events of different flows a batch (EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch, one tick a batch; the receiver's clock is injected, one second a tick, so its window is the queue's); with retention, every %d batches both stores are pruned (queue `Prune(now, 1,000)`, receiver `Prune(before, 1,000)`, each repeated while more is due) in the same goroutine, and their sizes are sampled there. A size is `page_count × page_size` read on a separate connection (the WAL's committed pages included, the -wal file itself not counted). The pruner's cost: two claim+settle cases on the same backlog with a window of %d ticks (a tick per claim+settle), one alone, one with a goroutine pruning beside it while it runs, measured in the interleaved rounds above; the ratio is taken within each round.\n",
+		thousands(cfg.steadyEvents), thousands(steadyFlows), steadyBatch, steadyPruneEvery, steadyWindow)
+}
+
+// runRetentionOnly measures and prints only the retention rows.
+func runRetentionOnly(ctx context.Context, dir string, cfg config) ([]byte, error) {
+	progress := func(round int, name string, rate float64) {
+		log.Printf("round %d %-18s %10.0f/s", round, name, rate)
+	}
+	rates, err := bench.Measure(ctx, filepath.Join(dir, "cases"), pruneCostCases(cfg), cfg.plan, progress)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	runs, err := measureRetention(ctx, filepath.Join(dir, "steady"), cfg)
+	if err != nil {
+		return nil, err
+	}
+	log.Printf("steady loads took %s", time.Since(start).Round(time.Second))
+	var b bytes.Buffer
+	b.WriteString(retentionHeader(cfg))
+	b.WriteString("\n")
+	if err := bench.WriteTable(&b, retentionRows(cfg, runs, rates)); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
