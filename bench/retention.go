@@ -10,7 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/pgqueuestore"
+	"github.com/fairrelay/fairrelay/pgreceiverstore"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiver"
@@ -410,4 +414,56 @@ func sqliteSize(ctx context.Context, db *sql.DB) (int64, error) {
 		return 0, fmt.Errorf("page_size: %w", err)
 	}
 	return pages * size, nil
+}
+
+// PGSteadyStores returns the steady-load stores on the PostgreSQL server at
+// url: the queue and the receiver each in a schema of its own, dropped on
+// close; a store's size is the sum of pg_total_relation_size over its
+// schema's tables (heap, indexes and TOAST; dead rows count until
+// autovacuum lets their space be reused).
+func PGSteadyStores(url string) SteadyStores {
+	return func(ctx context.Context, _ string, policy queue.Policy, now func() time.Time) (steadyQueue, steadyReceiver, func(context.Context) (StoreSizes, error), func() error, error) {
+		qs, rs := NewPGSchema(), NewPGSchema()
+		drop := func() error {
+			return errors.Join(DropPGSchema(context.Background(), url, qs), DropPGSchema(context.Background(), url, rs))
+		}
+		q, err := pgqueuestore.Open(ctx, url, pgqueuestore.WithSchema(qs), pgqueuestore.WithPolicy(policy))
+		if err != nil {
+			return nil, nil, nil, nil, errors.Join(err, drop())
+		}
+		r, err := pgreceiverstore.Open(ctx, url, pgreceiverstore.WithSchema(rs), pgreceiverstore.WithNow(now))
+		if err != nil {
+			q.Close()
+			return nil, nil, nil, nil, errors.Join(err, drop())
+		}
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			q.Close()
+			r.Close()
+			return nil, nil, nil, nil, errors.Join(err, drop())
+		}
+		size := func(ctx context.Context, schema string) (int64, error) {
+			var n int64
+			err := c.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+				FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+				WHERE ns.nspname = $1 AND c.relkind = 'r'`, schema).Scan(&n)
+			if err != nil {
+				return 0, fmt.Errorf("size of %s: %w", schema, err)
+			}
+			return n, nil
+		}
+		sizes := func(ctx context.Context) (StoreSizes, error) {
+			var s StoreSizes
+			var err error
+			if s.Queue, err = size(ctx, qs); err != nil {
+				return s, err
+			}
+			s.Receiver, err = size(ctx, rs)
+			return s, err
+		}
+		closeAll := func() error {
+			return errors.Join(c.Close(context.Background()), q.Close(), r.Close(), drop())
+		}
+		return q, r, sizes, closeAll, nil
+	}
 }

@@ -313,9 +313,9 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		}
 	}
 
-	var steady []bench.SteadyResult
+	var steady []steadyRun
 	if !cfg.drainsOnly && !cfg.redriveOnly {
-		if steady, err = measureRetention(ctx, filepath.Join(dir, "steady"), cfg); err != nil {
+		if steady, err = measureRetention(ctx, filepath.Join(dir, "steady"), cfg, pg); err != nil {
 			return nil, err
 		}
 	}

@@ -38,21 +38,36 @@ func pruneCostCases(cfg config) []bench.Case {
 	}
 }
 
-// measureRetention runs the steady load on SQLite without and with
-// retention, the order alternating by round (one round, or none in quick
-// mode's smaller size: it always runs once).
-func measureRetention(ctx context.Context, dir string, cfg config) ([]bench.SteadyResult, error) {
-	var out []bench.SteadyResult
-	for i, window := range []clock.Tick{0, steadyWindow} {
-		spec := bench.RetentionSpec{Events: cfg.steadyEvents, Flows: steadyFlows, Batch: steadyBatch, Retention: window, PruneEvery: steadyPruneEvery}
-		res, err := bench.SteadyLoad(ctx, filepath.Join(dir, fmt.Sprintf("steady-%d", i)), bench.SQLiteSteadyStores, spec)
-		if err != nil {
-			return nil, fmt.Errorf("steady load, retention %d: %w", window, err)
+// steadyRun is one steady-load run and the backend it ran on.
+type steadyRun struct {
+	backend string // "SQLite" or "PostgreSQL"
+	res     bench.SteadyResult
+}
+
+// measureRetention runs the steady load without and then with retention,
+// once each, on SQLite and, when the server answers, on PostgreSQL.
+func measureRetention(ctx context.Context, dir string, cfg config, pg pgServer) ([]steadyRun, error) {
+	type backend struct {
+		name string
+		open bench.SteadyStores
+	}
+	backends := []backend{{"SQLite", bench.SQLiteSteadyStores}}
+	if pg.skipped == "" && pg.url != "" {
+		backends = append(backends, backend{"PostgreSQL", bench.PGSteadyStores(pg.url)})
+	}
+	var out []steadyRun
+	for _, b := range backends {
+		for i, window := range []clock.Tick{0, steadyWindow} {
+			spec := bench.RetentionSpec{Events: cfg.steadyEvents, Flows: steadyFlows, Batch: steadyBatch, Retention: window, PruneEvery: steadyPruneEvery}
+			res, err := bench.SteadyLoad(ctx, filepath.Join(dir, fmt.Sprintf("steady-%s-%d", b.name, i)), b.open, spec)
+			if err != nil {
+				return nil, fmt.Errorf("%s steady load, retention %d: %w", b.name, window, err)
+			}
+			log.Printf("%s steady load, retention %d: %.0f events/s, queue %s → %s (peak %s), receiver %s → %s (peak %s), pruned %d events, %d receipts",
+				b.name, window, res.Rate(), mb(res.Start.Queue), mb(res.End.Queue), mb(res.Peak.Queue),
+				mb(res.Start.Receiver), mb(res.End.Receiver), mb(res.Peak.Receiver), res.Events, res.Receipts)
+			out = append(out, steadyRun{b.name, res})
 		}
-		log.Printf("steady load, retention %d: %.0f events/s, queue %s → %s (peak %s), receiver %s → %s (peak %s), pruned %d events, %d receipts",
-			window, res.Rate(), mb(res.Start.Queue), mb(res.End.Queue), mb(res.Peak.Queue),
-			mb(res.Start.Receiver), mb(res.End.Receiver), mb(res.Peak.Receiver), res.Events, res.Receipts)
-		out = append(out, res)
 	}
 	return out, nil
 }
@@ -63,18 +78,35 @@ func one(x float64) bench.Summary { return bench.Summarize([]float64{x}) }
 
 // retentionRows are the steady-load rows (one run each: the sizes are
 // not rates) and the pruner's cost (rounds, a ratio within each).
-func retentionRows(cfg config, runs []bench.SteadyResult, rates bench.Rates) []bench.Row {
+func retentionRows(cfg config, runs []steadyRun, rates bench.Rates) []bench.Row {
+	var rows []bench.Row
+	for _, backend := range []string{"SQLite", "PostgreSQL"} {
+		rows = append(rows, steadyRows(cfg, backend, runs)...)
+	}
+	return append(rows, pruneCostRows(rates)...)
+}
+
+// steadyRows are one backend's steady-load rows.
+func steadyRows(cfg config, backend string, runs []steadyRun) []bench.Row {
 	var rows []bench.Row
 	var without, with *bench.SteadyResult
 	for i := range runs {
-		if runs[i].Spec.Retention == 0 {
-			without = &runs[i]
-		} else {
-			with = &runs[i]
+		switch {
+		case runs[i].backend != backend:
+		case runs[i].res.Spec.Retention == 0:
+			without = &runs[i].res
+		default:
+			with = &runs[i].res
 		}
 	}
-	load := fmt.Sprintf("steady load, %s events over %s flows (batches of %d, EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch, one tick a batch)",
-		thousands(cfg.steadyEvents), thousands(steadyFlows), steadyBatch)
+	queueName, receiverName, growth := "queue.db", "receiver.db",
+		"With the window full, each prune pass deletes what the last batches added, and SQLite reuses the freed pages (or, on a file with auto_vacuum=INCREMENTAL, gives them back); growth past half-way means pruning fell behind or pages are not reused."
+	if backend == "PostgreSQL" {
+		queueName, receiverName = "queue schema", "receiver schema"
+		growth = "PostgreSQL reuses a deleted row's space only once (auto)vacuum has marked it free; growth past half-way means autovacuum did not visit the tables during the run (docs/postgres.md: autovacuum settings for the pruned tables) or pruning fell behind."
+	}
+	load := fmt.Sprintf("%s: steady load, %s events over %s flows (batches of %d, EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch, one tick a batch)",
+		backend, thousands(cfg.steadyEvents), thousands(steadyFlows), steadyBatch)
 	for _, r := range []*bench.SteadyResult{without, with} {
 		if r == nil {
 			continue
@@ -84,21 +116,19 @@ func retentionRows(cfg config, runs []bench.SteadyResult, rates bench.Rates) []b
 			how = fmt.Sprintf("retention %d ticks (%s events), both stores pruned every %d batches", r.Spec.Retention, thousands(int(r.Spec.Retention)*steadyBatch), r.Spec.PruneEvery)
 		}
 		rows = append(rows,
-			bench.Row{What: fmt.Sprintf("%s, %s: SQLite queue.db size at the end (start %s, peak %s)", load, how, mb(r.Start.Queue), mb(r.Peak.Queue)),
+			bench.Row{What: fmt.Sprintf("%s, %s: %s size at the end (start %s, peak %s)", load, how, queueName, mb(r.Start.Queue), mb(r.Peak.Queue)),
 				Value: one(float64(r.End.Queue) / 1e6), Verb: "%.2f", Unit: "MB"},
-			bench.Row{What: fmt.Sprintf("%s, %s: SQLite receiver.db size at the end (start %s, peak %s)", load, how, mb(r.Start.Receiver), mb(r.Peak.Receiver)),
+			bench.Row{What: fmt.Sprintf("%s, %s: %s size at the end (start %s, peak %s)", load, how, receiverName, mb(r.Start.Receiver), mb(r.Peak.Receiver)),
 				Value: one(float64(r.End.Receiver) / 1e6), Verb: "%.2f", Unit: "MB"},
 		)
 		if r.Spec.Retention > 0 {
 			gq := one(float64(r.End.Queue) / float64(r.Mid.Queue))
 			gr := one(float64(r.End.Receiver) / float64(r.Mid.Receiver))
 			rows = append(rows,
-				bench.Row{What: fmt.Sprintf("%s, %s: queue.db size at the end ÷ at half-way", load, how), Value: gq, Verb: "%.2f", Unit: "ratio",
-					Target: "≤ 1.1", Met: bench.AtMost(gq.Median, 1.1),
-					Why: "With the window full, each prune pass deletes what the last batches added, and SQLite reuses the freed pages (or, on a file with auto_vacuum=INCREMENTAL, gives them back); growth past half-way means pruning fell behind or pages are not reused."},
-				bench.Row{What: fmt.Sprintf("%s, %s: receiver.db size at the end ÷ at half-way", load, how), Value: gr, Verb: "%.2f", Unit: "ratio",
-					Target: "≤ 1.1", Met: bench.AtMost(gr.Median, 1.1),
-					Why: "As for the queue: a receiver keeps one small flows row per flow for ever, and the receipts of the window."},
+				bench.Row{What: fmt.Sprintf("%s, %s: %s size at the end ÷ at half-way", load, how, queueName), Value: gq, Verb: "%.2f", Unit: "ratio",
+					Target: "≤ 1.1", Met: bench.AtMost(gq.Median, 1.1), Why: growth},
+				bench.Row{What: fmt.Sprintf("%s, %s: %s size at the end ÷ at half-way", load, how, receiverName), Value: gr, Verb: "%.2f", Unit: "ratio",
+					Target: "≤ 1.1", Met: bench.AtMost(gr.Median, 1.1), Why: growth + " A receiver keeps one small flows row per flow for ever, and the receipts of the window."},
 				bench.Row{What: fmt.Sprintf("%s, %s: events pruned from the queue, receipts from the receiver", load, how),
 					Value: one(float64(r.Events)), Unit: fmt.Sprintf("events (receipts: %d)", r.Receipts)},
 			)
@@ -108,6 +138,12 @@ func retentionRows(cfg config, runs []bench.SteadyResult, rates bench.Rates) []b
 		rows = append(rows, bench.Row{What: load + ": rate with retention and its prune passes ÷ without (one run each)",
 			Value: one(with.Rate() / without.Rate()), Verb: "%.2f", Unit: "ratio"})
 	}
+	return rows
+}
+
+// pruneCostRows are the rows of the pruner's cost on claim+settle.
+func pruneCostRows(rates bench.Rates) []bench.Row {
+	var rows []bench.Row
 	base := rates[fmt.Sprintf("claim+settle/%d/retention", pruneCostFlows)]
 	pruned := rates[fmt.Sprintf("claim+settle/%d/retention+pruner", pruneCostFlows)]
 	rows = append(rows,
@@ -124,7 +160,7 @@ func retentionRows(cfg config, runs []bench.SteadyResult, rates bench.Rates) []b
 // retentionHeader is the method of the retention rows, for the report's
 // header.
 func retentionHeader(cfg config) string {
-	return fmt.Sprintf("- Retention (docs/contract.md §7.9): one run each, without and then with a window, on fresh SQLite files: %s events over %s flows, %d events of different flows a batch (EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch, one tick a batch; the receiver's clock is injected, one second a tick, so its window is the queue's); with retention, every %d batches both stores are pruned (queue `Prune(now, 1,000)`, receiver `Prune(before, 1,000)`, each repeated while more is due) in the same goroutine, and their sizes are sampled there. A size is `page_count × page_size` read on a separate connection (the WAL's committed pages included, the -wal file itself not counted). The pruner's cost: two claim+settle cases on the same backlog with a window of %d ticks (a tick per claim+settle), one alone, one with a goroutine pruning beside it while it runs, measured in the interleaved rounds above; the ratio is taken within each round.\n",
+	return fmt.Sprintf("- Retention (docs/contract.md §7.9): one run each, without and then with a window, on fresh SQLite files: %s events over %s flows, %d events of different flows a batch (EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch, one tick a batch; the receiver's clock is injected, one second a tick, so its window is the queue's); with retention, every %d batches both stores are pruned (queue `Prune(now, 1,000)`, receiver `Prune(before, 1,000)`, each repeated while more is due) in the same goroutine, and their sizes are sampled there. A SQLite size is `page_count × page_size` read on a separate connection (the WAL's committed pages included, the -wal file itself not counted). When the PostgreSQL server answers, the same two runs follow there, each store in a schema of its own; a size is the sum of `pg_total_relation_size` over the schema's tables (heap, indexes, TOAST), with autovacuum as the server has it. The pruner's cost: two claim+settle cases on the same backlog with a window of %d ticks (a tick per claim+settle), one alone, one with a goroutine pruning beside it while it runs, measured in the interleaved rounds above; the ratio is taken within each round.\n",
 		thousands(cfg.steadyEvents), thousands(steadyFlows), steadyBatch, steadyPruneEvery, steadyWindow)
 }
 
@@ -138,7 +174,7 @@ func runRetentionOnly(ctx context.Context, dir string, cfg config) ([]byte, erro
 		return nil, err
 	}
 	start := time.Now()
-	runs, err := measureRetention(ctx, filepath.Join(dir, "steady"), cfg)
+	runs, err := measureRetention(ctx, filepath.Join(dir, "steady"), cfg, findPG(ctx))
 	if err != nil {
 		return nil, err
 	}
