@@ -123,7 +123,7 @@ func inspect(ctx context.Context, tx *sql.Tx) (v int, err error) {
 	return v, checkEmpty(ctx, tx)
 }
 
-// receiverTables are the tables of schema version 1.
+// receiverTables are the tables of the receiver's schema.
 var receiverTables = []string{"flows", "receipts", "conflicts"}
 
 // checkTables refuses a file whose user_version says receiver but which
