@@ -125,7 +125,7 @@ func scheduledHead(ctx context.Context, lab *Lab) error {
 		return err
 	}
 	lab.Equal("t=11: c-1 is claimed and held", c1.EventID, "c-1")
-	if err := lab.enqueueAll(ctx, q, 11, Ev("d-1", "d", 1000), scheduled("d-2", "d", 2000, 13)); err != nil {
+	if err := lab.enqueueAll(ctx, q, 11, Ev("d-1", "d", 400), scheduled("d-2", "d", 800, 13)); err != nil {
 		return err
 	}
 	d1, _, err := lab.claim(ctx, q, 11)
@@ -160,7 +160,7 @@ func scheduledHead(ctx context.Context, lab *Lab) error {
 	if err := lab.stepExpect(ctx, relay, 20, "t=20: c-2 is claimed at max(12, 20)", "c-2"); err != nil {
 		return err
 	}
-	return lab.expectTotals(ctx, relay.Receiver, "a", 3, "b", 30, "c", 300, "d", 3000)
+	return lab.expectTotals(ctx, relay.Receiver, "a", 3, "b", 30, "c", 300, "d", 1200)
 }
 
 // pauser is q's queue.Pauser (both backends are one).
