@@ -25,7 +25,7 @@ func lifeScenarios() []Scenario {
 		{
 			Name:   "pause-resume",
 			Clause: "§7.9 (a paused flow is skipped while others are served; its in-flight claim settles; enqueues go on; served kept; pause and resume audited)",
-			Shows:  "a-1 is held by a worker when flow a is paused at t=1: the worker's settle acks it, b and c are drained while a-2 waits, a-4 is enqueued into the paused flow, four wrong pause/resume calls are refused and change nothing; resumed at t=4, a is served again from served 1 to 4; two audit rows, pause and resume, carry the reasons",
+			Shows:  "a-1 is held by a worker when flow a is paused at t=1: the worker's settle acks it, b and c are drained while a-2 waits, a-4 is enqueued into the paused flow, four wrong pause/resume calls are refused and change nothing; resumed at t=4, a is served again from served 1 to 4; two audit rows, pause and resume, carry the reasons; c, paused at t=5 with c-2 enqueued, is left paused for the snapshot",
 			Run:    pauseResume,
 		},
 		{
@@ -305,6 +305,19 @@ func pauseResume(ctx context.Context, lab *Lab) error {
 		`t=1 pause {"flow":"a"} "receiver a is migrating"`,
 		`t=4 resume {"flow":"a"} "migration done"`,
 	})
+
+	// A flow left paused: the snapshot shows its reason.
+	lab.NoError("t=5: flow c is paused", lab.pause(ctx, q, false, "c", "receiver c is retired", 5))
+	if _, err := lab.enqueue(ctx, q, Ev("c-2", "c", 200), 5); err != nil {
+		return err
+	}
+	if err := lab.expectNothing(ctx, relay, 5, "t=5: c-2 waits in the paused flow"); err != nil {
+		return err
+	}
+	if err := lab.expectFlows(ctx, q, "at the end: c paused with its backlog", 1,
+		"a served 4 backlog 0", "b served 2 backlog 0", "c served 1 backlog 1 paused \"receiver c is retired\""); err != nil {
+		return err
+	}
 	return lab.expectTotals(ctx, relay.Receiver, "a", 10, "b", 30, "c", 100)
 }
 
