@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -345,6 +346,23 @@ func (l *Lab) prune(ctx context.Context, q QueueStore, now clock.Tick, limit int
 	return res, nil
 }
 
+// expectAckedAt checks the state and AckedAt of events: want holds one
+// "id state (acked_at t)" string an event, and the events are read by the
+// first word of each.
+func (l *Lab) expectAckedAt(ctx context.Context, q QueueStore, name string, want ...string) error {
+	var got []string
+	for _, w := range want {
+		id, _, _ := strings.Cut(w, " ")
+		e, err := q.Event(ctx, id)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", id, err)
+		}
+		got = append(got, fmt.Sprintf("%s %s (acked_at %d)", id, e.State, e.AckedAt))
+	}
+	l.Equal(name, got, want)
+	return nil
+}
+
 // receiverEpoch is the wall-clock time the pruned-redelivery scenario's
 // receiver starts at (its injected clock): no real time reaches a golden
 // file.
@@ -384,6 +402,10 @@ func prunedRedelivery(ctx context.Context, lab *Lab) error {
 		if err := lab.stepExpect(ctx, relay, 1, "t=1: "+id+" is delivered", id); err != nil {
 			return err
 		}
+	}
+	if err := lab.expectAckedAt(ctx, q, "each acked event records the tick of its ack; a pending one has none",
+		"a-1 acked (acked_at 1)", "a-2 acked (acked_at 1)", "b-1 acked (acked_at 1)", "a-3 pending (acked_at 0)"); err != nil {
+		return err
 	}
 	a3, _, err := lab.claim(ctx, q, 2)
 	if err != nil {
@@ -469,6 +491,9 @@ func prunedRedelivery(ctx context.Context, lab *Lab) error {
 	lab.Check("t=11: the take-over's redelivery of a-3 is answered pruned and acks it",
 		ok && st.Claim.EventID == "a-3" && st.Received == receiver.Pruned && st.Settled == queue.Acked, "%s", st)
 	if err := lab.expectTotals(ctx, r, "a", 7, "b", 10); err != nil {
+		return err
+	}
+	if err := lab.expectAckedAt(ctx, q, "a-3 is acked at the take-over's tick", "a-3 acked (acked_at 11)"); err != nil {
 		return err
 	}
 
