@@ -159,7 +159,8 @@ type config struct {
 	pgFlows     []int // PostgreSQL claim+settle backlogs: the smallest and the largest number of flows
 	pgMinEvents int   // events loaded at least, per PostgreSQL claim+settle backlog
 
-	steadyEvents int // events of each steady-load run of the retention rows
+	steadyEvents int  // events of each steady-load run of the retention rows
+	pgSteadyBoth bool // the PostgreSQL steady load without retention too (-retention-only)
 }
 
 var (
