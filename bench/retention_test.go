@@ -25,14 +25,14 @@ func TestSteadyLoadPostgres(t *testing.T) {
 func testSteadyLoad(t *testing.T, open SteadyStores) {
 	t.Helper()
 	ctx := context.Background()
-	// 106 cycles, 105 of 10 events and the last of 5: ticks 1..106.
-	spec := RetentionSpec{Events: 1055, Flows: 40, Batch: 10, Retention: 20, PruneEvery: 7}
+	// 31 cycles, 30 of 10 events and the last of 5: ticks 1..31.
+	spec := RetentionSpec{Events: 305, Flows: 20, Batch: 10, Retention: 10, PruneEvery: 7}
 	res, err := SteadyLoad(ctx, t.TempDir(), open, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// At the last tick, 106, the events of ticks 1..86 are out of the window.
-	const want = 86 * 10
+	// At the last tick, 31, the events of ticks 1..21 are out of the window.
+	const want = 21 * 10
 	if res.Events != want || res.Receipts != want {
 		t.Errorf("pruned %d events and %d receipts, want %d of each", res.Events, res.Receipts, want)
 	}
