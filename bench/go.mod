@@ -6,6 +6,7 @@ require (
 	github.com/fairrelay/fairrelay/clock v0.0.0
 	github.com/fairrelay/fairrelay/inbox v0.0.0
 	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0
+	github.com/fairrelay/fairrelay/pgreceiverstore v0.0.0
 	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/fairrelay/fairrelay/queuestore v0.0.0
@@ -84,6 +85,8 @@ replace github.com/fairrelay/fairrelay/receiver => ../receiver
 replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
 
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
 
 replace github.com/fairrelay/fairrelay/inbox => ../inbox
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -54,11 +55,20 @@ type ReceiverOption func(*receiverOptions)
 type receiverOptions struct {
 	maxDelta int
 	hook     func(receiver.HookPoint)
+	now      func() time.Time
 }
 
 // WithMaxDelta is the backend's WithMaxDelta: the largest delta the
 // receiver applies.
 func WithMaxDelta(n int) ReceiverOption { return func(o *receiverOptions) { o.maxDelta = n } }
+
+// WithReceiverClock is the backend's WithNow: the wall clock the receiver
+// reads when it accepts a message, recorded with the receipt and compared
+// by Prune (docs/contract.md §7.9). A scenario that prunes receipts sets
+// it, so no real time reaches a golden file.
+func WithReceiverClock(now func() time.Time) ReceiverOption {
+	return func(o *receiverOptions) { o.now = now }
+}
 
 // withReceiverHook is the backend's WithHook.
 func withReceiverHook(fn func(receiver.HookPoint)) ReceiverOption {

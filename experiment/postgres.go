@@ -189,6 +189,9 @@ func (b postgresBackend) openReceiver(ctx context.Context, l *Lab, file string, 
 	if o.hook != nil {
 		opts = append(opts, pgreceiverstore.WithHook(o.hook))
 	}
+	if o.now != nil {
+		opts = append(opts, pgreceiverstore.WithNow(o.now))
+	}
 	return pgreceiverstore.OpenPool(ctx, p, opts...)
 }
 

@@ -58,12 +58,13 @@ func Message(c queue.Claim) receiver.Message {
 	return receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
 }
 
-// ResultFor maps a receiver outcome onto the settle result: accepted and
-// duplicate are a success (the effect is applied, once); conflict, gap and
+// ResultFor maps a receiver outcome onto the settle result: accepted,
+// duplicate and pruned are a success (the effect is applied, once: pruned
+// says its receipt was deleted by retention, docs/contract.md §7.9); conflict, gap and
 // unsupported_delta are a failure with the outcome as its reason.
 func ResultFor(o receiver.Outcome) (queue.Result, error) {
 	switch o {
-	case receiver.Accepted, receiver.Duplicate:
+	case receiver.Accepted, receiver.Duplicate, receiver.Pruned:
 		return queue.Result{OK: true}, nil
 	case receiver.Conflict, receiver.Gap, receiver.UnsupportedDelta:
 		return queue.Result{Reason: string(o)}, nil

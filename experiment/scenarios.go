@@ -14,5 +14,6 @@ func Scenarios() []Scenario {
 	all = append(all, policyScenarios()...)   // docs/contract.md §7.1–§7.3 and bulk redrive
 	all = append(all, rotationScenarios()...) // docs/contract.md §7.6
 	all = append(all, failureScenarios()...)  // docs/contract.md §7.8
+	all = append(all, lifeScenarios()...)     // docs/contract.md §7.9
 	return all
 }

@@ -199,6 +199,9 @@ func (sqliteBackend) openReceiver(_ context.Context, l *Lab, file string, o rece
 	if o.hook != nil {
 		opts = append(opts, receiverstore.WithHook(o.hook))
 	}
+	if o.now != nil {
+		opts = append(opts, receiverstore.WithNow(o.now))
+	}
 	return receiverstore.Open(filepath.Join(l.Dir, file), opts...)
 }
 

@@ -27,15 +27,19 @@ func Ev(id, flow string, delta int) queue.Event {
 
 func (l *Lab) enqueue(ctx context.Context, q QueueStore, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
 	got, err := q.Enqueue(ctx, e, now)
+	sched := ""
+	if e.NotBefore != 0 {
+		sched = fmt.Sprintf(", not before %d", e.NotBefore)
+	}
 	if err != nil {
-		l.Trace("t=%d enqueue %s (flow %s, body %s) -> %s", now, e.ID, e.Flow, e.Body, errText(err))
+		l.Trace("t=%d enqueue %s (flow %s, body %s%s) -> %s", now, e.ID, e.Flow, e.Body, sched, errText(err))
 		return got, err
 	}
 	dup := ""
 	if got.Duplicate {
 		dup = ", duplicate"
 	}
-	l.Trace("t=%d enqueue %s (flow %s, body %s) -> seq %d%s", now, e.ID, e.Flow, e.Body, got.Seq, dup)
+	l.Trace("t=%d enqueue %s (flow %s, body %s%s) -> seq %d%s", now, e.ID, e.Flow, e.Body, sched, got.Seq, dup)
 	return got, nil
 }
 
@@ -164,6 +168,7 @@ var sentinels = []error{
 	queue.ErrEmptyReason, queue.ErrNotQuarantined, queue.ErrStaleGeneration,
 	queue.ErrInvalid, receiver.ErrInvalidBody, receiver.ErrInvalid,
 	queue.ErrTimeAhead, queue.ErrTickOverflow, queue.ErrPolicyMismatch,
+	queue.ErrFlowPaused, queue.ErrFlowNotPaused,
 }
 
 // errText names an error for a trace line by its sentinel ("refused:

@@ -6,6 +6,7 @@
 //	go run ./cmd/benchrun -bulk-redrive-only [-quick]   # only the bulk redrive rows
 //	go run ./cmd/benchrun -pg-only [-quick]             # only the PostgreSQL and River rows
 //	go run ./cmd/benchrun -outage-only [-quick]         # only the outage rows
+//	go run ./cmd/benchrun -retention-only [-quick]      # only the retention rows
 //
 // The PostgreSQL rows run against FAIRRELAY_POSTGRES, else
 // postgres://postgres@127.0.0.1:5432/test; with no server they are skipped
@@ -157,6 +158,9 @@ type config struct {
 
 	pgFlows     []int // PostgreSQL claim+settle backlogs: the smallest and the largest number of flows
 	pgMinEvents int   // events loaded at least, per PostgreSQL claim+settle backlog
+
+	steadyEvents int  // events of each steady-load run of the retention rows
+	pgSteadyBoth bool // the PostgreSQL steady load without retention too (-retention-only)
 }
 
 var (
@@ -169,6 +173,7 @@ var (
 		redriveN: 10000, redriveRnd: 5,
 		runtimePer: 100, wakeN: 50, wakeOtherN: 10, idleFor: 3 * time.Second,
 		pgFlows: []int{10, 100000}, pgMinEvents: 10000,
+		steadyEvents: 200000,
 	}
 	quickCfg = config{
 		name:  "quick",
@@ -179,6 +184,7 @@ var (
 		redriveN: 1000, redriveRnd: 1,
 		runtimePer: 15, wakeN: 10, wakeOtherN: 3, idleFor: time.Second,
 		pgFlows: []int{10, 10000}, pgMinEvents: 2000,
+		steadyEvents: 20000,
 	}
 )
 
@@ -188,6 +194,9 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	}
 	if *outageOnly {
 		return runOutageOnly(ctx, dir, cfg)
+	}
+	if *retentionOnly {
+		return runRetentionOnly(ctx, dir, cfg)
 	}
 	start := time.Now()
 	version, err := sqliteVersion(ctx, dir)
@@ -210,6 +219,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		bench.ClaimSettleRotation(rotHi, (cfg.minEvents+rotHi-1)/rotHi),
 	}
 	cases = append(cases, rotCases...)
+	cases = append(cases, pruneCostCases(cfg)...)
 	if cfg.claimSettleOnly {
 		cases = nil
 		for _, n := range cfg.flows {
@@ -304,9 +314,17 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		}
 	}
 
+	var steady []steadyRun
+	if !cfg.drainsOnly && !cfg.redriveOnly {
+		if steady, err = measureRetention(ctx, filepath.Join(dir, "steady"), cfg, pg); err != nil {
+			return nil, err
+		}
+	}
+
 	var rows []bench.Row
 	if !cfg.drainsOnly && !cfg.redriveOnly {
 		rows = singleRows(cfg, rates)
+		rows = append(rows, retentionRows(cfg, steady, rates)...)
 		rows = append(rows, runtimeRows(rates, once, sleepTimes.Means())...)
 		rows = append(rows, outageRows(outages)...)
 		rows = append(rows, riverSQLiteRows(rates)...)
@@ -329,6 +347,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		cfg.redriveRnd, thousands(cfg.redriveN), thousands(queue.RedriveChunk))
 	fmt.Fprintf(&b, "- Drains: %d rounds; in each, one OS process alone, then %d OS processes started together, drain a fresh copy of the same backlog (%d flows × %d events) for %s each, every event one Claim and one Settle. `met` for shares and SQLITE_BUSY judges the worst round. The raw rows are the prototype (cmd/writers): one-row claim/settle-like transactions on a bare table, with SQLite's busy_timeout alone (busy_timeout), with the writerlock module handing the turn over after every write (writer_queue), and with the writerlock module as the stores use it, kept runs of turns (writer_keep).\n",
 		cfg.drainRnds, cfg.procs, cfg.drainFlow, cfg.drainPer, cfg.drainFor)
+	b.WriteString(retentionHeader(cfg))
 	b.WriteString(pgHeader(cfg, pg))
 	b.WriteString("\n")
 	if err := bench.WriteTable(&b, rows); err != nil {
