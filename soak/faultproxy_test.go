@@ -261,4 +261,3 @@ func TestFaultProxy_AckCutAtCommit(t *testing.T) {
 		})
 	}
 }
-
