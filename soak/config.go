@@ -65,6 +65,10 @@ type Config struct {
 	KillMin, KillMax time.Duration
 	// RestartMax bounds the pause before a killed process is restarted.
 	RestartMax time.Duration
+	// RecoverTimeout bounds the recovery: once the faults and the
+	// producers stop, the relays of the chaos must leave nothing pending
+	// or in flight within it (default: DrainTimeout).
+	RecoverTimeout time.Duration
 	// DrainTimeout is the watchdog of the drain phase.
 	DrainTimeout time.Duration
 	// Log receives progress lines (nil: none).
@@ -128,6 +132,9 @@ func (c Config) Defaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 3 * time.Minute
 	}
+	if c.RecoverTimeout == 0 {
+		c.RecoverTimeout = c.DrainTimeout
+	}
 	return c
 }
 
@@ -144,8 +151,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Relayctl == "" || c.Producer == "" || c.Dir == "":
 		return fmt.Errorf("%w: Relayctl, Producer and Dir are required", ErrConfig)
-	case c.For <= 0 || c.DrainTimeout <= 0:
-		return fmt.Errorf("%w: For and DrainTimeout must be positive", ErrConfig)
+	case c.For <= 0 || c.DrainTimeout <= 0 || c.RecoverTimeout <= 0:
+		return fmt.Errorf("%w: For, RecoverTimeout and DrainTimeout must be positive", ErrConfig)
 	case c.Relays < 1 || c.Producers < 1 || c.Flows < 1 || c.Batch < 1 || c.Batch > 10000 || c.PoisonEvery < 0:
 		return fmt.Errorf("%w: Relays, Producers, Flows and Batch (1..10000) must be positive, PoisonEvery not negative", ErrConfig)
 	case c.KillMin <= 0 || c.KillMax < c.KillMin || c.RestartMax < 0 || c.ProducerPause < 0:

@@ -109,6 +109,7 @@ type injector struct {
 	db      *FaultProxy // nil on SQLite
 	http    *FaultProxy
 	server  string // the server's URL, direct (not through the proxy)
+	tag     string // the run's tag in its sessions' application_name
 	rng     *rand.Rand
 	rngMu   *sync.Mutex
 
@@ -225,15 +226,19 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 	return nil
 }
 
-// The application_name of each kind of process: relayctl names its
-// sessions fairrelay-COMMAND, the producers name theirs.
-var sessionGroups = []string{"fairrelay-relay", "fairrelay-receive", producerApp, "fairrelay-%"}
+// The application_name of each kind of process is fairrelay-ROLE (relayctl's
+// own default is fairrelay-COMMAND) followed by ":" and the run's tag (its
+// schemas' prefix), so that a terminate fault ends this run's sessions
+// only, whatever else uses the server.
+var sessionRoles = []string{"relay", "receive", "produce", "%"}
 
-const producerApp = "fairrelay-produce"
+// appName is the application_name of a process of role in the run tagged
+// tag.
+func appName(role, tag string) string { return "fairrelay-" + role + ":" + tag }
 
-// terminate ends the sessions of one group of processes.
+// terminate ends the sessions of one kind of process (or of all).
 func (in *injector) terminate(ctx context.Context) error {
-	group := sessionGroups[in.intn(int64(len(sessionGroups)))]
+	role := sessionRoles[in.intn(int64(len(sessionRoles)))]
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(tctx, in.server)
@@ -245,15 +250,15 @@ func (in *injector) terminate(ctx context.Context) error {
 	defer in.serverTrouble(false)
 	var n int
 	err = c.QueryRow(tctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name LIKE $1 AND pid <> pg_backend_pid()`, group).Scan(&n)
+		WHERE application_name LIKE $1 AND pid <> pg_backend_pid()`, appName(role, in.tag)).Scan(&n)
 	return err
 }
 
-// processURL is a store's URL as the soak's processes get it: through the
-// database proxy, with short connect and reply timeouts (relayctl's
-// reply_timeout; the producers bound each call themselves), and, for a
-// producer, its application_name.
-func processURL(target, proxyAddr string, producer bool) (string, error) {
+// processURL is a store's URL as a process of role (relay, receive,
+// produce) of the run tagged tag gets it: through the database proxy,
+// with its application_name and short timeouts: connect_timeout, and for
+// relayctl reply_timeout (the producers bound each call themselves).
+func processURL(target, proxyAddr, role, tag string) (string, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrConfig, err)
@@ -261,9 +266,8 @@ func processURL(target, proxyAddr string, producer bool) (string, error) {
 	u.Host = proxyAddr
 	q := u.Query()
 	q.Set("connect_timeout", "3")
-	if producer {
-		q.Set("application_name", producerApp)
-	} else {
+	q.Set("application_name", appName(role, tag))
+	if role != "produce" {
 		q.Set("reply_timeout", processReplyTimeout.String())
 	}
 	u.RawQuery = q.Encode()

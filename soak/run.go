@@ -128,6 +128,7 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 	url := fmt.Sprintf("http://%s/", httpProxy.Addr())
 	procQueue, procReceiver, prodQueue := stores.Queue, stores.Receiver, stores.Queue
 	var dbProxy *FaultProxy
+	var tag string
 	if c.Backend == BackendPostgres {
 		conn, _, err := pgTarget(stores.Queue)
 		if err != nil {
@@ -141,20 +142,25 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 			return sum, err
 		}
 		defer dbProxy.Close()
-		if procQueue, err = processURL(stores.Queue, dbProxy.Addr(), false); err != nil {
+		_, qs, err := pgTarget(stores.Queue)
+		if err != nil {
 			return sum, err
 		}
-		if procReceiver, err = processURL(stores.Receiver, dbProxy.Addr(), false); err != nil {
+		tag = strings.TrimSuffix(qs, "_queue")
+		if procQueue, err = processURL(stores.Queue, dbProxy.Addr(), "relay", tag); err != nil {
 			return sum, err
 		}
-		if prodQueue, err = processURL(stores.Queue, dbProxy.Addr(), true); err != nil {
+		if procReceiver, err = processURL(stores.Receiver, dbProxy.Addr(), "receive", tag); err != nil {
+			return sum, err
+		}
+		if prodQueue, err = processURL(stores.Queue, dbProxy.Addr(), "produce", tag); err != nil {
 			return sum, err
 		}
 	}
 
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x50a4))
 	var rngMu sync.Mutex
-	in := &injector{cluster: c.Cluster, db: dbProxy, http: httpProxy, server: c.Postgres,
+	in := &injector{cluster: c.Cluster, db: dbProxy, http: httpProxy, server: c.Postgres, tag: tag,
 		rng: rand.New(rand.NewPCG(uint64(c.Seed), 0xfa17)), rngMu: &rngMu, counts: FaultCounts{}, log: logf}
 	kills := false
 	for _, k := range c.Faults {
@@ -201,7 +207,11 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 	defer stopReceiver()
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	defer stopChaos()
-	var chaosWG, recvWG sync.WaitGroup
+	// Producers stop first when the chaos ends, relays later (after the
+	// recovery check below).
+	prodCtx, stopProducers := context.WithCancel(chaosCtx)
+	defer stopProducers()
+	var chaosWG, recvWG, prodWG sync.WaitGroup
 	pauseMu := &rngMu
 	pause := func() time.Duration {
 		pauseMu.Lock()
@@ -210,8 +220,11 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 	}
 	for _, p := range procs {
 		sctx, wg := chaosCtx, &chaosWG
-		if p == receiver {
+		switch {
+		case p == receiver:
 			sctx, wg = recvCtx, &recvWG
+		case strings.HasPrefix(p.name, "producer"):
+			sctx, wg = prodCtx, &prodWG
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); p.supervise(sctx, pause) }()
@@ -221,6 +234,7 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 	defer func() {
 		stopChaos()
 		chaosWG.Wait()
+		prodWG.Wait()
 		stopReceiver()
 		recvWG.Wait()
 		for _, p := range append(procs, drainers...) {
@@ -277,8 +291,11 @@ chaos:
 		}
 	}
 	// The end of the chaos: the faults stop (a restart in progress is
-	// finished), then producers and relays (killed once more, which is not
-	// counted); the receiver stays up for the drain.
+	// finished) and the producers (killed once more, which is not
+	// counted). The relays of the chaos, which lived through it, must then
+	// deliver everything by themselves (recovery): a relay hung on a dead
+	// connection would leave events in flight. Then they stop too; the
+	// receiver stays up for the drain.
 	stopFaults()
 	if err := <-faultErr; err != nil {
 		sum.Problems = append(sum.Problems, err.Error())
@@ -286,6 +303,25 @@ chaos:
 	sum.Faults = in.snapshot()
 	if sum.Kills > 0 {
 		sum.Faults[FaultKill] = sum.Kills
+	}
+	stopProducers()
+	prodWG.Wait()
+	for _, p := range procs {
+		if strings.HasPrefix(p.name, "producer") {
+			p.stop()
+		}
+	}
+	sum.Chaos = time.Since(began)
+	if ctx.Err() == nil {
+		logf("soak: chaos over after %s: faults %s; the relays recover", sum.Chaos.Round(time.Millisecond), sum.Faults)
+		left, took, err := waitSettled(ctx, stores.Queue, c.RecoverTimeout)
+		sum.Recovery = took
+		switch {
+		case err != nil:
+			sum.Problems = append(sum.Problems, fmt.Sprintf("recovery: %v", err))
+		case left > 0:
+			sum.Problems = append(sum.Problems, fmt.Sprintf("recovery: %d events still pending or in flight %s after the faults stopped, the relays of the chaos running", left, c.RecoverTimeout))
+		}
 	}
 	stopChaos()
 	chaosWG.Wait()
@@ -300,8 +336,7 @@ chaos:
 		receiver.stop()
 		return sum, ctx.Err()
 	}
-	sum.Chaos = time.Since(began)
-	logf("soak: chaos over after %s: faults %s; draining", sum.Chaos.Round(time.Millisecond), sum.Faults)
+	logf("soak: recovered in %s; draining", sum.Recovery.Round(time.Millisecond))
 
 	// Drain: relays with --exit-when-idle, under a watchdog.
 	drainStart := time.Now()
@@ -655,4 +690,31 @@ func (in *injector) snapshot() FaultCounts {
 		out[k] = v
 	}
 	return out
+}
+
+// waitSettled waits, at most limit, until the queue has nothing pending
+// or in flight, and returns how many events still are and how long it
+// waited.
+func waitSettled(ctx context.Context, target string, limit time.Duration) (left int64, took time.Duration, err error) {
+	start := time.Now()
+	q, err := openQueue(ctx, target, queueOptions{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("open the queue: %w", err)
+	}
+	defer q.Close()
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return 0, time.Since(start), fmt.Errorf("queue stats: %w", err)
+		}
+		left = st.Events.Pending + st.Events.Inflight
+		if left == 0 || time.Since(start) >= limit {
+			return left, time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return left, time.Since(start), ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -20,6 +20,7 @@ type Summary struct {
 	Restarts                                 int         // processes started again after an exit
 	Crashes                                  int         // exits the soak did not cause
 	Chaos                                    time.Duration
+	Recovery                                 time.Duration // from the end of the chaos until the chaos's relays left nothing pending or in flight
 	Drain                                    time.Duration
 	Duration                                 time.Duration
 	Result
@@ -37,7 +38,7 @@ func (s Summary) String() string {
 		verdict = fmt.Sprintf("FAILED(%d problems)", len(s.Problems))
 	}
 	return fmt.Sprintf("soak: backend=%s kills=%d faults=%s events=%d flows=%d lost=%d duplicated=%d stuck=%d quarantined=%d (injected=%d) "+
-		"killed=receiver:%d,relay:%d,producer:%d retried=%d store_errors=%d recovered=%d producer_retries=%d start_refused=%d crashes=%d restarts=%d receipts=%d duration=%s (chaos %s, drain %s) seed=%d %s",
+		"killed=receiver:%d,relay:%d,producer:%d retried=%d store_errors=%d recovered=%d producer_retries=%d start_refused=%d crashes=%d restarts=%d receipts=%d duration=%s (chaos %s, recovery %s, drain %s) seed=%d %s",
 		s.Backend, s.Kills, s.Faults, s.Events, s.Flows, s.Lost, s.Duplicated, s.Stuck, s.Quarantined, s.Injected,
-		s.ReceiverKills, s.RelayKills, s.ProducerKills, s.Retried, s.StoreErrors, s.Recovered, s.ProducerRetries, s.StartRefused, s.Crashes, s.Restarts, s.Receipts, s.Duration.Round(time.Second), s.Chaos.Round(time.Second), s.Drain.Round(time.Second), s.Seed, verdict)
+		s.ReceiverKills, s.RelayKills, s.ProducerKills, s.Retried, s.StoreErrors, s.Recovered, s.ProducerRetries, s.StartRefused, s.Crashes, s.Restarts, s.Receipts, s.Duration.Round(time.Second), s.Chaos.Round(time.Second), s.Recovery.Round(time.Second), s.Drain.Round(time.Second), s.Seed, verdict)
 }
