@@ -379,7 +379,7 @@ chaos:
 			sum.Problems = append(sum.Problems, fmt.Sprintf("%s exited on its own %d times, last: %v (logs/%s.log)", p.name, p.crashes, p.crashErr, p.name))
 		}
 	}
-	sum.StoreErrors, sum.Recovered, sum.ProducerRetries = countLogLines(c.Dir)
+	sum.StoreErrors, sum.Recovered, sum.BreakerOpens, sum.ProducerRetries = countLogLines(c.Dir)
 	logf("soak: drained in %s; checking", sum.Drain.Round(time.Millisecond))
 
 	res, err := Check(ctx, stores, producers)
@@ -662,8 +662,9 @@ func waitReady(ctx context.Context, procs []*proc, limit time.Duration) {
 // countLogLines counts, in a run's logs, the relays' failed queue calls
 // (relay: "queue call failed", each retried after a capped backoff), the
 // times their queue calls worked again after failures ("queue calls work
-// again") and the producers' retried calls ("trying again").
-func countLogLines(dir string) (storeErrors, recovered, producerRetries int) {
+// again"), the times their breaker opened ("breaker open") and the
+// producers' retried calls ("trying again").
+func countLogLines(dir string) (storeErrors, recovered, breakerOpens, producerRetries int) {
 	entries, _ := os.ReadDir(filepath.Join(dir, "logs"))
 	for _, e := range entries {
 		b, err := os.ReadFile(filepath.Join(dir, "logs", e.Name()))
@@ -674,11 +675,12 @@ func countLogLines(dir string) (storeErrors, recovered, producerRetries int) {
 		case strings.HasPrefix(e.Name(), "relay"), strings.HasPrefix(e.Name(), "drain"):
 			storeErrors += bytes.Count(b, []byte("queue call failed"))
 			recovered += bytes.Count(b, []byte("queue calls work again"))
+			breakerOpens += bytes.Count(b, []byte("breaker open"))
 		case strings.HasPrefix(e.Name(), "producer"):
 			producerRetries += bytes.Count(b, []byte("trying again"))
 		}
 	}
-	return storeErrors, recovered, producerRetries
+	return storeErrors, recovered, breakerOpens, producerRetries
 }
 
 // snapshot returns the faults counted so far.

@@ -16,6 +16,7 @@ type Summary struct {
 	StartRefused                             int         // starts that exited, not ready, while the server was unreachable (not crashes)
 	StoreErrors                              int         // the relays' failed queue calls, each retried (their logs)
 	Recovered                                int         // the relays' returns to working queue calls after failures (their logs)
+	BreakerOpens                             int         // the times a relay's breaker opened (the receiver unreachable: their logs)
 	ProducerRetries                          int         // the producers' failed calls, each retried
 	Restarts                                 int         // processes started again after an exit
 	Crashes                                  int         // exits the soak did not cause
@@ -38,7 +39,7 @@ func (s Summary) String() string {
 		verdict = fmt.Sprintf("FAILED(%d problems)", len(s.Problems))
 	}
 	return fmt.Sprintf("soak: backend=%s kills=%d faults=%s events=%d flows=%d lost=%d duplicated=%d stuck=%d quarantined=%d (injected=%d) "+
-		"killed=receiver:%d,relay:%d,producer:%d retried=%d store_errors=%d recovered=%d producer_retries=%d start_refused=%d crashes=%d restarts=%d receipts=%d duration=%s (chaos %s, recovery %s, drain %s) seed=%d %s",
+		"killed=receiver:%d,relay:%d,producer:%d retried=%d store_errors=%d recovered=%d breaker_opens=%d producer_retries=%d start_refused=%d crashes=%d restarts=%d receipts=%d duration=%s (chaos %s, recovery %s, drain %s) seed=%d %s",
 		s.Backend, s.Kills, s.Faults, s.Events, s.Flows, s.Lost, s.Duplicated, s.Stuck, s.Quarantined, s.Injected,
-		s.ReceiverKills, s.RelayKills, s.ProducerKills, s.Retried, s.StoreErrors, s.Recovered, s.ProducerRetries, s.StartRefused, s.Crashes, s.Restarts, s.Receipts, s.Duration.Round(time.Second), s.Chaos.Round(time.Second), s.Recovery.Round(time.Second), s.Drain.Round(time.Second), s.Seed, verdict)
+		s.ReceiverKills, s.RelayKills, s.ProducerKills, s.Retried, s.StoreErrors, s.Recovered, s.BreakerOpens, s.ProducerRetries, s.StartRefused, s.Crashes, s.Restarts, s.Receipts, s.Duration.Round(time.Second), s.Chaos.Round(time.Second), s.Recovery.Round(time.Second), s.Drain.Round(time.Second), s.Seed, verdict)
 }
