@@ -22,8 +22,10 @@ import (
 
 // Queue is what the console reads from and writes to a queue: the paged
 // reads of queue.Pager (so no page reads every flow), a few reads of one
-// event or flow, and the only writes, the audited redrives. Both backends'
-// stores (queuestore.Store, pgqueuestore.Store) are one.
+// event or flow, and the audited redrives. Both backends' stores
+// (queuestore.Store, pgqueuestore.Store) are one. A Queue that is also a
+// queue.Pauser (both backends are) lets the operator pause and resume a
+// flow from its page (docs/contract.md §7.9), audited as a redrive is.
 type Queue interface {
 	queue.Pager
 	Stats(ctx context.Context) (queue.Stats, error)
@@ -162,9 +164,11 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	m.HandleFunc("POST /login", c.write(c.login, false))
 	m.HandleFunc("POST /redrive", c.write(c.redrive, true))
 	m.HandleFunc("POST /redrive-all", c.write(c.redriveAll, true))
+	m.HandleFunc("POST /pause", c.write(c.pause, true))
+	m.HandleFunc("POST /resume", c.write(c.pause, true))
 	// A write path asked for with GET (a link, a prefetch, a crawler)
 	// changes nothing.
-	for _, p := range []string{"/redrive", "/redrive-all"} {
+	for _, p := range []string{"/redrive", "/redrive-all", "/pause", "/resume"} {
 		m.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "POST")
 			c.fail(w, r, http.StatusMethodNotAllowed, "Writes are POST only",

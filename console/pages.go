@@ -363,6 +363,9 @@ func showable(b []byte) bool {
 // mark (docs/contract.md §2.2), or "" when it does not; relayctl flows says
 // the same.
 func blockedWhy(f queue.FlowState, mark clock.Tick) string {
+	if f.Paused {
+		return "paused"
+	}
 	switch f.HeadState {
 	case "quarantined":
 		return "quarantined"
@@ -397,6 +400,14 @@ type flowData struct {
 	// Weight is the flow's weight when the queue's policy is FairRotation,
 	// 0 otherwise (the page then does not show it).
 	Weight int
+	// Paused and PauseReason are the flow's pause (docs/contract.md §7.9);
+	// Pausable says the queue can pause and resume flows (queue.Pauser),
+	// so the page offers the form; Done is "paused" or "resumed" right
+	// after the form was sent.
+	Paused      bool
+	PauseReason string
+	Pausable    bool
+	Done        string
 }
 
 // maxFlowAudit is how many redriven events of a flow the flow page reads
@@ -425,9 +436,21 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &flowData{Flow: name, Mark: mark}
-	if d.Weight, err = c.flowWeight(ctx, name); err != nil {
+	st, err := c.flowState(ctx, name)
+	if err != nil {
 		c.internal(w, r, err)
 		return
+	}
+	if pol, err := c.q.Policy(ctx); err != nil {
+		c.internal(w, r, err)
+		return
+	} else if pol.Fairness == queue.FairRotation {
+		d.Weight = st.Weight
+	}
+	d.Paused, d.PauseReason = st.Paused, st.PauseReason
+	_, d.Pausable = c.q.(queue.Pauser)
+	if done := r.URL.Query().Get("done"); done == "paused" || done == "resumed" {
+		d.Done = done
 	}
 	for i := range evs {
 		e := &evs[i]
@@ -448,7 +471,7 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 			case "inflight":
 				ready = &e.LeaseUntil
 			}
-			d.Blocked = blockedWhy(queue.FlowState{HeadState: e.State, ReadyAt: ready}, mark)
+			d.Blocked = blockedWhy(queue.FlowState{HeadState: e.State, ReadyAt: ready, Paused: d.Paused}, mark)
 		}
 	}
 	// List the events around the head first when there are many.
@@ -490,22 +513,18 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "flow", d)
 }
 
-// flowWeight returns the weight of flow name when the queue's policy is
-// FairRotation, else 0. It reads one row of the flows index: the first flow
-// in name order whose name starts with name is name itself, if it exists.
-func (c *console) flowWeight(ctx context.Context, name string) (int, error) {
-	pol, err := c.q.Policy(ctx)
-	if err != nil || pol.Fairness != queue.FairRotation {
-		return 0, err
-	}
+// flowState reads flow name's row of the flows index (its weight and
+// pause): the first flow in name order whose name starts with name is name
+// itself, if it exists; the zero FlowState otherwise.
+func (c *console) flowState(ctx context.Context, name string) (queue.FlowState, error) {
 	p, err := c.q.FlowsPage(ctx, queue.FlowQuery{Prefix: name, Sort: queue.SortByFlow, Limit: 1})
 	if err != nil {
-		return 0, err
+		return queue.FlowState{}, err
 	}
 	if len(p.Flows) == 0 || p.Flows[0].Flow != name {
-		return 0, nil
+		return queue.FlowState{}, nil
 	}
-	return p.Flows[0].Weight, nil
+	return p.Flows[0], nil
 }
 
 // eventData is one event's page.
@@ -682,9 +701,9 @@ func (c *console) receiver(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "receiver", d)
 }
 
-// describeDetail says in words what a policy or weight audit row changed
-// ("lease 5 → 8", "weight of flow a 1 → 3"); other details are shown as
-// they are.
+// describeDetail says in words what a policy, weight, pause or resume
+// audit row changed ("lease 5 → 8", "weight of flow a 1 → 3", "pause of
+// flow "a""); other details are shown as they are.
 func describeDetail(a queue.AuditRecord) string {
 	if a.Kind == queue.AuditWeight {
 		var ch queue.WeightChange
@@ -692,6 +711,13 @@ func describeDetail(a queue.AuditRecord) string {
 			return a.Detail
 		}
 		return fmt.Sprintf("weight of flow %s %d → %d", strconv.Quote(ch.Flow), ch.Old, ch.New)
+	}
+	if a.Kind == queue.AuditPause || a.Kind == queue.AuditResume {
+		var ch queue.FlowChange
+		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch.Flow == "" {
+			return a.Detail
+		}
+		return fmt.Sprintf("%s of flow %s", a.Kind, strconv.Quote(ch.Flow))
 	}
 	if a.Kind != queue.AuditPolicy {
 		return a.Detail
@@ -716,6 +742,7 @@ func describeDetail(a queue.AuditRecord) string {
 		parts = append(parts, fmt.Sprintf("schedule %s → %s", waits(ch.Old.Schedule), waits(ch.New.Schedule)))
 	}
 	diff("retry-after cap", ch.Old.RetryAfterCap, ch.New.RetryAfterCap)
+	diff("retention", ch.Old.Retention, ch.New.Retention)
 	if len(parts) == 0 {
 		return "policy unchanged"
 	}

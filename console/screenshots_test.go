@@ -29,8 +29,8 @@ const screenshotToken = "screenshot-demo-token-0123456789"
 // attempt histories, a redrive in the audit,
 // receiver totals and a conflict), serves the console over them, drives
 // Debian's headless Chromium through every page and saves a PNG of each in
-// the folder $FAIRRELAY_SCREENSHOTS. One event is redriven through the form
-// on the way, so the result page is real too. Without the variable it
+// the folder $FAIRRELAY_SCREENSHOTS. One event is redriven and one flow
+// paused through the forms on the way, so the result pages are real too. Without the variable it
 // skips: it writes files, it asserts only that every page renders.
 func TestScreenshots(t *testing.T) {
 	out := os.Getenv(screenshotsEnv)
@@ -116,6 +116,20 @@ func TestScreenshots(t *testing.T) {
 		t.Fatalf("redrive all through the form: %v", err)
 	}
 	if err := saveScreenshot(bctx, out, "redriven-all"); err != nil {
+		t.Fatal(err)
+	}
+	// Pause a tenant's flow through its page's form (docs/contract.md §7.9):
+	// the flow page after, with its state and the resume form.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/flow?name="+url.QueryEscape("acme/orders")),
+		chromedp.WaitVisible(chromedp.CSS(`#pause`)),
+		chromedp.SendKeys(chromedp.CSS(`#pause input[name=reason]`), "tenant acme investigating double charges (OPS-1203)"),
+		chromedp.Click(chromedp.CSS(`#pause button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#result`)),
+	); err != nil {
+		t.Fatalf("pause through the form: %v", err)
+	}
+	if err := saveScreenshot(bctx, out, "flow-paused"); err != nil {
 		t.Fatal(err)
 	}
 	if err := shot("audit", "/audit"); err != nil {

@@ -139,3 +139,68 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, r, http.StatusOK, "redriven", d)
 }
+
+// pauseRefusal turns a store's refusal of a pause or resume into a status
+// and plain words; ok is false for an error that is not a refusal.
+func pauseRefusal(err error, verb string) (status int, title, msg string, ok bool) {
+	nothing := " Nothing was " + verb + "d."
+	switch {
+	case errors.Is(err, queue.ErrEmptyReason):
+		return http.StatusBadRequest, "A reason is required", "Say why the flow is " + verb + "d: the reason is kept in the audit." + nothing, true
+	case errors.Is(err, queue.ErrFlowPaused):
+		return http.StatusConflict, "Already paused", "The flow is already paused (someone paused it since the page was read)." + nothing, true
+	case errors.Is(err, queue.ErrFlowNotPaused):
+		return http.StatusConflict, "Not paused", "The flow is not paused (someone resumed it since the page was read)." + nothing, true
+	case errors.Is(err, queue.ErrNotFound):
+		return http.StatusNotFound, "No such flow", "The queue has no such flow." + nothing, true
+	case errors.Is(err, queue.ErrTimeRegression):
+		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark." + nothing, true
+	case errors.Is(err, queue.ErrInvalid):
+		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end)." + nothing, true
+	}
+	return 0, "", "", false
+}
+
+// pause pauses (POST /pause) or resumes (POST /resume) the form's flow
+// with the operator's reason (docs/contract.md §7.9), then sends the
+// browser to the flow's page, which shows the new state.
+func (c *console) pause(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	verb := "pause"
+	if r.URL.Path == "/resume" {
+		verb = "resume"
+	}
+	flow := r.PostFormValue("flow")
+	if flow == "" {
+		c.badInput(w, r, "The form needs the flow's name. Nothing was "+verb+"d.")
+		return
+	}
+	p, ok := c.q.(queue.Pauser)
+	if !ok {
+		c.fail(w, r, http.StatusNotImplemented, "Cannot pause", "This queue's store cannot pause or resume flows. Nothing was "+verb+"d.")
+		return
+	}
+	reason := r.PostFormValue("reason")
+	now, err := c.now(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	if verb == "pause" {
+		err = p.PauseFlow(ctx, flow, reason, now)
+	} else {
+		err = p.ResumeFlow(ctx, flow, reason, now)
+	}
+	if err != nil {
+		status, title, msg, ok := pauseRefusal(err, verb)
+		if !ok {
+			c.internal(w, r, err)
+			return
+		}
+		c.log.Info("console: "+verb+" refused", "flow", flow, "err", err)
+		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: pageLink("/flow", "name", flow)})
+		return
+	}
+	c.log.Info("console: "+verb, "flow", flow, "reason", reason, "tick", now, "remote", r.RemoteAddr)
+	http.Redirect(w, r, pageLink("/flow", "name", flow, "done", verb+"d"), http.StatusSeeOther)
+}

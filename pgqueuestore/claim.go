@@ -14,7 +14,7 @@ import (
 
 // The claim path; every statement is index-driven (plan_test.go).
 const (
-	qPromote = `UPDATE {s}.flows SET ready = true WHERE NOT ready AND ready_at <= $1`
+	qPromote = `UPDATE {s}.flows SET ready = true WHERE NOT ready AND ready_at <= $1 AND paused IS NULL`
 
 	// qPickHead is fairness.MinServed in SQL: the smallest served, ties to
 	// the smallest flow ID in byte order (COLLATE "C"), with the head event

@@ -23,38 +23,39 @@ FROM unnest($1::text[]) AS k(id) JOIN {s}.events AS e ON e.id = k.id`
 	qFindFlows = `SELECT k.flow, f.last_seq, f.head_seq IS NOT NULL, f.weight
 FROM unnest($1::text[]) AS k(flow) JOIN {s}.flows AS f ON f.flow = k.flow`
 
+	// qNewFlow makes flow $1 with its first event as head, enqueued at $2
+	// and available at $3 (later than $2 for a scheduled event: not ready
+	// until then).
 	qNewFlow = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-VALUES ($1, 1, 0, 1, $2, true, $2)`
+VALUES ($1, 1, 0, 1, $3::bigint, $3::bigint <= $2::bigint, $2::bigint)`
 
+	// qNextSeq gives flow $1 its event $2, enqueued at $3 and available
+	// at $4: the flow's head when it has none (ready when available and
+	// the flow is not paused).
 	qNextSeq = `UPDATE {s}.flows SET
     last_seq = $2,
     head_seq = coalesce(head_seq, $2),
-    ready_at = CASE WHEN head_seq IS NULL THEN $3 ELSE ready_at END,
-    ready    = CASE WHEN head_seq IS NULL THEN true ELSE ready END,
-    head_enqueued_at = CASE WHEN head_seq IS NULL THEN $3 ELSE head_enqueued_at END
+    ready_at = CASE WHEN head_seq IS NULL THEN $4::bigint ELSE ready_at END,
+    ready    = CASE WHEN head_seq IS NULL THEN $4::bigint <= $3::bigint AND paused IS NULL ELSE ready END,
+    head_enqueued_at = CASE WHEN head_seq IS NULL THEN $3::bigint ELSE head_enqueued_at END
 WHERE flow = $1`
 
 	// The set forms of qNewFlow, qNextSeq and qInsertEvent (enqueueSets).
+	// The head's available_at is in $4 (qNewFlows) and $5 (qNextSeqs).
 	qNewFlows = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-SELECT u.flow, u.last, 0, 1, $3, true, $3 FROM unnest($1::text[], $2::bigint[]) AS u(flow, last)`
+SELECT u.flow, u.last, 0, 1, u.at, u.at <= $3::bigint, $3 FROM unnest($1::text[], $2::bigint[], $4::bigint[]) AS u(flow, last, at)`
 	qNextSeqs = `UPDATE {s}.flows AS f SET
     last_seq = u.last,
     head_seq = coalesce(f.head_seq, u.first),
-    ready_at = CASE WHEN f.head_seq IS NULL THEN $4 ELSE f.ready_at END,
-    ready    = CASE WHEN f.head_seq IS NULL THEN true ELSE f.ready END,
+    ready_at = CASE WHEN f.head_seq IS NULL THEN u.at ELSE f.ready_at END,
+    ready    = CASE WHEN f.head_seq IS NULL THEN u.at <= $4::bigint AND f.paused IS NULL ELSE f.ready END,
     head_enqueued_at = CASE WHEN f.head_seq IS NULL THEN $4 ELSE f.head_enqueued_at END
-FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(flow, first, last)
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS u(flow, first, last, at)
 WHERE f.flow = u.flow`
-	qInsertEvents = `INSERT INTO {s}.events
-    (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
-     available_at, lease_until, ticket, reason, enqueued_at)
-SELECT u.id, u.flow, u.seq, u.body, 'pending', 0, 0, 0, $5, 0, 0, '', $5
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[]) AS u(id, flow, seq, body)`
-
 	qInsertEvent = `INSERT INTO {s}.events
     (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
      available_at, lease_until, ticket, reason, enqueued_at)
-VALUES ($1, $2, $3, $4, 'pending', 0, 0, 0, $5, 0, 0, '', $5)`
+VALUES ($1, $2, $3, $4, 'pending', 0, 0, 0, $6, 0, 0, '', $5)`
 )
 
 // Enqueue stores e as the next event of its flow, pending and available at
@@ -72,7 +73,7 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 		return queue.Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var out queue.Enqueued
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+	err := s.withTxAfter(ctx, s.lockSteps([]queue.Event{e}), func(tx pgx.Tx, a admission) error {
 		var pp pipe
 		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
@@ -102,7 +103,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 		}
 	}
 	var out []queue.Enqueued
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+	var locks []step
+	if len(es) > 0 {
+		locks = s.lockSteps(es)
+	}
+	err := s.withTxAfter(ctx, locks, func(tx pgx.Tx, a admission) error {
 		var pp pipe
 		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
@@ -196,6 +201,8 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 		plain = plain && e.Weight == 0
 	}
 	var sets enqueueSets
+	var seqFlows []string
+	seqSeen := make(map[string]bool)
 	added := false
 	for i, e := range es {
 		pre := ""
@@ -209,9 +216,12 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 			}
 			return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
 		}
+		if err := p.CheckTick(e.NotBefore); err != nil {
+			return nil, fmt.Errorf("%snot-before: %w", pre, err)
+		}
 		var seq int64
 		if plain {
-			seq = sets.add(e, flows)
+			seq = sets.add(e, flows, max(now, e.NotBefore))
 			s.call(queue.HookEnqueueSeqTaken)
 		} else {
 			var err error
@@ -221,9 +231,21 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 		}
 		events[e.ID] = &storedEvent{flow: e.Flow, seq: seq, body: e.Body}
 		out[i] = queue.Enqueued{Seq: seq}
+		if !seqSeen[e.Flow] {
+			seqSeen[e.Flow] = true
+			seqFlows = append(seqFlows, e.Flow)
+		}
 		added = true
 	}
 	sets.queue(pp, s.q, now)
+	if added {
+		// The flows' sequence counters (locked by lockSteps) follow.
+		lasts := make([]int64, len(seqFlows))
+		for k, f := range seqFlows {
+			lasts[k] = flows[f].last
+		}
+		pp.exec("take sequence numbers", s.q(qSetSeqs), seqFlows, lasts)
+	}
 	if added {
 		s.wakePipe(pp, "")
 	}
@@ -244,14 +266,16 @@ type enqueueSets struct {
 	newFlows, oldFlows []string
 	newLast            []int64
 	oldFirst, oldLast  []int64
+	newAt, oldAt       []int64        // the heads' available_at
 	slot               map[string]int // index in newFlows (>= 0) or -1 - index in oldFlows
 	ids, evFlows       []string
-	seqs               []int64
+	seqs, ats          []int64
 	bodies             [][]byte
 }
 
-// add records event e and returns its sequence number, updating flows.
-func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow) int64 {
+// add records event e, available at at, and returns its sequence number,
+// updating flows.
+func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow, at clock.Tick) int64 {
 	if w.slot == nil {
 		w.slot = make(map[string]int)
 	}
@@ -260,10 +284,11 @@ func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow) int64 {
 		f = &flowRow{weight: queue.MinWeight}
 		flows[e.Flow] = f
 		w.slot[e.Flow] = len(w.newFlows)
-		w.newFlows, w.newLast = append(w.newFlows, e.Flow), append(w.newLast, 0)
+		w.newFlows, w.newLast, w.newAt = append(w.newFlows, e.Flow), append(w.newLast, 0), append(w.newAt, int64(at))
 	} else if _, ok := w.slot[e.Flow]; !ok {
 		w.slot[e.Flow] = -1 - len(w.oldFlows)
 		w.oldFlows, w.oldFirst, w.oldLast = append(w.oldFlows, e.Flow), append(w.oldFirst, f.last+1), append(w.oldLast, 0)
+		w.oldAt = append(w.oldAt, int64(at))
 	}
 	f.last, f.hasHead = f.last+1, true
 	if k := w.slot[e.Flow]; k >= 0 {
@@ -272,7 +297,7 @@ func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow) int64 {
 		w.oldLast[-1-k] = f.last
 	}
 	w.ids, w.evFlows = append(w.ids, e.ID), append(w.evFlows, e.Flow)
-	w.seqs, w.bodies = append(w.seqs, f.last), append(w.bodies, e.Body)
+	w.seqs, w.bodies, w.ats = append(w.seqs, f.last), append(w.bodies, e.Body), append(w.ats, int64(at))
 	return f.last
 }
 
@@ -280,13 +305,13 @@ func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow) int64 {
 // them).
 func (w *enqueueSets) queue(pp *pipe, q func(string) string, now clock.Tick) {
 	if len(w.newFlows) > 0 {
-		pp.exec("take sequence numbers", q(qNewFlows), w.newFlows, w.newLast, int64(now))
+		pp.exec("take sequence numbers", q(qNewFlows), w.newFlows, w.newLast, int64(now), w.newAt)
 	}
 	if len(w.oldFlows) > 0 {
-		pp.exec("take sequence numbers", q(qNextSeqs), w.oldFlows, w.oldFirst, w.oldLast, int64(now))
+		pp.exec("take sequence numbers", q(qNextSeqs), w.oldFlows, w.oldFirst, w.oldLast, int64(now), w.oldAt)
 	}
 	if len(w.ids) > 0 {
-		pp.exec("insert events", q(qInsertEvents), w.ids, w.evFlows, w.seqs, w.bodies, int64(now))
+		pp.exec("insert events", q(qInsertEventsAt), w.ids, w.evFlows, w.seqs, w.bodies, w.ats, int64(now))
 	}
 }
 
@@ -298,6 +323,7 @@ func (w *enqueueSets) queue(pp *pipe, q func(string) string, now clock.Tick) {
 // rotation, in queuestore's order.
 func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event, flows map[string]*flowRow, now clock.Tick) (int64, error) {
 	weighted := e.Weight != 0 || rotation(p)
+	at := max(now, e.NotBefore)
 	next := int64(1)
 	arrives := true
 	if f := flows[e.Flow]; f != nil {
@@ -306,7 +332,7 @@ func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event
 			old, arrives = f.weight, !f.hasHead
 		}
 		next = f.last + 1
-		pp.exec(pre+"take sequence number", s.q(qNextSeq), e.Flow, next, int64(now))
+		pp.exec(pre+"take sequence number", s.q(qNextSeq), e.Flow, next, int64(now), int64(at))
 		if e.Weight != 0 && e.Weight != old {
 			detail, err := json.Marshal(WeightChange{Flow: e.Flow, Old: old, New: e.Weight})
 			if err != nil {
@@ -318,7 +344,7 @@ func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event
 		}
 		f.last, f.hasHead = next, true
 	} else {
-		pp.exec(pre+"take sequence number", s.q(qNewFlow), e.Flow, int64(now))
+		pp.exec(pre+"take sequence number", s.q(qNewFlow), e.Flow, int64(now), int64(at))
 		w := queue.MinWeight
 		if e.Weight != 0 && e.Weight != queue.MinWeight {
 			pp.exec(pre+"set weight", s.q(qSetWeight), e.Flow, e.Weight)
@@ -331,6 +357,6 @@ func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event
 		pp.exec(pre+"join rotation", s.q(qRotJoin))
 	}
 	s.call(queue.HookEnqueueSeqTaken)
-	pp.exec(pre+"insert event", s.q(qInsertEvent), e.ID, e.Flow, next, e.Body, int64(now))
+	pp.exec(pre+"insert event", s.q(qInsertEvent), e.ID, e.Flow, next, e.Body, int64(now), int64(at))
 	return next, nil
 }

@@ -85,7 +85,11 @@ func oldBuild(v int) func(t *testing.T) string {
 			fmt.Fprintf(&b, "%s\nINSERT INTO {s}.schema_migrations (version) VALUES (%d);\n", m.SQL, m.Version)
 		}
 		pgtest.ExecIn(t, schema, b.String())
-		data, err := os.ReadFile(filepath.Join("testdata", "data.sql"))
+		file := "data.sql"
+		if v >= 6 {
+			file = "data_v6.sql" // flows have head_enqueued_at
+		}
+		data, err := os.ReadFile(filepath.Join("testdata", file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,6 +116,7 @@ func migrationBackend() migrationtest.Backend {
 		{Name: "V3Build", Version: 3, Make: oldBuild(3)},
 		{Name: "V4Build", Version: 4, Make: oldBuild(4)},
 		{Name: "V5Build", Version: 5, Make: oldBuild(5)},
+		{Name: "V6Build", Version: 6, Make: oldBuild(6)},
 	}
 	b.FailAfter = func(v int) func() {
 		migrateHook = func(at int) error {
@@ -338,7 +343,7 @@ func TestClaimAndAckCanStayOnTheirPage(t *testing.T) {
 	if _, err := tx.Exec(ctx, s.q(qClaimEvents), ids, int64(6), int64(1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, s.q(qAckMany), ids); err != nil {
+	if _, err := tx.Exec(ctx, s.q(qAckMany), ids, int64(6)); err != nil {
 		t.Fatal(err)
 	}
 	var upd, hot int64
@@ -418,7 +423,7 @@ func TestEnqueueOnABacklogCanStayOnItsPage(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	seqs := []int64{2, 2, 2, 2, 2, 2, 2, 2, 2, 2}
-	if _, err := tx.Exec(ctx, s.q(qNextSeqs), flows, seqs, seqs, int64(1)); err != nil {
+	if _, err := tx.Exec(ctx, s.q(qNextSeqs), flows, seqs, seqs, int64(1), seqs); err != nil {
 		t.Fatal(err)
 	}
 	var upd, hot int64

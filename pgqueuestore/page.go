@@ -93,7 +93,7 @@ func prefixRange(p string) (lo, hi string, ok bool) {
 }
 
 const qFlowCols = `f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0), coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight`
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, coalesce(f.paused, '')`
 
 // flowsPageQuery builds the statement of one page of flows: forward
 // (ascending from a cursor) or backward (descending to a cursor, reversed
@@ -169,6 +169,9 @@ func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPag
 	stmt, args := flowsPageQuery(sortKeys[q.Sort], curp, backward, prefix, n+1)
 	var page queue.FlowPage
 	var keys []int64
+	if err := s.promoteWaiting(ctx); err != nil {
+		return queue.FlowPage{}, fmt.Errorf("flows page: %w", err)
+	}
 	err = s.withReadTx(ctx, func(tx pgx.Tx) error {
 		var mark int64
 		if err := tx.QueryRow(ctx, s.q(qClockMark)).Scan(&mark); err != nil {
@@ -182,8 +185,9 @@ func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPag
 		var f queue.FlowState
 		var readyAt *int64
 		var k int64
-		_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &k}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.PauseReason, &k}, func() error {
 			c := f
+			c.Paused = c.PauseReason != ""
 			c.ReadyAt = nil
 			if readyAt != nil {
 				t := clock.Tick(*readyAt)

@@ -35,6 +35,7 @@ SELECT format('tenant-%s/flow-%s', lpad((i % 500)::text, 3, '0'), lpad(i::text, 
        i % 3 = 1,
        CASE WHEN i % 3 = 0 THEN NULL ELSE 0 END
 FROM generate_series(0, ` + fmt.Sprint(pageSeedFlows-1) + `) AS i`,
+		`INSERT INTO {s}.flow_seqs (flow, last_seq) SELECT flow, last_seq FROM {s}.flows`,
 		`INSERT INTO {s}.events (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at)
 SELECT f.flow || '#' || n, f.flow, n, '\x78'::bytea, st,

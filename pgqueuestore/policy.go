@@ -11,7 +11,7 @@ import (
 )
 
 const qPolicyWrite = `UPDATE {s}.meta SET lease = $1, max_attempts = $2, backoff_base = $3, backoff_cap = $4,
-    jitter = $5, fairness = $6, schedule = $7, retry_after_cap = $8 WHERE id = 1`
+    jitter = $5, fairness = $6, schedule = $7, retry_after_cap = $8, retention = $9 WHERE id = 1`
 
 // SetPolicy records p as the queue's policy, on an operator's word, and
 // writes a 'policy' audit row with the reason, now and the old and new

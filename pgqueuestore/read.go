@@ -18,7 +18,8 @@ type querier interface {
 // qEventCols are an event's columns as EventState has them, the error text
 // of its current generation's history row last ("" when none:
 // qErrorCol).
-const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason, ` + qErrorCol
+const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason, ` + qErrorCol + `,
+    coalesce(acked_at, 0)`
 
 // qErrorCol is the error text of the history row of the event's current
 // generation, "" when it has none (docs/contract.md §7.8): one probe of
@@ -27,8 +28,8 @@ const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_a
 const qErrorCol = `coalesce((SELECT a.error FROM {s}.attempts AS a
     WHERE a.event_id = events.id AND a.generation = events.generation), '')`
 
-func eventDest(e *queue.EventState, avail, lease *int64) []any {
-	return []any{&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, avail, lease, &e.Reason, &e.Error}
+func eventDest(e *queue.EventState, avail, lease, acked *int64) []any {
+	return []any{&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, avail, lease, &e.Reason, &e.Error, acked}
 }
 
 // qEventHistory reads one event (qEventCols) and its history, oldest
@@ -48,7 +49,7 @@ WHERE events.id = $1`
 // statement; queue.ErrNotFound for an unknown ID.
 func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) {
 	var e queue.EventState
-	var avail, lease int64
+	var avail, lease, acked int64
 	var (
 		ats, gens, attempts     []int64
 		outcomes, reasons, errs []string
@@ -56,7 +57,7 @@ func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) 
 	// In a read transaction for its plan (qCustomPlans): a generic plan
 	// made while attempts was nearly empty could keep scanning it.
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, s.q(qEventHistory), id).Scan(append(eventDest(&e, &avail, &lease),
+		return tx.QueryRow(ctx, s.q(qEventHistory), id).Scan(append(eventDest(&e, &avail, &lease, &acked),
 			&ats, &gens, &attempts, &outcomes, &reasons, &errs)...)
 	})
 	if isNoRows(err) {
@@ -65,7 +66,7 @@ func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) 
 	if err != nil {
 		return queue.EventState{}, fmt.Errorf("event %q: %w", id, err)
 	}
-	e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
+	e.AvailableAt, e.LeaseUntil, e.AckedAt = clock.Tick(avail), clock.Tick(lease), clock.Tick(acked)
 	for i := range ats {
 		e.History = append(e.History, queue.Attempt{At: clock.Tick(ats[i]), Generation: gens[i], Attempt: int(attempts[i]),
 			Outcome: queue.Outcome(outcomes[i]), Reason: reasons[i], Error: errs[i]})
@@ -82,7 +83,9 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]queue.EventState
 	var out []queue.EventState
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
 		var one int
-		err := tx.QueryRow(ctx, s.q(`SELECT 1 FROM {s}.flows WHERE flow = $1`), flow).Scan(&one)
+		// flow_seqs: a flow whose events all came in a caller's
+		// transaction has no flows row until a write turn promotes them.
+		err := tx.QueryRow(ctx, s.q(`SELECT 1 FROM {s}.flow_seqs WHERE flow = $1 AND last_seq > 0`), flow).Scan(&one)
 		if isNoRows(err) {
 			return queue.ErrNotFound
 		}
@@ -91,9 +94,9 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]queue.EventState
 		}
 		rows, _ := tx.Query(ctx, s.q(`SELECT `+qEventCols+` FROM {s}.events WHERE flow = $1 ORDER BY seq`), flow)
 		var e queue.EventState
-		var avail, lease int64
-		_, err = pgx.ForEachRow(rows, eventDest(&e, &avail, &lease), func() error {
-			e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
+		var avail, lease, acked int64
+		_, err = pgx.ForEachRow(rows, eventDest(&e, &avail, &lease, &acked), func() error {
+			e.AvailableAt, e.LeaseUntil, e.AckedAt = clock.Tick(avail), clock.Tick(lease), clock.Tick(acked)
 			c := e
 			c.Body = append([]byte(nil), e.Body...)
 			out = append(out, c)
@@ -147,7 +150,8 @@ func (s *Store) readAudit(ctx context.Context, q querier) ([]queue.AuditEntry, e
 // queuestore's Flows numbers them; 0 otherwise.
 const qFlows = `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
     coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, coalesce(r.k, 0)
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, coalesce(r.k, 0),
+    coalesce(f.paused, '')
 FROM {s}.flows f LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_seq
 LEFT JOIN (SELECT flow, row_number() OVER (ORDER BY greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)), joined) AS k
     FROM {s}.flows WHERE $1::boolean AND head_seq IS NOT NULL) AS r ON r.flow = f.flow
@@ -158,6 +162,9 @@ ORDER BY f.flow`
 // Position.
 func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
 	var out []queue.FlowState
+	if err := s.promoteWaiting(ctx); err != nil {
+		return nil, fmt.Errorf("flows: %w", err)
+	}
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
 		p, err := readPolicy(ctx, tx, s.q)
 		if err != nil {
@@ -166,8 +173,9 @@ func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
 		rows, _ := tx.Query(ctx, s.q(qFlows), rotation(p))
 		var f queue.FlowState
 		var readyAt *int64
-		_, err = pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.Position}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.Position, &f.PauseReason}, func() error {
 			c := f
+			c.Paused = c.PauseReason != ""
 			c.ReadyAt = nil
 			if readyAt != nil {
 				t := clock.Tick(*readyAt)
@@ -187,6 +195,9 @@ func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
 // Stats returns a summary of the store, read in one transaction.
 func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
 	var st queue.Stats
+	if err := s.promoteWaiting(ctx); err != nil {
+		return queue.Stats{}, fmt.Errorf("stats: %w", err)
+	}
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
 		var mark int64
 		if err := tx.QueryRow(ctx, s.q(`SELECT clock_mark, ticket FROM {s}.meta WHERE id = 1`)).Scan(&mark, &st.Ticket); err != nil {
@@ -196,7 +207,8 @@ func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
 		if err := tx.QueryRow(ctx, s.q(`SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`)).Scan(&st.SchemaVersion); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, s.q(`SELECT (SELECT count(*) FROM {s}.flows), (SELECT count(*) FROM {s}.audit)`)).Scan(&st.Flows, &st.AuditRows); err != nil {
+		if err := tx.QueryRow(ctx, s.q(`SELECT (SELECT count(*) FROM {s}.flows), (SELECT count(*) FROM {s}.audit),
+    (SELECT count(*) FROM {s}.flows WHERE paused IS NOT NULL)`)).Scan(&st.Flows, &st.AuditRows, &st.PausedFlows); err != nil {
 			return err
 		}
 		rows, _ := tx.Query(ctx, s.q(`SELECT state, count(*) FROM {s}.events GROUP BY state`))
@@ -230,13 +242,18 @@ const (
 	// The first entry of flows_ready, not EXISTS: the planner would read
 	// EXISTS as a sequential scan that stops at the first ready row, which
 	// is long when few flows are ready.
-	qNextDueReady = `SELECT m.clock_mark FROM {s}.meta AS m,
+	// Committed arrivals (EnqueueTx) that no write turn has promoted yet
+	// count as dispatchable now too: the next claim promotes them.
+	qNextDueReady = `(SELECT m.clock_mark FROM {s}.meta AS m,
     LATERAL (SELECT served FROM {s}.flows WHERE ready ORDER BY served, flow LIMIT 1) AS r
-WHERE m.id = 1`
+WHERE m.id = 1)
+UNION ALL (SELECT clock_mark FROM {s}.meta WHERE id = 1 AND EXISTS (SELECT 1 FROM {s}.arrivals))
+LIMIT 1`
 
 	// qNextDueWaiting is the earliest ready_at of the flows whose head waits
 	// for a tick (flows_waiting: the first entry of the index).
-	qNextDueWaiting = `SELECT ready_at FROM {s}.flows WHERE NOT ready AND ready_at IS NOT NULL
+	// A paused flow's head is not due (flows_waiting leaves it out).
+	qNextDueWaiting = `SELECT ready_at FROM {s}.flows WHERE NOT ready AND paused IS NULL AND ready_at IS NOT NULL
 ORDER BY ready_at LIMIT 1`
 )
 
@@ -258,6 +275,9 @@ func (s *Store) OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool
 		due clock.Tick
 		ok  bool
 	)
+	if err := s.promoteWaiting(ctx); err != nil {
+		return 0, false, fmt.Errorf("oldest due: %w", err)
+	}
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
 		for _, q := range []string{qOldestReady, qNextDueWaiting} {
 			var at *int64
@@ -297,6 +317,9 @@ ORDER BY head_enqueued_at LIMIT 1`
 // flows_head_enqueued; it writes nothing.
 func (s *Store) OldestWaiting(ctx context.Context) (clock.Tick, bool, error) {
 	var at int64
+	if err := s.promoteWaiting(ctx); err != nil {
+		return 0, false, fmt.Errorf("oldest waiting: %w", err)
+	}
 	err := s.pool.QueryRow(ctx, s.q(qOldestWaiting)).Scan(&at)
 	if isNoRows(err) {
 		return 0, false, nil

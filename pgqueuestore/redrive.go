@@ -16,7 +16,7 @@ const (
     available_at = $2, reason = '', lease_until = 0
 WHERE id = $1 RETURNING generation`
 
-	qSetReadyNow = `UPDATE {s}.flows SET ready_at = $2, ready = true WHERE flow = $1`
+	qSetReadyNow = `UPDATE {s}.flows SET ready_at = $2, ready = paused IS NULL WHERE flow = $1`
 
 	// qInsertAudit numbers audit rows max(id) + 1 under the meta row's lock
 	// (every write holds it), as SQLite's INTEGER PRIMARY KEY does: a

@@ -37,7 +37,7 @@ WHERE f.flow = r.fl`
 	qRotRejoinCount = `UPDATE {s}.meta SET joins = joins + (SELECT count(*) FROM {s}.flows WHERE head_seq IS NOT NULL) WHERE id = 1`
 
 	qRotPromote = `UPDATE {s}.flows SET ready = true, pass = greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1))
-WHERE NOT ready AND ready_at <= $1`
+WHERE NOT ready AND ready_at <= $1 AND paused IS NULL`
 
 	// qRotPickHead is qPickHead in rotation order: the smallest (pass,
 	// joined), straight from flows_rotation, with what the claim's stride
@@ -67,12 +67,12 @@ WHERE f.flow = u.flow`
 	qRotSetClock = `UPDATE {s}.meta SET ticket = $1, vnow = $2, vtail = greatest(vtail, $3) WHERE id = 1`
 
 	qRotSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint,
-    ready = coalesce($3::bigint <= $4::bigint, false),
+    ready = coalesce($3::bigint <= $4::bigint, false) AND paused IS NULL,
     pass = CASE WHEN $3::bigint <= $4::bigint THEN greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE pass END,
     head_enqueued_at = $5::bigint
 WHERE flow = $1`
 
-	qRotSetReadyNow = `UPDATE {s}.flows SET ready_at = $2, ready = true,
+	qRotSetReadyNow = `UPDATE {s}.flows SET ready_at = $2, ready = paused IS NULL,
     pass = greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1))
 WHERE flow = $1`
 

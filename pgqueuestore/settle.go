@@ -33,7 +33,7 @@ JOIN {s}.events AS e ON e.id = k.id
 LEFT JOIN {s}.flows AS f ON f.flow = e.flow
 LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 
-	qAck = `UPDATE {s}.events SET state = 'acked', lease_until = 0 WHERE id = $1`
+	qAck = `UPDATE {s}.events SET state = 'acked', lease_until = 0, acked_at = $2 WHERE id = $1`
 
 	qRetry = `UPDATE {s}.events SET state = 'pending', lease_until = 0, available_at = $2, reason = $3 WHERE id = $1`
 
@@ -43,7 +43,7 @@ LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 	// already dispatchable at now ($4, the clock mark in this transaction);
 	// $5 is the new head's enqueue tick (NULL with no head), which
 	// OldestWaiting reads (flows_head_enqueued).
-	qSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint, ready = coalesce($3::bigint <= $4::bigint, false),
+	qSetHead = `UPDATE {s}.flows SET head_seq = $2::bigint, ready_at = $3::bigint, ready = coalesce($3::bigint <= $4::bigint, false) AND paused IS NULL,
     head_enqueued_at = $5::bigint WHERE flow = $1`
 
 	qWaitFlow = `UPDATE {s}.flows SET ready_at = $2, ready = false WHERE flow = $1`
@@ -51,12 +51,17 @@ LEFT JOIN {s}.events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 	// The set forms of qAck, qSetHead (and qRotSetHead), qRetry,
 	// qWaitFlow, qQuarantine and qBlockFlow, for a batch whose writes touch
 	// each flow once: arrays in $1.., the clock mark in $4 for the heads.
-	qAckMany  = `UPDATE {s}.events SET state = 'acked', lease_until = 0 WHERE id = ANY($1::text[])`
-	qSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false),
+	qAckMany = `UPDATE {s}.events SET state = 'acked', lease_until = 0, acked_at = $2 WHERE id = ANY($1::text[])`
+
+	// qRecordAcks records the acks of the events of the array $1 at $2 in
+	// acked, the table Prune deletes through (an index on events.acked_at
+	// would keep every ack from being a heap-only update).
+	qRecordAcks = `INSERT INTO {s}.acked (at, event_id) SELECT $2, unnest($1::text[])`
+	qSetHeads   = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false) AND f.paused IS NULL,
     head_enqueued_at = u.enq
 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS u(flow, head, at, enq)
 WHERE f.flow = u.flow`
-	qRotSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false),
+	qRotSetHeads = `UPDATE {s}.flows AS f SET head_seq = u.head, ready_at = u.at, ready = coalesce(u.at <= $4::bigint, false) AND f.paused IS NULL,
     pass = CASE WHEN u.at <= $4::bigint THEN greatest(f.pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE f.pass END,
     head_enqueued_at = u.enq
 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS u(flow, head, at, enq)
@@ -345,7 +350,8 @@ func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.
 		for _, op := range ops {
 			switch op.outcome {
 			case queue.Acked:
-				pp.exec(op.pre+"ack", s.q(qAck), op.id)
+				pp.exec(op.pre+"ack", s.q(qAck), op.id, int64(now))
+				pp.exec(op.pre+"record ack", s.q(qRecordAcks), []string{op.id}, int64(now))
 				pp.exec(fmt.Sprintf("%smove head of flow %q", op.pre, op.flow), s.q(setHead), op.flow, op.head, op.readyAt, int64(now), op.headEnq)
 				if op.head != nil {
 					// The flow's next event is its head now: work for a claimant.
@@ -382,7 +388,8 @@ func (s *Store) queueSettles(pp *pipe, ops []*settleOp, now clock.Tick, p queue.
 		}
 	}
 	if len(acked) > 0 {
-		pp.exec("ack", s.q(qAckMany), acked)
+		pp.exec("ack", s.q(qAckMany), acked, int64(now))
+		pp.exec("record acks", s.q(qRecordAcks), acked, int64(now))
 		setHeads := qSetHeads
 		if rotation(p) {
 			setHeads = qRotSetHeads

@@ -19,7 +19,7 @@ import (
 
 // SchemaVersion is the newest migration this package knows: the number of
 // migration files.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
@@ -239,7 +239,12 @@ func (s *Store) migrate(ctx context.Context, p *queue.Policy, version int) error
 				np = *p
 			}
 			ins, args := `INSERT INTO {s}.meta (id, clock_mark, ticket, `+qPolicyCols+`)
-VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6, $7, $8)`, policyArgs(np)
+VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6, $7, $8, $9)`, policyArgs(np)
+			if version == 6 {
+				// A schema stopped at migration 6 has no retention.
+				ins, args = `INSERT INTO {s}.meta (id, clock_mark, ticket, `+qPolicyColsV6+`)
+VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6, $7, $8)`, args[:8]
+			}
 			if version < 6 {
 				// A schema stopped before migration 6 (the migration
 				// tests' older builds) has no schedule or retry-after cap.
@@ -267,7 +272,10 @@ VALUES (1, 0, 0, $1, $2, $3, $4, $5, $6)`, args[:6]
 
 // qPolicyCols are meta's policy columns, in the order of policyRow's
 // dest and policyArgs.
-const qPolicyCols = `lease, max_attempts, backoff_base, backoff_cap, jitter, fairness, schedule, retry_after_cap`
+const qPolicyCols = qPolicyColsV6 + `, retention`
+
+// qPolicyColsV6 are the policy columns of a schema at migration 6.
+const qPolicyColsV6 = `lease, max_attempts, backoff_base, backoff_cap, jitter, fairness, schedule, retry_after_cap`
 
 const qPolicy = `SELECT ` + qPolicyCols + ` FROM {s}.meta WHERE id = 1`
 
@@ -275,13 +283,14 @@ const qPolicy = `SELECT ` + qPolicyCols + ` FROM {s}.meta WHERE id = 1`
 type policyRow struct {
 	p                          queue.Policy
 	lease, base, capT, retryAt int64
+	retention                  int64
 	fair                       string
 	schedule                   []int64
 }
 
 // dest is the scan destinations of qPolicyCols.
 func (r *policyRow) dest() []any {
-	return []any{&r.lease, &r.p.MaxAttempts, &r.base, &r.capT, &r.p.Jitter, &r.fair, &r.schedule, &r.retryAt}
+	return []any{&r.lease, &r.p.MaxAttempts, &r.base, &r.capT, &r.p.Jitter, &r.fair, &r.schedule, &r.retryAt, &r.retention}
 }
 
 // policy is the scanned policy: an empty schedule is none (nil).
@@ -289,6 +298,7 @@ func (r *policyRow) policy() queue.Policy {
 	p := r.p
 	p.Lease, p.BackoffBase, p.BackoffCap, p.Fairness = clock.Tick(r.lease), clock.Tick(r.base), clock.Tick(r.capT), queue.Fairness(r.fair)
 	p.RetryAfterCap = clock.Tick(r.retryAt)
+	p.Retention = clock.Tick(r.retention)
 	p.Schedule = nil
 	for _, w := range r.schedule {
 		p.Schedule = append(p.Schedule, clock.Tick(w))
@@ -304,7 +314,7 @@ func policyArgs(p queue.Policy) []any {
 		sched = append(sched, int64(w))
 	}
 	return []any{int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), p.Jitter, string(p.Fairness),
-		sched, int64(p.RetryAfterCap)}
+		sched, int64(p.RetryAfterCap), int64(p.Retention)}
 }
 
 // rowQuerier is what pgx.Tx and *pgxpool.Pool share.
@@ -348,40 +358,64 @@ type admission struct {
 }
 
 // withTx runs fn in one READ COMMITTED transaction and commits it when fn
-// returns nil; any error rolls everything back. BEGIN, qCustomPlans and
-// the read of the meta row FOR UPDATE go to the server in one round trip,
-// so every write's first statement locks the meta row and writes take
-// turns (docs/decisions/postgres-one-write-turn.md); fn gets the row,
-// for admit or admitPipe, which every write calls first.
+// returns nil; any error rolls everything back. BEGIN, qCustomPlans, the
+// read of the meta row FOR UPDATE and the taking of the committed
+// arrivals (qTakeArrivals) go to the server in one round trip, so every
+// write's first statement locks the meta row and writes take turns
+// (docs/decisions/postgres-one-write-turn.md); the turn then promotes the
+// arrivals into heads (promoteArrivals) before fn gets the row, for admit
+// or admitPipe, which every write calls first.
 func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) error {
+	return s.withTxAfter(ctx, nil, fn)
+}
+
+// withTxAfter is withTx with the steps locks run before the meta row is
+// locked, in the same round trip: the locks an enqueue takes on its event
+// IDs and flows (lockSteps), which may wait for a caller's transaction
+// (EnqueueTx) and so must never wait while the meta row is held.
+func (s *Store) withTxAfter(ctx context.Context, locks []step, fn func(pgx.Tx, admission) error) error {
 	var a admission
-	scan := func(r pgx.Row) error {
+	var arrived []string
+	first := append(locks, step{what: "read clock mark", sql: s.q(qAdmitRead), rows: func(r pgx.Rows) error {
 		var pr policyRow
 		if err := r.Scan(append([]any{&a.mark, &a.m.ticket}, pr.dest()...)...); err != nil {
-			return fmt.Errorf("read clock mark: %w", err)
+			return err
 		}
 		a.m.policy = pr.policy()
 		return nil
-	}
-	return s.begin(ctx, pgx.TxOptions{}, s.q(qAdmitRead), scan, func(tx pgx.Tx) error { return fn(tx, a) })
+	}}, step{what: "take arrivals", sql: s.q(qTakeArrivals), rows: func(r pgx.Rows) error {
+		var f string
+		if err := r.Scan(&f); err != nil {
+			return err
+		}
+		arrived = append(arrived, f)
+		return nil
+	}})
+	return s.begin(ctx, pgx.TxOptions{}, first, func(tx pgx.Tx) error {
+		if len(arrived) > 0 {
+			if err := s.promoteArrivals(ctx, tx, arrived, a.m.policy); err != nil {
+				return err
+			}
+		}
+		return fn(tx, a)
+	})
 }
 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction, with
 // qCustomPlans sent in the same round trip as BEGIN.
 func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, "", nil, fn)
+	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, nil, fn)
 }
 
-// begin sends BEGIN (with o), qCustomPlans and, when first is not empty,
-// the query first in one round trip (pgx.Batch.BeginTx), gives first's
-// one row to scan, runs fn, and commits when fn returns nil; any error
-// rolls everything back.
-func (s *Store) begin(ctx context.Context, o pgx.TxOptions, first string, scan func(pgx.Row) error, fn func(pgx.Tx) error) (err error) {
+// begin sends BEGIN (with o), qCustomPlans and the steps first in one
+// round trip (pgx.Batch.BeginTx), reads their results, runs fn, and
+// commits when fn returns nil; any error rolls everything back.
+func (s *Store) begin(ctx context.Context, o pgx.TxOptions, first []step, fn func(pgx.Tx) error) (err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(o)
 	b.Queue(qCustomPlans)
-	if first != "" {
-		b.Queue(first)
+	for _, st := range first {
+		b.Queue(st.sql, st.args...)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -396,8 +430,8 @@ func (s *Store) begin(ctx context.Context, o pgx.TxOptions, first string, scan f
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	if first != "" {
-		if err := scan(br.QueryRow()); err != nil {
+	for _, st := range first {
+		if err := st.read(br); err != nil {
 			_ = br.Close()
 			return err
 		}

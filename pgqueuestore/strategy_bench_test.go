@@ -196,7 +196,7 @@ func rawClaimAck(ctx context.Context, s *Store, strategy string, failed *atomic.
 		if err != nil || o != "" {
 			return err
 		}
-		if _, err := tx.Exec(ctx, s.q(qAck), id); err != nil {
+		if _, err := tx.Exec(ctx, s.q(qAck), id, int64(1)); err != nil {
 			return err
 		}
 		h := r.seq + 1
@@ -250,7 +250,7 @@ WHERE flow = $1 AND seq = $2 RETURNING id, generation`), flow, head).Scan(&id, &
 		if err != nil || o != "" {
 			return err
 		}
-		if _, err := tx.Exec(ctx, s.q(qAck), id); err != nil {
+		if _, err := tx.Exec(ctx, s.q(qAck), id, int64(1)); err != nil {
 			return err
 		}
 		h := r.seq + 1

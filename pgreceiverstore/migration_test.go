@@ -13,12 +13,25 @@ import (
 // TestMigrations runs the migration clauses every store shares
 // (migrationtest) on the receiver's schema: a new schema runs every
 // migration, a newer schema is refused, a failure after a migration leaves
-// the schema as it was. Version 1 is the only one, so no older schema
-// exists. Not parallel: it sets migrateHook.
+// the schema as it was, a version-1 schema (before retention) reaches the
+// newest version with every row kept. Not parallel: it sets migrateHook.
 func TestMigrations(t *testing.T) {
 	pgtest.Require(t)
 	b := pgtest.Migrations([]string{"flows", "receipts", "conflicts"})
 	b.Version = SchemaVersion
+	b.Olds = []migrationtest.Old{{Name: "V1Build", Version: 1, Make: func(t *testing.T) string {
+		_, schema := pgtest.Schema(t)
+		pgtest.ExecIn(t, schema, `CREATE TABLE {s}.schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {s}.schema_migrations (version) VALUES (1);
+`+migrations[0].SQL+`
+INSERT INTO {s}.flows VALUES ('f', 3, 7);
+INSERT INTO {s}.receipts VALUES ('a', 'f', 1, '{"delta": 3}', 3), ('b', 'f', 2, '{"delta": 4}', 4);
+INSERT INTO {s}.conflicts VALUES ('x', 'f', 1, '{"delta": 9}', 'seq_taken', 'a', 'f', 1, 0);`)
+		return schema
+	}}}
 	b.Open = func(t *testing.T, schema string) error {
 		s, err := OpenPool(context.Background(), pgtest.Pool(t), WithSchema(schema))
 		if err != nil {

@@ -45,8 +45,7 @@ func (s *Store) NextExpected(ctx context.Context, flow string) (int64, error) {
 }
 
 const (
-	qSnapVersion   = `SELECT coalesce(max(version), 0) FROM {s}.schema_migrations`
-	qSnapFlows     = `SELECT flow, next_expected, total FROM {s}.flows ORDER BY flow`
+	qSnapFlows     = `SELECT flow, next_expected, total, pruned_through FROM {s}.flows ORDER BY flow`
 	qSnapReceipts  = `SELECT id, flow, seq, body, delta FROM {s}.receipts ORDER BY flow, seq`
 	qSnapConflicts = `SELECT id, flow, seq, body, rule, with_id, with_flow, with_seq, next_expected
 FROM {s}.conflicts ORDER BY flow, seq, id, body`
@@ -73,13 +72,12 @@ func (s *Store) Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error
 }
 
 // Snapshot reads every table in one read-only REPEATABLE READ transaction.
-// Slices are never nil. SchemaVersion is the schema's migration version.
+// Slices are never nil. SchemaVersion is receiver.SnapshotFormat, the
+// snapshot's layout (not the schema's migration version).
 func (s *Store) Snapshot(ctx context.Context) (receiver.Snapshot, error) {
 	var snap receiver.Snapshot
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, s.q(qSnapVersion)).Scan(&snap.SchemaVersion); err != nil {
-			return fmt.Errorf("schema version: %w", err)
-		}
+		snap.SchemaVersion = receiver.SnapshotFormat
 		var err error
 		if snap.Flows, err = s.readFlows(ctx, tx); err != nil {
 			return err
@@ -105,7 +103,7 @@ func (s *Store) readFlows(ctx context.Context, q querier) ([]receiver.FlowState,
 	out := []receiver.FlowState{}
 	rows, _ := q.Query(ctx, s.q(qSnapFlows))
 	var f receiver.FlowState
-	_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.NextExpected, &f.Total}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.NextExpected, &f.Total, &f.PrunedThrough}, func() error {
 		out = append(out, f)
 		return nil
 	})

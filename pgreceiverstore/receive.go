@@ -13,12 +13,12 @@ const (
 	// qCheck reads what rules 1 to 4 need in one statement: the receipt with
 	// the message's ID, the ID of a receipt for its (flow, seq), and the
 	// flow's next expected seq (NULL columns for what does not exist).
-	qCheck = `SELECT r.flow, r.seq, r.body, o.id, f.next_expected
+	qCheck = `SELECT r.flow, r.seq, r.body, o.id, f.next_expected, f.pruned_through
 FROM (SELECT $1::text AS id, $2::text AS flow, $3::bigint AS seq) AS k
 LEFT JOIN {s}.receipts AS r ON r.id = k.id
 LEFT JOIN {s}.receipts AS o ON o.flow = k.flow AND o.seq = k.seq
 LEFT JOIN {s}.flows AS f ON f.flow = k.flow`
-	qInsertReceipt = `INSERT INTO {s}.receipts (id, flow, seq, body, delta) VALUES ($1, $2, $3, $4, $5)`
+	qInsertReceipt = `INSERT INTO {s}.receipts (id, flow, seq, body, delta, accepted_at) VALUES ($1, $2, $3, $4, $5, $6)`
 	qInsertFlow    = `INSERT INTO {s}.flows (flow, next_expected, total) VALUES ($1, 2, $2)`
 	qAdvanceFlow   = `UPDATE {s}.flows SET total = total + $1, next_expected = next_expected + 1
 WHERE flow = $2 AND next_expected = $3`
@@ -96,9 +96,10 @@ func (s *Store) receiveTx(ctx context.Context, tx pgx.Tx, m receiver.Message, de
 	var (
 		rFlow, otherID *string
 		rSeq, nextCol  *int64
+		pruned         *int64
 		rBody          []byte
 	)
-	if err := tx.QueryRow(ctx, s.q(qCheck), m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol); err != nil {
+	if err := tx.QueryRow(ctx, s.q(qCheck), m.ID, m.Flow, m.Seq).Scan(&rFlow, &rSeq, &rBody, &otherID, &nextCol, &pruned); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
 	next := int64(1)
@@ -116,6 +117,11 @@ func (s *Store) receiveTx(ctx context.Context, tx pgx.Tx, m receiver.Message, de
 	if otherID != nil {
 		return receiver.Conflict, s.recordConflict(ctx, tx, m, receiver.RuleSeqTaken, *otherID, m.Flow, m.Seq, 0)
 	}
+	// Retention (docs/contract.md §7.9): no receipt, and seq at or below
+	// the flow's pruned mark: applied once, its receipt since deleted.
+	if pruned != nil && m.Seq <= *pruned {
+		return receiver.Pruned, nil
+	}
 	// Rule 3: a gap; rule 4: behind, with no receipt.
 	if m.Seq > next {
 		return receiver.Gap, nil
@@ -128,7 +134,7 @@ func (s *Store) receiveTx(ctx context.Context, tx pgx.Tx, m receiver.Message, de
 		return receiver.UnsupportedDelta, nil
 	}
 	// Rule 6: accept. Receipt first, then the effect, then the hook.
-	if _, err := tx.Exec(ctx, s.q(qInsertReceipt), m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	if _, err := tx.Exec(ctx, s.q(qInsertReceipt), m.ID, m.Flow, m.Seq, m.Body, delta, s.now()); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
 	}
 	if nextCol != nil {

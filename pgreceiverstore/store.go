@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fairrelay/fairrelay/migration"
 	"github.com/fairrelay/fairrelay/receiver"
@@ -16,10 +17,9 @@ import (
 )
 
 // SchemaVersion is the newest migration this package knows (the number of
-// migration files). Snapshots
-// report it as their schema version, as receiverstore reports its
-// user_version, so the two backends' snapshots are equal.
-const SchemaVersion = 1
+// migration files). Snapshots report receiver.SnapshotFormat, as
+// receiverstore's do, so the two backends' snapshots are equal.
+const SchemaVersion = 2
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
@@ -47,6 +47,7 @@ type options struct {
 	schema   string
 	maxDelta int
 	hook     func(receiver.HookPoint)
+	now      func() time.Time
 }
 
 // WithSchema sets the PostgreSQL schema the store lives in (created when
@@ -65,6 +66,12 @@ func WithMaxDelta(n int) Option { return func(o *options) { o.maxDelta = n } }
 // per accepted message, before its one commit.
 func WithHook(fn func(receiver.HookPoint)) Option { return func(o *options) { o.hook = fn } }
 
+// WithNow replaces the store's clock, time.Now, with now: the wall-clock
+// time a receipt records as the moment it was accepted, which Prune
+// compares with its before (docs/contract.md §7.9). Tests set it; a nil
+// now is time.Now. PostgreSQL keeps the time to the microsecond.
+func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
 // Store is the receiver on PostgreSQL. It is safe for concurrent use, and
 // any number of Store values, in any number of processes, may share one
 // schema.
@@ -75,6 +82,7 @@ type Store struct {
 	q        func(string) string // puts the quoted schema into a query
 	maxDelta int64
 	hook     func(receiver.HookPoint)
+	now      func() time.Time // the clock of receipts' accepted_at (WithNow)
 }
 
 // Open connects to the database at url (a postgres:// URL or DSN that
@@ -114,8 +122,11 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	if len(o.schema) > MaxSchemaLen {
 		return nil, fmt.Errorf("open: %w: schema name %q is %d bytes, at most %d", receiver.ErrInvalidOption, o.schema, len(o.schema), MaxSchemaLen)
 	}
+	if o.now == nil {
+		o.now = time.Now
+	}
 	quoted := pgx.Identifier{o.schema}.Sanitize()
-	s := &Store{pool: pool, schema: o.schema, maxDelta: int64(o.maxDelta), hook: o.hook,
+	s := &Store{pool: pool, schema: o.schema, maxDelta: int64(o.maxDelta), hook: o.hook, now: o.now,
 		q: func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
 	if err := s.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("open schema %s: %w", o.schema, err)

@@ -53,7 +53,7 @@ func TestReopenKeepsAndVersions(t *testing.T) {
 	}
 	defer s2.Close()
 	snap, err := s2.Snapshot(ctx)
-	if err != nil || snap.SchemaVersion != SchemaVersion || len(snap.Receipts) != 1 || snap.Flows[0].Total != 3 {
+	if err != nil || snap.SchemaVersion != receiver.SnapshotFormat || len(snap.Receipts) != 1 || snap.Flows[0].Total != 3 {
 		t.Fatalf("%+v %v", snap, err)
 	}
 	execSQL(t, url, "INSERT INTO "+schema+".schema_migrations (version) VALUES (99)")

@@ -19,9 +19,10 @@ LEFT JOIN events AS e ON e.id = k.id
 LEFT JOIN flows AS f ON f.flow = k.flow`
 
 	// qNewFlow creates a flow with the new event (seq 1) as its head,
-	// dispatchable at once.
+	// dispatchable from ?2 (its available_at: now, or a later NotBefore),
+	// enqueued at ?3 (now).
 	qNewFlow = `INSERT INTO flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-VALUES (?1, 1, 0, 1, ?2, 1, ?2)`
+VALUES (?1, 1, 0, 1, ?2, ?2 <= ?3, ?3)`
 
 	// qNextSeq records ?2 (last_seq + 1, read in the same transaction) as the
 	// last sequence number of a flow that has a head: the new event waits
@@ -32,23 +33,28 @@ VALUES (?1, 1, 0, 1, ?2, 1, ?2)`
 	qNextSeq = `UPDATE flows SET last_seq = ?2 WHERE flow = ?1`
 
 	// qNextSeqHead is qNextSeq for a flow without a head (every event
-	// acked): the new event becomes its head, dispatchable at once (?3),
-	// enqueued at ?3.
-	qNextSeqHead = `UPDATE flows SET last_seq = ?2, head_seq = ?2, ready_at = ?3, ready = 1, head_enqueued_at = ?3
+	// acked): the new event becomes its head, dispatchable from ?3 (its
+	// available_at), enqueued at ?4 (now). A paused flow stays blocked
+	// (flows_paused_blocks).
+	qNextSeqHead = `UPDATE flows SET last_seq = ?2, head_seq = ?2, ready_at = ?3, ready = ?3 <= ?4, head_enqueued_at = ?4
 WHERE flow = ?1`
 
 	qInsertEvent = `INSERT INTO events
     (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
      available_at, lease_until, ticket, reason, enqueued_at)
-VALUES (?1, ?2, ?3, ?4, 'pending', 0, 0, 0, ?5, 0, 0, '', ?5)`
+VALUES (?1, ?2, ?3, ?4, 'pending', 0, 0, 0, ?5, 0, 0, '', ?6)`
 )
 
 // Enqueue stores e as the next event of its flow, pending and available at
-// now, in one transaction. The same ID again with the same flow and
+// now (or at e.NotBefore when that is later: a scheduled event,
+// docs/contract.md §7.9), in one transaction. The same ID again with the same flow and
 // byte-identical body returns the stored sequence number with Duplicate set
 // and changes nothing but the clock mark; with another flow or body it is
 // ErrConflict and changes nothing. Bad input is ErrInvalid (see MaxNameLen,
-// MaxBodyLen); a tick below the clock mark is ErrTimeRegression.
+// MaxBodyLen); a NotBefore the policy's lease would push past
+// math.MaxInt64 is ErrTickOverflow; a tick below the clock mark is
+// ErrTimeRegression. NotBefore, like Weight, is not part of the event's
+// identity: a duplicate with another NotBefore changes nothing.
 func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued, error) {
 	if err := e.Validate(); err != nil {
 		return Enqueued{}, fmt.Errorf("enqueue: %w", err)
@@ -106,6 +112,9 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []Event, now clock.Tick) ([
 // An event with a weight, or any event under FairRotation, goes through
 // enqueueWeighted.
 func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, now clock.Tick) (Enqueued, error) {
+	if err := pol.CheckTick(e.NotBefore); err != nil {
+		return Enqueued{}, fmt.Errorf("not before: %w", err)
+	}
 	if e.Weight != 0 || isRotation(pol) {
 		return s.enqueueWeighted(ctx, tx, pol, e, now)
 	}
@@ -131,28 +140,34 @@ func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, no
 	next := int64(1)
 	if lastSeq.Valid {
 		next = lastSeq.Int64 + 1
-		if err := takeSeq(ctx, tx, e.Flow, next, hasHead.Bool, now); err != nil {
+		if err := takeSeq(ctx, tx, e.Flow, next, hasHead.Bool, availableAt(e, now), now); err != nil {
 			return Enqueued{}, err
 		}
-	} else if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(now)); err != nil {
+	} else if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(availableAt(e, now)), int64(now)); err != nil {
 		return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
 	}
 	s.call(HookEnqueueSeqTaken)
-	if _, err := tx.ExecContext(ctx, qInsertEvent, e.ID, e.Flow, next, e.Body, int64(now)); err != nil {
+	if _, err := tx.ExecContext(ctx, qInsertEvent, e.ID, e.Flow, next, e.Body, int64(availableAt(e, now)), int64(now)); err != nil {
 		return Enqueued{}, fmt.Errorf("insert event: %w", err)
 	}
 	return Enqueued{Seq: next}, nil
 }
 
+// availableAt is the tick from which e, enqueued at now, may be claimed:
+// now, or its NotBefore when that is later.
+func availableAt(e Event, now clock.Tick) clock.Tick { return max(now, e.NotBefore) }
+
 // takeSeq records next as the last sequence number of the existing flow
-// (qNextSeq), making the new event its head when the flow has none
-// (qNextSeqHead).
-func takeSeq(ctx context.Context, tx *txn, flow string, next int64, hasHead bool, now clock.Tick) error {
-	q := qNextSeq
-	if !hasHead {
-		q = qNextSeqHead
+// (qNextSeq), making the new event, available at avail, its head when the
+// flow has none (qNextSeqHead).
+func takeSeq(ctx context.Context, tx *txn, flow string, next int64, hasHead bool, avail, now clock.Tick) error {
+	var err error
+	if hasHead {
+		_, err = tx.ExecContext(ctx, qNextSeq, flow, next)
+	} else {
+		_, err = tx.ExecContext(ctx, qNextSeqHead, flow, next, int64(avail), int64(now))
 	}
-	if _, err := tx.ExecContext(ctx, q, flow, next, int64(now)); err != nil {
+	if err != nil {
 		return fmt.Errorf("take sequence number: %w", err)
 	}
 	return nil

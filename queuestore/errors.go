@@ -42,4 +42,8 @@ var (
 	// ErrTimeAhead reports, in real time (WithRealTime), a tick further
 	// ahead of the wall clock than the configured skew.
 	ErrTimeAhead = queue.ErrTimeAhead
+	// ErrFlowPaused reports a PauseFlow of a flow that is already paused.
+	ErrFlowPaused = queue.ErrFlowPaused
+	// ErrFlowNotPaused reports a ResumeFlow of a flow that is not paused.
+	ErrFlowNotPaused = queue.ErrFlowNotPaused
 )

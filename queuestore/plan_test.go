@@ -41,10 +41,10 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"settle rows":   {qSettleReadRows, []any{`["e1","e2"]`}, "sqlite_autoindex_events_1"},
 		"rows' flow":    {qSettleReadRows, []any{`["e1"]`}, "sqlite_autoindex_flows_1"},
 		"rows' next":    {qSettleReadRows, []any{`["e1"]`}, "sqlite_autoindex_events_2"},
-		"ack events":    {qAckEvents, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
+		"ack events":    {qAckEvents, []any{"[1,2]", 1}, "INTEGER PRIMARY KEY"},
 		"set heads":     {qSetHeads, []any{"[[1,2,0],[2,null,null]]", 1}, "INTEGER PRIMARY KEY"},
 		"settle read":   {qSettleRead, []any{"e1"}, "sqlite_autoindex_events_1"},
-		"ack":           {qAck, []any{"e1"}, "sqlite_autoindex_events_1"},
+		"ack":           {qAck, []any{"e1", 1}, "sqlite_autoindex_events_1"},
 		"last seq":      {qSettleRead, []any{"e1"}, "sqlite_autoindex_flows_1"},
 		"next avail":    {qSettleRead, []any{"e1"}, "sqlite_autoindex_events_2"},
 		"set head":      {qSetHead, []any{"f1", 2, 0, 1, 0}, "sqlite_autoindex_flows_1"},
@@ -52,9 +52,9 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
 		"find ev flow":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
 		"flow of find":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_flows_1"},
-		"new flow":      {qNewFlow, []any{"f1", 1}, ""},
+		"new flow":      {qNewFlow, []any{"f1", 1, 1}, ""},
 		"next seq":      {qNextSeq, []any{"f1", 2}, "sqlite_autoindex_flows_1"},
-		"next seq head": {qNextSeqHead, []any{"f1", 2, 1}, "sqlite_autoindex_flows_1"},
+		"next seq head": {qNextSeqHead, []any{"f1", 2, 1, 1}, "sqlite_autoindex_flows_1"},
 		"redrive":       {qRedrive, []any{"e1", 1}, "sqlite_autoindex_events_1"},
 		"ready now":     {qSetReadyNow, []any{"f1", 1}, "sqlite_autoindex_flows_1"},
 		"insert audit":  {qInsertAudit, []any{"e1", 1, "r", 1}, ""},
@@ -87,6 +87,56 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 	checkPlans(t, s, queries)
 }
 
+// Cost of docs/contract.md §7.9: PauseFlow and ResumeFlow read and write
+// one flow through its key; Prune's deletes and Prunable's counts walk
+// events_acked and audit_at from their oldest entry (an event's history
+// is a range of its primary key, its redrive rows a range of audit_event),
+// never a table: not events, flows, history or audit.
+func TestPlan_LifeUsesIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t, WithPolicy(func() Policy { p := DefaultPolicy(); p.Retention = 10; return p }()))
+	var es []Event
+	for i := 0; i < 500; i++ {
+		es = append(es, Event{ID: "e" + itoa(i), Flow: "f" + itoa(i%50), Body: []byte("x")})
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatalf("EnqueueBatch() error = %v", err)
+	}
+	for i := 0; i < 3; i++ { // 150 acked events, the rest pending
+		cs, err := s.ClaimBatch(ctx, 1, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var items []SettleItem
+		for _, c := range cs {
+			items = append(items, SettleItem{EventID: c.EventID, Generation: c.Generation, Result: Result{OK: true}})
+		}
+		if _, err := s.SettleBatch(ctx, items, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatalf("ANALYZE error = %v", err)
+	}
+	queries := map[string]planCase{
+		"pause read":     {qPauseRead, []any{"f1"}, "sqlite_autoindex_flows_1"},
+		"pause head":     {qPauseRead, []any{"f1"}, "sqlite_autoindex_events_2"},
+		"pause":          {qPause, []any{"f1", "r"}, "sqlite_autoindex_flows_1"},
+		"resume":         {qResume, []any{"f1", 1, 1}, "sqlite_autoindex_flows_1"},
+		"rot resume":     {qRotResume, []any{"f1", 1, 1}, "sqlite_autoindex_flows_1"},
+		"paused count":   {qPausedCount, nil, "flows_paused"},
+		"prune audit":    {qPruneAudit, []any{5, 100}, "audit_at"},
+		"prune history":  {qPruneHistory, []any{5, 100}, "events_acked"},
+		"history range":  {qPruneHistory, []any{5, 100}, "PRIMARY KEY (event_id=?"},
+		"prune events":   {qPruneEvents, []any{5, 100}, "events_acked"},
+		"redrive rows":   {qPruneEvents, []any{5, 100}, "audit_event"},
+		"prunable evs":   {qPrunableEvents, []any{5}, "events_acked"},
+		"prunable audit": {qPrunableAudit, []any{5}, "audit_at"},
+	}
+	checkPlans(t, s, queries)
+}
+
 // planCase is a statement, its arguments and an index its plan must name.
 type planCase struct {
 	q    string
@@ -95,7 +145,9 @@ type planCase struct {
 }
 
 // checkPlans explains every statement on s and fails on a scan of events
-// or flows, a temporary B-tree, or a missing index.
+// or flows (but of a partial index that holds exactly the rows the query
+// counts or returns: the quarantined events, the paused flows), a
+// temporary B-tree, or a missing index.
 func checkPlans(t *testing.T, s *Store, queries map[string]planCase) {
 	t.Helper()
 	ctx := context.Background()
@@ -120,11 +172,14 @@ func checkPlans(t *testing.T, s *Store, queries map[string]planCase) {
 			// A scan of a partial index that holds exactly the rows the
 			// query returns (RedriveAll without a filter: the quarantined
 			// events) reads no other row: that is index-driven.
-			if strings.HasPrefix(line, "SCAN events USING INDEX events_quarantined") {
+			if strings.HasPrefix(line, "SCAN events USING INDEX events_quarantined") ||
+				strings.HasPrefix(line, "SCAN flows USING INDEX flows_paused") ||
+				strings.HasPrefix(line, "SCAN flows USING COVERING INDEX flows_paused") {
 				continue
 			}
 			if strings.HasPrefix(line, "SCAN events") || strings.HasPrefix(line, "SCAN flows") ||
-				strings.HasPrefix(line, "SCAN e") || strings.HasPrefix(line, "SCAN f") {
+				strings.HasPrefix(line, "SCAN e") || strings.HasPrefix(line, "SCAN f") ||
+				strings.HasPrefix(line, "SCAN audit") || strings.HasPrefix(line, "SCAN a ") {
 				t.Errorf("%s: plan scans a table: %q\nfull plan:\n%s", name, line, text)
 			}
 			if strings.Contains(line, "TEMP B-TREE") {

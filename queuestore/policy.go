@@ -34,11 +34,11 @@ const MaxPolicyAttempts = queue.MaxPolicyAttempts
 func DefaultPolicy() Policy { return queue.DefaultPolicy() }
 
 const (
-	qPolicyRead = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness, schedule, retry_after_cap
+	qPolicyRead = `SELECT lease, max_attempts, backoff_base, backoff_cap, jitter, fairness, schedule, retry_after_cap, retention
 FROM meta WHERE id = 1`
 
 	qPolicyWrite = `UPDATE meta SET lease = ?1, max_attempts = ?2, backoff_base = ?3, backoff_cap = ?4,
-    jitter = ?5, fairness = ?6, schedule = ?7, retry_after_cap = ?8, policy_rev = policy_rev + 1 WHERE id = 1`
+    jitter = ?5, fairness = ?6, schedule = ?7, retry_after_cap = ?8, retention = ?9, policy_rev = policy_rev + 1 WHERE id = 1`
 
 	qInsertAuditKind = `INSERT INTO audit (kind, event_id, generation, reason, detail, at) VALUES (?1, NULL, NULL, ?2, ?3, ?4)`
 )
@@ -73,7 +73,7 @@ func policyArgs(p Policy) []any {
 		sched, _ = json.Marshal(p.Schedule) // []clock.Tick always encodes
 	}
 	return []any{int64(p.Lease), p.MaxAttempts, int64(p.BackoffBase), int64(p.BackoffCap), boolInt(p.Jitter),
-		string(p.Fairness), string(sched), int64(p.RetryAfterCap)}
+		string(p.Fairness), string(sched), int64(p.RetryAfterCap), int64(p.Retention)}
 }
 
 func boolInt(b bool) int {
@@ -158,10 +158,10 @@ func (s *Store) SetPolicy(ctx context.Context, p Policy, reason string, now cloc
 
 // policyFromRow scans qPolicyRead's row.
 func policyFromRow(r rowScanner) (Policy, error) {
-	var lease, base, bcap, jitter, raCap int64
+	var lease, base, bcap, jitter, raCap, ret int64
 	var attempts int
 	var fair, sched string
-	err := r.Scan(&lease, &attempts, &base, &bcap, &jitter, &fair, &sched, &raCap)
+	err := r.Scan(&lease, &attempts, &base, &bcap, &jitter, &fair, &sched, &raCap, &ret)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Policy{}, fmt.Errorf("%w: no meta row", ErrCorrupt)
 	}
@@ -169,7 +169,8 @@ func policyFromRow(r rowScanner) (Policy, error) {
 		return Policy{}, err
 	}
 	p := Policy{Lease: clock.Tick(lease), MaxAttempts: attempts, BackoffBase: clock.Tick(base),
-		BackoffCap: clock.Tick(bcap), Jitter: jitter != 0, Fairness: Fairness(fair), RetryAfterCap: clock.Tick(raCap)}
+		BackoffCap: clock.Tick(bcap), Jitter: jitter != 0, Fairness: Fairness(fair), RetryAfterCap: clock.Tick(raCap),
+		Retention: clock.Tick(ret)}
 	if sched != "[]" {
 		if err := json.Unmarshal([]byte(sched), &p.Schedule); err != nil {
 			return Policy{}, fmt.Errorf("%w: meta.schedule %q: %w", ErrCorrupt, sched, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason`
+const qEventCols = `id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, reason, acked_at`
 
 // qEventError is the error text of the history row of the event in the
 // outer query at its current generation (empty when there is none): one
@@ -28,9 +28,9 @@ type scanner interface {
 // scanEventState scans qEventCols and qEventError.
 func scanEventState(r scanner) (EventState, error) {
 	var e EventState
-	var avail, lease int64
-	err := r.Scan(&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, &avail, &lease, &e.Reason, &e.Error)
-	e.AvailableAt, e.LeaseUntil = clock.Tick(avail), clock.Tick(lease)
+	var avail, lease, acked int64
+	err := r.Scan(&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts, &avail, &lease, &e.Reason, &acked, &e.Error)
+	e.AvailableAt, e.LeaseUntil, e.AckedAt = clock.Tick(avail), clock.Tick(lease), clock.Tick(acked)
 	return e, err
 }
 
@@ -265,7 +265,7 @@ func readFlows(ctx context.Context, tx *txn, rot bool) ([]FlowState, error) {
 	// the backlog is last_seq - head_seq + 1.
 	rows, err := tx.QueryContext(ctx, `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
     coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, f.paused
 FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq
 ORDER BY f.flow`)
 	if err != nil {
@@ -276,9 +276,11 @@ ORDER BY f.flow`)
 	for rows.Next() {
 		var f FlowState
 		var readyAt sql.NullInt64
-		if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight); err != nil {
+		var paused sql.NullString
+		if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &paused); err != nil {
 			return nil, err
 		}
+		f.Paused, f.PauseReason = paused.Valid, paused.String
 		f.Position = pos[f.Flow]
 		if readyAt.Valid {
 			t := clock.Tick(readyAt.Int64)
@@ -305,6 +307,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM audit`).Scan(&st.AuditRows); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, qPausedCount).Scan(&st.PausedFlows); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT state, count(*) FROM events GROUP BY state`)

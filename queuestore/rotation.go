@@ -243,7 +243,7 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 		}
 		arrives = hasHead == 0
 		next = lastSeq.Int64 + 1
-		if err := takeSeq(ctx, tx, e.Flow, next, hasHead != 0, now); err != nil {
+		if err := takeSeq(ctx, tx, e.Flow, next, hasHead != 0, availableAt(e, now), now); err != nil {
 			return Enqueued{}, err
 		}
 		if e.Weight != 0 && e.Weight != old {
@@ -252,7 +252,7 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 			}
 		}
 	} else {
-		if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(availableAt(e, now)), int64(now)); err != nil {
 			return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
 		}
 		if e.Weight != 0 && e.Weight != MinWeight {
@@ -270,7 +270,7 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 		}
 	}
 	s.call(HookEnqueueSeqTaken)
-	if _, err := tx.ExecContext(ctx, qInsertEvent, e.ID, e.Flow, next, e.Body, int64(now)); err != nil {
+	if _, err := tx.ExecContext(ctx, qInsertEvent, e.ID, e.Flow, next, e.Body, int64(availableAt(e, now)), int64(now)); err != nil {
 		return Enqueued{}, fmt.Errorf("insert event: %w", err)
 	}
 	return Enqueued{Seq: next}, nil

@@ -10,4 +10,6 @@ var (
 	_ queue.SettleClaimer = (*Store)(nil)
 	_ queue.Pager         = (*Store)(nil)
 	_ queue.Waiter        = (*Store)(nil)
+	_ queue.Pauser        = (*Store)(nil)
+	_ queue.Pruner        = (*Store)(nil)
 )

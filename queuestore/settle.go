@@ -40,7 +40,7 @@ LEFT JOIN flows AS f ON f.flow = e.flow
 LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
 WHERE e.id = ?1`
 
-	qAck = `UPDATE events SET state = 'acked', lease_until = 0 WHERE id = ?1`
+	qAck = `UPDATE events SET state = 'acked', lease_until = 0, acked_at = ?2 WHERE id = ?1`
 
 	qRetry = `UPDATE events SET state = 'pending', lease_until = 0, available_at = ?2, reason = ?3 WHERE id = ?1`
 
@@ -183,7 +183,7 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 	case now >= clock.Tick(leaseUntil):
 		return Expired, nil
 	case it.Result.OK:
-		if _, err := tx.ExecContext(ctx, qAck, it.EventID); err != nil {
+		if _, err := tx.ExecContext(ctx, qAck, it.EventID, int64(now)); err != nil {
 			return "", fmt.Errorf("ack: %w", err)
 		}
 		if err := advanceHead(ctx, tx, pol, flow, seq, last, next, nextEnq, now); err != nil {
@@ -300,7 +300,7 @@ LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1`
 	// find each row by rowid"; OR FAIL needs no statement journal (any
 	// failure rolls back the whole transaction).
 	qAckEvents = `WITH j (r) AS MATERIALIZED (SELECT value FROM json_each(?1))
-UPDATE OR FAIL events SET state = 'acked', lease_until = 0
+UPDATE OR FAIL events SET state = 'acked', lease_until = 0, acked_at = ?2
 FROM j WHERE events.rowid = j.r`
 
 	// qSetHeads is qSetHead for the JSON array ?1 of [flow rowid, head_seq,
@@ -389,7 +389,7 @@ func (b *ackBatch) write(ctx context.Context, tx *txn, pol Policy, now clock.Tic
 	if b.n == 0 {
 		return nil
 	}
-	res, err := tx.ExecContext(ctx, qAckEvents, string(append(b.events, ']')))
+	res, err := tx.ExecContext(ctx, qAckEvents, string(append(b.events, ']')), int64(now))
 	if err != nil {
 		return fmt.Errorf("ack: %w", err)
 	}

@@ -17,7 +17,7 @@ const SnapshotFormat = queue.SnapshotFormat
 // The snapshot's queries (prepared at Open).
 const (
 	qSnapMeta   = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
-	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined FROM flows ORDER BY flow`
+	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined, paused FROM flows ORDER BY flow`
 	qSnapRot    = `SELECT vnow, vtail, joins FROM meta WHERE id = 1`
 	qSnapEvents = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM events ORDER BY flow, seq`
@@ -96,9 +96,11 @@ func snapshotFlows(ctx context.Context, tx *txn, snap *Snapshot, rot bool) error
 		var f SnapshotFlow
 		var head, readyAt sql.NullInt64
 		var pass, joined int64
-		if err := rows.Scan(&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined); err != nil {
+		var paused sql.NullString
+		if err := rows.Scan(&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined, &paused); err != nil {
 			return err
 		}
+		f.Paused = paused.String
 		if rot {
 			f.Pass, f.Joined = &pass, &joined
 		} else if f.Weight == MinWeight {

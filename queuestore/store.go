@@ -36,7 +36,7 @@ var migrations = migration.MustLoad(migrationFiles, SchemaVersion)
 // PRAGMA user_version: the number of migration files. Open brings a new or
 // older file to it by running the migrations past the file's version, and
 // refuses a file with a higher version.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // The contract's constants (docs/contract.md §2.3, §2.4): the default
 // policy's values (DefaultPolicy). A store uses the policy recorded in its
@@ -177,6 +177,7 @@ var writeQueries = append(redriveChunkQueries(), []string{
 	qRedriveRead, qRedrive, qSetReadyNow, qInsertAudit,
 	qRedriveEvents, qRedriveFlows, qRotRedriveFlows, qRedriveAudit,
 	qExtendRead, qExtend, qExtendFlow, qInsertAuditKind, qPolicyWrite,
+	qPauseRead, qPause, qResume, qRotResume, qPruneAudit, qPruneHistory, qPruneEvents,
 }...)
 
 // readQueries are prepared at Open and reused by every read transaction on
@@ -186,6 +187,7 @@ var readQueries = []string{
 	qSnapMeta, qSnapFlows, qSnapEvents, qSnapAudit,
 	qNextDueReady, qNextDueWaiting, qPolicyRead, qSnapAuditOther, qAuditAll,
 	qSnapHistory, qEventHistory, qOldestWaiting,
+	qPausedCount, qPrunableEvents, qPrunableAudit,
 }
 
 // txn is one transaction: a write transaction on the write connection
@@ -260,12 +262,31 @@ func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 // dsn builds the connection string: WAL, synchronous=FULL, foreign keys, a
 // busy timeout, and BEGIN IMMEDIATE for every read-write transaction.
 func dsn(path string) string {
-	// The path is a URI path: escape what SQLite would read as the start of
-	// the query or fragment, and the escape character itself.
-	path = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	return "file:" + path +
+	return uriPath(path) +
 		fmt.Sprintf("?_pragma=busy_timeout(%d)", BusyTimeoutMillis) +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+}
+
+// uriPath is path in SQLite's URI form: escaped where SQLite would read the
+// start of the query or fragment, and the escape character itself.
+func uriPath(path string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+}
+
+// initNew gives a new (absent or empty) file auto_vacuum=INCREMENTAL, so
+// that Prune can give the pages it frees back to the file system
+// (docs/contract.md §7.9). The mode takes effect only before the file's
+// first page is written, which the switch to WAL does: so it runs on a
+// connection of its own, before any other. The pool's connections do not
+// set it (on an existing file the pragma opens a write transaction), and
+// an older file keeps the mode it has (VACUUM, run once, converts it).
+func initNew(path string) error {
+	db, err := sql.Open("sqlite", uriPath(path)+
+		fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)", BusyTimeoutMillis))
+	if err != nil {
+		return err
+	}
+	return errors.Join(db.Ping(), db.Close())
 }
 
 // Open opens the queue store at path, creating the file and its schema when
@@ -313,14 +334,22 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return openReadOnly(path, o)
 	}
 	// A wrong file is refused before anything is created beside it (open.go).
-	if info, err := dbfile.Check(path, true); err != nil {
+	info, err := dbfile.Check(path, true)
+	if err != nil {
 		return nil, openError(path, err)
-	} else if err := probe(path, info); err != nil {
+	}
+	if err := probe(path, info); err != nil {
 		return nil, err
 	}
 	wl, err := writerlock.OpenKeep(path, BusyTimeoutMillis*time.Millisecond, o.keep)
 	if err != nil {
 		return nil, openError(path, err)
+	}
+	if info.Size == 0 {
+		if err := initNew(path); err != nil {
+			wl.Close()
+			return nil, fmt.Errorf("open %q: %w", path, err)
+		}
 	}
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {

@@ -180,6 +180,22 @@ const (
 	MaxPruneBatch     = 10000 // the largest limit Prune accepts
 )
 
+// CheckPruneLimit is nil for a Prune limit in 1..MaxPruneBatch, and an
+// error wrapping ErrInvalidOption otherwise.
+func CheckPruneLimit(n int) error {
+	if n < 1 || n > MaxPruneBatch {
+		return fmt.Errorf("%w: prune limit %d, want 1..%d", ErrInvalidOption, n, MaxPruneBatch)
+	}
+	return nil
+}
+
+// SnapshotFormat is the layout version a Snapshot reports in its
+// SchemaVersion field: 1, the layout of schema version 1. Later schema
+// versions keep it: what they add (FlowState.PrunedThrough) is shown only
+// when it differs from its default, so a store that never pruned
+// snapshots as before.
+const SnapshotFormat = 1
+
 // Receipt is one accepted message, kept forever.
 type Receipt struct {
 	ID    string `json:"id"`
@@ -210,6 +226,8 @@ type ConflictRecord struct {
 // transaction, in a stable order. It holds no paths, PIDs or times, so it
 // can be compared with golden files as it is.
 type Snapshot struct {
+	// SchemaVersion is the snapshot's layout version, SnapshotFormat (not
+	// the database's own schema version).
 	SchemaVersion int              `json:"schema_version"`
 	Flows         []FlowState      `json:"flows"`     // by flow
 	Receipts      []Receipt        `json:"receipts"`  // by flow, seq

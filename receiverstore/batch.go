@@ -13,7 +13,7 @@ import (
 const (
 	// qCheckRows is qCheck with the flow's rowid, which the batch's flow
 	// update goes by.
-	qCheckRows = `SELECT r.flow, r.seq, r.body, o.id, f.next_expected, f.rowid
+	qCheckRows = `SELECT r.flow, r.seq, r.body, o.id, f.next_expected, f.pruned_through, f.rowid
 		FROM (SELECT ?1 AS id, ?2 AS flow, ?3 AS seq) AS k
 		LEFT JOIN receipts AS r ON r.id = k.id
 		LEFT JOIN receipts AS o ON o.flow = k.flow AND o.seq = k.seq
@@ -58,7 +58,7 @@ func (s *Store) receiveInBatch(ctx context.Context, tx writeTx, b *flowBatch, m 
 		chk    checkRow
 		fRowid sql.NullInt64
 	)
-	if err := tx.queryRow(ctx, qCheckRows, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol, &fRowid); err != nil {
+	if err := tx.queryRow(ctx, qCheckRows, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol, &chk.pruned, &fRowid); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
 	pos, inBatch := b.index[m.Flow]
@@ -75,7 +75,7 @@ func (s *Store) receiveInBatch(ctx context.Context, tx writeTx, b *flowBatch, m 
 
 	// Rule 6: accept. The receipt now; the flow's total and next expected
 	// number at the end of the batch (writeFlows).
-	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta, s.now().UnixMicro()); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
 	}
 	if err := s.runEffect(ctx, tx, m); err != nil {

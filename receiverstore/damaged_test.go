@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -80,7 +81,7 @@ func TestOpen_WrongFilesAreRefusedAndLeftAlone(t *testing.T) {
 		return p
 	}
 	newer := put("newer.db", good)
-	sqliteFile(t, newer, "PRAGMA user_version = 2")
+	sqliteFile(t, newer, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1))
 	other := filepath.Join(dir, "other.db")
 	sqliteFile(t, other, "CREATE TABLE notes (x TEXT); INSERT INTO notes VALUES ('mine')")
 	queueLike := filepath.Join(dir, "queuelike.db")

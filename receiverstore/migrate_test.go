@@ -1,7 +1,9 @@
 package receiverstore
 
 import (
+	"database/sql"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/migration/migrationtest"
@@ -10,11 +12,29 @@ import (
 // TestMigrations runs the migration clauses every store shares
 // (migrationtest) on the receiver's file: a new file runs every migration,
 // a newer file is refused, a failure after a migration leaves the file as
-// it was. Version 1 is the only one, so no older file exists. Not
-// parallel: it sets migrateHook.
+// it was, a version-1 file (before retention) reaches the newest version
+// with every row kept. Not parallel: it sets migrateHook.
 func TestMigrations(t *testing.T) {
 	b := migrationtest.SQLite(receiverTables)
 	b.Version = SchemaVersion
+	b.Olds = []migrationtest.Old{{Name: "V1Build", Version: 1, Make: func(t *testing.T) string {
+		path := filepath.Join(t.TempDir(), "v1.db")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`PRAGMA user_version = 1`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(migrations[0].SQL + `
+INSERT INTO flows VALUES ('f', 3, 7);
+INSERT INTO receipts VALUES ('a', 'f', 1, CAST('{"delta": 3}' AS BLOB), 3), ('b', 'f', 2, CAST('{"delta": 4}' AS BLOB), 4);
+INSERT INTO conflicts VALUES ('x', 'f', 1, CAST('{"delta": 9}' AS BLOB), 'seq_taken', 'a', 'f', 1, 0);`); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}}}
 	b.Open = func(t *testing.T, loc string) error {
 		s, err := Open(loc)
 		if err != nil {

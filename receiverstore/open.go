@@ -59,8 +59,12 @@ func openReadOnly(path string, o options) (*Store, error) {
 	}
 	err = withTx(context.Background(), db, nil, &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
 		v, err := inspect(context.Background(), tx)
-		if err == nil && v != SchemaVersion {
-			err = fmt.Errorf("%w: the file is an empty database (user_version %d), nothing to read", ErrNotReceiver, v)
+		switch {
+		case err != nil:
+		case v == 0:
+			err = fmt.Errorf("%w: the file is an empty database (user_version 0), nothing to read", ErrNotReceiver)
+		case v < SchemaVersion:
+			err = fmt.Errorf("%w: the file has version %d; a read-write Open brings it to %d first", ErrSchemaVersion, v, SchemaVersion)
 		}
 		return err
 	})
@@ -100,7 +104,8 @@ func probe(path string, info dbfile.Info) error {
 }
 
 // inspect reads the file's schema version and refuses a file that is not a
-// receiver database: a version of 1 or more without the receiver's tables,
+// receiver database: a version of 1 or more without the receiver's tables
+// (those of version 1, which every later version keeps),
 // version 0 with anything in its schema ([ErrNotReceiver]), a newer version
 // ([ErrSchemaVersion]). v is 0 for an empty database, to be created.
 func inspect(ctx context.Context, tx *sql.Tx) (v int, err error) {
@@ -115,7 +120,8 @@ func inspect(ctx context.Context, tx *sql.Tx) (v int, err error) {
 			return v, err
 		}
 		return v, fmt.Errorf("%w: file has version %d, this package knows up to %d", ErrSchemaVersion, v, SchemaVersion)
-	case v == SchemaVersion:
+	case v >= 1:
+		// This version or an older one, which migrate brings up to date.
 		return v, checkTables(ctx, tx)
 	case v < 0:
 		return v, fmt.Errorf("%w: user_version %d", ErrNotReceiver, v)
@@ -123,7 +129,7 @@ func inspect(ctx context.Context, tx *sql.Tx) (v int, err error) {
 	return v, checkEmpty(ctx, tx)
 }
 
-// receiverTables are the tables of schema version 1.
+// receiverTables are the tables of the receiver's schema.
 var receiverTables = []string{"flows", "receipts", "conflicts"}
 
 // checkTables refuses a file whose user_version says receiver but which

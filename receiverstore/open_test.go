@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,7 +98,7 @@ func TestOpen_NewerSchemaVersionRefused(t *testing.T) {
 	t.Parallel()
 	s, path := open(t)
 	mustReceive(t, s, msg("e1", "f", 1, 5), Accepted)
-	if _, err := s.db.Exec("PRAGMA user_version = 2"); err != nil {
+	if _, err := s.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -108,7 +109,7 @@ func TestOpen_NewerSchemaVersionRefused(t *testing.T) {
 		if s2 != nil {
 			_ = s2.Close()
 		}
-		t.Fatalf("Open(version 2 file) error = %v, want ErrSchemaVersion", err)
+		t.Fatalf("Open(newer file) error = %v, want ErrSchemaVersion", err)
 	}
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -116,8 +117,8 @@ func TestOpen_NewerSchemaVersionRefused(t *testing.T) {
 	}
 	defer db.Close()
 	var v, n int
-	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 2 {
-		t.Errorf("user_version after refused Open = %d, %v; want 2", v, err)
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion+1 {
+		t.Errorf("user_version after refused Open = %d, %v; want %d", v, err, SchemaVersion+1)
 	}
 	if err := db.QueryRow("SELECT count(*) FROM receipts").Scan(&n); err != nil || n != 1 {
 		t.Errorf("receipts after refused Open = %d, %v; want 1", n, err)

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// Batch operations: the statements ReceiveBatch adds find every
-// row through an index or the rowid, never by scanning receipts or flows,
+// Batch operations and retention: the statements ReceiveBatch, the accept
+// check, Prune and Prunable run find every row through an index or the
+// rowid, never by scanning receipts or flows,
 // and sort nothing in a temporary B-tree. Plans are read after ANALYZE on
 // a store with many flows and receipts.
 func TestPlan_BatchStatementsUseIndexes(t *testing.T) {
@@ -32,6 +33,12 @@ func TestPlan_BatchStatementsUseIndexes(t *testing.T) {
 	}{
 		"check rows":    {qCheckRows, []any{"m1", "f1", 2}, []string{"sqlite_autoindex_receipts_1", "sqlite_autoindex_receipts_2", "sqlite_autoindex_flows_1"}},
 		"advance flows": {qAdvanceFlows, []any{"[[1,1,2,3],[2,1,2,3]]"}, []string{"INTEGER PRIMARY KEY"}},
+		"check":         {qCheck, []any{"m1", "f1", 2}, []string{"sqlite_autoindex_receipts_1", "sqlite_autoindex_receipts_2", "sqlite_autoindex_flows_1"}},
+		// Retention (docs/contract.md §7.9, prune.go).
+		"prune batch":  {qPruneBatch, []any{int64(1) << 62, 1000}, []string{"receipts_accepted_at"}},
+		"prune delete": {qPruneDelete, []any{"[1,2,3]"}, []string{"INTEGER PRIMARY KEY"}},
+		"prune mark":   {qPruneMark, []any{`[["f1",3],["f2",4]]`}, []string{"sqlite_autoindex_flows_1"}},
+		"prunable":     {qPrunable, []any{int64(1) << 62}, []string{"COVERING INDEX receipts_accepted_at"}},
 	} {
 		rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
 		if err != nil {

@@ -46,7 +46,7 @@ func (s *Store) NextExpected(ctx context.Context, flow string) (int64, error) {
 }
 
 const (
-	qSnapFlows     = `SELECT flow, next_expected, total FROM flows ORDER BY flow`
+	qSnapFlows     = `SELECT flow, next_expected, total, pruned_through FROM flows ORDER BY flow`
 	qSnapReceipts  = `SELECT id, flow, seq, body, delta FROM receipts ORDER BY flow, seq`
 	qSnapConflicts = `SELECT id, flow, seq, body, rule, with_id, with_flow, with_seq, next_expected
 		FROM conflicts ORDER BY flow, seq, id, body`
@@ -73,12 +73,12 @@ func (s *Store) Conflicts(ctx context.Context) ([]ConflictRecord, error) {
 }
 
 // Snapshot reads every table in one read transaction. Slices are never nil.
+// Its SchemaVersion is receiver.SnapshotFormat, the layout of the
+// snapshot, not the file's user_version.
 func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 	var snap Snapshot
 	err := withTx(ctx, s.db, s.writer, &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&snap.SchemaVersion); err != nil {
-			return fmt.Errorf("user_version: %w", err)
-		}
+		snap.SchemaVersion = receiver.SnapshotFormat
 		var err error
 		if snap.Flows, err = readFlows(ctx, tx); err != nil {
 			return err
@@ -109,7 +109,7 @@ func readFlows(ctx context.Context, q querier) ([]FlowState, error) {
 	out := []FlowState{}
 	for rows.Next() {
 		var f FlowState
-		if err := rows.Scan(&f.Flow, &f.NextExpected, &f.Total); err != nil {
+		if err := rows.Scan(&f.Flow, &f.NextExpected, &f.Total, &f.PrunedThrough); err != nil {
 			return nil, fmt.Errorf("read flows: %w", err)
 		}
 		out = append(out, f)

@@ -33,6 +33,10 @@ const (
 	// the same message is accepted once the store is opened with a cap that
 	// allows it.
 	UnsupportedDelta = receiver.UnsupportedDelta
+	// Pruned: Seq is at or below the flow's pruned mark and has no receipt:
+	// the event was applied and its receipt deleted by Prune. Nothing
+	// changes; a sender counts it as delivered.
+	Pruned = receiver.Pruned
 )
 
 // Conflict rules recorded in [ConflictRecord.Rule] (receiver's).
@@ -50,7 +54,8 @@ const (
 // Seq at least 1, else [ErrInvalid]. Both errors change nothing. A valid
 // message is then checked, in one IMMEDIATE transaction, in the order of
 // docs/contract.md §3: a receipt with this ID ([Duplicate] or [Conflict]); a receipt for
-// (Flow, Seq) under another ID ([Conflict]); Seq above next-expected
+// (Flow, Seq) under another ID ([Conflict]); Seq at or below the flow's
+// pruned mark ([Pruned], docs/contract.md §7.9); Seq above next-expected
 // ([Gap]); Seq below it ([Conflict]); delta above MaxDelta
 // ([UnsupportedDelta]); otherwise [Accepted]. SQL errors are returned
 // wrapped and the transaction is rolled back.
@@ -129,12 +134,12 @@ const (
 	// qCheck reads what rules 1 to 4 need in one statement: the receipt with
 	// the message's ID, the ID of a receipt for its (flow, seq), and the
 	// flow's next expected seq (NULL columns for what does not exist).
-	qCheck = `SELECT r.flow, r.seq, r.body, o.id, f.next_expected
+	qCheck = `SELECT r.flow, r.seq, r.body, o.id, f.next_expected, f.pruned_through
 		FROM (SELECT ?1 AS id, ?2 AS flow, ?3 AS seq) AS k
 		LEFT JOIN receipts AS r ON r.id = k.id
 		LEFT JOIN receipts AS o ON o.flow = k.flow AND o.seq = k.seq
 		LEFT JOIN flows AS f ON f.flow = k.flow`
-	qInsertReceipt = `INSERT INTO receipts (id, flow, seq, body, delta) VALUES (?, ?, ?, ?, ?)`
+	qInsertReceipt = `INSERT INTO receipts (id, flow, seq, body, delta, accepted_at) VALUES (?, ?, ?, ?, ?, ?)`
 	qInsertFlow    = `INSERT INTO flows (flow, next_expected, total) VALUES (?, 2, ?)`
 	qAdvanceFlow   = `UPDATE flows SET total = total + ?, next_expected = next_expected + 1
 		WHERE flow = ? AND next_expected = ?`
@@ -152,11 +157,11 @@ var writeQueries = []string{qCheck,
 
 // checkRow is what a check query reads for a message: the receipt with its
 // ID, another receipt's ID for its (flow, seq), the flow's next expected
-// number.
+// number and its pruned mark.
 type checkRow struct {
-	rFlow, otherID sql.NullString
-	rSeq, nextCol  sql.NullInt64
-	rBody          []byte
+	rFlow, otherID        sql.NullString
+	rSeq, nextCol, pruned sql.NullInt64
+	rBody                 []byte
 }
 
 // decide applies docs/contract.md §3's rules 1 to 5, in order, to m against chk, with
@@ -174,6 +179,11 @@ func (s *Store) decide(ctx context.Context, tx writeTx, m Message, delta int64, 
 	// Rule 2: a receipt for (flow, seq) under another ID.
 	if chk.otherID.Valid {
 		return Conflict, false, recordConflict(ctx, tx, m, RuleSeqTaken, chk.otherID.String, m.Flow, m.Seq, 0)
+	}
+	// Retention (docs/contract.md §7.9): no receipt, and seq at or below
+	// the flow's pruned mark: applied once, its receipt since deleted.
+	if chk.pruned.Valid && m.Seq <= chk.pruned.Int64 {
+		return Pruned, false, nil
 	}
 	// Rule 3: a gap; rule 4: behind, with no receipt.
 	if m.Seq > next {
@@ -193,7 +203,7 @@ func (s *Store) decide(ctx context.Context, tx writeTx, m Message, delta int64, 
 // write transaction tx.
 func (s *Store) receiveTx(ctx context.Context, tx writeTx, m Message, delta int64) (Outcome, error) {
 	var chk checkRow
-	if err := tx.queryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol); err != nil {
+	if err := tx.queryRow(ctx, qCheck, m.ID, m.Flow, m.Seq).Scan(&chk.rFlow, &chk.rSeq, &chk.rBody, &chk.otherID, &chk.nextCol, &chk.pruned); err != nil {
 		return "", fmt.Errorf("read receipts and flow: %w", err)
 	}
 	next, known := int64(1), false
@@ -206,7 +216,7 @@ func (s *Store) receiveTx(ctx context.Context, tx writeTx, m Message, delta int6
 
 	// Rule 6: accept. Receipt first, then the total (the built-in effect),
 	// then the user's effect (WithEffect), then the hook.
-	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta); err != nil {
+	if _, err := tx.exec(ctx, qInsertReceipt, m.ID, m.Flow, m.Seq, m.Body, delta, s.now().UnixMicro()); err != nil {
 		return "", fmt.Errorf("insert receipt: %w", err)
 	}
 	if known {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/fairrelay/fairrelay/receiver"
 
@@ -21,7 +23,7 @@ import (
 
 // SchemaVersion is the PRAGMA user_version this package writes and reads:
 // the number of migration files. Open refuses a file with a higher version.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // DefaultMaxDelta is receiver.DefaultMaxDelta: the largest delta the
 // receiver applies unless [WithMaxDelta] says otherwise. It is also the
@@ -67,6 +69,7 @@ type options struct {
 	readOnly bool // WithReadOnly (open.go)
 	effect   Effect
 	schema   string
+	now      func() time.Time
 }
 
 // WithMaxDelta sets the receiver's capability: the largest delta it applies.
@@ -74,6 +77,14 @@ type options struct {
 // 1..1000; Open returns [ErrInvalidOption] otherwise. The default is 1000.
 func WithMaxDelta(n int) Option {
 	return func(o *options) { o.maxDelta = n }
+}
+
+// WithNow replaces the store's clock, time.Now, with now: the wall-clock
+// time a receipt records as the moment it was accepted, which Prune
+// compares with its before (docs/contract.md §7.9). Tests set it; a nil
+// now is time.Now.
+func WithNow(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
 }
 
 // WithHook makes the store call fn at each HookPoint. No cost when unset.
@@ -109,10 +120,12 @@ type Store struct {
 	path     string           // as given to Open, for IsFull's look at the files
 	ro       *dbfile.ReadOnly // set by WithReadOnly: no writer, no w (open.go)
 	effect   Effect           // nil: the built-in delta sum only
+	now      func() time.Time // the clock of receipts' accepted_at (WithNow)
 }
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
-// foreign keys on and every read-write transaction started IMMEDIATE.
+// foreign keys on and every read-write transaction started IMMEDIATE. A new
+// file gets auto_vacuum=INCREMENTAL first (newFileVacuum).
 //
 // The path goes into an SQLite URI, where '#', '?' and '%' have meanings of
 // their own (t.TempDir names fuzz seeds "FuzzX/seed#0"): it is made absolute
@@ -152,11 +165,13 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return openReadOnly(path, o)
 	}
 	// A wrong file is refused before anything is created beside it (open.go).
-	if info, err := dbfile.Check(path, true); err != nil {
+	info, err := dbfile.Check(path, true)
+	if err != nil {
 		return nil, openError(path, err)
 	} else if err := probe(path, info); err != nil {
 		return nil, err
 	}
+	newFile := info.Size == 0
 	name, err := dsn(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -164,6 +179,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 	wl, err := writerlock.OpenKeep(path, writeTurnTimeout, o.keep)
 	if err != nil {
 		return nil, openError(path, err)
+	}
+	if newFile {
+		if err := newFileVacuum(context.Background(), path, wl); err != nil {
+			return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), wl.Close())
+		}
 	}
 	db, err := sql.Open("sqlite", name)
 	if err != nil {
@@ -183,7 +203,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 			return nil, errors.Join(fmt.Errorf("open %s: apply WithSchema: %w", path, err), db.Close(), wl.Close())
 		}
 	}
-	s := &Store{db: db, writer: wl, maxDelta: int64(o.maxDelta), hook: o.hook, path: path, effect: o.effect}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	s := &Store{db: db, writer: wl, maxDelta: int64(o.maxDelta), hook: o.hook, path: path, effect: o.effect, now: o.now}
 	if o.effect != nil {
 		// The effect needs a *sql.Tx: writes go through database/sql.
 		return s, nil
@@ -192,6 +215,33 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close(), wl.Close())
 	}
 	return s, nil
+}
+
+// newFileVacuum makes a new, empty file with auto_vacuum=INCREMENTAL, in
+// the writer's turn, on a connection of its own whose first pragma it is:
+// SQLite takes the setting only while the file has no page at all, before
+// journal_mode=WAL writes its header. Prune then gives the pages of deleted
+// receipts back to the file system (prune.go). It is called only for a
+// file Open found empty; on a file another process made meanwhile it
+// changes nothing.
+func newFileVacuum(ctx context.Context, path string, wl *writerlock.Lock) error {
+	name, err := dsn(path)
+	if err != nil {
+		return fmt.Errorf("set auto_vacuum: %w", err)
+	}
+	name = strings.Replace(name, "_pragma=busy_timeout(10000)&", "_pragma=busy_timeout(10000)&_pragma=auto_vacuum(INCREMENTAL)&", 1)
+	if err := wl.Lock(ctx); err != nil {
+		return fmt.Errorf("set auto_vacuum: %w", err)
+	}
+	defer wl.Unlock()
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		return fmt.Errorf("set auto_vacuum: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		return errors.Join(fmt.Errorf("set auto_vacuum: %w", err), db.Close())
+	}
+	return db.Close()
 }
 
 // migrateHook, when set (by tests), is called inside the migration's
@@ -212,6 +262,7 @@ func migrate(ctx context.Context, db *sql.DB, wl *writerlock.Lock) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrSchemaVersion, err)
 		}
+
 		for _, m := range pending {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)

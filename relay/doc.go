@@ -10,6 +10,12 @@
 //	r, _ := relay.New(q, handler, relay.Options{Concurrency: 16})
 //	err := r.Run(ctx)
 //
+// RunUntilIdle is the same run that returns once the queue is idle (the
+// rule of relayctl's --exit-when-idle), nil when everything was delivered.
+// JSONHandler writes a typed handler, Producer enqueues at its clock's tick
+// (scheduled events with In and At), and Options.PruneEvery runs the queue's
+// retention (docs/relay-library.md is the how-to).
+//
 // # The handler contract
 //
 // The handler gets the Event (ID, flow, sequence number, body, attempt,
@@ -85,8 +91,9 @@
 // by outcome and reason (a bounded set), lease extensions by outcome,
 // leases lost, handler duration, handlers in flight, queue errors, the
 // breaker's state, openings and probes, and, read from the queue at scrape
-// time, the backlog, the quarantined events, the age of the oldest due head
-// and of the oldest waiting event (a queue.Waiter).
+// time, the backlog, the quarantined events, the paused flows, the age of the oldest due head
+// and of the oldest waiting event (a queue.Waiter), and the rows that
+// retention passes pruned.
 //
 // # Logs
 //

@@ -19,6 +19,7 @@ type LocalReceiver interface {
 // server (inbox.NewServer) gives:
 //
 //	accepted, duplicate            nil (success: the effect is applied, once)
+//	pruned                         nil (success: applied once, its receipt since pruned)
 //	conflict, gap                  Fail("conflict" | "gap")
 //	unsupported_delta              Fail("unsupported_delta")
 //	ErrInvalidBody, ErrInvalid     FailPermanent("invalid_body") (HTTP: 400)
@@ -35,7 +36,10 @@ func NewLocal(r LocalReceiver) Handler {
 			return FailDestination(ReasonUnavailable, err)
 		}
 		switch out {
-		case receiver.Accepted, receiver.Duplicate:
+		case receiver.Accepted, receiver.Duplicate, receiver.Pruned:
+			// Pruned: the sequence number is at or below the flow's pruned
+			// mark, so the receiver applied it before and has since
+			// deleted its receipt (docs/contract.md §7.9): delivered.
 			return nil
 		case receiver.Conflict:
 			return Fail(ReasonConflict, nil)

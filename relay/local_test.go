@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/fairrelay/fairrelay/relay"
 )
@@ -65,5 +66,27 @@ func TestLocal_Mapping(t *testing.T) {
 	}
 	if tot, err := st.Total(context.Background(), "f"); err != nil || tot != 5 {
 		t.Errorf("Total(f) = %d, %v; want 5", tot, err)
+	}
+}
+
+// receiverAnswering is a LocalReceiver that gives one outcome to every message.
+type receiverAnswering receiver.Outcome
+
+func (a receiverAnswering) Receive(context.Context, receiver.Message) (receiver.Outcome, error) {
+	return receiver.Outcome(a), nil
+}
+
+// A message at or below its flow's pruned mark is answered Pruned
+// (docs/contract.md §7.9): it was applied once and its receipt deleted since,
+// so the relay settles it as delivered, not as a failure to retry forever.
+func TestLocal_PrunedIsDelivered(t *testing.T) {
+	t.Parallel()
+	e := relay.Event{ID: "e1", Flow: "f", Seq: 1, Body: []byte(`{"delta": 1}`), Attempt: 2, Generation: 2}
+	if err := relay.NewLocal(receiverAnswering(receiver.Pruned)).Handle(context.Background(), e); err != nil {
+		t.Errorf("Handle() on a Pruned answer = %v, want nil (delivered)", err)
+	}
+	err := relay.NewLocal(receiverAnswering("no-such-outcome")).Handle(context.Background(), e)
+	if f := (*relay.Failure)(nil); !errors.As(err, &f) || f.Reason != relay.ReasonUnavailable {
+		t.Errorf("Handle() on an unknown outcome = %v, want an unavailable failure", err)
 	}
 }

@@ -22,6 +22,7 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	inflight    prometheus.Gauge
 	storeErrors *prometheus.CounterVec
+	pruned      *prometheus.CounterVec
 }
 
 // newMetrics registers the collectors on reg (nil: no metrics).
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fairrelay_store_errors_total", Help: "Queue calls that failed, by operation.",
 		}, []string{"op"}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fairrelay_pruned_total",
+			Help: "Rows this relay's retention passes deleted (Options.PruneEvery), by kind: events (acked, with their history) and audit.",
+		}, []string{"kind"}),
 	}
 	breakerState := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fairrelay_breaker_state", Help: "The breaker: 0 closed, 1 open, 2 probing.",
@@ -84,10 +89,13 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 	for _, k := range []string{"ok", "failure", "panic"} {
 		m.duration.WithLabelValues(k)
 	}
-	for _, op := range []string{"claim", "settle", "settle_claim", "extend", "next_due"} {
+	for _, op := range []string{"claim", "settle", "settle_claim", "extend", "next_due", "prune"} {
 		m.storeErrors.WithLabelValues(op)
 	}
-	for _, c := range []prometheus.Collector{m.claims, m.settles, m.extensions, m.lost, m.duration, m.inflight, m.storeErrors,
+	for _, k := range []string{"events", "audit"} {
+		m.pruned.WithLabelValues(k)
+	}
+	for _, c := range []prometheus.Collector{m.claims, m.settles, m.extensions, m.lost, m.duration, m.inflight, m.storeErrors, m.pruned,
 		breakerState, breakerOpens, breakerProbes, &queueCollector{r: r}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("relay: register metrics: %w", err)
@@ -171,6 +179,13 @@ func (m *metrics) running(n int) {
 	}
 }
 
+func (m *metrics) prunedRows(r queue.PruneResult) {
+	if m != nil {
+		m.pruned.WithLabelValues("events").Add(float64(r.Events))
+		m.pruned.WithLabelValues("audit").Add(float64(r.Audit))
+	}
+}
+
 func (m *metrics) storeError(op string) {
 	if m != nil {
 		m.storeErrors.WithLabelValues(op).Inc()
@@ -186,6 +201,8 @@ var (
 		"Events not yet acked or quarantined (pending + in flight); needs a StatsQueue.", nil, nil)
 	descQuarantined = prometheus.NewDesc("fairrelay_quarantined_events",
 		"Events quarantined in the queue; needs a StatsQueue.", nil, nil)
+	descPausedFlows = prometheus.NewDesc("fairrelay_paused_flows",
+		"Flows an operator has paused (docs/contract.md §7.9): their heads are not dispatchable until resumed; needs a StatsQueue.", nil, nil)
 	descOldestWaiting = prometheus.NewDesc("fairrelay_oldest_waiting_age_seconds",
 		"How long the oldest event not yet acked has waited since its enqueue, whatever blocks it "+
 			"(a backoff, a lease, a quarantined head before it); 0 when none waits; ticks read as milliseconds. Needs a queue.Waiter.", nil, nil)
@@ -198,6 +215,7 @@ var (
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descBacklog
 	ch <- descQuarantined
+	ch <- descPausedFlows
 	ch <- descOldestDue
 	ch <- descOldestWaiting
 }
@@ -212,6 +230,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		if st, err := sq.Stats(ctx); err == nil {
 			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(st.Events.Pending+st.Events.Inflight))
 			ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(st.Quarantined))
+			ch <- prometheus.MustNewConstMetric(descPausedFlows, prometheus.GaugeValue, float64(st.PausedFlows))
 		}
 	}
 	now := c.r.src.Now()

@@ -108,6 +108,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics registers the relay's Prometheus collectors (default: none).
 	Metrics prometheus.Registerer
+	// PruneEvery is how often the relay deletes what the queue's retention
+	// window no longer keeps (docs/contract.md §7.9); 0, the default, never.
+	// It works when the queue is a queue.Pruner (both stores are) and the
+	// policy's Retention is above 0 (the policy is read at every pass, so a
+	// SetPolicy takes effect at the next one). A pass calls Prune with
+	// queue.DefaultPruneBatch, one batch per turn of the relay's loop, so
+	// claims and settles run between the batches, and batches again while
+	// the last one answered More. The first pass is at Run's start. See
+	// docs/relay-library.md "Retention".
+	PruneEvery time.Duration
 }
 
 // Relay is the runtime: it claims events from a Queue in the queue's order,
@@ -116,6 +126,7 @@ type Options struct {
 type Relay struct {
 	q       Queue
 	sc      SettleClaimer // q when it is one, else nil
+	pr      queue.Pruner  // q when it is one and PruneEvery > 0, else nil
 	h       Handler
 	o       Options
 	src     clock.Source
@@ -137,8 +148,8 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 	if q == nil || h == nil {
 		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalid)
 	}
-	if o.Concurrency < 0 || o.Batch < 0 || o.Poll < 0 || o.Linger < 0 || o.ShutdownGrace < 0 {
-		return nil, fmt.Errorf("%w: negative Concurrency, Batch, Poll, Linger or ShutdownGrace", ErrInvalid)
+	if o.Concurrency < 0 || o.Batch < 0 || o.Poll < 0 || o.Linger < 0 || o.ShutdownGrace < 0 || o.PruneEvery < 0 {
+		return nil, fmt.Errorf("%w: negative Concurrency, Batch, Poll, Linger, ShutdownGrace or PruneEvery", ErrInvalid)
 	}
 	b := &o.Breaker
 	if b.Threshold < 0 || b.MinProbe < 0 || b.MaxProbe < 0 {
@@ -184,6 +195,9 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 	r.flog = newFailureLog(r.log)
 	if sc, ok := q.(SettleClaimer); ok {
 		r.sc = sc
+	}
+	if pr, ok := q.(queue.Pruner); ok && o.PruneEvery > 0 {
+		r.pr = pr
 	}
 	if ms, ok := o.Clock.(MovingSource); ok {
 		r.moving = ms

@@ -82,6 +82,14 @@ type loop struct {
 	retryAt   time.Time  // after a failed queue call, no queue call before this
 	failures  int
 
+	untilIdle bool // RunUntilIdle: stop once idle
+	idle      bool // the queue was seen idle (untilIdle only)
+
+	pruneAt time.Time         // when the next prune pass starts (zero: at once)
+	pruning bool              // a pass is under way: prune again at the next turn
+	pruned  queue.PruneResult // what the pass under way deleted so far
+	batches int               // the pass's Prune calls so far
+
 	stopping   bool
 	graceEnd   time.Time
 	cancelled  bool
@@ -104,16 +112,23 @@ type loop struct {
 // (fairrelay_store_errors_total) and retried after a backoff that doubles
 // from 10 ms up to Options.Poll; they do not end Run.
 func (r *Relay) Run(ctx context.Context) error {
+	_, err := r.run(ctx, false)
+	return err
+}
+
+// run is Run, and RunUntilIdle when untilIdle; idle reports that it
+// stopped because the queue was idle.
+func (r *Relay) run(ctx context.Context, untilIdle bool) (idle bool, err error) {
 	if !r.started.CompareAndSwap(false, true) {
-		return ErrRunning
+		return false, ErrRunning
 	}
 	sctx := context.WithoutCancel(ctx)
 	p, err := r.q.Policy(sctx)
 	if err != nil {
-		return fmt.Errorf("relay: read policy: %w", err)
+		return false, fmt.Errorf("relay: read policy: %w", err)
 	}
 	if p.Lease <= 0 {
-		return fmt.Errorf("%w: the queue's lease is %d ticks", ErrInvalid, p.Lease)
+		return false, fmt.Errorf("%w: the queue's lease is %d ticks", ErrInvalid, p.Lease)
 	}
 	base, cancelAll := context.WithCancelCause(sctx)
 	defer cancelAll(ErrShutdown)
@@ -128,9 +143,81 @@ func (r *Relay) Run(ctx context.Context) error {
 		parked:    make(map[string]*claim),
 		done:      make(chan outcome, r.o.Concurrency),
 		nextClaim: math.MinInt64,
+		untilIdle: untilIdle,
 	}
-	return l.run(ctx)
+	err = l.run(ctx)
+	return l.idle, err
 }
+
+// RunUntilIdle runs as Run does until the queue is idle, then shuts down
+// as Run does at its context's end and returns: the library's form of
+// 'relayctl relay --exit-when-idle', for a batch job, a test or a program
+// that drains what it enqueued.
+//
+// The queue is idle when its NextDue says no head waits at all (ok false)
+// while this relay holds no claim, runs no handler and has no result to
+// settle: nothing is dispatchable, nothing is in flight in any process
+// (a claimed head waits for its lease end, so NextDue still sees it), and
+// nothing is due later. A head that waits for a backoff or a scheduled
+// event (Event.NotBefore) not yet due is due later, so RunUntilIdle waits
+// for it (with a ManualClock, until the clock is moved past it). What
+// remains at an idle end is acked, quarantined, waiting behind a
+// quarantined head, or in a paused flow (docs/contract.md §7.9).
+//
+// It returns nil when idle and everything was delivered: nothing was
+// quarantined during this run and, when the queue is a StatsQueue, no
+// event is left pending. Otherwise, still idle, it returns an
+// *UndeliveredError (errors.Is ErrUndelivered) with the counts; Totals
+// tells the rest. When ctx ends first, it returns an error wrapping
+// context.Cause(ctx) after the shutdown. Run's own errors (ErrRunning, the
+// policy, a last settle batch, ErrAbandoned) are returned as Run returns
+// them.
+func (r *Relay) RunUntilIdle(ctx context.Context) error {
+	idle, err := r.run(ctx, true)
+	if err != nil {
+		return err
+	}
+	if !idle {
+		return fmt.Errorf("relay: stopped before the queue was idle: %w", context.Cause(ctx))
+	}
+	u := &UndeliveredError{Quarantined: r.Totals().Quarantined}
+	if sq, ok := r.q.(StatsQueue); ok {
+		st, err := sq.Stats(context.WithoutCancel(ctx))
+		if err != nil {
+			return fmt.Errorf("relay: idle; read the queue's stats: %w", err)
+		}
+		u.Waiting = st.Events.Pending
+	}
+	if u.Quarantined > 0 || u.Waiting > 0 {
+		return u
+	}
+	return nil
+}
+
+// ErrUndelivered reports a RunUntilIdle that ended idle with events not
+// delivered; the error is an *UndeliveredError.
+var ErrUndelivered = errors.New("relay: idle with events not delivered")
+
+// UndeliveredError is RunUntilIdle's answer when the queue went idle with
+// events not delivered. An operator lists them ('relayctl quarantined',
+// queue.Store.Quarantined) and redrives them, or resumes a paused flow.
+type UndeliveredError struct {
+	// Quarantined counts the events this run quarantined (Totals.Quarantined).
+	Quarantined int64
+	// Waiting counts the events left pending in the whole queue: behind a
+	// quarantined head (of this run or an earlier one) or in a paused
+	// flow. It is 0 when the queue is not a StatsQueue.
+	Waiting int64
+}
+
+// Error says what was left and what to do.
+func (u *UndeliveredError) Error() string {
+	return fmt.Sprintf("relay: idle with events not delivered: %d quarantined during this run, %d waiting behind quarantined heads or in paused flows",
+		u.Quarantined, u.Waiting)
+}
+
+// Is makes errors.Is(err, ErrUndelivered) true.
+func (u *UndeliveredError) Is(target error) bool { return target == ErrUndelivered }
 
 // extendMargin is a third of the lease, rounded up, at least one tick: the
 // relay extends a lease once no more than this is left.
@@ -156,7 +243,14 @@ func (l *loop) run(ctx context.Context) error {
 			l.claim(now)
 		}
 		l.flush(now, false)
+		if !l.stopping {
+			l.prune(now)
+		}
 		l.r.flog.summary(time.Now(), false)
+		if l.idle && !l.stopping && !l.pruning { // a prune pass under way ends first
+			l.r.log.Info("relay: idle: nothing dispatchable, in flight or waiting")
+			l.beginShutdown()
+		}
 		if l.stopping {
 			if l.goroutines == 0 {
 				err := l.finalFlush()
@@ -218,6 +312,14 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	if next := l.r.flog.deadline(); !next.IsZero() {
 		at(next)
+	}
+	if l.r.pr != nil && !l.stopping && !blocked { // when blocked, the retry's time is waited for
+		if l.pruning {
+			return // the pass's next batch, after this turn's claims and settles
+		}
+		if !l.pruneAt.IsZero() {
+			at(l.pruneAt)
+		}
 	}
 	if l.stopping {
 		if l.cancelled {
@@ -320,11 +422,62 @@ func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
 	switch {
 	case !ok:
 		l.nextClaim = noDue
+		// Nothing is dispatchable, in flight (a held claim's head waits
+		// for its lease end, so ok would be true) or due later, in any
+		// process; with nothing of ours running or waiting to settle,
+		// RunUntilIdle is done.
+		if l.untilIdle && l.goroutines == 0 && len(l.pending) == 0 && len(l.holds) == 0 && len(l.parked) == 0 {
+			l.idle = true
+		}
 	case afterClaim && due <= now:
 		l.nextClaim = now + 1
 	default:
 		l.nextClaim = due
 	}
+}
+
+// prune makes one Prune call of a pass, when a pass is under way or its
+// time has come (Options.PruneEvery): the first call of a pass reads the
+// policy and ends the pass at once when its Retention is 0. The pass goes
+// on, one batch per turn of the loop, while a batch answers More; at its
+// end the relay logs what it deleted at INFO and schedules the next one.
+// A failed call ends the pass (it starts again after PruneEvery) and backs
+// off the queue calls as any failed call does.
+func (l *loop) prune(now clock.Tick) {
+	if l.r.pr == nil || l.blocked() || (!l.pruning && time.Now().Before(l.pruneAt)) {
+		return
+	}
+	if !l.pruning {
+		p, err := l.r.q.Policy(l.sctx)
+		if err != nil {
+			l.pruneAt = time.Now().Add(l.r.o.PruneEvery)
+			l.storeFailed("prune", err)
+			return
+		}
+		if p.Retention <= 0 {
+			l.pruneAt = time.Now().Add(l.r.o.PruneEvery)
+			return
+		}
+		l.pruning, l.pruned, l.batches = true, queue.PruneResult{}, 0
+	}
+	res, err := l.r.pr.Prune(l.sctx, now, queue.DefaultPruneBatch)
+	if err != nil {
+		l.pruning = false
+		l.pruneAt = time.Now().Add(l.r.o.PruneEvery)
+		l.storeFailed("prune", err)
+		return
+	}
+	l.storeOK()
+	l.batches++
+	l.pruned.Events += res.Events
+	l.pruned.Audit += res.Audit
+	l.r.m.prunedRows(res)
+	if res.More {
+		return
+	}
+	l.pruning = false
+	l.pruneAt = time.Now().Add(l.r.o.PruneEvery)
+	l.r.log.Info("relay: pruned", "events", l.pruned.Events, "audit", l.pruned.Audit, "batches", l.batches, "at", now)
 }
 
 // claim claims while slots are free and work is due, in batches of at most

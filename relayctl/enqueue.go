@@ -12,7 +12,6 @@ import (
 	"os"
 
 	"github.com/fairrelay/fairrelay/clock"
-	"github.com/fairrelay/fairrelay/queue"
 )
 
 const (
@@ -23,7 +22,7 @@ const (
 
 func cmdEnqueue(e *env, args []string) (err error) {
 	f := newFlags(e, "enqueue",
-		"enqueue --id ID --flow FLOW (--body BODY | --body-file PATH) [--now TICK]\n"+
+		"enqueue --id ID --flow FLOW (--body BODY | --body-file PATH) [--at TIME | --in D] [--now TICK]\n"+
 			"       relayctl enqueue --file EVENTS.jsonl [--chunk N] [--now TICK]\n"+
 			"       relayctl enqueue --file EVENTS.jsonl --check",
 		"Enqueue adds one event, or every event of a JSONL file (\"-\" reads standard\n"+
@@ -32,6 +31,8 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			"before it stay. Enqueueing the same event again is a harmless duplicate, so a\n"+
 			"file can be enqueued again after a fix. Each line is one JSON object:\n"+
 			"  {\"id\": \"e1\", \"flow\": \"tenant-a\", \"body\": {\"delta\": 5}}\n"+
+			"and may schedule its event with \"at\" or \"in\", as --at and --in do:\n"+
+			"  {\"id\": \"e2\", \"flow\": \"tenant-a\", \"body\": 1, \"in\": \"90s\"}\n"+
 			"A body that is a JSON string is enqueued as the string's text; any other JSON\n"+
 			"value as its bytes exactly as written. --body-file reads one event's body\n"+
 			"byte for byte from a file (\"-\": standard input), for a body too long or too\n"+
@@ -40,7 +41,15 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			"Every refusal names the line of the file. --check reads the whole file and\n"+
 			"writes nothing: it lists every line the queue would refuse (not an event\n"+
 			"object, invalid, an ID used with another flow or body in the file or in the\n"+
-			"queue) and exits 1 if there is one, else 0 with the counts.").
+			"queue) and exits 1 if there is one, else 0 with the counts.\n\n"+
+			"--at TIME and --in D schedule the event (docs/contract.md §7.9): as its flow's\n"+
+			"head it is not claimed before that tick, and it holds back only its own flow,\n"+
+			"as a retry's wait does. On a queue run in real time TIME is an RFC 3339 time\n"+
+			"(2026-12-04T20:00:00Z) or a tick of Unix milliseconds and D a Go duration\n"+
+			"(90s, 2h), counted from the write's tick; on a logical-time queue both are tick\n"+
+			"numbers (--at 120, --in 5). A time at or before the write's is at once. The\n"+
+			"schedule is not part of the event's identity: enqueueing it again with another\n"+
+			"one is a duplicate and changes nothing.").
 		withQueue().withNow()
 	id := f.String("id", "", "event `ID` (unique forever)")
 	flow := f.String("flow", "", "the event's `FLOW`")
@@ -49,6 +58,8 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	file := f.String("file", "", "enqueue every event of this JSONL `FILE` (\"-\": standard input)")
 	chunk := f.Int("chunk", defaultChunk, fmt.Sprintf("events per transaction with --file (1..%d)", maxChunk))
 	check := f.Bool("check", false, "with --file: check every line and write nothing")
+	atText := f.String("at", "", "schedule the event: not claimed before `TIME` (RFC 3339 in real time, a tick in logical time)")
+	inText := f.String("in", "", "schedule the event: not claimed before `D` after the write (a Go duration in real time, a tick count in logical time)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -58,8 +69,11 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	}
 	bulk := f.isSet("file")
 	if bulk {
-		for _, name := range []string{"id", "flow", "body", "body-file"} {
+		for _, name := range []string{"id", "flow", "body", "body-file", "at", "in"} {
 			if f.isSet(name) {
+				if name == "at" || name == "in" {
+					return usagef("--%s goes with a single event; in a file each line says its own \"at\" or \"in\"", name)
+				}
 				return usagef("--%s goes with a single event, not with --file", name)
 			}
 		}
@@ -82,6 +96,8 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			return usagef("--body or --body-file is required (or --file for many events)")
 		case f.isSet("body-file") && *bodyFile == "":
 			return usagef("--body-file is empty")
+		case f.isSet("at") && f.isSet("in"):
+			return usagef("--at and --in both schedule the event: use one")
 		}
 		for _, name := range []string{"chunk", "check"} {
 			if f.isSet(name) {
@@ -131,14 +147,29 @@ func cmdEnqueue(e *env, args []string) (err error) {
 		return err
 	}
 	defer closeWith(q, &err)
-	now, err := currentTick(e.ctx, q, f.now)
+	now, wall, err := currentTime(e.ctx, q, f.now)
 	if err != nil {
 		return err
 	}
+	sched := schedule{wall: wall, now: now}
 	if bulk {
-		return enqueueFile(e, q, *file, in, size, *chunk, now)
+		return enqueueFile(e, q, *file, in, size, *chunk, sched)
 	}
 	ev := newEvent{ID: *id, Flow: *flow, Body: body}
+	if f.isSet("at") {
+		t, err := sched.at(*atText)
+		if err != nil {
+			return usagef("--at %s: %v; nothing changed", *atText, err)
+		}
+		ev.NotBefore = int64(t)
+	}
+	if f.isSet("in") {
+		t, err := sched.in(*inText)
+		if err != nil {
+			return usagef("--in %s: %v; nothing changed", *inText, err)
+		}
+		ev.NotBefore = int64(t)
+	}
 	res, err := q.Enqueue(e.ctx, ev, now)
 	if err != nil {
 		if kindOf(err) == kindConflict {
@@ -148,6 +179,10 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	}
 	if res.Duplicate {
 		fmt.Fprintf(e.stdout, "duplicate %s: already enqueued as flow %s, seq %d; nothing changed\n", ev.ID, ev.Flow, res.Seq)
+		return nil
+	}
+	if ev.NotBefore > int64(now) {
+		fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at %s; not claimed before %s\n", ev.ID, ev.Flow, res.Seq, e.when(now), e.when(clock.Tick(ev.NotBefore)))
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at %s\n", ev.ID, ev.Flow, res.Seq, e.when(now))
@@ -215,7 +250,8 @@ func conflictWith(e *env, q *queueDB, ev newEvent, err error) error {
 
 // enqueueFile streams JSONL events from in into the queue, chunk events per
 // transaction.
-func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chunk int, now clock.Tick) error {
+func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chunk int, sched schedule) error {
+	now := sched.now
 	if name == "-" {
 		name = "stdin"
 	}
@@ -228,6 +264,7 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 		lines              []int // the line of each event in batch
 		total, added, dups int
 		chunks             int
+		scheduled          int // new events with a not-before tick after now
 	)
 	earlier := func() string {
 		if chunks == 0 {
@@ -254,11 +291,15 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 			return fmt.Errorf("%s lines %d-%d: chunk refused, none of it was written: %w; %s",
 				name, lines[0], lines[len(lines)-1], why, earlier())
 		}
-		for _, r := range res {
-			if r.Duplicate {
+		for i, r := range res {
+			switch {
+			case r.Duplicate:
 				dups++
-			} else {
+			default:
 				added++
+				if batch[i].NotBefore > int64(now) {
+					scheduled++
+				}
 			}
 		}
 		total += len(batch)
@@ -267,7 +308,7 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 		bar.update(cr.n, total)
 		return nil
 	}
-	err := readEvents(e, name, cr, func(l eventAt) error {
+	err := readEvents(e, name, cr, sched, func(l eventAt) error {
 		if l.err != nil {
 			return fmt.Errorf("%s:%d: %v; nothing from this chunk was written; %s", name, l.line, l.err, earlier())
 		}
@@ -288,8 +329,12 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 		return err
 	}
 	bar.done()
-	fmt.Fprintf(e.stdout, "enqueued %s from %s in %s at %s: %d new, %s\n",
-		plural(total, "event"), name, plural(chunks, "chunk"), e.when(now), added, plural(dups, "duplicate"))
+	schedNote := ""
+	if scheduled > 0 {
+		schedNote = fmt.Sprintf(" (%d scheduled later)", scheduled)
+	}
+	fmt.Fprintf(e.stdout, "enqueued %s from %s in %s at %s: %d new%s, %s\n",
+		plural(total, "event"), name, plural(chunks, "chunk"), e.when(now), added, schedNote, plural(dups, "duplicate"))
 	return nil
 }
 
@@ -307,11 +352,11 @@ func (r *readError) Error() string { return r.msg }
 
 // readEvents calls each with every non-blank line of an events file, in
 // order: the event, or why the line is not a valid one (not an event
-// object, or refused by the queue's own checks, queue.Event.Validate, so
-// that a refusal names its line and not its place in a chunk). It stops at
-// the first error each returns, at a cancelled context, or at a read error
-// (*readError).
-func readEvents(e *env, name string, in io.Reader, each func(eventAt) error) error {
+// object, a schedule ("at", "in") not in sched's form, or refused by the
+// queue's own checks, queue.Event.Validate, so that a refusal names its line
+// and not its place in a chunk). It stops at the first error each returns,
+// at a cancelled context, or at a read error (*readError).
+func readEvents(e *env, name string, in io.Reader, sched schedule, each func(eventAt) error) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	line := 0
@@ -324,9 +369,12 @@ func readEvents(e *env, name string, in io.Reader, each func(eventAt) error) err
 		if len(text) == 0 {
 			continue
 		}
-		ev, err := parseEventLine(text)
+		ev, when, err := parseEventLine(text)
 		if err == nil {
-			err = queue.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}.Validate()
+			ev.NotBefore, err = sched.notBefore(when.at, when.in, when.atSet, when.inSet)
+		}
+		if err == nil {
+			err = ev.event().Validate()
 		}
 		if err := each(eventAt{line: line, ev: ev, err: err}); err != nil {
 			return err
@@ -379,7 +427,18 @@ func checkFile(e *env, name string, in io.Reader) (err error) {
 			fmt.Fprintf(e.stderr, "%s:%d: %v\n", name, line, why)
 		}
 	}
-	err = readEvents(e, name, in, func(l eventAt) error {
+	sched := schedule{now: 0}
+	if q != nil {
+		st, err := q.Stats(e.ctx)
+		if err != nil {
+			return fmt.Errorf("read the clock mark: %w", err)
+		}
+		sched.now = clock.Tick(st.ClockMark)
+	}
+	if sched.wall = e.clock.wallAt(sched.now); sched.wall {
+		sched.now = max(sched.now, e.clock.wall.Now())
+	}
+	err = readEvents(e, name, in, sched, func(l eventAt) error {
 		if l.err != nil {
 			refuse(l.line, l.err)
 			return nil
@@ -446,41 +505,83 @@ func batchConflict(e *env, q *queueDB, batch []newEvent, err error) (int, error)
 	return 0, nil
 }
 
-// eventLine is one line of an events file.
+// eventLine is one line of an events file. "at" and "in" are optional and
+// schedule the event as --at and --in do: a JSON string or number, read in
+// the form of the queue's clock (schedule).
 type eventLine struct {
 	ID   *string         `json:"id"`
 	Flow *string         `json:"flow"`
 	Body json.RawMessage `json:"body"`
+	At   json.RawMessage `json:"at,omitempty"`
+	In   json.RawMessage `json:"in,omitempty"`
 }
 
-// parseEventLine reads one JSONL line: an object with id, flow and body.
-func parseEventLine(text []byte) (newEvent, error) {
+// timing is a line's "at" and "in" as text, for schedule.notBefore.
+type timing struct {
+	at, in       string
+	atSet, inSet bool
+}
+
+// parseEventLine reads one JSONL line: an object with id, flow and body,
+// and optionally "at" or "in" (returned as text: their meaning depends on
+// the queue's clock).
+func parseEventLine(text []byte) (newEvent, timing, error) {
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.DisallowUnknownFields()
 	var l eventLine
 	if err := dec.Decode(&l); err != nil {
-		return newEvent{}, fmt.Errorf("not an event object: %v", err)
+		return newEvent{}, timing{}, fmt.Errorf("not an event object: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return newEvent{}, errors.New("more than one JSON value on the line")
+		return newEvent{}, timing{}, errors.New("more than one JSON value on the line")
 	}
 	switch {
 	case l.ID == nil:
-		return newEvent{}, errors.New(`missing "id"`)
+		return newEvent{}, timing{}, errors.New(`missing "id"`)
 	case l.Flow == nil:
-		return newEvent{}, errors.New(`missing "flow"`)
+		return newEvent{}, timing{}, errors.New(`missing "flow"`)
 	case len(l.Body) == 0 || string(l.Body) == "null":
-		return newEvent{}, errors.New(`missing "body"`)
+		return newEvent{}, timing{}, errors.New(`missing "body"`)
 	}
 	ev := newEvent{ID: *l.ID, Flow: *l.Flow, Body: []byte(l.Body)}
 	if l.Body[0] == '"' {
 		var s string
 		if err := json.Unmarshal(l.Body, &s); err != nil {
-			return newEvent{}, fmt.Errorf("body: %v", err)
+			return newEvent{}, timing{}, fmt.Errorf("body: %v", err)
 		}
 		ev.Body = []byte(s)
 	}
-	return ev, nil
+	var w timing
+	var err error
+	if w.at, w.atSet, err = scalarText("at", l.At); err != nil {
+		return newEvent{}, timing{}, err
+	}
+	if w.in, w.inSet, err = scalarText("in", l.In); err != nil {
+		return newEvent{}, timing{}, err
+	}
+	return ev, w, nil
+}
+
+// scalarText is a JSON string's text or a JSON integer's digits; set is
+// false when the field is absent or null.
+func scalarText(field string, raw json.RawMessage) (text string, set bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false, nil
+	}
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", false, fmt.Errorf("%q: %v", field, err)
+		}
+		return text, true, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return "", false, fmt.Errorf("%q: want a string or an integer, got %s", field, raw)
+	}
+	if _, err := n.Int64(); err != nil {
+		return "", false, fmt.Errorf("%q: want a string or an integer, got %s", field, raw)
+	}
+	return n.String(), true, nil
 }
 
 // countingReader counts the bytes read through it (for the progress bar).

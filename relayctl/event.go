@@ -11,7 +11,7 @@ import (
 func cmdEvent(e *env, args []string) (err error) {
 	f := newFlags(e, "event", "event ID [--json]",
 		"Event prints one event in full: its flow and sequence number, state, generation,\n"+
-			"attempts, when it is available or leased until, the reason and error text of its\n"+
+			"attempts, when it is available (or scheduled), leased until or was acked, the reason and error text of its\n"+
 			"current failure, its body, and the history of its failed attempts (the latest\n"+
 			"10, oldest first: tick, generation, attempt, outcome, reason, error text). A\n"+
 			"redrive keeps the history. --json prints every field in full.").
@@ -42,15 +42,21 @@ func cmdEvent(e *env, args []string) (err error) {
 	if f.json {
 		return writeJSON(e.stdout, ev)
 	}
-	return printEvent(e, ev)
+	st, err := q.Stats(e.ctx)
+	if err != nil {
+		return fmt.Errorf("read the clock mark: %w", err)
+	}
+	return printEvent(e, ev, st.ClockMark)
 }
 
 // eventBodyShown is the longest body `event` prints in text, in runes; --json
 // prints it whole.
 const eventBodyShown = 200
 
-// printEvent writes ev as an aligned list, then its history as a table.
-func printEvent(e *env, ev eventDetailRow) error {
+// printEvent writes ev as an aligned list, then its history as a table;
+// mark is the queue's clock mark, which tells a scheduled event (never
+// tried, available later) from one that is due.
+func printEvent(e *env, ev eventDetailRow, mark int64) error {
 	t := &table{tw: tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)}
 	t.row("event", ev.ID)
 	t.row("flow", ev.Flow)
@@ -60,9 +66,17 @@ func printEvent(e *env, ev eventDetailRow) error {
 	t.row("attempts", fmt.Sprintf("%d in this round, %d in all", ev.Attempts, ev.LifetimeAttempts))
 	switch ev.State {
 	case "pending":
-		t.row("available", e.at(ev.AvailableAt))
+		if ev.LifetimeAttempts == 0 && ev.AvailableAt > mark {
+			t.row("available", e.at(ev.AvailableAt)+" (scheduled: not claimed before it)")
+		} else {
+			t.row("available", e.at(ev.AvailableAt))
+		}
 	case "inflight":
 		t.row("leased until", e.at(ev.LeaseUntil))
+	case "acked":
+		if ev.AckedAt != 0 {
+			t.row("acked at", e.at(ev.AckedAt)+" (retention counts from it)")
+		}
 	}
 	t.row("reason", ev.Reason)
 	t.row("error", ev.Error)

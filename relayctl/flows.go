@@ -38,6 +38,9 @@ func compareReady(a, b *int64) int {
 // blockedWhy says why a flow's head holds back the rest of its flow at tick
 // mark (docs/contract.md §2.2), or "" when it does not.
 func blockedWhy(r flowRow, mark int64) string {
+	if r.Paused {
+		return "paused"
+	}
 	switch r.HeadState {
 	case "quarantined":
 		return "quarantined"
@@ -54,16 +57,25 @@ func blockedWhy(r flowRow, mark int64) string {
 }
 
 func cmdFlows(e *env, args []string) (err error) {
-	if len(args) > 0 && args[0] == "set-weight" {
-		return cmdSetWeight(e, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "set-weight":
+			return cmdSetWeight(e, args[1:])
+		case "pause", "resume":
+			return cmdPause(e, args[0], args[1:])
+		}
 	}
 	f := newFlags(e, "flows", "flows [--blocked] [--sort flow|served|backlog|ready] [--top N] [--json]",
 		"Flows prints one row per flow: how often it was served, its head (lowest event\n"+
 			"not acked), the head's state, the tick at which the head can next be claimed,\n"+
 			"and the backlog (events not acked). BLOCKED says why a head holds its flow back\n"+
-			"at the clock mark: quarantined, inflight (a live lease) or backoff.").
+			"at the clock mark: paused (by an operator: 'relayctl flows pause'), quarantined,\n"+
+			"inflight (a live lease) or backoff (a retry's wait, or an event scheduled later).\n\n"+
+			"  relayctl flows pause FLOW --reason TEXT    stop claims of the flow (audited)\n"+
+			"  relayctl flows resume FLOW --reason TEXT   let them go on (audited)\n"+
+			"  relayctl flows set-weight FLOW WEIGHT --reason TEXT").
 		withQueue().withJSON()
-	blocked := f.Bool("blocked", false, "only flows whose head blocks the flow (quarantined, inflight, backoff)")
+	blocked := f.Bool("blocked", false, "only flows held back (paused, quarantined, inflight, backoff)")
 	sortBy := f.String("sort", "flow", "order: flow (ID), served (least served first), backlog (largest first), ready (earliest first)")
 	top := f.Int("top", 0, "show only the first `N` rows (0: all)")
 	pos, err := f.parse(args)
@@ -123,11 +135,21 @@ func cmdFlows(e *env, args []string) (err error) {
 		}
 		return nil
 	}
+	paused := 0
+	for _, r := range out {
+		if r.Paused {
+			paused++
+		}
+	}
 	cols := []string{"FLOW", "SERVED", "HEAD", "STATE", "READY", "BACKLOG", "BLOCKED"}
 	if rot {
 		// Under the rotation policy (docs/contract.md §7.6) only: a
 		// min_served queue's table keeps its columns.
 		cols = append(cols, "WEIGHT", "POSITION")
+	}
+	if paused > 0 {
+		// Only when a listed flow is paused (docs/contract.md §7.9).
+		cols = append(cols, "PAUSE REASON")
 	}
 	t := newTable(e.stdout, cols...)
 	for _, r := range out {
@@ -146,9 +168,22 @@ func cmdFlows(e *env, args []string) (err error) {
 			}
 			cells = append(cells, itoa(int64(max(r.Weight, 1))), pos)
 		}
+		if paused > 0 {
+			reason := "-"
+			if r.Paused {
+				reason = r.PauseReason
+			}
+			cells = append(cells, reason)
+		}
 		t.row(cells...)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if paused > 0 {
+		fmt.Fprintf(e.stderr, "%s paused: no claim picks them until 'relayctl flows resume FLOW --reason \"...\"'.\n", plural(paused, "flow"))
+	}
+	return nil
 }
 
 // cmdSetWeight is `flows set-weight FLOW WEIGHT --reason TEXT`.

@@ -27,7 +27,7 @@ func FuzzParseEventLine(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		ev, err := parseEventLine(line)
+		ev, _, err := parseEventLine(line)
 		if err != nil {
 			return
 		}

@@ -64,7 +64,7 @@ func FuzzEnqueueFile(f *testing.F) {
 		q := &recordingQueue{}
 		var out, errb bytes.Buffer
 		e := newEnv(nil, &out, &errb)
-		err := enqueueFile(e, &queueDB{s: q}, "f.jsonl", bytes.NewReader(in), int64(len(in)), n, 1)
+		err := enqueueFile(e, &queueDB{s: q}, "f.jsonl", bytes.NewReader(in), int64(len(in)), n, schedule{now: 1})
 
 		// The reference: lines as bufio.ScanLines cuts them, blank ones
 		// skipped, each parsed alone; chunks of n; the first bad line or
@@ -90,7 +90,7 @@ func FuzzEnqueueFile(f *testing.F) {
 			if len(text) == 0 {
 				continue
 			}
-			ev, perr := parseEventLine(text)
+			ev, _, perr := parseEventLine(text)
 			if perr != nil {
 				badLine, stopped = line, true
 				break

@@ -77,6 +77,7 @@ func printPolicy(e *env, p policyRow, wall bool) error {
 		t.row("retry-after cap", sp(int64(p.policy().RetryAfterLimit()))+" (the longest wait)")
 	}
 	t.row("fairness", p.Fairness)
+	t.row("retention", retentionText(p.Retention, sp))
 	t.row("retry waits", retryWaits(p, sp))
 	return t.flush()
 }
@@ -111,6 +112,14 @@ func retryWaits(p policyRow, sp func(int64) string) string {
 		s = "up to " + s + " (jittered)"
 	}
 	return s + "; " + end
+}
+
+// retentionText shows a retention window: "forever" for 0.
+func retentionText(n int64, sp func(int64) string) string {
+	if n == 0 {
+		return "forever"
+	}
+	return sp(n)
 }
 
 func onOff(b bool) string {
@@ -291,12 +300,12 @@ func (f countFlag) Set(s string) error {
 
 // policySpans are the span flags of `policy set`, in the order they are
 // applied.
-var policySpans = []string{"lease", "backoff-base", "backoff-cap", "retry-after-cap"}
+var policySpans = []string{"lease", "backoff-base", "backoff-cap", "retry-after-cap", "retention"}
 
 func cmdPolicySet(e *env, args []string) (err error) {
 	f := newFlags(e, "policy set",
 		"policy set [--lease D] [--max-attempts N] [--backoff-base D] [--backoff-cap D]\n"+
-			"                   [--schedule D,D,...|none] [--retry-after-cap D] [--jitter on|off]\n"+
+			"                   [--schedule D,D,...|none] [--retry-after-cap D] [--retention D] [--jitter on|off]\n"+
 			"                   [--fairness min_served|rotation] --reason TEXT [--now TICK]",
 		"Policy set changes the queue's recorded policy (docs/contract.md §7.1, §7.8) and\n"+
 			"writes an audit row with the old and new policy and the reason, in one transaction.\n"+
@@ -309,6 +318,9 @@ func cmdPolicySet(e *env, args []string) (err error) {
 			"(5s,30s,2m,10m,1h,4h) and sets --max-attempts to their number plus one; none\n"+
 			"goes back to the base doubling up to the cap. --retry-after-cap is the longest\n"+
 			"wait a receiver's Retry-After may ask for (0: the policy's longest wait).\n"+
+			"--retention is how long acked events (from their ack) and audit rows are kept\n"+
+			"before 'relayctl prune' or a relay's --prune-every deletes them\n"+
+			"(docs/contract.md §7.9); 0, the default, keeps everything forever.\n"+
 			"--fairness switches the claim's flow order (docs/contract.md §7.6): to rotation,\n"+
 			"every flow with a head joins the rotation's tail in flow name order, weights as\n"+
 			"recorded.").
@@ -324,6 +336,7 @@ func cmdPolicySet(e *env, args []string) (err error) {
 		"backoff-base":    "wait after the first failed attempt, doubled after each next one (`D` > 0)",
 		"backoff-cap":     "the longest wait of the doubling (`D` >= the base)",
 		"retry-after-cap": "the longest wait a failure's Retry-After may ask for (`D`; 0: the longest wait)",
+		"retention":       "how long acked events and audit rows are kept before 'relayctl prune' may delete them (`D`; 0: forever)",
 	}
 	for _, name := range policySpans {
 		spans[name] = new(spanArg)
@@ -348,7 +361,7 @@ func cmdPolicySet(e *env, args []string) (err error) {
 	case len(pos) > 0:
 		return usagef("unexpected argument %q", pos[0])
 	case changes == 0:
-		return usagef("nothing to change: give at least one of --lease, --max-attempts, --backoff-base, --backoff-cap, --schedule, --retry-after-cap, --jitter, --fairness")
+		return usagef("nothing to change: give at least one of --lease, --max-attempts, --backoff-base, --backoff-cap, --schedule, --retry-after-cap, --retention, --jitter, --fairness")
 	case !f.isSet("reason"):
 		return usagef("--reason is required: say why the policy changes (it is kept in the audit)")
 	}
@@ -397,6 +410,9 @@ func cmdPolicySet(e *env, args []string) (err error) {
 	if f.isSet("retry-after-cap") {
 		p.RetryAfterCap = ticks["retry-after-cap"]
 	}
+	if f.isSet("retention") {
+		p.Retention = ticks["retention"]
+	}
 	if f.isSet("schedule") {
 		p.Schedule = waits
 		if len(waits) > 0 {
@@ -441,6 +457,7 @@ func policyDiff(a, b policyRow, wall bool) string {
 	add("backoff cap", sp(a.BackoffCap), sp(b.BackoffCap))
 	add("schedule", sched(a.Schedule), sched(b.Schedule))
 	add("retry-after cap", sp(a.RetryAfterCap), sp(b.RetryAfterCap))
+	add("retention", retentionText(a.Retention, sp), retentionText(b.Retention, sp))
 	add("jitter", onOff(a.Jitter), onOff(b.Jitter))
 	add("fairness", a.Fairness, b.Fairness)
 	if len(d) == 0 {

@@ -122,6 +122,10 @@ func kindOf(err error) errKind {
 		return kindTickOverflow
 	case errors.Is(err, queuestore.ErrPolicyMismatch):
 		return kindPolicyMismatch
+	case errors.Is(err, queue.ErrFlowPaused):
+		return kindFlowPaused
+	case errors.Is(err, queue.ErrFlowNotPaused):
+		return kindFlowNotPaused
 	case errors.Is(err, queuestore.ErrInvalid):
 		return kindInvalid
 	}
@@ -130,12 +134,17 @@ func kindOf(err error) errKind {
 
 func (q *queueDB) Close() error { return q.s.Close() }
 
+// event is ev as the queue's type.
+func (ev newEvent) event() queue.Event {
+	return queue.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body, NotBefore: clock.Tick(ev.NotBefore)}
+}
+
 func (q *queueDB) Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error {
 	return q.s.Redrive(ctx, id, generation, reason, q.at(now))
 }
 
 func (q *queueDB) Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enqueuedRow, error) {
-	r, err := q.s.Enqueue(ctx, queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}, q.at(now))
+	r, err := q.s.Enqueue(ctx, ev.event(), q.at(now))
 	if err != nil {
 		return enqueuedRow{}, err
 	}
@@ -143,9 +152,9 @@ func (q *queueDB) Enqueue(ctx context.Context, ev newEvent, now clock.Tick) (enq
 }
 
 func (q *queueDB) EnqueueBatch(ctx context.Context, evs []newEvent, now clock.Tick) ([]enqueuedRow, error) {
-	in := make([]queuestore.Event, len(evs))
+	in := make([]queue.Event, len(evs))
 	for i, ev := range evs {
-		in[i] = queuestore.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body}
+		in[i] = ev.event()
 	}
 	rs, err := q.s.EnqueueBatch(ctx, in, q.at(now))
 	if err != nil {
@@ -174,6 +183,7 @@ func (q *queueDB) Stats(ctx context.Context) (statsRow, error) {
 			Quarantined: st.Events.Quarantined,
 		},
 		Quarantined: st.Quarantined,
+		PausedFlows: st.PausedFlows,
 	}, nil
 }
 
@@ -189,11 +199,13 @@ func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
 	out := make([]flowRow, 0, len(fs))
 	for _, f := range fs {
 		r := flowRow{Flow: f.Flow, Served: f.Served, HeadSeq: f.HeadSeq, HeadState: f.HeadState, Backlog: f.Backlog,
-			Position: f.Position}
+			Position: f.Position, Paused: f.Paused, PauseReason: f.PauseReason}
 		if f.Weight != 1 || f.Position != 0 {
 			r.Weight = f.Weight
 		}
-		if f.ReadyAt != nil {
+		// A paused flow's head is not dispatchable at any tick until it is
+		// resumed: no ready tick, whichever tick the backend reports.
+		if f.ReadyAt != nil && !f.Paused {
 			t := int64(*f.ReadyAt)
 			r.ReadyTick = &t
 		}
@@ -207,7 +219,7 @@ func eventFrom(e queuestore.EventState) eventRow {
 		ID: e.ID, Flow: e.Flow, Seq: e.Seq, State: e.State,
 		Generation: e.Generation, Attempts: e.Attempts, LifetimeAttempts: e.LifetimeAttempts,
 		AvailableAt: int64(e.AvailableAt), LeaseUntil: int64(e.LeaseUntil),
-		Reason: e.Reason, Error: e.Error, Body: body(e.Body),
+		Reason: e.Reason, AckedAt: int64(e.AckedAt), Error: e.Error, Body: body(e.Body),
 	}
 }
 
@@ -288,6 +300,12 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 				r.Change = fmt.Sprintf("weight of flow %q %d -> %d", ch.Flow, ch.Old, ch.New)
 			}
 		}
+		if a.Kind == queue.AuditPause || a.Kind == queue.AuditResume {
+			var ch queue.FlowChange
+			if err := json.Unmarshal([]byte(a.Detail), &ch); err == nil && ch.Flow != "" {
+				r.Change = fmt.Sprintf("%s flow %q", a.Kind, ch.Flow)
+			}
+		}
 		if r.Change == "" && a.Detail != "" {
 			r.Change = a.Detail
 		}
@@ -310,6 +328,7 @@ func policyFrom(p queuestore.Policy) policyRow {
 		BackoffBase: int64(p.BackoffBase), BackoffCap: int64(p.BackoffCap),
 		Jitter: p.Jitter, Fairness: string(f),
 		Schedule: []int64{}, RetryAfterCap: int64(p.RetryAfterCap),
+		Retention: int64(p.Retention),
 	}
 	for _, w := range p.Schedule {
 		r.Schedule = append(r.Schedule, int64(w))
@@ -354,4 +373,63 @@ func (q *queueDB) QuarantinedMatching(ctx context.Context, f redriveFilter) ([]q
 		return nil, err
 	}
 	return quarantinedRows(qs), nil
+}
+
+// errNoCapability reports a queue store that lacks a capability of the
+// queue contract (queue.Pauser, queue.Pruner). Both backends of this
+// repository have them all; a store wrapped by a test may not.
+var errNoCapability = errors.New("this queue's store cannot do it")
+
+// pauser is the queue's store as a queue.Pauser.
+func (q *queueDB) pauser() (queue.Pauser, error) {
+	p, ok := q.s.(queue.Pauser)
+	if !ok {
+		return nil, fmt.Errorf("pause and resume: %w", errNoCapability)
+	}
+	return p, nil
+}
+
+// PauseFlow pauses flow (docs/contract.md §7.9), audited with reason.
+func (q *queueDB) PauseFlow(ctx context.Context, flow, reason string, now clock.Tick) error {
+	p, err := q.pauser()
+	if err != nil {
+		return err
+	}
+	return p.PauseFlow(ctx, flow, reason, q.at(now))
+}
+
+// ResumeFlow resumes a paused flow, audited with reason.
+func (q *queueDB) ResumeFlow(ctx context.Context, flow, reason string, now clock.Tick) error {
+	p, err := q.pauser()
+	if err != nil {
+		return err
+	}
+	return p.ResumeFlow(ctx, flow, reason, q.at(now))
+}
+
+// pruner is the queue's store as a queue.Pruner.
+func (q *queueDB) pruner() (queue.Pruner, error) {
+	p, ok := q.s.(queue.Pruner)
+	if !ok {
+		return nil, fmt.Errorf("prune: %w", errNoCapability)
+	}
+	return p, nil
+}
+
+// Prune deletes one batch of what the retention window no longer keeps.
+func (q *queueDB) Prune(ctx context.Context, now clock.Tick, limit int) (queue.PruneResult, error) {
+	p, err := q.pruner()
+	if err != nil {
+		return queue.PruneResult{}, err
+	}
+	return p.Prune(ctx, q.at(now), limit)
+}
+
+// Prunable counts what Prune at now would delete, in all its batches.
+func (q *queueDB) Prunable(ctx context.Context, now clock.Tick) (queue.PruneResult, error) {
+	p, err := q.pruner()
+	if err != nil {
+		return queue.PruneResult{}, err
+	}
+	return p.Prunable(ctx, q.at(now))
 }

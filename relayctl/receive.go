@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fairrelay/fairrelay/inbox"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/webhook"
 )
 
@@ -46,6 +47,8 @@ func cmdReceive(e *env, args []string) (err error) {
 	tolerance := c.Duration("tolerance", webhook.DefaultTolerance, "how far a request's timestamp may be from this clock")
 	grace := c.Duration("grace", 10*time.Second, "how long requests in progress may take to finish at shutdown")
 	jsonLogs := c.Bool("json", false, "log JSON lines (log/slog) on stderr instead of text")
+	retention := c.Duration("retention", 0, "delete receipts accepted more than `D` ago, in the background (0: keep every receipt); see 'relayctl prune receiver -h'")
+	pruneEvery := c.Duration("prune-every", inbox.DefaultPruneEvery, "with --retention: the time between two prunes")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -64,6 +67,12 @@ func cmdReceive(e *env, args []string) (err error) {
 		return usagef("--tolerance %s is not positive", *tolerance)
 	case *grace < 0:
 		return usagef("--grace %s is negative", *grace)
+	case *retention < 0:
+		return usagef("--retention %s is negative", shortDuration(*retention))
+	case *pruneEvery <= 0:
+		return usagef("--prune-every %s is not positive", shortDuration(*pruneEvery))
+	case c.isSet("prune-every") && *retention == 0:
+		return usagef("--prune-every goes with --retention D (the receiver has no policy: say how long receipts are kept)")
 	case e.receiverPath == "":
 		return usagef("--receiver is empty")
 	}
@@ -83,13 +92,27 @@ func cmdReceive(e *env, args []string) (err error) {
 	// it), once the server has stopped and every request has its answer.
 	batcher := inbox.NewBatcher(store, inbox.BatcherOptions{})
 	defer batcher.Close()
+	// Retention prunes the store itself (the batcher is not a Pruner);
+	// both backends are receiver.Pruners.
+	var pruner receiver.Pruner
+	if *retention > 0 {
+		p, ok := store.(receiver.Pruner)
+		if !ok {
+			return fmt.Errorf("--retention: the receiver's store cannot prune")
+		}
+		pruner = p
+	}
 	// One handler for every path: deliveries on /, metrics on /metrics to
 	// GET and HEAD, 404 elsewhere, and the Host check before all of them.
 	handler := inbox.NewServer(batcher, secrets[0], inbox.ServerOptions{
 		MaxBody: *maxBody, Tolerance: *tolerance, Logger: log, Metrics: reg, ExtraSecrets: secrets[1:],
 		Path: "/", MetricsPath: "/metrics", Hosts: hosts,
+		Retention: *retention, PruneEvery: *pruneEvery, Pruner: pruner,
 		MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}),
 	})
+	// Stops the background pruning once the server has shut down (the
+	// deferred calls run in reverse: before the batcher and the store close).
+	defer handler.Close()
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -97,6 +97,7 @@ func cmdRelay(e *env, args []string) (err error) {
 	capd := c.Duration("backoff-cap", defaultBackoffCap, "policy: the longest wait between attempts without a schedule")
 	threshold := c.Int("breaker-threshold", 0, "consecutive destination failures that open the breaker (0: the relay's default, 5)")
 	probeMin := c.Duration("probe-min", 0, "the first wait between probes of an open breaker, doubling (0: the relay's default, 1s)")
+	pruneEvery := c.Duration("prune-every", 0, "delete what the policy's retention no longer keeps, every `D` (0: never; 'relayctl policy set --retention D' sets the window)")
 	probeMax := c.Duration("probe-max", 0, "the longest wait between probes of an open breaker (0: the relay's default, 1m)")
 	pos, err := c.parse(args)
 	if err != nil {
@@ -116,6 +117,8 @@ func cmdRelay(e *env, args []string) (err error) {
 		return usagef("--secret is for --to URL; in-process delivery (--receiver) is not signed")
 	case *threshold < 0 || *probeMin < 0 || *probeMax < 0:
 		return usagef("--breaker-threshold, --probe-min and --probe-max must not be negative")
+	case *pruneEvery < 0:
+		return usagef("--prune-every %s is negative (0: never)", shortDuration(*pruneEvery))
 	case *probeMin > 0 && *probeMax > 0 && *probeMin > *probeMax:
 		return usagef("--probe-min %s is above --probe-max %s", *probeMin, *probeMax)
 	}
@@ -196,7 +199,8 @@ func cmdRelay(e *env, args []string) (err error) {
 	rl, err := relay.New(q, h, relay.Options{
 		Concurrency: *concurrency, Batch: *batch, Clock: clock.Wall{}, Poll: *poll,
 		ShutdownGrace: *grace, Logger: log, Metrics: reg,
-		Breaker: relay.BreakerOptions{Threshold: *threshold, MinProbe: *probeMin, MaxProbe: *probeMax},
+		Breaker:    relay.BreakerOptions{Threshold: *threshold, MinProbe: *probeMin, MaxProbe: *probeMax},
+		PruneEvery: *pruneEvery,
 	})
 	if err != nil {
 		return usagef("%v", err)
@@ -370,6 +374,9 @@ func ensurePolicy(ctx context.Context, q relayQueue, want queuestore.Policy, exp
 	if err != nil {
 		return fmt.Errorf("read the queue's policy: %w", err)
 	}
+	// The relay's flags say nothing of retention: the recorded window
+	// stays ('relayctl policy set --retention' changes it).
+	want.Retention = have.Retention
 	if have.Equal(want) || (!explicit && !have.Equal(queuestore.DefaultPolicy())) {
 		return nil
 	}

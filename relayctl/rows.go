@@ -15,6 +15,9 @@ type statsRow struct {
 	Flows         int64       `json:"flows"`
 	EventsByState eventCounts `json:"events_by_state"`
 	Quarantined   int64       `json:"quarantined"`
+	// PausedFlows counts the flows an operator has paused
+	// (docs/contract.md §7.9).
+	PausedFlows int64 `json:"paused_flows"`
 }
 
 // eventCounts counts events by state.
@@ -33,13 +36,19 @@ type flowRow struct {
 	HeadState string `json:"head_state"` // "" when every event is acked
 	// ReadyTick is the tick from which the head can be claimed: its
 	// available_at when pending, its lease end when in flight; null when the
-	// head is quarantined or there is no head.
+	// head is quarantined, its flow paused, or there is no head.
 	ReadyTick *int64 `json:"ready_tick"`
 	Backlog   int64  `json:"backlog"` // events not yet acked, head included
 	// Blocked says why the head holds the flow back at the clock mark
-	// (docs/contract.md §2.2): "quarantined", "inflight" (a live lease) or "backoff"
-	// (pending, not yet available); "" when it does not.
+	// (docs/contract.md §2.2): "paused" (an operator paused the flow,
+	// docs/contract.md §7.9), "quarantined", "inflight" (a live lease) or
+	// "backoff" (pending, not yet available: a backoff or a scheduled
+	// event); "" when it does not.
 	Blocked string `json:"blocked"`
+	// Paused is set while the flow is paused; PauseReason is the reason
+	// the pause gave. Both are omitted for a flow that is not paused.
+	Paused      bool   `json:"paused,omitempty"`
+	PauseReason string `json:"pause_reason,omitempty"`
 	// Weight is the flow's weight (docs/contract.md §7.6), shown under the
 	// rotation policy, or under min_served when it is not 1; omitted
 	// otherwise.
@@ -62,6 +71,9 @@ type eventRow struct {
 	AvailableAt      int64  `json:"available_at"`
 	LeaseUntil       int64  `json:"lease_until"`
 	Reason           string `json:"reason"`
+	// AckedAt is the tick of the settle that acked the event (retention
+	// counts from it, docs/contract.md §7.9); omitted unless acked.
+	AckedAt int64 `json:"acked_at,omitempty"`
 	// Error is the error text of the failure at the event's current
 	// generation (docs/contract.md §7.8), in full; "" when there is none.
 	Error string `json:"error"`
@@ -153,6 +165,8 @@ type auditRow struct {
 type newEvent struct {
 	ID, Flow string
 	Body     []byte
+	// NotBefore schedules the event (docs/contract.md §7.9): 0 is at once.
+	NotBefore int64
 }
 
 // enqueuedRow is the result of enqueueing one event.

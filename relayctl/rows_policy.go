@@ -22,6 +22,9 @@ type policyRow struct {
 	// RetryAfterCap caps the wait a failure's retry-after may ask for; 0
 	// means the policy's longest wait.
 	RetryAfterCap int64 `json:"retry_after_cap"`
+	// Retention is the window after which acked events and audit rows may
+	// be pruned (docs/contract.md §7.9); 0 keeps everything forever.
+	Retention int64 `json:"retention"`
 }
 
 // policy is p as the queue's type, for its derived values.
@@ -30,6 +33,7 @@ func (p policyRow) policy() queue.Policy {
 		Lease: clock.Tick(p.Lease), MaxAttempts: p.MaxAttempts,
 		BackoffBase: clock.Tick(p.BackoffBase), BackoffCap: clock.Tick(p.BackoffCap),
 		Jitter: p.Jitter, Fairness: queue.Fairness(p.Fairness), RetryAfterCap: clock.Tick(p.RetryAfterCap),
+		Retention: clock.Tick(p.Retention),
 	}
 	for _, w := range p.Schedule {
 		qp.Schedule = append(qp.Schedule, clock.Tick(w))

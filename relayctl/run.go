@@ -62,14 +62,15 @@ type command struct {
 // commands lists the subcommands in the order the help shows them.
 var commands = []command{
 	{"status", "clock mark, ticket, flows, events by state, quarantined, receiver totals", cmdStatus},
-	{"flows", "one row per flow: served, head, ready tick, backlog (--blocked, --sort, --top)", cmdFlows},
+	{"flows", "one row per flow: served, head, ready tick, backlog (--blocked, --sort, --top) | flows pause/resume FLOW", cmdFlows},
 	{"events", "a flow's events with state, generation, attempts, reason and error (--flow F)", cmdEvents},
 	{"event", "one event in full: state, reason, error text and attempt history", cmdEvent},
 	{"quarantined", "every quarantined event and the reason and error that quarantined it", cmdQuarantined},
 	{"redrive", "put a quarantined event back in its flow, with an audited --reason (--all: every match)", cmdRedrive},
 	{"audit", "the audit: every redrive and policy change, at which tick, and why", cmdAudit},
 	{"policy", "the queue's policy (lease, attempts, backoff, jitter) | policy set ... --reason", cmdPolicy},
-	{"enqueue", "add one event (--id --flow --body) or a JSONL file of them (--file)", cmdEnqueue},
+	{"enqueue", "add one event (--id --flow --body, --at/--in to schedule it) or a JSONL file of them (--file)", cmdEnqueue},
+	{"prune", "delete acked events and audit rows past the policy's retention (--dry-run) | prune receiver", cmdPrune},
 	{"receiver", "receiver totals | receiver conflicts", cmdReceiver},
 	{"snapshot", "both stores' full snapshots as JSON", cmdSnapshot},
 	{"web", "the operator console in a browser (--listen ADDR, --token or $FAIRRELAY_TOKEN)", cmdWeb},
@@ -138,7 +139,8 @@ func (e *env) main(args []string) int {
 			label := name
 			if name == "receiver" && len(rest) > 1 && (rest[1] == "totals" || rest[1] == "conflicts") ||
 				name == "policy" && len(rest) > 1 && rest[1] == "set" ||
-				name == "flows" && len(rest) > 1 && rest[1] == "set-weight" {
+				name == "flows" && len(rest) > 1 && (rest[1] == "set-weight" || rest[1] == "pause" || rest[1] == "resume") ||
+				name == "prune" && len(rest) > 1 && rest[1] == "receiver" {
 				label += " " + rest[1] // messages name the whole command
 			}
 			return e.finish(label, c.run(e, rest[1:]))

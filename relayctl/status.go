@@ -111,7 +111,7 @@ func (t relayTotals) summary() string {
 func cmdStatus(e *env, args []string) (err error) {
 	f := newFlags(e, "status", "status [--json] [--receiver PATH] | status --relay ADDR [--json]",
 		"Status shows the queue's clock mark, global ticket, number of flows, events by\n"+
-			"state and quarantined count, then the receiver's totals and conflicts count.\n"+
+			"state, quarantined count and paused flows, then the receiver's totals and conflicts count.\n"+
 			"--relay ADDR shows instead a running relay's breaker and totals: the /status of\n"+
 			"'relayctl relay --metrics ADDR' (ADDR is host:port or the metrics URL it logged).").
 		withQueue().withReceiver(true).withJSON()
@@ -270,6 +270,7 @@ func printStatus(e *env, rep statusReport) error {
 	c := st.EventsByState
 	t.row("events", fmt.Sprintf("pending %d, inflight %d, acked %d, quarantined %d", c.Pending, c.Inflight, c.Acked, c.Quarantined))
 	t.row("quarantined", itoa(st.Quarantined))
+	t.row("paused flows", itoa(st.PausedFlows))
 	if r := rep.Receiver; r != nil {
 		var sum int64
 		for _, tr := range r.Totals {
@@ -289,6 +290,9 @@ func printStatus(e *env, rep statusReport) error {
 	}
 	if st.Quarantined > 0 {
 		fmt.Fprintf(e.stderr, "%d quarantined: run 'relayctl quarantined' to see why.\n", st.Quarantined)
+	}
+	if st.PausedFlows > 0 {
+		fmt.Fprintf(e.stderr, "%s paused: run 'relayctl flows --blocked' to see which and why.\n", plural64(st.PausedFlows, "flow"))
 	}
 	return nil
 }

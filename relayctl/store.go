@@ -24,6 +24,8 @@ const (
 	kindTimeAhead
 	kindTickOverflow
 	kindPolicyMismatch
+	kindFlowPaused
+	kindFlowNotPaused
 )
 
 // mustExist refuses a database path that does not exist or is not a file, so

@@ -1,0 +1,376 @@
+package pgqueuestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+)
+
+// The statements of the transactional enqueue and of the promotion of its
+// arrivals (docs/decisions/postgres-transactional-enqueue.md). Every
+// enqueue, plain or in a caller's transaction, locks its event IDs
+// (qLockIDs) and its flows' sequence counters (qLockSeqs) before anything
+// else, and a plain one only then the meta row: the lock order is IDs ->
+// flow_seqs -> meta -> flows and events, so nothing that holds the meta row
+// ever waits for a caller's transaction.
+const (
+	// qLockIDs takes a transaction-level advisory lock on each key of the
+	// array $1 (eventKeys: the event IDs, hashed with the schema, sorted),
+	// in array order: an enqueue of an ID that a caller's open
+	// transaction has enqueued waits here, holding nothing of the store's.
+	qLockIDs = `SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k`
+
+	// qLockSeqs creates the sequence counter of each new flow of the array
+	// $1 (sorted) and locks every one of them: DO UPDATE with a false
+	// condition locks the existing row without writing it.
+	qLockSeqs = `INSERT INTO {s}.flow_seqs AS q (flow, last_seq) SELECT f, 0 FROM unnest($1::text[]) AS f
+ON CONFLICT (flow) DO UPDATE SET last_seq = q.last_seq WHERE false`
+
+	// qReadSeqs reads the locked counters of the flows of the array $1.
+	qReadSeqs = `SELECT flow, last_seq FROM {s}.flow_seqs WHERE flow = ANY($1::text[])`
+
+	// qSetSeqs records the flows' (array $1) new last sequence numbers
+	// ($2).
+	qSetSeqs = `UPDATE {s}.flow_seqs AS q SET last_seq = u.last
+FROM unnest($1::text[], $2::bigint[]) AS u(flow, last) WHERE q.flow = u.flow`
+
+	// qReadMark reads the clock mark and the policy without locking the
+	// meta row: a transactional enqueue never holds it.
+	qReadMark = `SELECT clock_mark, ` + qPolicyCols + ` FROM {s}.meta WHERE id = 1`
+
+	// qRaiseMark raises the clock mark to $1, in its own short
+	// transaction on the store's pool.
+	qRaiseMark = `UPDATE {s}.meta SET clock_mark = $1 WHERE id = 1 AND clock_mark < $1`
+
+	// qInsertEventsAt is qInsertEvents with each event's available_at
+	// (its NotBefore, or the tick) in $5 and the tick in $6.
+	qInsertEventsAt = `INSERT INTO {s}.events
+    (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
+     available_at, lease_until, ticket, reason, enqueued_at)
+SELECT u.id, u.flow, u.seq, u.body, 'pending', 0, 0, 0, u.at, 0, 0, '', $6
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigint[]) AS u(id, flow, seq, body, at)`
+
+	// qInsertArrivals records that the flows of the array $1 have new
+	// events that their flows rows do not know of yet.
+	qInsertArrivals = `INSERT INTO {s}.arrivals (flow) SELECT unnest($1::text[])`
+
+	// qTakeArrivals deletes and returns the committed arrivals: every
+	// write turn runs it right after locking the meta row (withTx). With
+	// none it reads an empty table.
+	qTakeArrivals = `DELETE FROM {s}.arrivals RETURNING flow`
+
+	// qAnyArrivals reports whether committed arrivals wait for a write
+	// turn.
+	qAnyArrivals = `SELECT EXISTS (SELECT 1 FROM {s}.arrivals)`
+
+	// qPromoteArrivals brings the flows rows of the flows of the array $1
+	// up to their sequence counters (the committed events): a flow
+	// without a row gets one with event 1 as its head, a flow without a
+	// head gets its first new event as head, as an enqueue would give it;
+	// the new head is not ready (the claim's promotion makes it ready when
+	// its available_at is due, so a paused flow stays not ready). It
+	// returns the flows that got a head, in flow order, for the rotation's
+	// join.
+	qPromoteArrivals = `WITH u AS (
+    SELECT q.flow, q.last_seq AS last FROM {s}.flow_seqs AS q WHERE q.flow = ANY($1::text[]) AND q.last_seq > 0),
+ins AS (
+    INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
+    SELECT u.flow, u.last, 0, 1, e.available_at, false, e.enqueued_at
+    FROM u JOIN {s}.events AS e ON e.flow = u.flow AND e.seq = 1
+    WHERE NOT EXISTS (SELECT 1 FROM {s}.flows AS x WHERE x.flow = u.flow)
+    RETURNING flow),
+upd AS (
+    UPDATE {s}.flows AS f SET last_seq = u.last,
+        head_seq = coalesce(f.head_seq, e.seq),
+        ready_at = CASE WHEN f.head_seq IS NULL THEN e.available_at ELSE f.ready_at END,
+        ready = CASE WHEN f.head_seq IS NULL THEN false ELSE f.ready END,
+        head_enqueued_at = CASE WHEN f.head_seq IS NULL THEN e.enqueued_at ELSE f.head_enqueued_at END
+    FROM u, {s}.events AS e
+    WHERE f.flow = u.flow AND u.last > f.last_seq AND e.flow = u.flow AND e.seq = f.last_seq + 1
+    RETURNING f.flow, f.head_seq = e.seq AS gained)
+SELECT flow FROM ins UNION ALL SELECT flow FROM upd WHERE gained ORDER BY flow`
+
+	qSavepoint        = `SAVEPOINT fairrelay_enqueue`
+	qReleaseSavepoint = `RELEASE SAVEPOINT fairrelay_enqueue`
+	qRollbackToSave   = `ROLLBACK TO SAVEPOINT fairrelay_enqueue`
+)
+
+// eventKeys are the advisory lock keys of ids in this store's schema,
+// sorted, so that every enqueue takes them in one order.
+func (s *Store) eventKeys(ids []string) []int64 {
+	keys := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		h := fnv.New64a()
+		h.Write([]byte("fairrelay_queue\x00event\x00" + s.schema + "\x00" + id))
+		keys = append(keys, int64(h.Sum64()))
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// lockSteps are the steps that lock the event IDs and the flows' sequence
+// counters of an enqueue of es, flows sorted.
+func (s *Store) lockSteps(es []queue.Event) []step {
+	ids := make([]string, 0, len(es))
+	flows := make([]string, 0, len(es))
+	for _, e := range es {
+		ids, flows = append(ids, e.ID), append(flows, e.Flow)
+	}
+	slices.Sort(flows)
+	flows = slices.Compact(flows)
+	return []step{
+		{what: "lock event IDs", sql: qLockIDs, args: []any{s.eventKeys(ids)}, rows: func(pgx.Rows) error { return nil }},
+		{what: "lock flows", sql: s.q(qLockSeqs), args: []any{flows}},
+	}
+}
+
+// promoteArrivals promotes the committed arrivals of the flows arrived
+// (qTakeArrivals's rows, in any order, repeated) into the flows rows, in
+// a write turn: qPromoteArrivals, and under FairRotation the rotation's
+// join of each flow that got a head, in flow order, as an enqueue that
+// gives a flow a head joins it.
+func (s *Store) promoteArrivals(ctx context.Context, tx pgx.Tx, arrived []string, p queue.Policy) error {
+	slices.Sort(arrived)
+	arrived = slices.Compact(arrived)
+	var gained []string
+	rows, _ := tx.Query(ctx, s.q(qPromoteArrivals), arrived)
+	var f string
+	if _, err := pgx.ForEachRow(rows, []any{&f}, func() error {
+		gained = append(gained, f)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("promote arrivals: %w", err)
+	}
+	if !rotation(p) || len(gained) == 0 {
+		return nil
+	}
+	var pp pipe
+	for _, f := range gained {
+		pp.exec("promote arrivals: join rotation", s.q(qRotArrive), f)
+		pp.exec("promote arrivals: join rotation", s.q(qRotJoin))
+	}
+	return pp.send(ctx, tx)
+}
+
+// promoteWaiting runs a write turn that promotes the committed arrivals
+// when there are any (one read of the arrivals table otherwise), so that a
+// read after it sees every committed event in its flow's row: the reads
+// that report flows, heads and counts call it first.
+func (s *Store) promoteWaiting(ctx context.Context) error {
+	var any bool
+	if err := s.pool.QueryRow(ctx, s.q(qAnyArrivals)).Scan(&any); err != nil {
+		return fmt.Errorf("read arrivals: %w", err)
+	}
+	if !any {
+		return nil
+	}
+	return s.withTx(ctx, func(pgx.Tx, admission) error { return nil })
+}
+
+// EnqueueTx enqueues e inside tx, the caller's transaction on the store's
+// database (docs/contract.md §7.9): the event commits or rolls back with
+// tx, with the results and errors of Enqueue. Sequence numbers have no
+// holes: a rolled-back event's number is taken again by the flow's next
+// enqueue. While tx stays open, it holds up only later enqueues into e's
+// flow and of e's ID (they wait for tx to end); claims, settles and
+// enqueues into other flows go on. The event is claimable once tx commits
+// and the store's next write turn (a claim, any write) has promoted it
+// into its flow's row; the commit wakes listeners (Listen).
+//
+// The tick is checked as every write's is, against the clock mark read
+// without locking it; a tick above the mark raises it in a short
+// transaction of its own on the store's pool (raised even if tx rolls
+// back, which is harmless: the mark only bounds later ticks). A non-zero
+// e.Weight is queue.ErrInvalid: setting a weight writes the flow's row,
+// which claims update, so it is left to Enqueue and SetWeight.
+//
+// The statements run under a savepoint of tx: on any error the savepoint
+// is rolled back, tx is left usable and nothing of e is in it. With tx at
+// REPEATABLE READ or SERIALIZABLE, an enqueue into a flow that another
+// transaction enqueued into since tx's snapshot fails with the server's
+// serialization error (tx must be retried). Two EnqueueTx calls in one
+// transaction take their locks in two steps, so a concurrent enqueue of
+// both flows may deadlock with it (the server aborts one): enqueue related
+// events with one EnqueueBatchTx.
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
+	rs, err := s.enqueueTx(ctx, tx, []queue.Event{e}, now, true)
+	if err != nil {
+		return queue.Enqueued{}, fmt.Errorf("enqueue %q in transaction: %w", e.ID, err)
+	}
+	return rs[0], nil
+}
+
+// EnqueueBatchTx is EnqueueTx for a batch, all or nothing, each event
+// checked as EnqueueBatch checks it, in order. An empty batch only checks
+// the tick.
+func (s *Store) EnqueueBatchTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
+	rs, err := s.enqueueTx(ctx, tx, es, now, false)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue batch in transaction: %w", err)
+	}
+	return rs, nil
+}
+
+// enqueueTx is EnqueueTx and EnqueueBatchTx: checks, then two round
+// trips in tx (locks and reads; writes) under a savepoint.
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now clock.Tick, single bool) (_ []queue.Enqueued, err error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: no transaction", queue.ErrInvalid)
+	}
+	for i, e := range es {
+		pre := ""
+		if !single {
+			pre = fmt.Sprintf("event %d: ", i)
+		}
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("%s%w", pre, err)
+		}
+		if e.Weight != 0 {
+			return nil, fmt.Errorf("%s%w: weight %d: a transactional enqueue does not set weights (use SetWeight)", pre, queue.ErrInvalid, e.Weight)
+		}
+	}
+	var (
+		mark    int64
+		pr      policyRow
+		seqs    = make(map[string]int64, len(es))
+		events  = make(map[string]*storedEvent, len(es))
+		ids     = make([]string, 0, len(es))
+		flowsIn = make([]string, 0, len(es))
+	)
+	for _, e := range es {
+		ids, flowsIn = append(ids, e.ID), append(flowsIn, e.Flow)
+	}
+	slices.Sort(flowsIn)
+	flowsIn = slices.Compact(flowsIn)
+	pp := pipe{steps: []step{{what: "savepoint", sql: qSavepoint}}}
+	pp.query("read clock mark", func(r pgx.Rows) error {
+		return r.Scan(append([]any{&mark}, pr.dest()...)...)
+	}, s.q(qReadMark))
+	if len(es) > 0 {
+		pp.steps = append(pp.steps, s.lockSteps(es)...)
+		pp.query("read flows", func(r pgx.Rows) error {
+			var f string
+			var last int64
+			if err := r.Scan(&f, &last); err != nil {
+				return err
+			}
+			seqs[f] = last
+			return nil
+		}, s.q(qReadSeqs), flowsIn)
+		pp.query("find events", func(r pgx.Rows) error {
+			var id string
+			var e storedEvent
+			if err := r.Scan(&id, &e.flow, &e.seq, &e.body); err != nil {
+				return err
+			}
+			events[id] = &e
+			return nil
+		}, s.q(qFindEvents), ids)
+	}
+	// From here on every error rolls back to the savepoint, the first
+	// statement sent (when that failed too, both errors are returned).
+	saved := true
+	defer func() {
+		if err != nil && saved {
+			if _, rerr := tx.Exec(ctx, qRollbackToSave); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+				return
+			}
+			if _, rerr := tx.Exec(ctx, qReleaseSavepoint); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("release savepoint: %w", rerr))
+			}
+		}
+	}()
+	if err := pp.send(ctx, tx); err != nil {
+		return nil, err
+	}
+	p := pr.policy()
+	now, err = s.admitUnlocked(ctx, p, mark, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]queue.Enqueued, len(es))
+	var (
+		newIDs, newFlows []string
+		newSeqs, newAt   []int64
+		bodies           [][]byte
+	)
+	for i, e := range es {
+		pre := ""
+		if !single {
+			pre = fmt.Sprintf("event %d (%q): ", i, e.ID)
+		}
+		if st := events[e.ID]; st != nil {
+			if st.flow == e.Flow && bytes.Equal(st.body, e.Body) {
+				out[i] = queue.Enqueued{Seq: st.seq, Duplicate: true}
+				continue
+			}
+			return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
+		}
+		if err := p.CheckTick(e.NotBefore); err != nil {
+			return nil, fmt.Errorf("%snot-before: %w", pre, err)
+		}
+		seqs[e.Flow]++
+		seq := seqs[e.Flow]
+		events[e.ID] = &storedEvent{flow: e.Flow, seq: seq, body: e.Body}
+		out[i] = queue.Enqueued{Seq: seq}
+		newIDs, newFlows, newSeqs = append(newIDs, e.ID), append(newFlows, e.Flow), append(newSeqs, seq)
+		newAt, bodies = append(newAt, int64(max(now, e.NotBefore))), append(bodies, e.Body)
+	}
+	if len(newIDs) > 0 {
+		var fl []string
+		var last []int64
+		for _, f := range flowsIn {
+			if slices.Contains(newFlows, f) {
+				fl, last = append(fl, f), append(last, seqs[f])
+			}
+		}
+		pp.exec("take sequence numbers", s.q(qSetSeqs), fl, last)
+		pp.exec("insert events", s.q(qInsertEventsAt), newIDs, newFlows, newSeqs, bodies, newAt, int64(now))
+		pp.exec("record arrivals", s.q(qInsertArrivals), fl)
+		// Delivered when tx commits, whenever that is: not throttled.
+		pp.exec("notify", `SELECT pg_notify($1, '')`, s.channel())
+	}
+	pp.exec("release savepoint", qReleaseSavepoint)
+	if err := pp.send(ctx, tx); err != nil {
+		return nil, err
+	}
+	saved = false
+	return out, nil
+}
+
+// admitUnlocked checks now as admitPipe does, against mark read without
+// locking the meta row, and raises the mark, when now is above it, with a
+// short statement of its own on the store's pool. It returns the
+// (possibly moved) tick.
+func (s *Store) admitUnlocked(ctx context.Context, p queue.Policy, mark int64, now clock.Tick) (clock.Tick, error) {
+	if err := p.CheckTick(now); err != nil {
+		return 0, err
+	}
+	if s.realTime != nil {
+		wall := s.realTime.Now()
+		if limit := satAdd(wall, s.skew); now > limit {
+			return 0, fmt.Errorf("%w: tick %d is more than %d ahead of the wall clock %d", queue.ErrTimeAhead, now, s.skew, wall)
+		}
+		if now < clock.Tick(mark) && now >= clock.Tick(mark)-s.skew {
+			now = clock.Tick(mark)
+		}
+	}
+	next, cerr := clock.Mark(mark).Admit(now)
+	if cerr != nil {
+		return 0, fmt.Errorf("%w: %w", queue.ErrTimeRegression, cerr)
+	}
+	if next != clock.Mark(mark) {
+		if _, err := s.pool.Exec(ctx, s.q(qRaiseMark), int64(now)); err != nil {
+			return 0, fmt.Errorf("record clock mark: %w", err)
+		}
+	}
+	return now, nil
+}

@@ -1,0 +1,108 @@
+package pgreceiverstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairrelay/fairrelay/receiver"
+	"github.com/jackc/pgx/v5"
+)
+
+// planNodes returns every node type (with its relation and index) of the
+// JSON plan of sql, run inside tx so that ANALYZE statistics and the data
+// apply.
+func planNodes(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
+	t.Helper()
+	var js []byte
+	if err := tx.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&js); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
+	}
+	var plans []struct{ Plan map[string]any }
+	if err := json.Unmarshal(js, &plans); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		s := fmt.Sprint(n["Node Type"])
+		if r, ok := n["Relation Name"]; ok {
+			s += " on " + fmt.Sprint(r)
+		}
+		if i, ok := n["Index Name"]; ok {
+			s += " using " + fmt.Sprint(i)
+		}
+		out = append(out, s)
+		if kids, ok := n["Plans"].([]any); ok {
+			for _, k := range kids {
+				walk(k.(map[string]any))
+			}
+		}
+	}
+	walk(plans[0].Plan)
+	return out
+}
+
+// Retention (docs/contract.md §7.9) is index-driven: with 2,000 flows of 10
+// receipts, analyzed, Prune's statements and Prunable find receipts
+// through an index (receipts_accepted_at, or the primary key for the
+// delete) and the flows by their key, and the accept path's
+// check (which now reads the pruned mark) too; none scans receipts or
+// flows sequentially.
+func TestPlans_RetentionIndexDriven(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var tick atomic.Int64
+	s, _, _ := open(t, WithNow(func() time.Time { return base.Add(time.Duration(tick.Add(1)) * time.Millisecond) }))
+	for k := range 10 {
+		var ms []receiver.Message
+		for f := range 2000 {
+			ms = append(ms, msg(fmt.Sprintf("e%d-%d", f, k), fmt.Sprintf("f%04d", f), int64(k+1), 1))
+		}
+		if _, err := s.ReceiveBatch(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.receipts; ANALYZE {s}.flows`)); err != nil {
+		t.Fatal(err)
+	}
+	before := base.Add(500 * time.Millisecond)
+	ids := make([]string, 0, receiver.DefaultPruneBatch)
+	for f := range receiver.DefaultPruneBatch {
+		ids = append(ids, fmt.Sprintf("e%d-0", f))
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for name, tc := range map[string]struct {
+			sql  string
+			args []any
+			want []string
+		}{
+			"prune batch": {qPruneBatch, []any{before, receiver.DefaultPruneBatch}, []string{"using receipts_accepted_at"}},
+			"prune":       {qPrune, []any{ids, before}, []string{"Index Scan on receipts", "on flows using flows_pkey"}},
+			"prunable":    {qPrunable, []any{before}, []string{"using receipts_accepted_at"}},
+			"check":       {qCheck, []any{"e1-1", "f0001", 2}, []string{"using receipts_pkey", "using flows_pkey"}},
+		} {
+			nodes := planNodes(t, tx, s.q(tc.sql), tc.args...)
+			t.Logf("%s: %s", name, strings.Join(nodes, " | "))
+			for _, n := range nodes {
+				if strings.HasPrefix(n, "Seq Scan") {
+					t.Errorf("%s: plan has %q: %v", name, n, nodes)
+				}
+			}
+			for _, w := range tc.want {
+				if !slices.ContainsFunc(nodes, func(n string) bool { return strings.Contains(n, w) }) {
+					t.Errorf("%s: plan does not use %q: %v", name, w, nodes)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
