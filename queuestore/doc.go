@@ -2,7 +2,8 @@
 // (WAL, synchronous=FULL, BEGIN IMMEDIATE writes) holding flows of events,
 // handed out one head per flow in fairness.MinServed order
 // (docs/contract.md §2), with the options of docs/contract.md §7.1–§7.3: a
-// recorded policy, lease extension and real time.
+// recorded policy, lease extension and real time; and the life of an event
+// of §7.9: scheduled events, the operator's pause, retention.
 //
 // # Events and flows
 //
@@ -59,13 +60,28 @@
 // Snapshot every row (Failures). OldestWaiting tells the enqueue tick of
 // the oldest event not acked. See docs/contract.md §7.8.
 //
+// # Scheduled events, pause and retention
+//
+// An event enqueued with Event.NotBefore above the enqueue's tick waits for
+// that tick as a backoff would, blocking only its own flow. PauseFlow keeps
+// a flow's head from being claimed until ResumeFlow (a claim in flight
+// settles or expires as usual; enqueues go on), each audited. With a
+// policy's Retention, Prune deletes acked events (by their AckedAt) and
+// audit rows older than the window, in batches through two indexes,
+// never a pending, in-flight or quarantined event and never a flow's row;
+// Prunable counts what it would delete. A file this build creates has
+// auto_vacuum=INCREMENTAL and Prune gives the pages it frees back to the
+// file system. See docs/contract.md §7.9 and docs/decisions/retention.md.
+//
 // # Schema
 //
 // The schema is the numbered migrations embedded from migrations/ (the
 // migration module): 0001 version 1's tables, 0002 the policy, the
 // rotation's columns and audit rows of every kind, 0003 the CHECK
 // constraints without IN lists, 0004 the retry schedule and retry-after cap,
-// the attempt history and each flow's head enqueue tick. Open runs those past the file's version
+// the attempt history and each flow's head enqueue tick, 0005 each event's
+// ack tick, the pause, the retention and the audit kinds of a pause. Open
+// runs those past the file's version
 // (every one for a new file), each recording the version it reaches in
 // PRAGMA user_version, all in one transaction; a newer file is
 // ErrSchemaVersion. The rotation's index follows the recorded policy, not
@@ -75,7 +91,8 @@
 //
 // Time is a clock.Tick handed in by the caller. Every write (Enqueue,
 // EnqueueBatch, Claim, ClaimBatch, Settle, SettleBatch, Extend, ExtendBatch,
-// Redrive, RedriveAll, SetPolicy) checks, right after input validation: a tick
+// Redrive, RedriveAll, SetPolicy, SetWeight, PauseFlow, ResumeFlow, Prune)
+// checks, right after input validation: a tick
 // that is negative or that a lease or backoff would overflow
 // (queue.Policy.MaxTick) is ErrTickOverflow; a tick below the highest one
 // recorded is ErrTimeRegression. It records its tick when it returns without
@@ -116,7 +133,9 @@
 // quarantined event that a RedriveFilter selects (all, one flow, one
 // failure reason) with one reason, one audit row per event, in chunks of
 // RedriveChunk per transaction; QuarantinedMatching is its dry run. Audit
-// lists the redrive rows; AuditAll every row, policy changes included.
+// lists the redrive rows; AuditAll every row, policy changes, weights,
+// pauses and resumes included. PauseFlow and ResumeFlow stop and restart
+// the claims of one flow.
 //
 // # Cost
 //

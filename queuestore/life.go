@@ -28,6 +28,12 @@ type FlowChange = queue.FlowChange
 // PruneResult is queue.PruneResult: what a Prune deleted.
 type PruneResult = queue.PruneResult
 
+// Batch sizes of Prune (queue's): each batch is one short transaction.
+const (
+	DefaultPruneBatch = queue.DefaultPruneBatch // what the relay runtime and relayctl prune use
+	MaxPruneBatch     = queue.MaxPruneBatch     // the largest limit Prune accepts
+)
+
 const (
 	// qPauseRead reads flow ?1's pause and, for a resume, its head's
 	// readiness: available_at of a pending head, lease_until of an
@@ -196,7 +202,7 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 // auto_vacuum=INCREMENTAL (every file this build creates) gives back up to
 // limit free pages to the file system (PRAGMA incremental_vacuum); a file
 // without it reuses its free pages for later rows and keeps its size
-// (VACUUM, once, converts it; docs/operations.md).
+// (VACUUM, once, converts it; docs/contract.md §7.9).
 //
 // Prune is a write: limit is checked first (queue.CheckPruneLimit,
 // ErrInvalid), then now as every write's tick (recorded as the clock mark).

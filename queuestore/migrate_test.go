@@ -369,3 +369,74 @@ func TestMigrate_V4OldestWaitingOnOlderFiles(t *testing.T) {
 		s.Close()
 	}
 }
+
+// Migration 5 (docs/contract.md §7.9) gives each acked event of an older
+// file the clock mark as its AckedAt (its ack tick was not recorded: the
+// mark is the latest it can have been, so it waits a full window), and
+// every other event 0; the policy gets no retention, no flow is paused,
+// and the file keeps its auto_vacuum mode (none: VACUUM converts it). The
+// first Prune under a retention deletes every old acked event a full
+// window after the mark, and none before.
+func TestMigrate_V5AckedAtIsTheMarkOnOlderFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, name := range []string{"v1-queue.db", "v2-queue.db", "v3-queue.db"} {
+		s, err := Open(copyTestdata(t, name))
+		if err != nil {
+			t.Fatalf("Open(%s) error = %v", name, err)
+		}
+		sn := snap(t, s)
+		acked := int64(0)
+		for _, e := range sn.Events {
+			got := event(t, s, e.ID).AckedAt
+			want := clock.Tick(0)
+			if e.State == "acked" {
+				want = sn.ClockMark
+				acked++
+			}
+			if got != want {
+				t.Fatalf("%s: event %s (%s) AckedAt = %d, want %d", name, e.ID, e.State, got, want)
+			}
+		}
+		if acked == 0 {
+			t.Fatalf("%s: no acked event; the test needs one", name)
+		}
+		st, err := s.Stats(ctx)
+		if err != nil || st.PausedFlows != 0 {
+			t.Fatalf("%s: Stats() = %+v, %v; want no paused flow", name, st, err)
+		}
+		var av int
+		if err := s.db.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&av); err != nil || av != 0 {
+			t.Fatalf("%s: auto_vacuum = %d, %v; want 0 (an older file keeps its mode)", name, av, err)
+		}
+		p, err := s.Policy(ctx)
+		if err != nil || p.Retention != 0 {
+			t.Fatalf("%s: Policy() = %+v, %v; want no retention", name, p, err)
+		}
+		const window = 50
+		p.Retention = window
+		mark := sn.ClockMark
+		if err := s.SetPolicy(ctx, p, "keep 50 ticks", mark); err != nil {
+			t.Fatalf("%s: SetPolicy() error = %v", name, err)
+		}
+		if r, err := s.Prunable(ctx, mark+window-1); err != nil || r.Events != 0 {
+			t.Fatalf("%s: Prunable(mark + window - 1) = %+v, %v; want no event", name, r, err)
+		}
+		r, err := s.Prune(ctx, mark+window, MaxPruneBatch)
+		if err != nil || r.Events != acked {
+			t.Fatalf("%s: Prune(mark + window) = %+v, %v; want the %d acked events", name, r, err, acked)
+		}
+		s.Close()
+	}
+}
+
+// A new file is created with auto_vacuum=INCREMENTAL (docs/contract.md
+// §7.9), so that Prune can give freed pages back.
+func TestMigrate_NewFileIsIncrementalVacuum(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	var av int
+	if err := s.db.QueryRowContext(context.Background(), "PRAGMA auto_vacuum").Scan(&av); err != nil || av != 2 {
+		t.Fatalf("auto_vacuum of a new file = %d, %v; want 2 (incremental)", av, err)
+	}
+}
