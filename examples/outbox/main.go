@@ -6,8 +6,8 @@
 //     commit together or not at all. An order refused inside its
 //     transaction leaves neither a row nor an event.
 //  2. A receiving service (the inbox) serves a receiver store over HTTP;
-//     its effect ships each order inside the receipt's transaction, so a
-//     redelivered event is never shipped twice.
+//     its effect applies each event inside the receipt's transaction, so a
+//     redelivered event is never applied twice.
 //  3. A relay delivers the queue to the inbox over signed HTTP and returns
 //     once the queue is idle.
 //
@@ -139,8 +139,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 
-	// 2. The receiving service: its effect ships an order inside the
-	// receipt's transaction, once per event however often it is delivered.
+	// 2. The receiving service: its effect (here a row in its table
+	// applied; yours would ship, bill or email) runs inside the receipt's
+	// transaction, once per event however often it is delivered.
 	if *inboxPath == "" {
 		dir, err := os.MkdirTemp("", "outbox-inbox")
 		if err != nil {
@@ -150,13 +151,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		*inboxPath = filepath.Join(dir, "inbox.db")
 	}
 	rs, err := receiverstore.Open(*inboxPath,
-		receiverstore.WithSchema(`CREATE TABLE IF NOT EXISTS shipped (event_id TEXT NOT NULL, order_id TEXT NOT NULL, item TEXT NOT NULL)`),
+		receiverstore.WithSchema(`CREATE TABLE IF NOT EXISTS applied (event_id TEXT NOT NULL, order_id TEXT NOT NULL, item TEXT NOT NULL)`),
 		receiverstore.WithEffect(func(ctx context.Context, tx receiverstore.Tx, m receiverstore.Message) error {
 			var o Order
 			if err := json.Unmarshal(m.Body, &o); err != nil {
 				return fmt.Errorf("%w: %v", receiverstore.ErrInvalidBody, err) // 400: quarantined, never retried
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO shipped VALUES (?, ?, ?)`, m.ID, o.ID, o.Item)
+			_, err := tx.ExecContext(ctx, `INSERT INTO applied VALUES (?, ?, ?)`, m.ID, o.ID, o.Item)
 			return err
 		}))
 	if err != nil {
@@ -167,7 +168,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: inbox.NewServer(rs, secret, inbox.ServerOptions{}), ReadHeaderTimeout: 10 * time.Second}
+	// Receipts are kept 30 days: far longer than any redelivery (retries, a redrive).
+	in := inbox.NewServer(rs, secret, inbox.ServerOptions{Retention: 30 * 24 * time.Hour})
+	defer in.Close()
+	srv := &http.Server{Handler: in, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 

@@ -41,9 +41,9 @@ inbox: 2 events of bob applied
 	if out.String() != want {
 		t.Fatalf("first run's output:\n%s\nwant:\n%s", out.String(), want)
 	}
-	wantShipped := []string{"o-1/placed 1", "o-1/ship 1", "o-2/placed 1", "o-2/ship 1", "o-3/placed 1", "o-3/ship 1"}
-	if got := shipped(t, inboxPath); !slices.Equal(got, wantShipped) {
-		t.Fatalf("shipped (event, times) = %v, want %v", got, wantShipped)
+	wantApplied := []string{"o-1/placed 1", "o-1/ship 1", "o-2/placed 1", "o-2/ship 1", "o-3/placed 1", "o-3/ship 1"}
+	if got := applied(t, inboxPath); !slices.Equal(got, wantApplied) {
+		t.Fatalf("applied (event, times) = %v, want %v", got, wantApplied)
 	}
 	if got := orderIDs(t, url, shop); !slices.Equal(got, []string{"o-1", "o-2", "o-3"}) {
 		t.Fatalf("orders = %v, want o-1..o-3 (o-4 rolled back)", got)
@@ -58,20 +58,20 @@ inbox: 2 events of bob applied
 		!strings.Contains(out.String(), "inbox: 4 events of alice applied\n") {
 		t.Fatalf("second run's output:\n%s\nwant nothing new enqueued, delivered or applied", out.String())
 	}
-	if got := shipped(t, inboxPath); !slices.Equal(got, wantShipped) {
-		t.Fatalf("shipped after a second run = %v, want %v", got, wantShipped)
+	if got := applied(t, inboxPath); !slices.Equal(got, wantApplied) {
+		t.Fatalf("applied after a second run = %v, want %v", got, wantApplied)
 	}
 }
 
-// shipped reads the inbox's effect table: "event times" per event ID.
-func shipped(t *testing.T, path string) []string {
+// applied reads the inbox's effect table: "event times" per event ID.
+func applied(t *testing.T, path string) []string {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT event_id, count(*) FROM shipped GROUP BY event_id ORDER BY event_id`)
+	rows, err := db.Query(`SELECT event_id, count(*) FROM applied GROUP BY event_id ORDER BY event_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
