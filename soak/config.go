@@ -42,6 +42,12 @@ type Config struct {
 	// FaultMin and FaultMax bound the wait between two faults other than
 	// kills (one at a time; each lasts up to a few seconds).
 	FaultMin, FaultMax time.Duration
+	// Retention, when set, is the retention window of the queue
+	// (Policy.Retention, pruned by the relays every second: relayctl relay
+	// --prune-every 1s) and of the receiver (relayctl receive --retention,
+	// --prune-every 1s). PostgreSQL only: there the check reads what was
+	// pruned from logs the soak keeps (pgEnqueueLog, pgCommitLog).
+	Retention time.Duration
 	// Keep leaves a PostgreSQL run's schemas on the server after a run
 	// that passed (CheckDir and DropStores find them in StoresFile).
 	Keep      bool
@@ -159,6 +165,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: want 0 < KillMin <= KillMax, RestartMax and ProducerPause not negative", ErrConfig)
 	case c.FaultMin <= 0 || c.FaultMax < c.FaultMin:
 		return fmt.Errorf("%w: want 0 < FaultMin <= FaultMax", ErrConfig)
+	case c.Retention < 0 || c.Retention > 0 && c.Backend != BackendPostgres:
+		return fmt.Errorf("%w: Retention needs the postgres backend (the check reads pruned events from its logs) and may not be negative", ErrConfig)
 	case c.PrivateCluster && c.Backend != BackendPostgres:
 		return fmt.Errorf("%w: a private cluster is for the postgres backend", ErrConfig)
 	}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 )
@@ -105,7 +106,9 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 
 	// The queue exists before any relay starts, with the soak's policy;
 	// the receiver too.
-	q, r, err := createStores(ctx, stores, relayPolicy)
+	policy := relayPolicy
+	policy.Retention = clock.Tick(c.Retention.Milliseconds())
+	q, r, err := createStores(ctx, stores, policy)
 	if err != nil {
 		return sum, err
 	}
@@ -171,19 +174,27 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 		}
 	}
 	var procs []*proc
-	receiver := newProc(c.Dir, "receiver", c.Relayctl, "--receiver", procReceiver, "receive",
-		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--secret", secret, "--json", "--grace", "1s")
+	recvArgs := []string{"--receiver", procReceiver, "receive",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--secret", secret, "--json", "--grace", "1s"}
+	var pruneArgs []string
+	if c.Retention > 0 {
+		recvArgs = append(recvArgs, "--retention", c.Retention.String(), "--prune-every", "1s")
+		pruneArgs = []string{"--prune-every", "1s"}
+	}
+	receiver := newProc(c.Dir, "receiver", c.Relayctl, recvArgs...)
 	receiver.ready, receiver.trouble = `"msg":"receiving"`, in.troubleSince
 	procs = append(procs, receiver)
 	relayArgs := func(extra ...string) []string {
 		return append([]string{"--queue", procQueue, "relay", "--to", url, "--secret", secret, "--json",
 			"--concurrency", "8", "--batch", "16", "--poll", "50ms", "--timeout", "2s", "--grace", "500ms",
 			"--lease", "2s", "--max-attempts", strconv.Itoa(relayPolicy.MaxAttempts),
-			"--backoff-base", "20ms", "--backoff-cap", "250ms", "--retry-after-cap", "1h"}, extra...)
+			"--backoff-base", "20ms", "--backoff-cap", "250ms", "--retry-after-cap", "1h"}, append(pruneArgs, extra...)...)
 	}
 	for i := range c.Relays {
 		r := newProc(c.Dir, fmt.Sprintf("relay%d", i+1), c.Relayctl, relayArgs()...)
-		r.ready, r.trouble = `"msg":"relaying"`, in.troubleSince
+		// relayctl logs "relaying" just before relay.Run, whose first
+		// queue call (the policy) ends Run when it fails: still the start.
+		r.ready, r.startErr, r.trouble = `"msg":"relaying"`, "relay: read policy:", in.troubleSince
 		procs = append(procs, r)
 	}
 	var producers []Producer
@@ -470,6 +481,7 @@ type proc struct {
 	// when it cannot open its store; its supervisor starts it again), not
 	// a crash: only a process that was up must ride out the faults.
 	ready     string
+	startErr  string // an exit message that also says the start failed (relay.Run's first policy read)
 	trouble   func(since time.Time) bool
 	startedAt time.Time
 	logStart  int64 // the log's size when the current process started
@@ -620,27 +632,36 @@ func undelivered(err error) bool {
 // line.
 func (p *proc) sawReady() bool {
 	p.mu.Lock()
-	start, mark := p.logStart, p.ready
+	mark := p.ready
 	p.mu.Unlock()
-	if mark == "" {
-		return true
-	}
-	f, err := os.Open(filepath.Join(p.dir, "logs", p.name+".log"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.NewSectionReader(f, start, 1<<40))
-	return err == nil && bytes.Contains(b, []byte(mark))
+	return mark == "" || bytes.Contains(p.logSinceStart(), []byte(mark))
 }
 
-// startRefused reports an exit of the last process before it was ready,
-// while the server may have been unreachable.
+// logSinceStart is what the current (or last) process wrote to its log.
+func (p *proc) logSinceStart() []byte {
+	p.mu.Lock()
+	start := p.logStart
+	p.mu.Unlock()
+	f, err := os.Open(filepath.Join(p.dir, "logs", p.name+".log"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.NewSectionReader(f, start, 1<<40))
+	return b
+}
+
+// startRefused reports an exit of the last process during its start
+// (before its ready line, or with its start's error), while the server may
+// have been unreachable.
 func (p *proc) startRefused() bool {
 	p.mu.Lock()
-	trouble, since, mark := p.trouble, p.startedAt, p.ready
+	trouble, since, mark, startErr := p.trouble, p.startedAt, p.ready, p.startErr
 	p.mu.Unlock()
-	return mark != "" && trouble != nil && trouble(since) && !p.sawReady()
+	if mark == "" || trouble == nil || !trouble(since) {
+		return false
+	}
+	return !p.sawReady() || startErr != "" && bytes.Contains(p.logSinceStart(), []byte(startErr))
 }
 
 // waitReady waits until every process with a ready line has written it,

@@ -115,6 +115,7 @@ func run() int {
 	producers := fs.Int("producers", 2, "producer processes")
 	flows := fs.Int("flows", 200, "ordinary flows")
 	faults := fs.String("faults", "", "comma-separated fault kinds ("+strings.Join(soak.FaultKinds, ", ")+"; default $SOAK_FAULTS or all the backend can have)")
+	retention := fs.Duration("retention", 0, "on postgres, the queue's and the receiver's retention window, pruned every second (0: keep everything)")
 	shared := fs.Bool("shared", false, "on postgres, use the server of -postgres instead of a private cluster (no restart faults); implied by -postgres or $"+soak.PostgresEnv)
 	_ = fs.Parse(os.Args[1:])
 	set := map[string]bool{}
@@ -190,7 +191,7 @@ func run() int {
 	defer stop()
 	sum, err := soak.Run(ctx, soak.Config{
 		Backend: *backend, Postgres: *pgURL, Keep: *keep, Relayctl: *relayctl, Producer: self, Dir: *dir, For: *forD, Seed: *seed,
-		Relays: *relays, Producers: *producers, Flows: *flows, PrivateCluster: private, Faults: faultList,
+		Relays: *relays, Producers: *producers, Flows: *flows, PrivateCluster: private, Faults: faultList, Retention: *retention,
 		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	})
 	for _, p := range sum.Problems {
