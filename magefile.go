@@ -18,13 +18,17 @@ import (
 // Experiment groups the targets that run the experiment.
 type Experiment mg.Namespace
 
-// Soak runs the kill -9 soak: producers, four relays and a receiver as real
-// processes, one killed with SIGKILL every 50-500 ms and restarted, then a
-// drain and a check of every guarantee. On SQLite by default;
-// FAIRRELAY_BACKEND=postgres runs it on PostgreSQL (the server at
-// FAIRRELAY_POSTGRES, default postgres://postgres@127.0.0.1:5432/test; two
-// fresh schemas, dropped at the end). About a minute; SOAK_FOR=30m for a
-// long run, SOAK_SEED=N to replay one.
+// Soak runs the kill -9 soak with faults: producers, four relays and a
+// receiver as real processes, one killed with SIGKILL every 50-500 ms and
+// restarted, network faults between the relays and the receiver (cut,
+// blackhole, delay) and, on PostgreSQL, database faults; then the relays'
+// recovery, a drain and a check of every guarantee. On SQLite by default;
+// FAIRRELAY_BACKEND=postgres runs it on a private PostgreSQL cluster of its
+// own (initdb, a free port; restarted fast and immediate, sessions
+// terminated, connections cut, blackholed and delayed by a fault proxy),
+// or on FAIRRELAY_POSTGRES when that is set (never restarted). About a
+// minute; SOAK_FOR=30m for a long run, SOAK_SEED=N to replay one,
+// SOAK_FAULTS=kind,... to choose the faults.
 func Soak() error {
 	root, err := os.Getwd()
 	if err != nil {

@@ -7,7 +7,13 @@
 // with FAIRRELAY_REQUIRE_POSTGRES=1 (set by .ci/run) it fails instead, so
 // CI cannot pass without running the PostgreSQL tests.
 //
-// It is a test helper: only _test.go files import it.
+// StartCluster (cluster.go) starts a private cluster instead, in a
+// directory of its own on a free port, which a test or the soak may stop
+// and restart at will (the shared server must never be restarted: other
+// tests run on it).
+//
+// It is a test helper: _test.go files import it, and the soak, which
+// runs its chaos on a private cluster.
 package pgtest
 
 import (

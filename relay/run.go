@@ -391,6 +391,9 @@ func (l *loop) storeFailed(op string, err error) {
 }
 
 func (l *loop) storeOK() {
+	if l.failures > 0 {
+		l.r.log.Info("relay: queue calls work again", "after_failures", l.failures)
+	}
 	l.failures = 0
 	l.retryAt = time.Time{}
 }

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,21 +50,36 @@ func shown(path string) string {
 // schema (def unless ?schema=NAME says otherwise). flagName is the flag for
 // messages.
 func pgTarget(raw, def, flagName string) (conn, schema string, err error) {
+	conn, schema, _, err = pgTargetReply(raw, def, flagName)
+	return conn, schema, err
+}
+
+// pgTargetReply is pgTarget that also takes reply_timeout=DURATION out of
+// the URL (0 when absent).
+func pgTargetReply(raw, def, flagName string) (conn, schema string, reply time.Duration, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", "", usagef("--%s: not a valid PostgreSQL URL", flagName)
+		return "", "", 0, usagef("--%s: not a valid PostgreSQL URL", flagName)
 	}
 	schema = def
 	q := u.Query()
+	if q.Has("reply_timeout") {
+		reply, err = time.ParseDuration(q.Get("reply_timeout"))
+		if err != nil || reply <= 0 {
+			return "", "", 0, usagef("--%s %s: reply_timeout=%s: want a positive Go duration such as 30s", flagName, u.Redacted(), q.Get("reply_timeout"))
+		}
+		q.Del("reply_timeout")
+		u.RawQuery = q.Encode()
+	}
 	if q.Has("schema") {
 		schema = q.Get("schema")
 		if schema == "" {
-			return "", "", usagef("--%s %s: schema= is empty", flagName, u.Redacted())
+			return "", "", 0, usagef("--%s %s: schema= is empty", flagName, u.Redacted())
 		}
 		q.Del("schema")
 		u.RawQuery = q.Encode()
 	}
-	return u.String(), schema, nil
+	return u.String(), schema, reply, nil
 }
 
 // errNoSchema is pgOpen's refusal of a schema that does not exist.
@@ -71,7 +91,7 @@ var errNoSchema = errors.New("does not exist")
 // raises the pool's size when the URL does not set pool_max_conns (the
 // relay holds one connection for LISTEN).
 func pgOpen(ctx context.Context, raw, def, what, flagName string, create bool, minConns int32) (*pgxpool.Pool, string, error) {
-	conn, schema, err := pgTarget(raw, def, flagName)
+	conn, schema, reply, err := pgTargetReply(raw, def, flagName)
 	if err != nil {
 		return nil, "", err
 	}
@@ -79,6 +99,7 @@ func pgOpen(ctx context.Context, raw, def, what, flagName string, create bool, m
 	if err != nil {
 		return nil, "", usagef("--%s %s: %v", flagName, shown(raw), err)
 	}
+	configureNetwork(cfg, conn, reply)
 	if !strings.Contains(conn, "pool_max_conns") && cfg.MaxConns < minConns {
 		cfg.MaxConns = minConns
 	}
@@ -174,4 +195,149 @@ func openPGReceiver(ctx context.Context, raw string, create bool) (pgReceiver, e
 		return pgReceiver{}, err
 	}
 	return pgReceiver{Store: s, pool: pool}, nil
+}
+
+// The network settings of relayctl's PostgreSQL connections
+// (docs/reliability.md, "Network and database faults"). A URL parameter of
+// the same name wins over each.
+const (
+	// defaultConnectTimeout bounds one connection attempt
+	// (connect_timeout): a server that is down or unreachable fails the
+	// attempt instead of hanging it.
+	defaultConnectTimeout = 10 * time.Second
+	// defaultReplyTimeout is relay's and receive's reply_timeout: a
+	// connection that sent a statement and has heard nothing back for this
+	// long is closed, and the call fails (the relay retries it with its
+	// capped backoff; the receiver answers 503). It is what ends a call
+	// on a connection lost in a partition, which TCP alone may not notice
+	// for many minutes. Other commands have none unless the URL sets one:
+	// an operator's long statement (a large redrive-all) must not be cut.
+	defaultReplyTimeout = 30 * time.Second
+	// keepAliveIdle, keepAliveInterval and keepAliveCount are the TCP
+	// keepalives of every connection: an idle connection to a vanished
+	// host is found dead after about 15 + 3 x 5 = 30 s.
+	keepAliveIdle     = 15 * time.Second
+	keepAliveInterval = 5 * time.Second
+	keepAliveCount    = 3
+)
+
+// configureNetwork sets cfg's network behaviour where the URL conn does
+// not: connect_timeout, TCP keepalives, the reply timeout (reply, or
+// defaultReplyTimeout for relay and receive), the server's
+// idle_in_transaction_session_timeout (the reply timeout, so a session
+// whose client vanished mid-transaction gives its locks back), and
+// application_name fairrelay-COMMAND (fairrelay-relay, fairrelay-receive,
+// ...), by which an operator, or the soak, finds the sessions of each
+// kind of process in pg_stat_activity.
+func configureNetwork(cfg *pgxpool.Config, conn string, reply time.Duration) {
+	cc := cfg.ConnConfig
+	if !strings.Contains(conn, "connect_timeout") {
+		cc.ConnectTimeout = defaultConnectTimeout
+	}
+	cmd := commandName(os.Args)
+	if reply == 0 && (cmd == "relay" || cmd == "receive") {
+		reply = defaultReplyTimeout
+	}
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "fairrelay-" + cmd
+	}
+	if _, ok := cc.RuntimeParams["idle_in_transaction_session_timeout"]; !ok && reply > 0 {
+		cc.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(reply.Milliseconds(), 10)
+	}
+	d := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount,
+	}}
+	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil || reply <= 0 {
+			return c, err
+		}
+		return &replyConn{Conn: c, wait: reply}, nil
+	}
+}
+
+// commandName is relayctl's command in args (os.Args): the first argument
+// after the global flags, which all take a value; "relayctl" when there is
+// none.
+func commandName(args []string) string {
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			if !strings.Contains(a, "=") {
+				i++ // the flag's value
+			}
+			continue
+		}
+		return a
+	}
+	return "relayctl"
+}
+
+// replyConn is a connection that gives up on a reply that does not come:
+// once something was written, the next read must bring a first byte within
+// wait, or it fails with a timeout (pgx then closes the connection). A
+// read after the reply began (a long result, a LISTEN connection waiting
+// for notifications) has no such limit. A deadline pgx sets (a context's)
+// is kept: the earlier of the two applies.
+type replyConn struct {
+	net.Conn
+	wait time.Duration
+
+	mu       sync.Mutex
+	awaiting time.Time // when the write that awaits a reply was made (zero: none)
+	own      time.Time // the read deadline pgx set (zero: none)
+}
+
+// apply sets the connection's read deadline from the state; mu is held.
+func (c *replyConn) apply() error {
+	d := c.own
+	if !c.awaiting.IsZero() {
+		if r := c.awaiting.Add(c.wait); d.IsZero() || r.Before(d) {
+			d = r
+		}
+	}
+	return c.Conn.SetReadDeadline(d)
+}
+
+func (c *replyConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	if c.awaiting.IsZero() {
+		c.awaiting = time.Now()
+		_ = c.apply()
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func (c *replyConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.mu.Lock()
+		if !c.awaiting.IsZero() {
+			c.awaiting = time.Time{}
+			_ = c.apply()
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *replyConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.own = t
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.apply()
+}
+
+func (c *replyConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.own = t
+	return c.apply()
 }

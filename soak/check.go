@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/fairrelay/fairrelay/queue"
@@ -24,6 +25,7 @@ type Result struct {
 	Quarantined int
 	Injected    int // poison events (each must end quarantined)
 	Retried     int // ordinary events acked after more than one claim (a kill or an outage hit them)
+	Pruned      int // acked events the queue's retention deleted (counted in Events and Acked)
 	// Problems says what broke, one line each (at most a few per kind).
 	Problems []string
 }
@@ -99,7 +101,11 @@ func Check(ctx context.Context, stores Stores, producers []Producer) (Result, er
 	if err != nil {
 		return res, err
 	}
-	res, err = checkStores(ctx, &pr, qs, rs, byCommit, unplaced, producers)
+	gone, err := pruned(ctx, stores.Queue)
+	if err != nil {
+		return res, err
+	}
+	res, err = checkStores(ctx, &pr, qs, rs, byCommit, unplaced, gone, producers)
 	if err != nil {
 		return res, err
 	}
@@ -108,9 +114,15 @@ func Check(ctx context.Context, stores Stores, producers []Producer) (Result, er
 }
 
 // checkStores is Check on open stores, with the receipts in commit order
-// (and those with no known place in it).
-func checkStores(ctx context.Context, pr *problems, q checkedQueue, r checkedReceiver, byCommit []receipt, unplaced []string, producers []Producer) (Result, error) {
+// (and those with no known place in it), and the acked events the queue's
+// retention deleted (gone: as the backend's enqueue log has them).
+func checkStores(ctx context.Context, pr *problems, q checkedQueue, r checkedReceiver, byCommit []receipt, unplaced []string, gone []queue.EventState, producers []Producer) (Result, error) {
 	var res Result
+	res.Pruned = len(gone)
+	goneByFlow := map[string][]queue.EventState{}
+	for _, e := range gone {
+		goneByFlow[e.Flow] = append(goneByFlow[e.Flow], e)
+	}
 	// The queue: every event, by flow and seq.
 	st, err := q.Stats(ctx)
 	if err != nil {
@@ -141,6 +153,10 @@ func checkStores(ctx context.Context, pr *problems, q checkedQueue, r checkedRec
 		evs, err := q.FlowEvents(ctx, f.Flow)
 		if err != nil {
 			return res, fmt.Errorf("soak: events of flow %s: %w", f.Flow, err)
+		}
+		if g := goneByFlow[f.Flow]; len(g) > 0 {
+			evs = append(append([]queue.EventState(nil), g...), evs...)
+			sort.SliceStable(evs, func(i, j int) bool { return evs[i].Seq < evs[j].Seq })
 		}
 		poison := strings.HasPrefix(f.Flow, poisonPrefix)
 		fw := &flowWant{}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fairrelay/fairrelay/pgtest"
 )
 
 // ErrConfig reports a configuration the soak cannot run with.
@@ -27,6 +29,25 @@ type Config struct {
 	// (default: PostgresURL()). Each run makes two new schemas on it and
 	// drops them when it ends, unless Keep is set or a check failed.
 	Postgres string
+	// PrivateCluster runs a PostgreSQL run on a cluster of its own
+	// (pgtest.NewCluster: initdb in a temporary directory, a free port),
+	// which the restart faults may restart; Postgres is then ignored. The
+	// cluster is removed when the run ends. Cluster, when set, is such a
+	// cluster already running (a test's), used and left running.
+	PrivateCluster bool
+	Cluster        *pgtest.Cluster
+	// Faults are the fault kinds the chaos injects (FaultKinds; nil:
+	// DefaultFaults). Without FaultKill nothing is killed.
+	Faults []string
+	// FaultMin and FaultMax bound the wait between two faults other than
+	// kills (one at a time; each lasts up to a few seconds).
+	FaultMin, FaultMax time.Duration
+	// Retention, when set, is the retention window of the queue
+	// (Policy.Retention, pruned by the relays every second: relayctl relay
+	// --prune-every 1s) and of the receiver (relayctl receive --retention,
+	// --prune-every 1s). PostgreSQL only: there the check reads what was
+	// pruned from logs the soak keeps (pgEnqueueLog, pgCommitLog).
+	Retention time.Duration
 	// Keep leaves a PostgreSQL run's schemas on the server after a run
 	// that passed (CheckDir and DropStores find them in StoresFile).
 	Keep      bool
@@ -50,6 +71,10 @@ type Config struct {
 	KillMin, KillMax time.Duration
 	// RestartMax bounds the pause before a killed process is restarted.
 	RestartMax time.Duration
+	// RecoverTimeout bounds the recovery: once the faults and the
+	// producers stop, the relays of the chaos must leave nothing pending
+	// or in flight within it (default: DrainTimeout).
+	RecoverTimeout time.Duration
 	// DrainTimeout is the watchdog of the drain phase.
 	DrainTimeout time.Duration
 	// Log receives progress lines (nil: none).
@@ -62,8 +87,20 @@ func (c Config) Defaults() Config {
 	if c.Backend == "" {
 		c.Backend = BackendSQLite
 	}
-	if c.Backend == BackendPostgres && c.Postgres == "" {
+	if c.Cluster != nil {
+		c.PrivateCluster = true
+	}
+	if c.Backend == BackendPostgres && c.Postgres == "" && !c.PrivateCluster {
 		c.Postgres = PostgresURL()
+	}
+	if c.Faults == nil {
+		c.Faults = DefaultFaults(c.Backend, c.PrivateCluster)
+	}
+	if c.FaultMin == 0 {
+		c.FaultMin = 500 * time.Millisecond
+	}
+	if c.FaultMax == 0 {
+		c.FaultMax = 2 * time.Second
 	}
 	if c.For == 0 {
 		c.For = 45 * time.Second
@@ -101,6 +138,9 @@ func (c Config) Defaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 3 * time.Minute
 	}
+	if c.RecoverTimeout == 0 {
+		c.RecoverTimeout = c.DrainTimeout
+	}
 	return c
 }
 
@@ -108,7 +148,7 @@ func (c Config) validate() error {
 	switch c.Backend {
 	case BackendSQLite:
 	case BackendPostgres:
-		if !isPostgres(c.Postgres) {
+		if !c.PrivateCluster && !isPostgres(c.Postgres) {
 			return fmt.Errorf("%w: Postgres %q is not a postgres:// URL", ErrConfig, redact(c.Postgres))
 		}
 	default:
@@ -117,12 +157,18 @@ func (c Config) validate() error {
 	switch {
 	case c.Relayctl == "" || c.Producer == "" || c.Dir == "":
 		return fmt.Errorf("%w: Relayctl, Producer and Dir are required", ErrConfig)
-	case c.For <= 0 || c.DrainTimeout <= 0:
-		return fmt.Errorf("%w: For and DrainTimeout must be positive", ErrConfig)
+	case c.For <= 0 || c.DrainTimeout <= 0 || c.RecoverTimeout <= 0:
+		return fmt.Errorf("%w: For, RecoverTimeout and DrainTimeout must be positive", ErrConfig)
 	case c.Relays < 1 || c.Producers < 1 || c.Flows < 1 || c.Batch < 1 || c.Batch > 10000 || c.PoisonEvery < 0:
 		return fmt.Errorf("%w: Relays, Producers, Flows and Batch (1..10000) must be positive, PoisonEvery not negative", ErrConfig)
 	case c.KillMin <= 0 || c.KillMax < c.KillMin || c.RestartMax < 0 || c.ProducerPause < 0:
 		return fmt.Errorf("%w: want 0 < KillMin <= KillMax, RestartMax and ProducerPause not negative", ErrConfig)
+	case c.FaultMin <= 0 || c.FaultMax < c.FaultMin:
+		return fmt.Errorf("%w: want 0 < FaultMin <= FaultMax", ErrConfig)
+	case c.Retention < 0 || c.Retention > 0 && c.Backend != BackendPostgres:
+		return fmt.Errorf("%w: Retention needs the postgres backend (the check reads pruned events from its logs) and may not be negative", ErrConfig)
+	case c.PrivateCluster && c.Backend != BackendPostgres:
+		return fmt.Errorf("%w: a private cluster is for the postgres backend", ErrConfig)
 	}
-	return nil
+	return checkFaults(c.Faults, c.Backend, c.PrivateCluster)
 }

@@ -141,9 +141,12 @@ func Produce(ctx context.Context, p Producer) error {
 	if err := cutTornLine(p.Log); err != nil {
 		return err
 	}
-	q, err := openQueue(ctx, p.Queue, queueOptions{realTime: true})
+	q, err := openRetrying(ctx, p.Queue)
 	if err != nil {
-		return fmt.Errorf("open queue: %w", err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
 	defer q.Close()
 	lf, err := os.OpenFile(p.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -158,7 +161,7 @@ func Produce(ctx context.Context, p Producer) error {
 			}
 			return err
 		}
-		if err := enqueue(ctx, q, p.Events(k)); err != nil {
+		if err := enqueue(ctx, q, p.Events(k), isPostgres(p.Queue)); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -222,6 +225,46 @@ func cutTornLine(path string) error {
 	return nil
 }
 
+// retryBackoff is the wait before the n-th retry in a row of a producer's
+// call (n from 1): 10 ms doubling, capped at 1 s.
+func retryBackoff(n int) time.Duration {
+	return min(10*time.Millisecond<<min(n-1, 10), time.Second)
+}
+
+// sleepCtx waits d or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// openRetrying opens the queue, trying again (capped backoff) while the
+// server cannot be reached: a producer rides out a database fault by
+// itself. Each attempt is bounded by processReplyTimeout twice over.
+func openRetrying(ctx context.Context, target string) (queue.Store, error) {
+	for n := 1; ; n++ {
+		octx, cancel := context.WithTimeout(ctx, 2*processReplyTimeout)
+		q, err := openQueue(octx, target, queueOptions{realTime: true})
+		cancel()
+		if err == nil {
+			return q, nil
+		}
+		if errors.Is(err, ErrConfig) {
+			return nil, fmt.Errorf("open queue: %w", err)
+		}
+		d := retryBackoff(n)
+		fmt.Fprintf(os.Stderr, "soak produce: open queue: %v; trying again in %s\n", err, d)
+		if !sleepCtx(ctx, d) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // producerQueue is what a producer does with the queue.
 type producerQueue interface {
 	EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error)
@@ -233,11 +276,23 @@ func (p Producer) holdBack(ctx context.Context, q producerQueue) error {
 	if p.MaxBacklog == 0 {
 		return nil
 	}
-	for {
-		n, err := backlog(ctx, q)
+	for failures := 0; ; {
+		cctx, cancel := context.WithTimeout(ctx, processReplyTimeout)
+		n, err := backlog(cctx, q)
+		cancel()
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failures++
+			d := retryBackoff(failures)
+			fmt.Fprintf(os.Stderr, "soak produce: %v; trying again in %s\n", err, d)
+			if !sleepCtx(ctx, d) {
+				return ctx.Err()
+			}
+			continue
 		}
+		failures = 0
 		if n <= int64(p.MaxBacklog) {
 			return nil
 		}
@@ -265,23 +320,36 @@ func backlog(ctx context.Context, q producerQueue) (int64, error) {
 	return n, nil
 }
 
-// enqueue commits one batch at the wall clock's tick. A write that waited
-// so long for its turn that its tick fell more than the skew behind the
-// mark (queue.ErrTimeRegression), or that gave up waiting (SQLite's
+// enqueue commits one batch at the wall clock's tick, each attempt bounded
+// by processReplyTimeout. A write that waited so long for its turn that
+// its tick fell more than the skew behind the mark
+// (queue.ErrTimeRegression), or that gave up waiting (SQLite's
 // ErrWriteTimeout), changed nothing (transient): it is tried again with a
-// fresh tick, as a real-time producer must. Any other error ends the
-// producer.
-func enqueue(ctx context.Context, q producerQueue, batch []queue.Event) error {
-	for {
-		_, err := q.EnqueueBatch(ctx, batch, clock.Wall{}.Now())
-		if !transient(err) {
+// fresh tick, as a real-time producer must. On PostgreSQL any other error
+// (the connection cut, terminated, timed out, the server restarting) is
+// tried again too, after a capped backoff: the batch may have committed
+// before the error (a cut at COMMIT), and enqueueing it again is harmless,
+// enqueue being idempotent by event ID. On SQLite such an error ends the
+// producer (no network there: it would be a bug).
+func enqueue(ctx context.Context, q producerQueue, batch []queue.Event, network bool) error {
+	for failures := 0; ; {
+		cctx, cancel := context.WithTimeout(ctx, processReplyTimeout)
+		_, err := q.EnqueueBatch(cctx, batch, clock.Wall{}.Now())
+		cancel()
+		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "soak produce: %v; trying again\n", err)
-		select {
-		case <-ctx.Done():
+		if !transient(err) && !(network && !errors.Is(err, queue.ErrInvalid)) {
+			return err
+		}
+		failures++
+		d := retryBackoff(failures)
+		if transient(err) {
+			d = 10 * time.Millisecond
+		}
+		fmt.Fprintf(os.Stderr, "soak produce: %v; trying again in %s\n", err, d)
+		if !sleepCtx(ctx, d) {
 			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

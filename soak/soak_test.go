@@ -100,11 +100,7 @@ func soakTest(t *testing.T, c Config) {
 		for _, p := range sum.Problems {
 			t.Log("problem:", p)
 		}
-		for _, name := range []string{"receiver", "relay1", "drain1", "producer1"} {
-			if b, rerr := os.ReadFile(filepath.Join(dir, "logs", name+".log")); rerr == nil {
-				t.Logf("logs/%s.log (tail):\n%s", name, tail(string(b), 20))
-			}
-		}
+		logTails(t, dir)
 		t.Fatalf("soak failed (replay with SOAK_SEED=%d %sgo run ./soak/cmd/soak): %v", seed, envFor(c.Backend), err)
 	}
 	switch {
@@ -127,6 +123,16 @@ func soakTest(t *testing.T, c Config) {
 			} else if n := pgtest.SchemasWithPrefix(t, schema); n != 0 {
 				t.Errorf("schema %s is still there after a run that passed", schema)
 			}
+		}
+	}
+}
+
+// logTails logs the end of the main processes' logs of a run in dir.
+func logTails(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range []string{"receiver", "relay1", "drain1", "producer1"} {
+		if b, err := os.ReadFile(filepath.Join(dir, "logs", name+".log")); err == nil {
+			t.Logf("logs/%s.log (tail):\n%s", name, tail(string(b), 20))
 		}
 	}
 }
@@ -184,7 +190,7 @@ func TestSoak_DrainWatchdog(t *testing.T) {
 	relayctl, soakBin := buildBinaries(t)
 	sum, err := Run(context.Background(), Config{
 		Relayctl: relayctl, Producer: soakBin, Dir: t.TempDir(), For: time.Second, Seed: 1,
-		DrainTimeout: time.Millisecond, Log: t.Logf,
+		DrainTimeout: time.Millisecond, RecoverTimeout: time.Minute, Log: t.Logf,
 	})
 	if !errors.Is(err, ErrCheck) {
 		t.Fatalf("Run = %v, want ErrCheck", err)

@@ -225,6 +225,13 @@ func createStores(ctx context.Context, s Stores, p queue.Policy) (queue.Store, r
 		q.Close()
 		return nil, nil, fmt.Errorf("soak: create the receiver: %w", err)
 	}
+	if isPostgres(s.Queue) {
+		if err := pgEnqueueLog(ctx, s.Queue); err != nil {
+			q.Close()
+			r.Close()
+			return nil, nil, err
+		}
+	}
 	if isPostgres(s.Receiver) {
 		if err := pgCommitLog(ctx, s.Receiver); err != nil {
 			q.Close()
@@ -267,6 +274,81 @@ CREATE CONSTRAINT TRIGGER {log} AFTER INSERT ON {s}.receipts
 		return fmt.Errorf("soak: commit log: %w", err)
 	}
 	return nil
+}
+
+// enqueueLog is the table, in a PostgreSQL queue's schema, where the
+// soak's trigger records each event inserted (pgEnqueueLog).
+const enqueueLog = "soak_enqueue_log"
+
+// pgEnqueueLog installs, in a PostgreSQL queue's schema, a table and a
+// trigger that copies each inserted event's ID, flow, seq and body into
+// it, in the inserting transaction (a rolled-back enqueue leaves no line).
+// The queue's retention deletes acked events (Prune); the log keeps them,
+// so that the check still finds every event ever enqueued, and each one
+// enqueued twice (an ID enqueued again after its prune is a new event).
+func pgEnqueueLog(ctx context.Context, target string) error {
+	conn, schema, err := pgTarget(target)
+	if err != nil {
+		return err
+	}
+	c, err := pgx.Connect(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("soak: enqueue log: %w", err)
+	}
+	defer c.Close(ctx)
+	s := pgx.Identifier{schema}.Sanitize()
+	ddl := strings.NewReplacer("{s}", s, "{log}", enqueueLog).Replace(`
+CREATE TABLE {s}.{log} (pos bigserial PRIMARY KEY, id text NOT NULL, flow text NOT NULL, seq bigint NOT NULL, body bytea NOT NULL);
+CREATE FUNCTION {s}.{log}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.{log} (id, flow, seq, body) VALUES (NEW.id, NEW.flow, NEW.seq, NEW.body);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER {log} AFTER INSERT ON {s}.events FOR EACH ROW EXECUTE FUNCTION {s}.{log}();`)
+	if _, err := c.Exec(ctx, ddl); err != nil {
+		return fmt.Errorf("soak: enqueue log: %w", err)
+	}
+	return nil
+}
+
+// pruned returns the events that a PostgreSQL queue's enqueue log has and
+// its events table no longer has (by ID and seq): the acked events its
+// retention deleted, as acked events. SQLite keeps no such log: none.
+func pruned(ctx context.Context, target string) ([]queue.EventState, error) {
+	if !isPostgres(target) {
+		return nil, nil
+	}
+	conn, schema, err := pgTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	c, err := pgx.Connect(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("soak: pruned events: %w", err)
+	}
+	defer c.Close(ctx)
+	s := pgx.Identifier{schema}.Sanitize()
+	rows, err := c.Query(ctx, `SELECT l.id, l.flow, l.seq, l.body FROM `+s+`.`+enqueueLog+` AS l
+		WHERE NOT EXISTS (SELECT 1 FROM `+s+`.events AS e WHERE e.id = l.id AND e.seq = l.seq AND e.flow = l.flow)
+		ORDER BY l.flow, l.seq`)
+	if err != nil {
+		return nil, fmt.Errorf("soak: pruned events: %w", err)
+	}
+	defer rows.Close()
+	var out []queue.EventState
+	for rows.Next() {
+		var e queue.EventState
+		if err := rows.Scan(&e.ID, &e.Flow, &e.Seq, &e.Body); err != nil {
+			return nil, fmt.Errorf("soak: pruned events: %w", err)
+		}
+		e.State, e.LifetimeAttempts = "acked", 1
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("soak: pruned events: %w", err)
+	}
+	return out, nil
 }
 
 // dropStores drops a PostgreSQL run's two schemas with everything in
@@ -374,9 +456,10 @@ func receipts(ctx context.Context, target string) ([]receipt, []string, error) {
 	return out, nil, nil
 }
 
-// pgReceipts reads the receipts table in the commit log's order; a
-// receipt without a log line is returned last and named in unplaced, a log
-// line without a receipt is left out (the receipts are the truth).
+// pgReceipts reads every receipt ever committed, in commit order: the
+// commit log's lines (which the receiver's retention does not prune: a
+// receipt pruned is still there, one accepted twice is there twice), then
+// the receipts with no line, named in unplaced.
 func pgReceipts(ctx context.Context, target string) (out []receipt, unplaced []string, err error) {
 	conn, schema, err := pgTarget(target)
 	if err != nil {
@@ -388,9 +471,11 @@ func pgReceipts(ctx context.Context, target string) (out []receipt, unplaced []s
 	}
 	defer c.Close(ctx)
 	s := pgx.Identifier{schema}.Sanitize()
-	rows, err := c.Query(ctx, `SELECT r.id, r.flow, r.seq, l.pos IS NOT NULL
-		FROM `+s+`.receipts AS r LEFT JOIN (SELECT id, min(pos) AS pos FROM `+s+`.`+commitLog+` GROUP BY id) AS l ON l.id = r.id
-		ORDER BY l.pos NULLS LAST, r.flow, r.seq`)
+	rows, err := c.Query(ctx, `SELECT id, flow, seq, true, pos FROM `+s+`.`+commitLog+`
+		UNION ALL
+		SELECT r.id, r.flow, r.seq, false, NULL FROM `+s+`.receipts AS r
+		WHERE NOT EXISTS (SELECT 1 FROM `+s+`.`+commitLog+` AS l WHERE l.id = r.id)
+		ORDER BY 5 NULLS LAST, 2, 3`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("soak: receipts: %w", err)
 	}
@@ -398,7 +483,8 @@ func pgReceipts(ctx context.Context, target string) (out []receipt, unplaced []s
 	for rows.Next() {
 		var r receipt
 		var placed bool
-		if err := rows.Scan(&r.id, &r.flow, &r.seq, &placed); err != nil {
+		var pos *int64
+		if err := rows.Scan(&r.id, &r.flow, &r.seq, &placed, &pos); err != nil {
 			return nil, nil, fmt.Errorf("soak: receipts: %w", err)
 		}
 		out = append(out, r)

@@ -4,15 +4,18 @@
 //
 // Usage, from the repository:
 //
-//	go run ./soak/cmd/soak [-for 45s] [-seed N] [-backend sqlite|postgres] [-postgres URL] [-keep]
+//	go run ./soak/cmd/soak [-for 45s] [-seed N] [-backend sqlite|postgres] [-postgres URL | -shared] [-faults KINDS] [-keep]
 //	go run ./soak/cmd/soak check -dir DIR   # check a kept run directory again
 //	go run ./soak/cmd/soak drop -dir DIR    # drop a kept PostgreSQL run's schemas
 //
 // SOAK_FOR and SOAK_SEED set -for and -seed when the flags are not given,
 // FAIRRELAY_BACKEND (sqlite or postgres) -backend and FAIRRELAY_POSTGRES
-// -postgres, as for the experiment. On PostgreSQL the run makes two fresh
-// schemas and drops them at the end, unless -keep is given or a check
-// failed.
+// -postgres, as for the experiment, SOAK_FAULTS -faults. On PostgreSQL the
+// run starts a private cluster of its own (initdb in a temporary
+// directory, a free port; removed at the end) that the restart faults
+// restart; with -postgres, FAIRRELAY_POSTGRES or -shared it uses that
+// server instead, never restarted, and keeps two fresh schemas there when
+// -keep is given or a check failed.
 // It builds relayctl (go build) unless -relayctl names a binary, prints one
 // summary line and exits 1 when any check failed.
 package main
@@ -27,9 +30,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/soak"
 )
 
@@ -109,6 +114,9 @@ func run() int {
 	relays := fs.Int("relays", 4, "relay processes")
 	producers := fs.Int("producers", 2, "producer processes")
 	flows := fs.Int("flows", 200, "ordinary flows")
+	faults := fs.String("faults", "", "comma-separated fault kinds ("+strings.Join(soak.FaultKinds, ", ")+"; default $SOAK_FAULTS or all the backend can have)")
+	retention := fs.Duration("retention", 0, "on postgres, the queue's and the receiver's retention window, pruned every second (0: keep everything)")
+	shared := fs.Bool("shared", false, "on postgres, use the server of -postgres instead of a private cluster (no restart faults); implied by -postgres or $"+soak.PostgresEnv)
 	_ = fs.Parse(os.Args[1:])
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -138,6 +146,24 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "soak: -backend %q: want sqlite or postgres\n", *backend)
 		return 2
 	}
+	// On PostgreSQL the soak runs on a private cluster that it may
+	// restart, unless a server is named (never restarted: others use it)
+	// or the server binaries are missing.
+	private := *backend == soak.BackendPostgres && !*shared && !set["postgres"] && os.Getenv(soak.PostgresEnv) == ""
+	if private {
+		if _, err := pgtest.ServerBinaries(); err != nil {
+			fmt.Fprintf(os.Stderr, "soak: %v: running on the shared server, without restart faults\n", err)
+			private = false
+		}
+	}
+	if v := os.Getenv("SOAK_FAULTS"); v != "" && !set["faults"] {
+		*faults = v
+	}
+	faultList, err := soak.ParseFaults(*faults, *backend, private)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak: -faults:", err)
+		return 2
+	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "soak-")
 		if err != nil {
@@ -165,7 +191,7 @@ func run() int {
 	defer stop()
 	sum, err := soak.Run(ctx, soak.Config{
 		Backend: *backend, Postgres: *pgURL, Keep: *keep, Relayctl: *relayctl, Producer: self, Dir: *dir, For: *forD, Seed: *seed,
-		Relays: *relays, Producers: *producers, Flows: *flows,
+		Relays: *relays, Producers: *producers, Flows: *flows, PrivateCluster: private, Faults: faultList, Retention: *retention,
 		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	})
 	for _, p := range sum.Problems {
