@@ -170,10 +170,11 @@ func cmdAudit(e *env, args []string) (err error) {
 	f := newFlags(e, "audit", "audit [--event ID] [--kind KIND] [--json]",
 		"Audit prints every operator action in the order it happened: each redrive\n"+
 			"(the tick, the event, the generation the redrive gave it, the reason) and each\n"+
-			"policy change (the tick, what changed, the reason).").
+			"policy change, weight change, pause and resume of a flow (the tick, what\n"+
+			"changed, the reason).").
 		withQueue().withJSON()
 	event := f.String("event", "", "only the redrives of event `ID`")
-	kind := f.String("kind", "", "only the rows of `KIND`: redrive, policy or weight")
+	kind := f.String("kind", "", "only the rows of `KIND`: redrive, policy, weight, pause or resume")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -182,9 +183,9 @@ func cmdAudit(e *env, args []string) (err error) {
 		return usagef("unexpected argument %q", pos[0])
 	}
 	switch *kind {
-	case "", "redrive", "policy", "weight":
+	case "", "redrive", "policy", "weight", "pause", "resume":
 	default:
-		return usagef("--kind %q: want redrive, policy or weight", *kind)
+		return usagef("--kind %q: want redrive, policy, weight, pause or resume", *kind)
 	}
 	q, err := e.readQueue()
 	if err != nil {
