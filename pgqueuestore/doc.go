@@ -9,15 +9,32 @@
 // flow weights (docs/contract.md §7.6; SetWeight, queue.Event.Weight, 'weight'
 // audit rows), one global ticket, generations, attempts, backoff, quarantine
 // of a used-up take-over inside the claim, redrive with its audit row in one
-// transaction, and the clock mark. The experiment's golden files hold for both
+// transaction, and the clock mark; scheduled events (queue.Event.NotBefore),
+// paused flows (PauseFlow, ResumeFlow) and retention (Prune, Prunable) of
+// docs/contract.md §7.9. The experiment's golden files hold for both
 // backends.
+//
+// # Enqueue in the caller's transaction
+//
+// EnqueueTx and EnqueueBatchTx, which SQLite cannot offer, enqueue in a
+// pgx.Tx of the caller's on the store's database: the events commit or
+// roll back with the caller's own writes (an outbox without an outbox
+// table; docs/postgres.md, "Enqueue in your transaction"). While that
+// transaction is open it holds up only later enqueues into its flows and
+// of its event IDs; the events become claimable at the next write turn
+// after the commit (docs/decisions/postgres-transactional-enqueue.md).
 //
 // # Concurrency
 //
 // Every write transaction starts by locking the one meta row (clock mark,
 // ticket, policy) with SELECT … FOR UPDATE, so writes take turns as they
 // do in SQLite; statements after the lock run in READ COMMITTED and see
-// every earlier write. docs/decisions/postgres-one-write-turn.md gives the
+// every earlier write. An enqueue first locks its event IDs (advisory
+// locks) and its flows' sequence counters (flow_seqs), in the same round
+// trip, before the meta row: the lock order is IDs, counters, meta, then
+// flows and events, so nothing that holds the meta row waits for a
+// caller's transaction. The turn then promotes the events that callers'
+// transactions committed (arrivals) into their flows. docs/decisions/postgres-one-write-turn.md gives the
 // measurements behind this choice and what fairness means with several
 // claimants.
 //
@@ -30,7 +47,10 @@
 // (docs/decisions/postgres-hot-updates.md), 0005 the console's paged reads,
 // 0006 failure detail: the policy's schedule and retry-after cap in meta,
 // the attempt history (attempts), and each flow's head enqueue tick with
-// its index for OldestWaiting (docs/decisions/postgres-failure-detail.md).
+// its index for OldestWaiting (docs/decisions/postgres-failure-detail.md),
+// 0007 the life of an event: retention in meta, acked_at and the acked
+// table Prune deletes through, the audit's tick index, paused flows, the
+// sequence counters in flow_seqs and the arrivals of EnqueueTx.
 // Open creates the schema
 // (default "fairrelay_queue", WithSchema to choose) and runs the
 // migrations past its version, each recording the version it reaches in
@@ -39,12 +59,13 @@
 //
 // # Wake-ups
 //
-// Enqueue, EnqueueBatch, Redrive, RedriveAll and an ack that makes a
-// flow's next event its head send a pg_notify inside their transaction
+// Enqueue, EnqueueBatch, Redrive, RedriveAll, ResumeFlow and an ack that
+// makes a flow's next event its head send a pg_notify inside their transaction
 // (none on rollback), at most one per WithNotifyInterval per Store, as River
 // limits its insert notifications. Listen returns a Listener whose Wait
 // returns on one; a relay on another machine sleeps on it, on NextDue and
-// on its poll interval, whichever comes first.
+// on its poll interval, whichever comes first. EnqueueTx sends one,
+// unlimited, in the caller's transaction: the server delivers it at commit.
 //
 // # Crash injection
 //

@@ -31,21 +31,24 @@ WHERE flow = $1`
 	// qPruneEvents deletes at most $2 acked events acked at or before $1,
 	// in ack order, through the acked table's primary key, with their
 	// ack rows and attempt history; it returns how many events it
-	// deleted.
+	// deleted. The rows to delete are passed on as arrays (ctid = ANY,
+	// id = ANY), so that each deletion is a probe per row, never a join
+	// that reads a whole table.
 	qPruneEvents = `WITH k AS (
-    SELECT at, event_id FROM {s}.acked WHERE at <= $1 ORDER BY at, event_id LIMIT $2),
+    SELECT ctid AS t FROM {s}.acked WHERE at <= $1 ORDER BY at, event_id LIMIT $2),
 d AS (
-    DELETE FROM {s}.acked AS a USING k WHERE a.at = k.at AND a.event_id = k.event_id RETURNING a.event_id),
+    DELETE FROM {s}.acked WHERE ctid = ANY (ARRAY(SELECT t FROM k)) RETURNING event_id),
 h AS (
-    DELETE FROM {s}.attempts AS t USING d WHERE t.event_id = d.event_id),
+    DELETE FROM {s}.attempts WHERE event_id = ANY (ARRAY(SELECT event_id FROM d))),
 e AS (
-    DELETE FROM {s}.events AS v USING d WHERE v.id = d.event_id AND v.state = 'acked' RETURNING 1)
+    DELETE FROM {s}.events WHERE id = ANY (ARRAY(SELECT event_id FROM d)) AND state = 'acked' RETURNING 1)
 SELECT count(*) FROM e`
 
 	// qPruneAudit deletes at most $2 audit rows written at or before $1,
 	// oldest first, through audit_at; it returns how many.
-	qPruneAudit = `WITH k AS (SELECT id FROM {s}.audit WHERE at <= $1 ORDER BY at, id LIMIT $2),
-d AS (DELETE FROM {s}.audit AS a USING k WHERE a.id = k.id RETURNING 1)
+	qPruneAudit = `WITH d AS (
+    DELETE FROM {s}.audit WHERE id = ANY (ARRAY(
+        SELECT id FROM {s}.audit WHERE at <= $1 ORDER BY at, id LIMIT $2)) RETURNING 1)
 SELECT count(*) FROM d`
 
 	// qPrunable counts what every batch of Prune at cutoff $1 would

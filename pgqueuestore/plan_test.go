@@ -84,7 +84,18 @@ SELECT e.id, g, 1, 1, 'retry_scheduled', 'unavailable', 'connection refused' FRO
 ON CONFLICT DO NOTHING`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts`)); err != nil {
+	// Audit rows and acks of many ticks, as a long-lived queue has, for
+	// Prune's plans.
+	if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.audit (id, kind, reason, detail, at)
+SELECT i, 'pause', 'ops', '{"flow":"f0001"}', i FROM generate_series(1, 20000) AS i`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.acked (at, event_id)
+SELECT 100 + i, 'gone-' || i FROM generate_series(1, 20000) AS i`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts;
+ANALYZE {s}.flow_seqs; ANALYZE {s}.acked; ANALYZE {s}.arrivals`)); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := s.pool.Begin(ctx)
@@ -98,6 +109,22 @@ ON CONFLICT DO NOTHING`)); err != nil {
 		want      string // an index the plan must use ("" for any)
 	}{
 		{"promote", qPromote, []any{int64(5)}, "flows_waiting"},
+		// §7.9 and the transactional enqueue.
+		{"lock flows", qLockSeqs, []any{[]string{"f0001", "new"}}, ""},
+		{"read flows' counters", qReadSeqs, []any{[]string{"f0001", "f0002"}}, "flow_seqs_pkey"},
+		{"set flows' counters", qSetSeqs, []any{[]string{"f0001", "f0002"}, []int64{5, 5}}, "flow_seqs_pkey"},
+		{"insert events", qInsertEventsAt, []any{[]string{"x-1"}, []string{"f0001"}, []int64{5}, [][]byte{[]byte("x")}, []int64{9}, int64(4)}, ""},
+		{"promote arrivals", qPromoteArrivals, []any{[]string{"f0001", "f0002", "new"}}, "flow_seqs_pkey"},
+		{"record acks", qRecordAcks, []any{[]string{"e1-0", "e2-0"}, int64(4)}, ""},
+		{"flow paused", qFlowPaused, []any{"f0001"}, "flows_pkey"},
+		{"pause", qPause, []any{"f0001", "ops"}, "flows_pkey"},
+		{"resume", qResume, []any{"f0001", int64(4), false}, "flows_pkey"},
+		{"prune events", qPruneEvents, []any{int64(1), 100}, "acked_pkey"},
+		{"prune audit", qPruneAudit, []any{int64(100), 100}, "audit_at"},
+		// Prunable counts every prunable row: at a cutoff below the
+		// acks (all at 1) and the audit rows, each count is an index range.
+		{"prunable", qPrunable, []any{int64(0)}, "audit_at"},
+		{"prunable acks", qPrunable, []any{int64(0)}, "acked_pkey"},
 		{"pick head", qPickHead, nil, "flows_ready"},
 		{"pick heads (ClaimBatch's page)", qPickHeads + " LIMIT 64", nil, "flows_ready"},
 		{"claim event", qClaimEvent, []any{"e1-1", int64(10), int64(1)}, ""},
@@ -133,7 +160,8 @@ ON CONFLICT DO NOTHING`)); err != nil {
 		nodes := planNodes(t, tx, s.q(c.sql), c.args...)
 		joined := strings.Join(nodes, " / ")
 		for _, n := range nodes {
-			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") || strings.HasPrefix(n, "Seq Scan on attempts") {
+			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") || strings.HasPrefix(n, "Seq Scan on attempts") ||
+				strings.HasPrefix(n, "Seq Scan on flow_seqs") || strings.HasPrefix(n, "Seq Scan on acked") || strings.HasPrefix(n, "Seq Scan on audit") {
 				t.Errorf("%s scans: %s", c.name, joined)
 			}
 		}

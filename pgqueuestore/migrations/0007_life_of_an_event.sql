@@ -24,7 +24,7 @@ ALTER TABLE {s}.audit DROP CONSTRAINT audit_event_id_fkey;
 ALTER TABLE {s}.audit DROP CONSTRAINT audit_kind_check;
 ALTER TABLE {s}.audit ADD CONSTRAINT audit_kind_check
     CHECK (kind IN ('redrive', 'policy', 'weight', 'pause', 'resume'));
-CREATE INDEX audit_at ON {s}.audit (at);
+CREATE INDEX audit_at ON {s}.audit (at, id);
 -- Pause: the operator's reason while a flow is paused (NULL otherwise). A
 -- paused flow is never ready, and the index of the flows whose head waits
 -- for a tick leaves it out, so that no claim's promotion reads it.
