@@ -14,11 +14,11 @@ import (
 func ExampleRunReceiver() {
 	testReceiver := func(t *testing.T) {
 		conformance.RunReceiver(t, conformance.ReceiverBackend{
-			Open: func(t testing.TB, loc string, maxDelta int) (conformance.Receiver, string) {
+			Open: func(t testing.TB, loc string, o conformance.ReceiverOptions) (conformance.Receiver, string) {
 				if loc == "" {
 					loc = filepath.Join(t.TempDir(), "receiver.db")
 				}
-				s, err := receiverstore.Open(loc, receiverstore.WithMaxDelta(maxDelta))
+				s, err := receiverstore.Open(loc, receiverstore.WithMaxDelta(o.MaxDelta), receiverstore.WithNow(o.Now))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -25,4 +25,15 @@ var receiverClauses = []receiverClause{
 	{"ReceiveBatch_BadItemGetsItsOwnError", receiverReceiveBatch_BadItemGetsItsOwnError},
 	{"ReceiveBatch_MatchesSuccessiveReceiveOnATwin", receiverReceiveBatch_MatchesSuccessiveReceiveOnATwin},
 	{"Receive_NamesWithoutEdgeSpaces", receiverReceive_NamesWithoutEdgeSpaces},
+	// Retention (docs/contract.md §7.9), r_retention.go.
+	{"Prune_DeletesOnlyReceiptsAcceptedBefore", receiverPrune_DeletesOnlyReceiptsAcceptedBefore},
+	{"Prune_LimitAndMore", receiverPrune_LimitAndMore},
+	{"Prune_TotalsAndNextExpectedSurvive", receiverPrune_TotalsAndNextExpectedSurvive},
+	{"Receive_PrunedRedeliveryChangesNothing", receiverReceive_PrunedRedeliveryChangesNothing},
+	{"ReceiveBatch_PrunedRedeliveryChangesNothing", receiverReceiveBatch_PrunedRedeliveryChangesNothing},
+	{"Receive_AbovePrunedMarkRulesUnchanged", receiverReceive_AbovePrunedMarkRulesUnchanged},
+	{"Receive_AbovePrunedMarkWithoutReceiptIsSeqBehind", receiverReceive_AbovePrunedMarkWithoutReceiptIsSeqBehind},
+	{"Prune_MarkNeverLowered", receiverPrune_MarkNeverLowered},
+	{"Prune_BadLimitIsInvalidOption", receiverPrune_BadLimitIsInvalidOption},
+	{"Prune_ConcurrentRedeliveriesNeverApplyTwice", receiverPrune_ConcurrentRedeliveriesNeverApplyTwice},
 }

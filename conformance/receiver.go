@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fairrelay/fairrelay/receiver"
 )
@@ -11,13 +12,23 @@ import (
 // pgreceiverstore.Store both are one.
 type Receiver = receiver.Store
 
+// ReceiverOptions are what a clause asks of a store it opens.
+type ReceiverOptions struct {
+	// MaxDelta is the store's cap on a delta, 1..1000.
+	MaxDelta int
+	// Now is the store's wall clock, the time a receipt records as the
+	// moment it was accepted (the stores' WithNow); nil is time.Now.
+	Now func() time.Time
+}
+
 // ReceiverBackend is one receiver backend under test.
 type ReceiverBackend struct {
-	// Open opens a store with the given MaxDelta (1..1000) that lives until
-	// t ends: a new, empty one when loc is "", else another handle on the
-	// store at loc, as Open on the same file or schema gives. It returns
-	// the store's loc. It may be called from several goroutines at once.
-	Open func(t testing.TB, loc string, maxDelta int) (Receiver, string)
+	// Open opens a store with the given options that lives until t ends: a
+	// new, empty one when loc is "", else another handle on the store at
+	// loc, as Open on the same file or schema gives. It returns the
+	// store's loc. It may be called from several goroutines at once. The
+	// retention clauses need the store to be a receiver.Pruner.
+	Open func(t testing.TB, loc string, o ReceiverOptions) (Receiver, string)
 	// Exec runs one SQL statement on the store at loc, with the store's
 	// tables reachable by their bare names (receipts, flows, conflicts):
 	// the clauses that must make a state the API never makes use it. Nil
@@ -33,27 +44,29 @@ func (rk *ReceiverBackend) exec(t testing.TB, loc, sql string) {
 	rk.Exec(t, loc, sql)
 }
 
-// recvOpt is a receiver option of the ported clauses: the MaxDelta.
-type recvOpt int
+// recvOpt is a receiver option of the clauses.
+type recvOpt func(*ReceiverOptions)
 
-func withMaxDelta(n int) recvOpt { return recvOpt(n) }
+func withMaxDelta(n int) recvOpt { return func(o *ReceiverOptions) { o.MaxDelta = n } }
 
-func maxDeltaOf(opts []recvOpt) int {
-	md := receiver.DefaultMaxDelta
-	for _, o := range opts {
-		md = int(o)
+func withNow(now func() time.Time) recvOpt { return func(o *ReceiverOptions) { o.Now = now } }
+
+func optionsOf(opts []recvOpt) ReceiverOptions {
+	o := ReceiverOptions{MaxDelta: receiver.DefaultMaxDelta}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	return md
+	return o
 }
 
 func (rk *ReceiverBackend) open(t testing.TB, opts ...recvOpt) (Receiver, string) {
 	t.Helper()
-	return rk.Open(t, "", maxDeltaOf(opts))
+	return rk.Open(t, "", optionsOf(opts))
 }
 
 func (rk *ReceiverBackend) reopen(t testing.TB, loc string, opts ...recvOpt) Receiver {
 	t.Helper()
-	r, _ := rk.Open(t, loc, maxDeltaOf(opts))
+	r, _ := rk.Open(t, loc, optionsOf(opts))
 	return r
 }
 

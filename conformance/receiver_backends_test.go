@@ -7,6 +7,7 @@ import (
 
 	"github.com/fairrelay/fairrelay/pgreceiverstore"
 	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 	"github.com/jackc/pgx/v5"
 
@@ -17,11 +18,11 @@ import (
 
 func TestReceiverSQLite(t *testing.T) {
 	RunReceiver(t, ReceiverBackend{
-		Open: func(t testing.TB, loc string, maxDelta int) (Receiver, string) {
+		Open: func(t testing.TB, loc string, o ReceiverOptions) (Receiver, string) {
 			if loc == "" {
 				loc = filepath.Join(t.TempDir(), "receiver.db")
 			}
-			s, err := receiverstore.Open(loc, receiverstore.WithMaxDelta(maxDelta))
+			s, err := receiverstore.Open(loc, receiverstore.WithMaxDelta(o.MaxDelta), receiverstore.WithNow(o.Now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,12 +49,12 @@ func TestReceiverSQLite(t *testing.T) {
 func TestReceiverPostgres(t *testing.T) {
 	pgtest.Require(t)
 	RunReceiver(t, ReceiverBackend{
-		Open: func(t testing.TB, loc string, maxDelta int) (Receiver, string) {
+		Open: func(t testing.TB, loc string, o ReceiverOptions) (Receiver, string) {
 			if loc == "" {
 				_, loc = pgtest.Schema(t)
 			}
 			s, err := pgreceiverstore.OpenPool(context.Background(), pgtest.Pool(t),
-				pgreceiverstore.WithSchema(loc), pgreceiverstore.WithMaxDelta(maxDelta))
+				pgreceiverstore.WithSchema(loc), pgreceiverstore.WithMaxDelta(o.MaxDelta), pgreceiverstore.WithNow(o.Now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,5 +82,9 @@ func TestReceiverPostgres(t *testing.T) {
 }
 
 // receiverstore.Store is a Receiver as it is: its types and sentinel
-// errors are the receiver module's.
-var _ Receiver = (*receiverstore.Store)(nil)
+// errors are the receiver module's. Both backends are Pruners.
+var (
+	_ Receiver        = (*receiverstore.Store)(nil)
+	_ receiver.Pruner = (*receiverstore.Store)(nil)
+	_ receiver.Pruner = (*pgreceiverstore.Store)(nil)
+)

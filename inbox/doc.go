@@ -11,7 +11,7 @@
 // [receiverstore.Store.Receive] and answers with a documented status and a
 // small JSON body (docs/receiver-server.md):
 //
-//	200 {"outcome":"accepted"} | {"outcome":"duplicate"}
+//	200 {"outcome":"accepted"} | {"outcome":"duplicate"} | {"outcome":"pruned"}
 //	409 {"outcome":"conflict"} | {"outcome":"gap"}
 //	422 {"outcome":"unsupported_delta"}
 //	400 {"outcome":"invalid_body"|"invalid_message"|"invalid_header","rule":"<rule>","error":"<words>"}
@@ -29,6 +29,13 @@
 // headers) touches no database. Internal errors never reach the client:
 // their detail goes to the server's log only. Every refusal is logged at
 // WARN with its reason (and the event, once verified), paced per reason.
+//
+// With ServerOptions.Retention set, the [Server] also prunes the receiver's
+// receipts older than that window in the background (docs/contract.md
+// §7.9), in bounded batches, each one short transaction, until
+// [Server.Close]; a redelivery of a pruned receipt's event is answered 200
+// {"outcome":"pruned"} and applies nothing. The deleted receipts are
+// counted in fairrelay_receiver_pruned_total.
 //
 // [Local] is the same mapping for a relay that delivers in process, without
 // HTTP: what the experiment does with its receiver.

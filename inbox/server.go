@@ -84,7 +84,31 @@ type ServerOptions struct {
 	// refusal.
 	LogEvery time.Duration
 	LogBurst int
+	// Retention, when above 0, turns on pruning (docs/contract.md §7.9):
+	// every PruneEvery the server deletes the receipts accepted more than
+	// Retention before its clock (Now), in batches of PruneBatch, each
+	// batch one short transaction, until none is left; until Close. A
+	// delivery whose receipt was deleted is answered 200 {"outcome":
+	// "pruned"} and applied nothing, so Retention must be longer than the
+	// longest time a sender may still deliver an event again (its
+	// retries, a redrive): past that, a redelivery cannot be compared with
+	// the message applied. 0, the default, keeps every receipt.
+	Retention time.Duration
+	// PruneEvery is the time between two prunes; <= 0 means
+	// DefaultPruneEvery. The first prune runs at once.
+	PruneEvery time.Duration
+	// PruneBatch is the most receipts one batch deletes, 1..
+	// receiver.MaxPruneBatch; 0 means receiver.DefaultPruneBatch.
+	PruneBatch int
+	// Pruner is the store to prune; nil means the Receiver given to
+	// NewServer, when it is a receiver.Pruner (a *receiverstore.Store or
+	// *pgreceiverstore.Store is; a Batcher is not: give its store here).
+	Pruner receiver.Pruner
 }
+
+// DefaultPruneEvery is the time between two prunes unless
+// ServerOptions.PruneEvery says otherwise.
+const DefaultPruneEvery = time.Minute
 
 // Request outcomes that are not receiver outcomes, as the JSON "outcome"
 // and the metrics' outcome label say them.
@@ -116,12 +140,13 @@ const (
 )
 
 // StatusFor is the HTTP status the server answers for a receiver outcome:
-// 200 for accepted and duplicate (the effect is applied, once), 409 for
-// conflict and gap, 422 for unsupported_delta. ok is false for an outcome it
-// does not know.
+// 200 for accepted, duplicate and pruned (the effect is applied, once; a
+// pruned message's receipt was deleted by retention, docs/contract.md
+// §7.9), 409 for conflict and gap, 422 for unsupported_delta. ok is false
+// for an outcome it does not know.
 func StatusFor(o receiver.Outcome) (status int, ok bool) {
 	switch o {
-	case receiver.Accepted, receiver.Duplicate:
+	case receiver.Accepted, receiver.Duplicate, receiver.Pruned:
 		return http.StatusOK, true
 	case receiver.Conflict, receiver.Gap:
 		return http.StatusConflict, true
@@ -131,8 +156,10 @@ func StatusFor(o receiver.Outcome) (status int, ok bool) {
 	return 0, false
 }
 
-// server is NewServer's handler.
-type server struct {
+// Server is the receiver's HTTP handler that NewServer makes. With
+// ServerOptions.Retention set it also prunes the receiver's receipts in the
+// background until Close.
+type Server struct {
 	r           Receiver
 	secrets     [][]byte
 	maxBody     int64
@@ -146,6 +173,7 @@ type server struct {
 	hosts       map[string]bool
 	anyHost     bool
 	refusals    *refusalLog
+	pruning     *pruneLoop // nil: no retention
 }
 
 // NewServer returns the receiver's HTTP handler over r (a
@@ -175,8 +203,17 @@ type server struct {
 // (receiver.BodyRule, or the Rule* constants). Every refusal is logged at
 // WARN, rate-limited per reason (ServerOptions.LogEvery). An empty secret
 // refuses every request with 500 and logs why.
-func NewServer(r Receiver, secret []byte, o ServerOptions) http.Handler {
-	s := &server{r: r, maxBody: o.MaxBody, tol: o.Tolerance, now: o.Now, log: o.Logger,
+//
+// With ServerOptions.Retention above 0, the server also prunes the
+// receiver's receipts (docs/contract.md §7.9; see ServerOptions.Retention)
+// in a goroutine of its own, until Close. NewServer panics, as
+// prometheus.MustRegister does, when Retention is set and there is no
+// receiver.Pruner to prune (neither ServerOptions.Pruner nor r is one), or
+// ServerOptions.PruneBatch is outside 0..receiver.MaxPruneBatch: a
+// configuration that cannot work is refused at start, not at the first
+// prune.
+func NewServer(r Receiver, secret []byte, o ServerOptions) *Server {
+	s := &Server{r: r, maxBody: o.MaxBody, tol: o.Tolerance, now: o.Now, log: o.Logger,
 		path: o.Path, metricsPath: o.MetricsPath, metrics: o.MetricsHandler}
 	s.secrets = append(s.secrets, bytes.Clone(secret))
 	for _, x := range o.ExtraSecrets {
@@ -208,7 +245,22 @@ func NewServer(r Receiver, secret []byte, o ServerOptions) http.Handler {
 		s.m = newServerMetrics(o.Metrics)
 	}
 	s.refusals = newRefusalLog(s.log, s.now, o.LogEvery, o.LogBurst)
+	if o.Retention > 0 {
+		s.pruning = startPruning(r, o, s.now, s.log, s.m)
+	}
 	return s
+}
+
+// Close stops the server's background pruning, waiting for a batch in
+// progress to end (its transaction commits or rolls back), and returns at
+// once for a server without retention. Call it after the http.Server
+// serving the handler has shut down; the handler itself keeps answering.
+// Close may be called more than once.
+func (s *Server) Close() error {
+	if s.pruning != nil {
+		s.pruning.stop()
+	}
+	return nil
 }
 
 // reply is the server's answer to one request, and what its log line says.
@@ -222,7 +274,7 @@ type reply struct {
 	seq      int64
 }
 
-func (s *server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	if !s.hostAllowed(req) {
 		s.answer(w, req, start, reply{status: http.StatusForbidden, outcome: ErrorHostNotAllowed,
@@ -247,7 +299,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	s.answer(w, req, start, s.handle(req))
 }
 
-func (s *server) deliveryPath() string {
+func (s *Server) deliveryPath() string {
 	if s.path == "" {
 		return "any other path"
 	}
@@ -255,7 +307,7 @@ func (s *server) deliveryPath() string {
 }
 
 // answer writes r as the JSON answer, logs a refusal and counts it.
-func (s *server) answer(w http.ResponseWriter, req *http.Request, start time.Time, r reply) {
+func (s *Server) answer(w http.ResponseWriter, req *http.Request, start time.Time, r reply) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	if r.status == http.StatusMethodNotAllowed && w.Header().Get("Allow") == "" {
@@ -298,7 +350,7 @@ type answer struct {
 }
 
 // hostAllowed applies ServerOptions.Hosts to req's Host header.
-func (s *server) hostAllowed(req *http.Request) bool {
+func (s *Server) hostAllowed(req *http.Request) bool {
 	if s.anyHost {
 		return true
 	}
@@ -332,7 +384,7 @@ func hostName(h string) string {
 }
 
 // handle decides the answer to a delivery.
-func (s *server) handle(req *http.Request) reply {
+func (s *Server) handle(req *http.Request) reply {
 	if req.Method != http.MethodPost {
 		return reply{status: http.StatusMethodNotAllowed, outcome: ErrorMethod, words: "deliveries are POST requests"}
 	}
@@ -437,7 +489,7 @@ func messageRule(m receiver.Message) string {
 // verifyFailed maps a webhook verification error: a bad signature or
 // timestamp is 401, a malformed flow or seq header 400, a server without a
 // usable secret 500.
-func (s *server) verifyFailed(err error) reply {
+func (s *Server) verifyFailed(err error) reply {
 	switch {
 	case errors.Is(err, webhook.ErrSignature), errors.Is(err, webhook.ErrTimestamp):
 		return reply{status: http.StatusUnauthorized, outcome: ErrorUnauthorized, words: err.Error()}
@@ -450,8 +502,10 @@ func (s *server) verifyFailed(err error) reply {
 
 // serverMetrics are the receiver's collectors.
 type serverMetrics struct {
-	receives *prometheus.CounterVec
-	seconds  *prometheus.HistogramVec
+	receives    *prometheus.CounterVec
+	seconds     *prometheus.HistogramVec
+	pruned      prometheus.Counter
+	pruneErrors prometheus.Counter
 }
 
 func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
@@ -466,10 +520,18 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms .. 4 s
 		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.receives, m.seconds)
+	m.pruned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fairrelay_receiver_pruned_total",
+		Help: "Receipts the receiver server's retention deleted (ServerOptions.Retention).",
+	})
+	m.pruneErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fairrelay_receiver_prune_errors_total",
+		Help: "Prunes of the receiver server's retention that failed (the detail is in its log); the next one tries again.",
+	})
+	reg.MustRegister(m.receives, m.seconds, m.pruned, m.pruneErrors)
 	// Known labels start at 0, so that a rate() has a series from the start.
 	for _, l := range []string{string(receiver.Accepted), string(receiver.Duplicate), string(receiver.Conflict),
-		string(receiver.Gap), string(receiver.UnsupportedDelta), ErrorInvalidBody, ErrorInvalidMessage,
+		string(receiver.Gap), string(receiver.UnsupportedDelta), string(receiver.Pruned), ErrorInvalidBody, ErrorInvalidMessage,
 		ErrorInvalidHeader, ErrorUnauthorized, ErrorHostNotAllowed, ErrorNotFound, ErrorMethod, ErrorTooLarge,
 		ErrorEffectFailed, ErrorCanceled, ErrorInternal} {
 		m.receives.WithLabelValues(l)

@@ -5,9 +5,18 @@
 // Receive checks the body first ({"delta": N}, receiver.ErrInvalidBody),
 // then, in one transaction: a receipt with this ID (duplicate or conflict),
 // a receipt for (flow, seq) under another ID (conflict), a gap, a sequence
-// number behind (conflict), a delta above MaxDelta (unsupported_delta),
-// otherwise accepted: receipt, total += delta and next-expected += 1
-// commit together. Conflicts are recorded once each.
+// number at or below the flow's pruned mark (pruned), a sequence number
+// behind (conflict), a delta above MaxDelta (unsupported_delta), otherwise
+// accepted: receipt, total += delta and next-expected += 1 commit
+// together. Conflicts are recorded once each.
+//
+// # Retention
+//
+// Every receipt records the wall-clock time it was accepted (WithNow
+// replaces the clock). Prune deletes, in bounded batches, the receipts
+// accepted before a time and raises their flows' pruned mark
+// (receiver.FlowState.PrunedThrough), under the advisory locks of those
+// flows (docs/decisions/receiver-retention.md).
 //
 // # Concurrency
 //

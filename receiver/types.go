@@ -196,7 +196,8 @@ func CheckPruneLimit(n int) error {
 // snapshots as before.
 const SnapshotFormat = 1
 
-// Receipt is one accepted message, kept forever.
+// Receipt is one accepted message, kept until retention deletes it
+// (docs/contract.md §7.9; Pruner).
 type Receipt struct {
 	ID    string `json:"id"`
 	Flow  string `json:"flow"`

@@ -21,6 +21,9 @@
 //   - [UnsupportedDelta]: the delta is above this receiver's capability
 //     ([WithMaxDelta]). Nothing changes; once the store is reopened with a
 //     higher cap, the byte-identical message is accepted.
+//   - [Pruned]: the message has no receipt and its seq is at or below the
+//     flow's pruned mark: the event was applied and retention deleted its
+//     receipt. Nothing changes; a sender counts it as delivered.
 //
 // A body that is not exactly {"delta": N} with an integer N in 1..1000 is
 // [ErrInvalidBody], checked before anything else; a bad ID, flow or sequence
@@ -32,8 +35,16 @@
 // timeout and IMMEDIATE write transactions, so several processes may receive
 // into it at once. Its schema is the numbered migrations embedded from
 // migrations/ (the migration module), each recording the version it reaches
-// in PRAGMA user_version; records are never deleted. [Store.Snapshot] reads every
-// table in one read transaction, in a stable order, for golden files.
+// in PRAGMA user_version. [Store.Snapshot] reads every table in one read
+// transaction, in a stable order, for golden files.
+//
+// Retention (docs/contract.md §7.9): every receipt records the wall-clock
+// time it was accepted ([WithNow] replaces the clock). [Store.Prune]
+// deletes, in bounded batches, the receipts accepted before a time and
+// raises their flows' pruned mark (FlowState.PrunedThrough); totals, next
+// expected numbers and conflicts are kept, and nothing else is ever
+// deleted. A file this package creates has auto_vacuum=INCREMENTAL, and a
+// prune gives the freed pages back to the file system.
 //
 // [WithEffect] makes the receiver a user's inbox: the user's [Effect] runs
 // for each accepted message inside the receipt's own transaction, through a

@@ -7,7 +7,9 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/fairrelay/fairrelay/receiverstore"
 )
 
@@ -166,4 +168,65 @@ func ExampleWithEffect() {
 	// Output:
 	// accepted
 	// duplicate
+}
+
+// Retention: Prune deletes the receipts accepted before a time, in
+// batches, and keeps each flow's total, next expected seq and pruned mark;
+// a redelivery of a pruned receipt's event is answered Pruned and applies
+// nothing.
+func ExampleStore_Prune() {
+	dir, err := os.MkdirTemp("", "receiverstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s, err := receiverstore.Open(filepath.Join(dir, "receiver.db"),
+		receiverstore.WithNow(func() time.Time { return now })) // a test's clock; time.Now by default
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	ev1 := receiverstore.Message{ID: "ev-1", Flow: "agent-7", Seq: 1, Body: []byte(`{"delta": 5}`)}
+	ev2 := receiverstore.Message{ID: "ev-2", Flow: "agent-7", Seq: 2, Body: []byte(`{"delta": 4}`)}
+	for _, m := range []receiverstore.Message{ev1, ev2} {
+		if _, err := s.Receive(ctx, m); err != nil {
+			log.Fatal(err)
+		}
+	}
+	now = now.Add(8 * 24 * time.Hour)
+	week := now.Add(-7 * 24 * time.Hour) // keep a week of receipts
+	n, err := s.Prunable(ctx, week)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("prunable:", n.Receipts)
+	for {
+		r, err := s.Prune(ctx, week, receiver.DefaultPruneBatch)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("pruned:", r.Receipts)
+		if !r.More {
+			break
+		}
+	}
+	out, err := s.Receive(ctx, ev1) // a late redelivery
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ev-1 again:", out)
+	flows, err := s.Flows(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%+v\n", flows[0])
+	// Output:
+	// prunable: 2
+	// pruned: 2
+	// ev-1 again: pruned
+	// {Flow:agent-7 NextExpected:3 Total:9 PrunedThrough:2}
 }

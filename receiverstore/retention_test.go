@@ -153,3 +153,30 @@ func TestRetention_ReadOnly(t *testing.T) {
 		t.Fatalf("Prunable(read-only) = %+v, %v; want 1 receipt", r, err)
 	}
 }
+
+// A store with an effect prunes as one without: a pruned receipt's
+// redelivery is Pruned, in Receive and ReceiveBatch, and does not run the
+// effect again; the effect's own rows are the effect's, never pruned.
+func TestRetention_WithEffect(t *testing.T) {
+	t.Parallel()
+	var clk fakeClock
+	var runs atomic.Int64
+	s, _ := open(t, WithNow(clk.now), WithSchema(orderSchema), WithEffect(func(ctx context.Context, tx Tx, m Message) error {
+		runs.Add(1)
+		return recordOrder(ctx, tx, m)
+	}))
+	mustReceive(t, s, opaque("o1", "shop", 1, `{"sku":"a"}`), Accepted)
+	mustReceive(t, s, opaque("o2", "shop", 2, `{"sku":"b"}`), Accepted)
+	clk.advance(time.Second)
+	if r, err := s.Prune(context.Background(), clk.now(), 10); err != nil || r.Receipts != 2 {
+		t.Fatalf("Prune() = %+v, %v; want 2 receipts", r, err)
+	}
+	mustReceive(t, s, opaque("o1", "shop", 1, `{"sku":"a"}`), Pruned)
+	res, err := s.ReceiveBatch(context.Background(), []Message{opaque("o2", "shop", 2, `{"sku":"b"}`), opaque("o3", "shop", 3, `{"sku":"c"}`)})
+	if err != nil || res[0].Outcome != Pruned || res[1].Outcome != Accepted {
+		t.Fatalf("ReceiveBatch() = %+v, %v; want pruned, accepted", res, err)
+	}
+	if runs.Load() != 3 || orderCount(t, s) != 3 || total(t, s, "shop") != 3 {
+		t.Fatalf("effect runs %d, orders %d, total %d; want 3, 3, 3", runs.Load(), orderCount(t, s), total(t, s, "shop"))
+	}
+}
