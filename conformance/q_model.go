@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -45,6 +46,8 @@ type model struct {
 	// history is each event's failed attempts, oldest first, at most
 	// queue.MaxHistory (docs/contract.md §7.8).
 	history map[string][]queue.Attempt
+	// ackedAt is each acked event's ack tick (docs/contract.md §7.9).
+	ackedAt map[string]clock.Tick
 }
 
 type mFlow struct {
@@ -56,7 +59,8 @@ type mFlow struct {
 func newModel() *model { return newModelPolicy(queue.DefaultPolicy()) }
 
 func newModelPolicy(p queue.Policy) *model {
-	m := &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}, history: map[string][]queue.Attempt{}}
+	m := &model{pol: p, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{}, history: map[string][]queue.Attempt{},
+		ackedAt: map[string]clock.Tick{}}
 	if p.Fairness == queue.FairRotation {
 		m.rot = &fairness.Rotation{}
 	}
@@ -169,14 +173,20 @@ func (m *model) enqueueOne(e queue.Event, now clock.Tick) (queue.Enqueued, error
 	} else if e.Weight != 0 && e.Weight != f.weight {
 		m.setWeight(e.Flow, f, e.Weight, queue.ReasonEnqueueWeight, now)
 	}
-	if m.head(f) == nil { // arrive: join at the tail
+	arrives := m.head(f) == nil
+	if arrives { // arrive: join at the tail
 		m.rotDo(m.rot.Arrive, e.Flow)
 	}
 	f.lastSeq++
+	// A scheduled event (docs/contract.md §7.9) is available at its
+	// NotBefore when that is later than now.
 	ev := &queue.SnapshotEvent{ID: e.ID, Flow: e.Flow, Seq: f.lastSeq, Body: queue.Bytes(string(e.Body)), State: queue.StatePending,
-		AvailableAt: now, EnqueuedAt: now}
+		AvailableAt: max(now, e.NotBefore), EnqueuedAt: now}
 	f.events = append(f.events, ev)
 	m.events[e.ID] = ev
+	if arrives && ev.AvailableAt > now { // a scheduled head waits for its tick
+		m.rotDo(m.rot.Block, e.Flow)
+	}
 	return queue.Enqueued{Seq: f.lastSeq}, nil
 }
 
@@ -327,6 +337,7 @@ func (m *model) settleOne(it queue.SettleItem, now clock.Tick) (queue.Outcome, e
 		return queue.Expired, nil
 	case it.Result.OK:
 		e.State, e.LeaseUntil = queue.StateAcked, 0
+		m.ackedAt[e.ID] = now
 		if m.rot != nil {
 			switch h := m.head(m.flows[e.Flow]); {
 			case h == nil:
@@ -489,7 +500,8 @@ func (m *model) checkNextDue(due clock.Tick, ok bool) error {
 // copy is for a try that runs without it.
 func (m *model) clone() *model {
 	c := &model{pol: m.pol, mark: m.mark, ticket: m.ticket, flows: map[string]*mFlow{}, events: map[string]*queue.SnapshotEvent{},
-		audit: append([]queue.AuditRecord(nil), m.audit...), rot: m.rot, history: map[string][]queue.Attempt{}}
+		audit: append([]queue.AuditRecord(nil), m.audit...), rot: m.rot, history: map[string][]queue.Attempt{},
+		ackedAt: maps.Clone(m.ackedAt)}
 	for id, h := range m.history {
 		c.history[id] = append([]queue.Attempt(nil), h...)
 	}
@@ -608,7 +620,7 @@ func (m *model) checkEvent(got queue.EventState, err error, id string) error {
 	}
 	want := queue.EventState{ID: e.ID, Flow: e.Flow, Seq: e.Seq, Body: []byte(e.Body), State: e.State, Generation: e.Generation,
 		Attempts: e.Attempts, LifetimeAttempts: e.LifetimeAttempts, AvailableAt: e.AvailableAt, LeaseUntil: e.LeaseUntil,
-		Reason: e.Reason, Error: m.errorOf(e), History: m.history[id]}
+		Reason: e.Reason, AckedAt: m.ackedAt[id], Error: m.errorOf(e), History: m.history[id]}
 	if err != nil || jsonOf(got) != jsonOf(want) {
 		return fmt.Errorf("Event(%q) = %s, %v; model %s", id, jsonOf(got), err, jsonOf(want))
 	}
@@ -821,7 +833,7 @@ func (r *runner) newEvent() queue.Event {
 		}
 		sort.Strings(ids)
 		old := r.m.events[ids[r.c.Intn(len(ids))]]
-		e := queue.Event{ID: old.ID, Flow: old.Flow, Body: []byte(old.Body)}
+		e := queue.Event{ID: old.ID, Flow: old.Flow, Body: []byte(old.Body), NotBefore: r.notBefore()}
 		switch r.c.Intn(4) {
 		case 0:
 			e.Flow = flowNames[r.c.Intn(len(flowNames))]
@@ -834,7 +846,22 @@ func (r *runner) newEvent() queue.Event {
 		return queue.Event{ID: "", Flow: "a", Body: []byte("x")} // invalid
 	}
 	return queue.Event{ID: fmt.Sprintf("e%d", len(r.m.events)+r.c.Intn(3)), Flow: flowNames[r.c.Intn(len(flowNames))],
-		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3))), Weight: r.weight(6)}
+		Body: []byte(fmt.Sprintf(`{"delta": %d}`, 1+r.c.Intn(3))), Weight: r.weight(6), NotBefore: r.notBefore()}
+}
+
+// notBefore is an event's NotBefore (docs/contract.md §7.9): 0 (at once)
+// mostly, now and then a tick around the mark (below it: at once too, above
+// it: a scheduled event), rarely -1 (invalid).
+func (r *runner) notBefore() clock.Tick {
+	switch r.c.Intn(12) {
+	case 0, 1:
+		return r.m.mark + clock.Tick(r.c.Intn(12)) - 2
+	case 2:
+		if r.c.Intn(8) == 0 {
+			return -1
+		}
+	}
+	return 0
 }
 
 // weight is an event's or an operator's weight (docs/contract.md §7.6),
@@ -862,7 +889,7 @@ func (r *runner) step(ctx context.Context) error {
 	switch op := r.c.Intn(23); {
 	case op < 6:
 		e := r.newEvent()
-		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, %d)", e.ID, e.Flow, e.Body, now))
+		r.log = append(r.log, fmt.Sprintf("Enqueue(%q, %q, %q, not before %d, %d)", e.ID, e.Flow, e.Body, e.NotBefore, now))
 		got, err := r.s.Enqueue(ctx, e, now)
 		want, werr := r.m.enqueueBatch([]queue.Event{e}, now)
 		if r.twin != nil {
