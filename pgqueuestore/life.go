@@ -12,20 +12,27 @@ import (
 
 // The statements of pause and retention (docs/contract.md §7.9).
 const (
-	// qFlowPaused reads flow $1's pause reason (NULL when not paused); no
-	// row for an unknown flow.
-	qFlowPaused = `SELECT paused FROM {s}.flows WHERE flow = $1`
+	// qFlowPaused reads flow $1's pause reason (NULL when not paused) and,
+	// for a resume, its head's readiness: available_at of a pending head,
+	// lease_until of an in-flight one, NULL for a quarantined head or none;
+	// no row for an unknown flow (queuestore's qPauseRead).
+	qFlowPaused = `SELECT f.paused,
+    CASE e.state WHEN 'pending' THEN e.available_at WHEN 'inflight' THEN e.lease_until END
+FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+WHERE f.flow = $1`
 
-	// qPause pauses flow $1 with reason $2: never ready while paused (its
-	// ready_at is kept, for the resume).
-	qPause = `UPDATE {s}.flows SET paused = $2, ready = false WHERE flow = $1`
+	// qPause pauses flow $1 with reason $2: its head leaves the claim's
+	// indexes as a quarantined head does (flows_paused_blocks keeps it
+	// there until the resume).
+	qPause = `UPDATE {s}.flows SET paused = $2, ready_at = NULL, ready = false WHERE flow = $1`
 
-	// qResume ends flow $1's pause: ready at once when its head is due at
-	// $2 (the mark), under FairRotation with its pass clamped to vnow as
-	// every flow that becomes ready again (rule 3 of docs/fairness.md);
-	// else the claim's promotion makes it ready when it is due.
-	qResume = `UPDATE {s}.flows SET paused = NULL, ready = coalesce(ready_at <= $2, false),
-    pass = CASE WHEN $3::boolean AND ready_at <= $2 THEN greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE pass END
+	// qResume ends flow $1's pause: its head's readiness $2 (qFlowPaused's)
+	// comes back, ready at once when it is at or below now ($3), under
+	// FairRotation ($4) with its pass clamped to vnow as every flow that
+	// becomes ready again (rule 3 of docs/fairness.md); a head ready later
+	// gets the same when a claim promotes it.
+	qResume = `UPDATE {s}.flows SET paused = NULL, ready_at = $2::bigint, ready = coalesce($2::bigint <= $3::bigint, false),
+    pass = CASE WHEN $4::boolean AND $2::bigint <= $3::bigint THEN greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)) ELSE pass END
 WHERE flow = $1`
 
 	// qPruneEvents deletes at most $2 acked events acked at or before $1,
@@ -102,9 +109,10 @@ func (s *Store) pauseFlow(ctx context.Context, flow, reason string, now clock.Ti
 			return err
 		}
 		var paused *string
-		err = tx.QueryRow(ctx, s.q(qFlowPaused), flow).Scan(&paused)
+		var readyAt *int64
+		err = tx.QueryRow(ctx, s.q(qFlowPaused), flow).Scan(&paused, &readyAt)
 		if isNoRows(err) {
-			return fmt.Errorf("%w: flow %q", queue.ErrNotFound, flow)
+			return queue.ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("read flow: %w", err)
@@ -112,14 +120,14 @@ func (s *Store) pauseFlow(ctx context.Context, flow, reason string, now clock.Ti
 		kind := queue.AuditPause
 		switch {
 		case pause && paused != nil:
-			return fmt.Errorf("%w: paused: %s", queue.ErrFlowPaused, *paused)
+			return fmt.Errorf("%w: since %q", queue.ErrFlowPaused, *paused)
 		case !pause && paused == nil:
 			return queue.ErrFlowNotPaused
 		case pause:
 			_, err = tx.Exec(ctx, s.q(qPause), flow, reason)
 		default:
 			kind = queue.AuditResume
-			_, err = tx.Exec(ctx, s.q(qResume), flow, int64(now), rotation(m.policy))
+			_, err = tx.Exec(ctx, s.q(qResume), flow, readyAt, int64(now), rotation(m.policy))
 		}
 		if err != nil {
 			return fmt.Errorf("write flow: %w", err)

@@ -118,7 +118,7 @@ ANALYZE {s}.flow_seqs; ANALYZE {s}.acked; ANALYZE {s}.arrivals`)); err != nil {
 		{"record acks", qRecordAcks, []any{[]string{"e1-0", "e2-0"}, int64(4)}, ""},
 		{"flow paused", qFlowPaused, []any{"f0001"}, "flows_pkey"},
 		{"pause", qPause, []any{"f0001", "ops"}, "flows_pkey"},
-		{"resume", qResume, []any{"f0001", int64(4), false}, "flows_pkey"},
+		{"resume", qResume, []any{"f0001", int64(4), int64(4), false}, "flows_pkey"},
 		{"prune events", qPruneEvents, []any{int64(1), 100}, "acked_pkey"},
 		{"prune audit", qPruneAudit, []any{int64(100), 100}, "audit_at"},
 		// Prunable counts every prunable row: at a cutoff below the

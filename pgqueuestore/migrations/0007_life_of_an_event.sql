@@ -26,10 +26,25 @@ ALTER TABLE {s}.audit ADD CONSTRAINT audit_kind_check
     CHECK (kind IN ('redrive', 'policy', 'weight', 'pause', 'resume'));
 CREATE INDEX audit_at ON {s}.audit (at, id);
 -- Pause: the operator's reason while a flow is paused (NULL otherwise). A
--- paused flow is never ready, and the index of the flows whose head waits
--- for a tick leaves it out, so that no claim's promotion reads it.
+-- paused flow's head is kept out of the claim's indexes as a quarantined
+-- head is, ready_at NULL and ready false (queuestore's layout, so the
+-- snapshots compare): the trigger flows_paused_blocks keeps it so whatever
+-- statement moves the head or its lease (a settle, an extend, a promotion,
+-- a redrive), and ResumeFlow sets ready_at again from the head. Its WHEN is
+-- false for every flow that is not paused. The index of the flows whose
+-- head waits for a tick leaves paused flows out as well.
 ALTER TABLE {s}.flows ADD COLUMN paused text COLLATE "C" CHECK (paused <> '');
-ALTER TABLE {s}.flows ADD CONSTRAINT flows_paused_not_ready CHECK (paused IS NULL OR NOT ready);
+ALTER TABLE {s}.flows ADD CONSTRAINT flows_paused_blocked CHECK (paused IS NULL OR (ready_at IS NULL AND NOT ready));
+CREATE FUNCTION {s}.flows_paused_blocks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.ready_at := NULL;
+    NEW.ready := false;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER flows_paused_blocks BEFORE UPDATE ON {s}.flows
+    FOR EACH ROW WHEN (NEW.paused IS NOT NULL AND (NEW.ready_at IS NOT NULL OR NEW.ready))
+    EXECUTE FUNCTION {s}.flows_paused_blocks();
 DROP INDEX {s}.flows_waiting;
 CREATE INDEX flows_waiting ON {s}.flows (ready_at) WHERE NOT ready AND paused IS NULL;
 -- Transactional enqueue: each flow's sequence counter moves out of the
