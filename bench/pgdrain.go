@@ -104,8 +104,8 @@ func MakePGTemplate(ctx context.Context, url, schema string, flows, perFlow int)
 
 // CopyPGTemplate creates a fresh queue in schema (pgqueuestore's own
 // migration, so the tables, constraints and indexes are the store's) and
-// copies the rows of the template's meta, flows and events into it, then
-// analyzes it. The template's audit is empty and stays so.
+// copies the rows of the template's meta, flows, flow_seqs, events and
+// acked into it, then analyzes it. The template's audit is empty and stays so.
 func CopyPGTemplate(ctx context.Context, url, template, schema string) error {
 	q, err := pgqueuestore.Open(ctx, url, pgqueuestore.WithSchema(schema))
 	if err != nil {
@@ -123,8 +123,12 @@ func CopyPGTemplate(ctx context.Context, url, template, schema string) error {
 			"DELETE FROM " + to + ".meta",
 			"INSERT INTO " + to + ".meta SELECT * FROM " + from + ".meta",
 			"INSERT INTO " + to + ".flows SELECT * FROM " + from + ".flows",
+			// Each flow's sequence counter (migration 7), which an event's
+			// insert checks for its flow.
+			"INSERT INTO " + to + ".flow_seqs SELECT * FROM " + from + ".flow_seqs",
 			// quarantined is generated: every column but it.
 			"INSERT INTO " + to + ".events (" + eventColumns + ") SELECT " + eventColumns + " FROM " + from + ".events",
+			"INSERT INTO " + to + ".acked SELECT * FROM " + from + ".acked",
 		} {
 			if _, err := tx.Exec(ctx, sql); err != nil {
 				return fmt.Errorf("copy template: %s: %w", sql, err)
@@ -139,7 +143,7 @@ func CopyPGTemplate(ctx context.Context, url, template, schema string) error {
 }
 
 // eventColumns are the stored columns of pgqueuestore's events.
-const eventColumns = "id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, ticket, reason, enqueued_at"
+const eventColumns = "id, flow, seq, body, state, generation, attempts, lifetime_attempts, available_at, lease_until, ticket, reason, enqueued_at, acked_at"
 
 // PGDrainArgs are the arguments that make a benchrun child (-child pg) drain
 // the queue in schema with batches of batch.
