@@ -263,8 +263,8 @@ func queuePause_7_9_BlocksClaimsOfThatFlowOnly(t *testing.T, bk *QueueBackend) {
 	enqueue(t, s, "b1", "b", "x", 1)
 	enqueue(t, s, "b2", "b", "x", 1)
 	pause(t, p, "a", "receiver a is down", 2)
-	if f := flowState(t, s, "a"); !f.Paused || f.PauseReason != "receiver a is down" || f.HeadSeq != 1 || f.Backlog != 1 {
-		t.Fatalf("Flows() row of the paused flow = %s", jsonOf(f))
+	if f := flowState(t, s, "a"); !f.Paused || f.PauseReason != "receiver a is down" || f.HeadSeq != 1 || f.Backlog != 1 || f.ReadyAt != nil {
+		t.Fatalf("Flows() row of the paused flow = %s, want paused with the reason and no ready_at", jsonOf(f))
 	}
 	if f := flowState(t, s, "b"); f.Paused || f.PauseReason != "" {
 		t.Fatalf("Flows() row of another flow = %s, want not paused", jsonOf(f))
@@ -272,8 +272,8 @@ func queuePause_7_9_BlocksClaimsOfThatFlowOnly(t *testing.T, bk *QueueBackend) {
 	if st, err := s.Stats(ctx); err != nil || st.PausedFlows != 1 {
 		t.Fatalf("Stats() = %+v, %v; want one paused flow", st, err)
 	}
-	if sf := flowOf(t, s, "a"); sf.Paused != "receiver a is down" {
-		t.Fatalf("Snapshot flow a = %s, want paused with the reason", jsonOf(sf))
+	if sf := flowOf(t, s, "a"); sf.Paused != "receiver a is down" || sf.ReadyAt != nil || sf.Ready {
+		t.Fatalf("Snapshot flow a = %s, want paused with the reason, no ready_at, not ready", jsonOf(sf))
 	}
 	if b, _ := json.Marshal(flowOf(t, s, "b")); strings.Contains(string(b), "paused") {
 		t.Fatalf("Snapshot flow b = %s, want no paused field", b)

@@ -11,7 +11,7 @@ import (
 
 const (
 	qSnapMeta   = `SELECT clock_mark, ticket FROM {s}.meta WHERE id = 1`
-	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, CASE WHEN paused IS NULL THEN ready_at END, ready, weight, pass, joined, coalesce(paused, '') FROM {s}.flows ORDER BY flow`
+	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined, coalesce(paused, '') FROM {s}.flows ORDER BY flow`
 	qSnapEvents = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM {s}.events ORDER BY flow, seq`
 	qSnapAudit = `SELECT id, event_id, generation, reason, at FROM {s}.audit WHERE kind = 'redrive' ORDER BY id`

@@ -35,26 +35,34 @@ SELECT coalesce(sum(n), 0)::bigint FROM m`
 	qPrunable = `SELECT count(*) FROM {s}.receipts WHERE accepted_at < $1`
 )
 
+// maxPruneFlows is the most flows one Prune transaction touches: it holds
+// one advisory lock per flow until commit, and PostgreSQL's lock table is
+// shared by every session (max_locks_per_transaction × max_connections
+// slots; the default 64 per session), so a batch over a thousand flows
+// could fail with "out of shared memory" on a busy server.
+const maxPruneFlows = 32
+
 // Prune deletes, in one transaction, at most limit receipts accepted
-// before before (the oldest first), and raises each touched flow's
-// PrunedThrough to the highest seq deleted in it (never lowers it). Totals,
-// next expected numbers and conflicts are kept. More is set when limit
-// receipts were deleted: there may be more. A limit outside
-// 1..receiver.MaxPruneBatch is receiver.ErrInvalidOption and changes
-// nothing.
+// before before (the oldest first, of at most maxPruneFlows flows), and
+// raises each touched flow's PrunedThrough to the highest seq deleted in it
+// (never lowers it). Totals, next expected numbers and conflicts are kept.
+// More is set when limit receipts were deleted or the flow bound cut the
+// batch short: there may be more. A limit outside 1..receiver.MaxPruneBatch
+// is receiver.ErrInvalidOption and changes nothing.
 //
 // The transaction takes the advisory locks of the touched flows, the ones
 // Receive and ReceiveBatch take, in the same ascending order: a receive in
 // one of those flows waits for the prune to commit (and then answers
 // Pruned for a deleted receipt's message), and neither can deadlock the
-// other. PostgreSQL holds one lock per touched flow until commit, so a
-// batch of many flows needs max_locks_per_transaction room (the default
-// holds receiver.DefaultPruneBatch).
+// other. Bounding the flows per transaction bounds the locks it holds.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receiver.PruneResult, error) {
 	if err := receiver.CheckPruneLimit(limit); err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
 	}
-	var n int64
+	var (
+		n   int64
+		cut bool
+	)
 	err := s.begin(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, s.q(qPruneBatch), before, limit)
 		var (
@@ -62,9 +70,20 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 			keys     []int64
 			id, flow string
 		)
+		flows := make(map[string]bool)
 		if _, err := pgx.ForEachRow(rows, []any{&id, &flow}, func() error {
+			if cut {
+				return nil
+			}
+			if !flows[flow] {
+				if len(flows) == maxPruneFlows {
+					cut = true // the oldest receipts of the first flows only
+					return nil
+				}
+				flows[flow] = true
+				keys = append(keys, lockKey("flow", s.schema, flow))
+			}
 			ids = append(ids, id)
-			keys = append(keys, lockKey("flow", s.schema, flow))
 			return nil
 		}); err != nil {
 			return fmt.Errorf("read receipts: %w", err)
@@ -85,7 +104,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 	if err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
 	}
-	return receiver.PruneResult{Receipts: n, More: n == int64(limit)}, nil
+	return receiver.PruneResult{Receipts: n, More: cut || n == int64(limit)}, nil
 }
 
 // Prunable counts the receipts accepted before before: what Prune with

@@ -168,8 +168,9 @@ type FlowState struct {
 // PruneResult is what a Prune deleted (or, from Prunable, would delete).
 type PruneResult struct {
 	Receipts int64 `json:"receipts"` // receipts deleted
-	// More is set when the batch's limit was reached: more receipts may be
-	// prunable, and the caller prunes again.
+	// More is set when the batch stopped short: its limit was reached, or a
+	// backend's bound on one transaction (PostgreSQL's flows per batch);
+	// more receipts may be prunable, and the caller prunes again.
 	More bool `json:"more,omitempty"`
 }
 
