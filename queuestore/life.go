@@ -202,7 +202,8 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 // auto_vacuum=INCREMENTAL (every file this build creates) gives back up to
 // limit free pages to the file system (PRAGMA incremental_vacuum); a file
 // without it reuses its free pages for later rows and keeps its size
-// (VACUUM, once, converts it; docs/contract.md §7.9).
+// (PRAGMA auto_vacuum = INCREMENTAL then VACUUM, once, converts it;
+// docs/contract.md §7.9).
 //
 // Prune is a write: limit is checked first (queue.CheckPruneLimit,
 // ErrInvalid), then now as every write's tick (recorded as the clock mark).

@@ -279,7 +279,8 @@ func uriPath(path string) string {
 // first page is written, which the switch to WAL does: so it runs on a
 // connection of its own, before any other. The pool's connections do not
 // set it (on an existing file the pragma opens a write transaction), and
-// an older file keeps the mode it has (VACUUM, run once, converts it).
+// an older file keeps the mode it has (PRAGMA auto_vacuum = INCREMENTAL
+// then VACUUM, run once, converts it).
 func initNew(path string) error {
 	db, err := sql.Open("sqlite", uriPath(path)+
 		fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)", BusyTimeoutMillis))
