@@ -176,7 +176,7 @@ func TestEndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 	t.Logf("10,000 events over 500 flows, 2 relays, 1 receiver: drained in %s (%.0f events/s)",
 		drained.Round(time.Millisecond), float64(len(evs))/drained.Seconds())
 	for _, r := range relays {
-		if !strings.Contains(r.stderr.String(), `"msg":"idle: nothing dispatchable, in flight or waiting"`) {
+		if !strings.Contains(r.stderr.String(), `"msg":"relay: idle: nothing dispatchable, in flight or waiting"`) {
 			t.Errorf("%s did not log its idle exit:\n%s", r.name, r.stderr)
 		}
 	}

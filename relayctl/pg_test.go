@@ -287,7 +287,7 @@ func TestPostgres_EndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 	t.Logf("PostgreSQL: %d events over %d flows, 2 relays, 1 receiver: drained in %s (%.0f events/s)",
 		len(evs), flows, drained.Round(time.Millisecond), float64(len(evs))/drained.Seconds())
 	for _, r := range relays {
-		if !strings.Contains(r.stderr.String(), `"msg":"idle: nothing dispatchable, in flight or waiting"`) {
+		if !strings.Contains(r.stderr.String(), `"msg":"relay: idle: nothing dispatchable, in flight or waiting"`) {
 			t.Errorf("%s did not log its idle exit:\n%s", r.name, r.stderr)
 		}
 	}

@@ -222,11 +222,6 @@ func cmdRelay(e *env, args []string) (err error) {
 
 	ctx, cancel := context.WithCancelCause(e.ctx)
 	defer cancel(nil)
-	done := make(chan struct{})
-	defer close(done)
-	if *idle {
-		go watchIdle(ctx, q, *poll, cancel, done, log)
-	}
 	listening := make(chan struct{})
 	if listen != nil {
 		// Wake-ups from other processes' writes (pgqueuestore's LISTEN/NOTIFY,
@@ -242,7 +237,22 @@ func cmdRelay(e *env, args []string) (err error) {
 		go func() { liveLine(e.stderr, q, delivered, liveStop); close(liveDone) }()
 	}
 	log.Info("relaying", "queue", shown(e.queuePath), "to", dest, "concurrency", *concurrency, "batch", *batch)
-	runErr := rl.Run(ctx)
+	// --exit-when-idle is the library's RunUntilIdle: idle, it returns nil
+	// or an *relay.UndeliveredError (exit 3,
+	// docs/decisions/relayctl-exit-status.md).
+	var runErr error
+	var undelivered *relay.UndeliveredError
+	why := "interrupted"
+	if *idle {
+		runErr = rl.RunUntilIdle(ctx)
+		if runErr == nil || errors.As(runErr, &undelivered) {
+			why, runErr = "idle", nil
+		} else if errors.Is(runErr, context.Cause(ctx)) {
+			runErr = nil // interrupted, as Run's end at a signal
+		}
+	} else {
+		runErr = rl.Run(ctx)
+	}
 	cancel(nil)
 	<-listening
 	if live {
@@ -250,27 +260,13 @@ func cmdRelay(e *env, args []string) (err error) {
 		<-liveDone // no redraw after this
 		fmt.Fprint(e.stderr, "\r\033[K")
 	}
-	why := "interrupted"
-	if errors.Is(context.Cause(ctx), errIdle) {
-		why = "idle"
-	}
 	tot := totalsOf(rl.Totals())
 	fmt.Fprintf(e.stdout, "relay stopped (%s): %s in %s\n", why, tot.summary(), time.Since(started).Round(time.Millisecond))
 	if runErr != nil {
 		return fmt.Errorf("relay: %w", runErr)
 	}
-	if why != "idle" {
-		return nil
-	}
-	// An idle end with events this run could not deliver exits 3
-	// (docs/decisions/relayctl-exit-status.md): quarantined during the run,
-	// or left waiting behind a quarantined head.
-	st, err := q.Stats(e.ctx)
-	if err != nil {
-		return fmt.Errorf("read the queue's stats at the end: %w", err)
-	}
-	if tot.Quarantined > 0 || st.Events.Pending > 0 {
-		return &undeliveredError{quarantined: tot.Quarantined, waiting: st.Events.Pending}
+	if undelivered != nil {
+		return &undeliveredError{quarantined: undelivered.Quarantined, waiting: undelivered.Waiting}
 	}
 	return nil
 }
@@ -319,7 +315,7 @@ type undeliveredError struct {
 }
 
 func (u *undeliveredError) Error() string {
-	return fmt.Sprintf("not everything was delivered: %d quarantined during this run, %d waiting behind quarantined heads; "+
+	return fmt.Sprintf("not everything was delivered: %d quarantined during this run, %d waiting behind quarantined heads or in paused flows; "+
 		"run 'relayctl quarantined' to see why, then 'relayctl redrive'", u.quarantined, u.waiting)
 }
 
@@ -408,38 +404,6 @@ func describePolicy(p queuestore.Policy) string {
 		fmt.Fprintf(&b, ", retry-after cap %s", shortDuration(d(p.RetryAfterCap)))
 	}
 	return b.String()
-}
-
-// errIdle is the cause of the relay's end under --exit-when-idle.
-var errIdle = errors.New("idle")
-
-// watchIdle ends the run (cause errIdle) once the queue says that no head
-// is dispatchable and none waits for a tick: every event is acked or
-// quarantined, or waits behind a quarantined head, in every process.
-// (An event this relay holds is in flight, and so a head that waits for its
-// lease end: NextDue's ok stays true until it is settled.)
-func watchIdle(ctx context.Context, q relayQueue, poll time.Duration, cancel context.CancelCauseFunc, done <-chan struct{}, log *slog.Logger) {
-	every := min(poll, 100*time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		_, ok, err := q.NextDue(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Warn("exit-when-idle: read the next due tick", "err", err)
-		case err == nil && !ok:
-			log.Info("idle: nothing dispatchable, in flight or waiting")
-			cancel(errIdle)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // liveLine redraws one status line on w every second until done: this
