@@ -2,7 +2,6 @@ package pgreceiverstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,42 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/jackc/pgx/v5"
 )
 
-// planNodes returns every node type (with its relation and index) of the
-// JSON plan of sql, run inside tx so that ANALYZE statistics and the data
-// apply.
+// planNodes is pgtest.PlanNodes: the plan's nodes, run inside tx.
 func planNodes(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
 	t.Helper()
-	var js []byte
-	if err := tx.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&js); err != nil {
-		t.Fatalf("EXPLAIN %s: %v", sql, err)
-	}
-	var plans []struct{ Plan map[string]any }
-	if err := json.Unmarshal(js, &plans); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	var walk func(n map[string]any)
-	walk = func(n map[string]any) {
-		s := fmt.Sprint(n["Node Type"])
-		if r, ok := n["Relation Name"]; ok {
-			s += " on " + fmt.Sprint(r)
-		}
-		if i, ok := n["Index Name"]; ok {
-			s += " using " + fmt.Sprint(i)
-		}
-		out = append(out, s)
-		if kids, ok := n["Plans"].([]any); ok {
-			for _, k := range kids {
-				walk(k.(map[string]any))
-			}
-		}
-	}
-	walk(plans[0].Plan)
-	return out
+	return pgtest.PlanNodes(t, tx, sql, args...)
 }
 
 // Retention (docs/contract.md §7.9) is index-driven: with 2,000 flows of 10
