@@ -205,19 +205,12 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 	seqSeen := make(map[string]bool)
 	added := false
 	for i, e := range es {
-		pre := ""
-		if !single {
-			pre = fmt.Sprintf("event %d (%q): ", i, e.ID)
-		}
-		if st := events[e.ID]; st != nil {
-			if st.flow == e.Flow && bytes.Equal(st.body, e.Body) {
-				out[i] = queue.Enqueued{Seq: st.seq, Duplicate: true}
-				continue
+		if dup, err := checkEnqueue(p, events, e, i, single); err != nil || dup != nil {
+			if err != nil {
+				return nil, err
 			}
-			return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
-		}
-		if err := p.CheckTick(e.NotBefore); err != nil {
-			return nil, fmt.Errorf("%snot-before: %w", pre, err)
+			out[i] = *dup
+			continue
 		}
 		var seq int64
 		if plain {
@@ -225,7 +218,7 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 			s.call(queue.HookEnqueueSeqTaken)
 		} else {
 			var err error
-			if seq, err = s.enqueueEvent(pp, pre, p, e, flows, now); err != nil {
+			if seq, err = s.enqueueEvent(pp, eventPrefix(i, e, single), p, e, flows, now); err != nil {
 				return nil, err
 			}
 		}
@@ -359,4 +352,32 @@ func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event
 	s.call(queue.HookEnqueueSeqTaken)
 	pp.exec(pre+"insert event", s.q(qInsertEvent), e.ID, e.Flow, next, e.Body, int64(now), int64(at))
 	return next, nil
+}
+
+// checkEnqueue is an enqueue's check of its event e (number i of a batch;
+// single: of Enqueue) against the events stored or taken before it: a
+// Duplicate of a stored event with the same flow and body (returned),
+// queue.ErrConflict for another flow or body, or a NotBefore the policy
+// refuses; nil, nil for a new event.
+func checkEnqueue(p queue.Policy, events map[string]*storedEvent, e queue.Event, i int, single bool) (*queue.Enqueued, error) {
+	pre := eventPrefix(i, e, single)
+	if st := events[e.ID]; st != nil {
+		if st.flow == e.Flow && bytes.Equal(st.body, e.Body) {
+			return &queue.Enqueued{Seq: st.seq, Duplicate: true}, nil
+		}
+		return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
+	}
+	if err := p.CheckTick(e.NotBefore); err != nil {
+		return nil, fmt.Errorf("%snot-before: %w", pre, err)
+	}
+	return nil, nil
+}
+
+// eventPrefix is what an enqueue's errors about e start with: nothing for
+// Enqueue (single), the event's number and ID in a batch.
+func eventPrefix(i int, e queue.Event, single bool) string {
+	if single {
+		return ""
+	}
+	return fmt.Sprintf("event %d (%q): ", i, e.ID)
 }

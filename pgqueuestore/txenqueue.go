@@ -1,7 +1,6 @@
 package pgqueuestore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -303,19 +302,12 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 		bodies           [][]byte
 	)
 	for i, e := range es {
-		pre := ""
-		if !single {
-			pre = fmt.Sprintf("event %d (%q): ", i, e.ID)
-		}
-		if st := events[e.ID]; st != nil {
-			if st.flow == e.Flow && bytes.Equal(st.body, e.Body) {
-				out[i] = queue.Enqueued{Seq: st.seq, Duplicate: true}
-				continue
+		if dup, err := checkEnqueue(p, events, e, i, single); err != nil || dup != nil {
+			if err != nil {
+				return nil, err
 			}
-			return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
-		}
-		if err := p.CheckTick(e.NotBefore); err != nil {
-			return nil, fmt.Errorf("%snot-before: %w", pre, err)
+			out[i] = *dup
+			continue
 		}
 		seqs[e.Flow]++
 		seq := seqs[e.Flow]
