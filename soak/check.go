@@ -276,6 +276,11 @@ func checkStores(ctx context.Context, pr *problems, q checkedQueue, r checkedRec
 	seen := map[string]int{}
 	next := map[string]int64{}
 	for _, rc := range byCommit {
+		if rc.gone && rc.seq > got[rc.flow].PrunedThrough {
+			// Committed, then deleted, and not by the receiver's
+			// retention (which raises the flow's PrunedThrough): lost.
+			continue
+		}
 		id, flow, seq := rc.id, rc.flow, rc.seq
 		res.Receipts++
 		seen[id]++

@@ -269,6 +269,18 @@ func TestCheck_FindsEachBreak(t *testing.T) {
 			kinds: []string{"order"},
 			check: func(r Result) bool { return r.Lost == 0 && r.Receipts == 28 },
 		},
+		"a receipt pruned by the receiver's retention": {
+			// Deleted with the flow's pruned mark raised over it, as
+			// Prune does: the commit log still has it, nothing is lost.
+			only: BackendPostgres,
+			tamper: func(t *testing.T, f *fixture) {
+				f.exec(t, f.stores.Receiver, f.producers[0].Events(1)[1].ID,
+					`UPDATE flows SET pruned_through = (SELECT seq FROM receipts WHERE id = {id}) WHERE flow = (SELECT flow FROM receipts WHERE id = {id})`,
+					`DELETE FROM receipts WHERE id = {id}`)
+			},
+			kinds: nil,
+			check: func(r Result) bool { return r.Lost == 0 && r.Receipts == 28 },
+		},
 		"an event is left pending": {
 			tamper: func(t *testing.T, f *fixture) {
 				ev := f.producers[0].Events(4)[1]

@@ -43,8 +43,12 @@ type FaultProxy struct {
 // proxyConn is one proxied connection: the client's socket and the
 // server's (nil while blackholed from the start).
 type proxyConn struct {
-	client, server net.Conn
-	dead           bool // blackholed: nothing more is forwarded either way
+	client net.Conn
+	dead   bool // blackholed: nothing more is forwarded either way (FaultProxy.mu)
+
+	mu     sync.Mutex
+	server net.Conn
+	cutted bool
 }
 
 // NewFaultProxy listens on a free loopback port and forwards each
@@ -177,9 +181,14 @@ func (p *FaultProxy) serve(c *proxyConn) {
 	if err != nil {
 		return // the client sees its connection closed: the server is down
 	}
-	p.mu.Lock()
+	c.mu.Lock()
+	if c.cutted { // cut while dialling
+		c.mu.Unlock()
+		server.Close()
+		return
+	}
 	c.server = server
-	p.mu.Unlock()
+	c.mu.Unlock()
 	done := make(chan struct{}, 2)
 	go func() { p.pump(c, c.client, server, true); done <- struct{}{} }()
 	go func() { p.pump(c, server, c.client, false); done <- struct{}{} }()
@@ -249,12 +258,16 @@ func (p *FaultProxy) pump(c *proxyConn, src, dst net.Conn, fromClient bool) {
 
 // cut closes both sockets, the client's with a reset.
 func (c *proxyConn) cut() {
+	c.mu.Lock()
+	server := c.server
+	c.cutted = true
+	c.mu.Unlock()
 	if tc, ok := c.client.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
 	c.client.Close()
-	if c.server != nil {
-		c.server.Close()
+	if server != nil {
+		server.Close()
 	}
 }
 

@@ -252,18 +252,15 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 			p.stop()
 		}
 	}()
+	// The chaos starts once every relay and the receiver are up (a slow
+	// machine may take seconds), and lasts c.For.
+	waitReady(ctx, procs, time.Minute)
 	deadline := time.After(c.For)
-	// The other faults, one at a time, from the moment every relay and
-	// the receiver are up until the chaos ends.
+	// The other faults, one at a time, until the chaos ends.
 	faultCtx, stopFaults := context.WithCancel(chaosCtx)
 	defer stopFaults()
 	faultErr := make(chan error, 1)
-	go func() {
-		if !kills { // with kills, processes are seldom all up at once
-			waitReady(faultCtx, procs, 30*time.Second)
-		}
-		faultErr <- in.run(faultCtx, c.FaultMin, c.FaultMax)
-	}()
+	go func() { faultErr <- in.run(faultCtx, c.FaultMin, c.FaultMax) }()
 	lastReport := time.Now()
 chaos:
 	for {

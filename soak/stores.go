@@ -423,6 +423,7 @@ func readStores(dir string) (Stores, error) {
 type receipt struct {
 	id, flow string
 	seq      int64
+	gone     bool // in the commit log, no longer in the receipts table (pruned, or lost)
 }
 
 // receipts reads every receipt of the receiver in the order they were
@@ -458,8 +459,9 @@ func receipts(ctx context.Context, target string) ([]receipt, []string, error) {
 
 // pgReceipts reads every receipt ever committed, in commit order: the
 // commit log's lines (which the receiver's retention does not prune: a
-// receipt pruned is still there, one accepted twice is there twice), then
-// the receipts with no line, named in unplaced.
+// receipt pruned is still there, one accepted twice is there twice; those
+// no longer in the receipts table are marked gone), then the receipts
+// with no line, named in unplaced.
 func pgReceipts(ctx context.Context, target string) (out []receipt, unplaced []string, err error) {
 	conn, schema, err := pgTarget(target)
 	if err != nil {
@@ -471,9 +473,10 @@ func pgReceipts(ctx context.Context, target string) (out []receipt, unplaced []s
 	}
 	defer c.Close(ctx)
 	s := pgx.Identifier{schema}.Sanitize()
-	rows, err := c.Query(ctx, `SELECT id, flow, seq, true, pos FROM `+s+`.`+commitLog+`
+	rows, err := c.Query(ctx, `SELECT l.id, l.flow, l.seq, true, l.pos,
+			NOT EXISTS (SELECT 1 FROM `+s+`.receipts AS r WHERE r.id = l.id) FROM `+s+`.`+commitLog+` AS l
 		UNION ALL
-		SELECT r.id, r.flow, r.seq, false, NULL FROM `+s+`.receipts AS r
+		SELECT r.id, r.flow, r.seq, false, NULL, false FROM `+s+`.receipts AS r
 		WHERE NOT EXISTS (SELECT 1 FROM `+s+`.`+commitLog+` AS l WHERE l.id = r.id)
 		ORDER BY 5 NULLS LAST, 2, 3`)
 	if err != nil {
@@ -484,7 +487,7 @@ func pgReceipts(ctx context.Context, target string) (out []receipt, unplaced []s
 		var r receipt
 		var placed bool
 		var pos *int64
-		if err := rows.Scan(&r.id, &r.flow, &r.seq, &placed, &pos); err != nil {
+		if err := rows.Scan(&r.id, &r.flow, &r.seq, &placed, &pos, &r.gone); err != nil {
 			return nil, nil, fmt.Errorf("soak: receipts: %w", err)
 		}
 		out = append(out, r)

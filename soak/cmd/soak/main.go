@@ -204,12 +204,12 @@ func run() int {
 	fmt.Println(sum)
 	if sum.Failed() {
 		fmt.Fprintln(os.Stderr, "soak: run directory kept:", *dir, "(logs/ has every process's output)")
-		if sum.Stores.Backend == soak.BackendPostgres {
+		if sum.Stores.Backend == soak.BackendPostgres && !private {
 			fmt.Fprintf(os.Stderr, "soak: schemas kept: %s; 'soak drop -dir %s' drops them\n", sum.Stores, *dir)
 		}
 		return 1
 	}
-	if *keep && sum.Stores.Backend == soak.BackendPostgres {
+	if *keep && sum.Stores.Backend == soak.BackendPostgres && !private {
 		fmt.Fprintf(os.Stderr, "soak: schemas kept: %s; 'soak drop -dir %s' drops them\n", sum.Stores, *dir)
 	}
 	if !*keep {
