@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 	for _, k := range []string{"ok", "failure", "panic"} {
 		m.duration.WithLabelValues(k)
 	}
-	for _, op := range []string{"claim", "settle", "settle_claim", "extend", "next_due", "prune"} {
+	for _, op := range []string{"policy", "claim", "settle", "settle_claim", "extend", "next_due", "prune"} {
 		m.storeErrors.WithLabelValues(op)
 	}
 	for _, k := range []string{"events", "audit"} {

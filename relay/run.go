@@ -104,9 +104,10 @@ type loop struct {
 // contexts cancelled (cause ErrShutdown); a result they return after that is
 // settled only when it is a success. Run returns nil after a complete
 // shutdown, an error wrapping ErrAbandoned when handlers were still running
-// AbandonWait after the cancellation, and an error when the queue's policy
-// cannot be read or the last settle batch fails. A Relay runs once
-// (ErrRunning).
+// AbandonWait after the cancellation, and an error when the last settle
+// batch fails, or when ctx ends while the queue's policy still cannot be
+// read (a relay that starts while its database is away waits for it,
+// retrying as below). A Relay runs once (ErrRunning).
 //
 // Failed queue calls during the run are logged, counted
 // (fairrelay_store_errors_total) and retried after a backoff that doubles
@@ -123,9 +124,9 @@ func (r *Relay) run(ctx context.Context, untilIdle bool) (idle bool, err error) 
 		return false, ErrRunning
 	}
 	sctx := context.WithoutCancel(ctx)
-	p, err := r.q.Policy(sctx)
+	p, err := r.readPolicy(ctx)
 	if err != nil {
-		return false, fmt.Errorf("relay: read policy: %w", err)
+		return false, err
 	}
 	if p.Lease <= 0 {
 		return false, fmt.Errorf("%w: the queue's lease is %d ticks", ErrInvalid, p.Lease)
@@ -380,6 +381,31 @@ func (l *loop) free() int {
 // blocked reports a queue-call backoff in progress.
 func (l *loop) blocked() bool {
 	return !l.retryAt.IsZero() && time.Now().Before(l.retryAt)
+}
+
+// readPolicy reads the queue's policy at the start of a run. A failed read
+// is logged, counted (op "policy") and retried after the backoff of the
+// run's queue calls (10 ms doubling up to Options.Poll), so a relay that
+// starts while its database is away waits for it instead of ending; only
+// ctx's end stops it, with the last error.
+func (r *Relay) readPolicy(ctx context.Context) (queue.Policy, error) {
+	for failures := 0; ; failures++ {
+		p, err := r.q.Policy(context.WithoutCancel(ctx))
+		if err == nil {
+			if failures > 0 {
+				r.log.Info("relay: queue calls work again", "after_failures", failures)
+			}
+			return p, nil
+		}
+		backoff := min(r.o.Poll, 10*time.Millisecond<<min(failures, 20))
+		r.m.storeError("policy")
+		r.log.Error("relay: queue call failed", "op", "policy", "err", RedactURLs(err.Error()), "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return queue.Policy{}, fmt.Errorf("relay: read policy: %w (stopped: %w)", err, context.Cause(ctx))
+		case <-time.After(backoff):
+		}
+	}
 }
 
 func (l *loop) storeFailed(op string, err error) {

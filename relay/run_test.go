@@ -79,18 +79,48 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 }
 
-func TestRunTwiceAndPolicyError(t *testing.T) {
+// TestRunWaitsForThePolicy: a relay that cannot read its queue's policy at
+// the start (its database is away) retries, counted, until it can, then
+// delivers; only its context's end stops the waiting, with the error. A
+// second Run is ErrRunning.
+func TestRunWaitsForThePolicy(t *testing.T) {
 	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 2)
 	q.fail["policy"] = errors.New("disk gone")
-	r, err := relay.New(q, relay.HandlerFunc(func(context.Context, relay.Event) error { return nil }), relay.Options{Clock: relay.NewManualClock(0)})
+	reg := prometheus.NewRegistry()
+	r, err := relay.New(q, relay.HandlerFunc(func(context.Context, relay.Event) error { return nil }),
+		relay.Options{Clock: relay.NewManualClock(1), Poll: 20 * time.Millisecond, Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "disk gone") {
-		t.Fatalf("Run() error = %v, want the policy error", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	q.waitFor(t, "three failed policy reads", func() bool { return q.calls["policy"] >= 3 })
+	q.get(func() { delete(q.fail, "policy") })
+	q.waitFor(t, "both events acked", func() bool { return q.byID["a/1"].state == "acked" && q.byID["a/2"].state == "acked" })
+	if n := testutil.ToFloat64(counter(t, reg, "fairrelay_store_errors_total", "policy")); n < 3 {
+		t.Errorf("fairrelay_store_errors_total{op=policy} = %v, want >= 3", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v after the policy came back", err)
 	}
 	if err := r.Run(context.Background()); !errors.Is(err, relay.ErrRunning) {
 		t.Fatalf("second Run() error = %v, want ErrRunning", err)
+	}
+
+	q2 := newFake(testPolicy(6, 3))
+	q2.fail["policy"] = errors.New("disk gone")
+	r2, err := relay.New(q2, relay.HandlerFunc(func(context.Context, relay.Event) error { return nil }), relay.Options{Clock: relay.NewManualClock(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { q2.waitFor(t, "a failed policy read", func() bool { return q2.calls["policy"] >= 1 }); cancel2() }()
+	if err := r2.Run(ctx2); err == nil || !strings.Contains(err.Error(), "disk gone") {
+		t.Fatalf("Run() error = %v, want the policy error once the context ends", err)
 	}
 }
 
