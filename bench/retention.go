@@ -66,6 +66,43 @@ type steadyQueue interface {
 	Close() error
 }
 
+// vacuumer is a steady-load queue whose backend needs a VACUUM before it
+// reuses the space of deleted rows (PostgreSQL): SteadyLoad runs it after
+// each prune pass, as autovacuum would on a server running for longer than
+// a bench's minute (docs/postgres.md: autovacuum for the pruned tables).
+type vacuumer interface {
+	vacuum(ctx context.Context) error
+}
+
+// pgSteadyQueue is the PostgreSQL steady-load queue: the store, and a
+// plain VACUUM (no lock on readers or writers) of every table of both
+// schemas.
+type pgSteadyQueue struct {
+	*pgqueuestore.Store
+	conn    *pgx.Conn
+	schemas []string
+}
+
+func (q pgSteadyQueue) vacuum(ctx context.Context) error {
+	for _, schema := range q.schemas {
+		rows, err := q.conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+			WHERE ns.nspname = $1 AND c.relkind = 'r' ORDER BY c.relname`, schema)
+		if err != nil {
+			return fmt.Errorf("tables of %s: %w", schema, err)
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("tables of %s: %w", schema, err)
+		}
+		for _, t := range tables {
+			if _, err := q.conn.Exec(ctx, "VACUUM "+pgx.Identifier{schema, t}.Sanitize()); err != nil {
+				return fmt.Errorf("vacuum %s.%s: %w", schema, t, err)
+			}
+		}
+	}
+	return nil
+}
+
 // steadyReceiver is what a steady-load run needs of a receiver.
 type steadyReceiver interface {
 	ReceiveBatch(ctx context.Context, ms []receiver.Message) ([]receiver.BatchResult, error)
@@ -144,6 +181,11 @@ func SteadyLoad(ctx context.Context, dir string, open SteadyStores, spec Retenti
 			}
 			res.Events += ev
 			res.Receipts += rc
+			if v, ok := q.(vacuumer); ok {
+				if err := v.vacuum(ctx); err != nil {
+					return res, err
+				}
+			}
 		}
 		var s StoreSizes
 		if err := sample(&s); err != nil {
@@ -419,8 +461,9 @@ func sqliteSize(ctx context.Context, db *sql.DB) (int64, error) {
 // PGSteadyStores returns the steady-load stores on the PostgreSQL server at
 // url: the queue and the receiver each in a schema of its own, dropped on
 // close; a store's size is the sum of pg_total_relation_size over its
-// schema's tables (heap, indexes and TOAST; dead rows count until
-// autovacuum lets their space be reused).
+// schema's tables (heap, indexes and TOAST; dead rows count until a
+// VACUUM lets their space be reused: the queue runs one of both schemas
+// after each prune pass, standing in for autovacuum).
 func PGSteadyStores(url string) SteadyStores {
 	return func(ctx context.Context, _ string, policy queue.Policy, now func() time.Time) (steadyQueue, steadyReceiver, func(context.Context) (StoreSizes, error), func() error, error) {
 		qs, rs := NewPGSchema(), NewPGSchema()
@@ -464,6 +507,6 @@ func PGSteadyStores(url string) SteadyStores {
 		closeAll := func() error {
 			return errors.Join(c.Close(context.Background()), q.Close(), r.Close(), drop())
 		}
-		return q, r, sizes, closeAll, nil
+		return pgSteadyQueue{Store: q, conn: c, schemas: []string{qs, rs}}, r, sizes, closeAll, nil
 	}
 }
