@@ -118,7 +118,17 @@ func TestRunWaitsForThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	go func() { q2.waitFor(t, "a failed policy read", func() bool { return q2.calls["policy"] >= 1 }); cancel2() }()
+	go func() { // no t.Fatal off the test's goroutine: poll, then end the run
+		for {
+			var n int
+			q2.get(func() { n = q2.calls["policy"] })
+			if n >= 1 {
+				cancel2()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	if err := r2.Run(ctx2); err == nil || !strings.Contains(err.Error(), "disk gone") {
 		t.Fatalf("Run() error = %v, want the policy error once the context ends", err)
 	}
