@@ -63,9 +63,10 @@ func Message(c queue.Claim) receiver.Message {
 // says its receipt was deleted by retention, docs/contract.md §7.9); conflict, gap and
 // unsupported_delta are a failure with the outcome as its reason.
 func ResultFor(o receiver.Outcome) (queue.Result, error) {
-	switch o {
-	case receiver.Accepted, receiver.Duplicate, receiver.Pruned:
+	if o.Applied() {
 		return queue.Result{OK: true}, nil
+	}
+	switch o {
 	case receiver.Conflict, receiver.Gap, receiver.UnsupportedDelta:
 		return queue.Result{Reason: string(o)}, nil
 	}

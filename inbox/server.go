@@ -145,9 +145,10 @@ const (
 // §7.9), 409 for conflict and gap, 422 for unsupported_delta. ok is false
 // for an outcome it does not know.
 func StatusFor(o receiver.Outcome) (status int, ok bool) {
-	switch o {
-	case receiver.Accepted, receiver.Duplicate, receiver.Pruned:
+	if o.Applied() {
 		return http.StatusOK, true
+	}
+	switch o {
 	case receiver.Conflict, receiver.Gap:
 		return http.StatusConflict, true
 	case receiver.UnsupportedDelta:

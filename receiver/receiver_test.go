@@ -136,3 +136,16 @@ func FuzzParseDelta(f *testing.F) {
 		}
 	})
 }
+
+// TestOutcome_Applied: a sender counts accepted, duplicate and pruned as
+// delivered (docs/contract.md §3, §7.9), and nothing else.
+func TestOutcome_Applied(t *testing.T) {
+	for o, want := range map[Outcome]bool{
+		Accepted: true, Duplicate: true, Pruned: true,
+		Conflict: false, Gap: false, UnsupportedDelta: false, "": false,
+	} {
+		if got := o.Applied(); got != want {
+			t.Errorf("%q.Applied() = %v, want %v", o, got, want)
+		}
+	}
+}

@@ -87,6 +87,15 @@ const (
 	Pruned Outcome = "pruned"
 )
 
+// Applied reports whether a message answered with this outcome has its
+// effect applied, exactly once: Accepted (now), Duplicate (before), or
+// Pruned (before, its receipt since deleted by retention, docs/contract.md
+// §7.9). A sender counts such a message as delivered; every other outcome
+// changed nothing.
+func (o Outcome) Applied() bool {
+	return o == Accepted || o == Duplicate || o == Pruned
+}
+
 // Conflict rules recorded in [ConflictRecord.Rule].
 const (
 	RuleIDReused  = "id_reused"  // rule 1: the ID has a receipt with another flow, seq or body

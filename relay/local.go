@@ -35,12 +35,10 @@ func NewLocal(r LocalReceiver) Handler {
 		case err != nil:
 			return FailDestination(ReasonUnavailable, err)
 		}
-		switch out {
-		case receiver.Accepted, receiver.Duplicate, receiver.Pruned:
-			// Pruned: the sequence number is at or below the flow's pruned
-			// mark, so the receiver applied it before and has since
-			// deleted its receipt (docs/contract.md §7.9): delivered.
+		if out.Applied() { // accepted, duplicate or pruned: delivered
 			return nil
+		}
+		switch out {
 		case receiver.Conflict:
 			return Fail(ReasonConflict, nil)
 		case receiver.Gap:
