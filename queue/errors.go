@@ -45,4 +45,21 @@ var (
 	ErrFlowPaused = errors.New("queuestore: flow is already paused")
 	// ErrFlowNotPaused reports a ResumeFlow of a flow that is not paused.
 	ErrFlowNotPaused = errors.New("queuestore: flow is not paused")
+	// ErrUnknownDestination reports a destination that is not registered
+	// (docs/contract.md §7.11).
+	ErrUnknownDestination = errors.New("queuestore: unknown destination")
+	// ErrDestinationMismatch reports an enqueue naming a destination other
+	// than the one its flow already delivers to; SetFlowDestination changes
+	// a flow's destination.
+	ErrDestinationMismatch = errors.New("queuestore: flow delivers to another destination")
+	// ErrDestinationPaused reports a PauseDestination of a paused
+	// destination.
+	ErrDestinationPaused = errors.New("queuestore: destination is already paused")
+	// ErrDestinationNotPaused reports a ResumeDestination of a destination
+	// that is not paused.
+	ErrDestinationNotPaused = errors.New("queuestore: destination is not paused")
+	// ErrShardLabel reports a shard whose recorded label (docs/contract.md
+	// §7.10) is not the one the caller opens it as: another index, another
+	// shard count, or a store labeled already.
+	ErrShardLabel = errors.New("queuestore: shard label differs")
 )

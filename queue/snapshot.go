@@ -39,6 +39,9 @@ type Snapshot struct {
 	// §7.8), ordered by event ID, then generation; nil when no attempt
 	// ever failed.
 	Failures []SnapshotAttempt `json:"failures,omitempty"`
+	// Destinations is every registered destination by name, without
+	// secrets (docs/contract.md §7.11); nil when none is.
+	Destinations []SnapshotDestination `json:"destinations,omitempty"`
 }
 
 // SnapshotAttempt is one row of the attempt history: a failed attempt of
@@ -81,6 +84,9 @@ type SnapshotFlow struct {
 	// Paused is the reason of the operator's pause while the flow is
 	// paused (docs/contract.md §7.9); "" (omitted) otherwise.
 	Paused string `json:"paused,omitempty"`
+	// Destination is the flow's destination; "" (omitted) is
+	// DefaultDestination.
+	Destination string `json:"destination,omitempty"`
 }
 
 // SnapshotEvent is one row of the events table.

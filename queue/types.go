@@ -20,6 +20,14 @@ type Event struct {
 	// and changes nothing. Negative is ErrInvalid; a tick the policy's
 	// lease would push past math.MaxInt64 is ErrTickOverflow.
 	NotBefore clock.Tick
+	// Destination names the registered destination the event's flow
+	// delivers to (docs/contract.md §7.11). It is recorded with the flow's
+	// first event; "" (DefaultDestination) on that event keeps the
+	// default, and "" on a later event means the flow's own. A later event
+	// naming another destination than the flow's is ErrDestinationMismatch,
+	// an unregistered name ErrUnknownDestination. Like Weight it is not part
+	// of the event's identity.
+	Destination string
 }
 
 // Enqueued is the result of an enqueue: the event's sequence number in its
@@ -40,6 +48,9 @@ type Claim struct {
 	Attempts      int        // attempts used in this round, this claim included
 	Ticket        int64      // the global ticket of this claim (the first claim gets 1)
 	LeaseUntil    clock.Tick // now + Lease; a settle at or after it is Expired
+	// Destination is the flow's destination when it was claimed
+	// (docs/contract.md §7.11); "" is DefaultDestination.
+	Destination string
 }
 
 // Event states, as stored and as EventState.State reports them.
@@ -237,6 +248,9 @@ type FlowState struct {
 	// resumed; PauseReason is the reason the pause gave.
 	Paused      bool   `json:"paused,omitempty"`
 	PauseReason string `json:"pause_reason,omitempty"`
+	// Destination is the flow's destination (docs/contract.md §7.11); ""
+	// (omitted) is DefaultDestination.
+	Destination string `json:"destination,omitempty"`
 	// Position is the flow's place in the rotation under FairRotation: 1
 	// for the flow a claim would pick next if every head were dispatchable
 	// now, 2 for the one after it, …; 0 for a flow without a backlog and
@@ -264,6 +278,9 @@ type Stats struct {
 	// PausedFlows counts the flows an operator has paused (docs/contract.md
 	// §7.9).
 	PausedFlows int64 `json:"paused_flows,omitempty"`
+	// Destinations counts the registered destinations (docs/contract.md
+	// §7.11).
+	Destinations int64 `json:"destinations,omitempty"`
 }
 
 // RedriveFilter selects quarantined events for RedriveAll and

@@ -73,7 +73,7 @@ func (e Event) Validate() error {
 	if e.NotBefore < 0 {
 		return fmt.Errorf("%w: not-before tick is %d, want >= 0", ErrInvalid, e.NotBefore)
 	}
-	return nil
+	return CheckEventDestination(e.Destination)
 }
 
 // CheckPruneLimit refuses a Prune limit outside 1..MaxPruneBatch with
