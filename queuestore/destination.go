@@ -43,7 +43,7 @@ const (
 	// limit).
 	qDestRooms = `SELECT json_group_array(json_array(name, concurrency, rate, paused IS NOT NULL, tokens, refilled_at,
     CASE WHEN concurrency > 0 AND paused IS NULL THEN
-        (SELECT count(*) FROM events AS e WHERE e.state = 'inflight' AND e.dest = d.name AND e.lease_until > ?1)
+        (SELECT count(*) FROM events AS e WHERE e.state = 'inflight' AND e.dest <> '' AND e.dest = d.name AND e.lease_until > ?1)
     ELSE 0 END))
 FROM (SELECT * FROM destinations ORDER BY name) AS d`
 
@@ -68,9 +68,9 @@ WHERE name = ?1`
 	// with unexpired leases at the clock mark (a range of
 	// events_dest_inflight).
 	qDestList = `SELECT d.name, d.url, d.secrets, d.concurrency, d.rate, d.paused,
-    (SELECT count(*) FROM flows AS f WHERE f.dest = d.name),
-    (SELECT coalesce(sum(f.last_seq - f.head_seq + 1), 0) FROM flows AS f WHERE f.dest = d.name AND f.head_seq IS NOT NULL),
-    (SELECT count(*) FROM events AS e WHERE e.state = 'inflight' AND e.dest = d.name
+    (SELECT count(*) FROM flows AS f WHERE f.dest <> '' AND f.dest = d.name),
+    (SELECT coalesce(sum(f.last_seq - f.head_seq + 1), 0) FROM flows AS f WHERE f.dest <> '' AND f.dest = d.name AND f.head_seq IS NOT NULL),
+    (SELECT count(*) FROM events AS e WHERE e.state = 'inflight' AND e.dest <> '' AND e.dest = d.name
         AND e.lease_until > (SELECT clock_mark FROM meta WHERE id = 1))
 FROM destinations AS d ORDER BY d.name`
 

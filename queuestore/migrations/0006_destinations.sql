@@ -18,7 +18,7 @@ CREATE TABLE destinations (
     paused      TEXT CHECK (paused <> ''),
     tokens      INTEGER NOT NULL DEFAULT 0 CHECK (tokens >= 0),
     refilled_at INTEGER NOT NULL DEFAULT 0 CHECK (refilled_at >= 0)
-) STRICT, WITHOUT ROWID;
+) STRICT;
 
 -- flows.dest is the flow's destination ('' = the default one), named by its
 -- first event. events.dest is the destination of the event's last claim,
