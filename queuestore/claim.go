@@ -59,9 +59,19 @@ FROM json_each(?1) AS j)`
 	// that the plan is always "scan the list, find each row by rowid"
 	// (without it, a small analyzed table was scanned instead). OR FAIL: no
 	// statement journal; any failure rolls back the whole transaction
-	// anyway. Each event's dest becomes ?4, the destination the claims are
-	// for (docs/contract.md §7.11): events_dest_inflight counts them.
+	// anyway.
 	qClaimEvents = `WITH j (r, k) AS MATERIALIZED (SELECT value, key FROM json_each(?1))
+UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3 + j.k
+FROM j WHERE events.rowid = j.r`
+
+	// qClaimEventsDest is qClaimEvents for a queue with destinations: the
+	// events' dest becomes ?4, the destination the claims are for
+	// (docs/contract.md §7.11), so that events_dest_inflight counts them.
+	// A queue that never registered one claims with qClaimEvents: all its
+	// events' dest are '' already.
+	qClaimEventsDest = `WITH j (r, k) AS MATERIALIZED (SELECT value, key FROM json_each(?1))
 UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
     lease_until = ?2, ticket = ?3 + j.k, dest = ?4
@@ -87,8 +97,13 @@ FROM j WHERE flows.rowid = j.r`
 	// row (rowid ?1): a claim of exactly one event writes with them, because
 	// the JSON-list statements cost a single claim about 8 µs more CPU, 7%
 	// of a Claim+Settle on a memory file system
-	// (docs/decisions/sqlite-claim-path.md).
+	// (docs/decisions/sqlite-claim-path.md). qClaimEventDest is the one-row
+	// qClaimEventsDest.
 	qClaimEvent = `UPDATE events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3
+WHERE rowid = ?1`
+	qClaimEventDest = `UPDATE events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
     lease_until = ?2, ticket = ?3, dest = ?4
 WHERE rowid = ?1`
@@ -405,11 +420,14 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 		return nil, fmt.Errorf("promote ready flows: %w", err)
 	}
 	lease := now + pol.Lease
-	var curs []*cursor
+	var (
+		curs     []*cursor
+		hasDests = true // whether any destination is registered
+	)
 	if len(f.Exclude) == 0 && len(f.Room) == 0 {
 		def := &cursor{room: n}
-		hasDests, err := fill(ctx, tx, ord, def, n)
-		if err != nil {
+		var err error
+		if hasDests, err = fill(ctx, tx, ord, def, n); err != nil {
 			return nil, err
 		}
 		if curs = []*cursor{def}; hasDests {
@@ -514,10 +532,14 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 		err error
 	)
 	switch {
+	case !hasDests && len(out) == 1:
+		res, err = tx.ExecContext(ctx, qClaimEvent, lastERow, int64(lease), first)
+	case !hasDests:
+		res, err = tx.ExecContext(ctx, qClaimEvents, string(append(evRows, ']')), int64(lease), first)
 	case len(out) == 1:
-		res, err = tx.ExecContext(ctx, qClaimEvent, lastERow, int64(lease), first, out[0].Destination)
+		res, err = tx.ExecContext(ctx, qClaimEventDest, lastERow, int64(lease), first, out[0].Destination)
 	case !mixed:
-		res, err = tx.ExecContext(ctx, qClaimEvents, string(append(evRows, ']')), int64(lease), first, out[0].Destination)
+		res, err = tx.ExecContext(ctx, qClaimEventsDest, string(append(evRows, ']')), int64(lease), first, out[0].Destination)
 	default:
 		res, err = tx.ExecContext(ctx, qClaimEventsDests, string(append(evRows, ']')), int64(lease), first, claimDests(out))
 	}

@@ -45,13 +45,13 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"weight audit":  {qInsertAuditKind, []any{"weight", "r", "{}", 1}, ""},
 		"find ev flow":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
 		"next seq":      {qNextSeq, []any{"f1", 2}, "sqlite_autoindex_flows_1"},
-		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1, ""}, "INTEGER PRIMARY KEY"},
+		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1}, "INTEGER PRIMARY KEY"},
 		"due ready":     {qNextDueReady, nil, "INDEX flows_r"}, // flows_ready or flows_rotation: both hold exactly the ready flows
 		"due waiting":   {qNextDueWaiting, nil, "flows_waiting"},
 		"oldest ready":  {qOldestReady, nil, "flows_ready_due"},
 		"block flow":    {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
-		"claim event":   {qClaimEvent, []any{1, 6, 1, ""}, "INTEGER PRIMARY KEY"},
+		"claim event":   {qClaimEvent, []any{1, 6, 1}, "INTEGER PRIMARY KEY"},
 		"quarantine ex": {qQuarantineExpired, []any{"e1"}, "sqlite_autoindex_events_1"},
 	})
 }
