@@ -15,7 +15,7 @@ import (
 // (or flows_rotation) per destination and counts leases on
 // events_inflight_dest, and no statement of the claim, the enqueue's
 // destination checks or the operator's read scans flows or events; the
-// pick of a store without destinations is the '' range of the same index
+// pick of a store without destinations is the default destination's range of the same index
 // without a sort.
 func TestPlans_DestinationsIndexDriven(t *testing.T) {
 	for _, rot := range []bool{false, true} {
