@@ -114,11 +114,22 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 	return out, nil
 }
 
-// claimHeads is claimHeadsFor with an empty filter: the claim of Claim,
-// ClaimBatch and SettleClaimBatch, which leaves out only what the store's
-// destinations say (docs/contract.md §7.11).
+// claimHeads is claimHeadsFor with the filter ctx carries
+// (withClaimFilter: SettleClaimFor's, through settleClaim), else an empty
+// one: the claim of Claim, ClaimBatch and SettleClaimBatch, which leaves
+// out only what the store's destinations say (docs/contract.md §7.11).
 func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, n int, ticket int64, p queue.Policy) ([]queue.Claim, error) {
-	return s.claimHeadsFor(ctx, tx, pp, now, n, ticket, p, queue.ClaimFilter{})
+	f, _ := ctx.Value(claimFilterKey{}).(queue.ClaimFilter)
+	return s.claimHeadsFor(ctx, tx, pp, now, n, ticket, p, f)
+}
+
+// claimFilterKey is the context key of withClaimFilter.
+type claimFilterKey struct{}
+
+// withClaimFilter returns ctx carrying f to claimHeads: SettleClaimFor
+// runs settleClaim, SettleClaimBatch's body, with its filter this way.
+func withClaimFilter(ctx context.Context, f queue.ClaimFilter) context.Context {
+	return context.WithValue(ctx, claimFilterKey{}, f)
 }
 
 // claimHeadsFor claims up to n heads after the promotion, in the policy's

@@ -313,21 +313,9 @@ func (s *Store) ClaimFor(ctx context.Context, now clock.Tick, n int, f queue.Cla
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("claim for: %w", err)
 	}
-	var out []queue.Claim
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
-		if err != nil {
-			return err
-		}
-		out, err = s.claimHeadsFor(ctx, tx, &pp, now, n, m.ticket, m.policy, f)
-		return err
-	})
+	out, err := s.claim(withClaimFilter(ctx, f), now, n)
 	if err != nil {
 		return nil, fmt.Errorf("claim for: %w", err)
-	}
-	if len(out) > 0 {
-		s.call(queue.HookClaimCommitted)
 	}
 	return out, nil
 }
@@ -343,37 +331,11 @@ func (s *Store) SettleClaimFor(ctx context.Context, items []queue.SettleItem, no
 	if err := f.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("settle claim for: %w", err)
 	}
-	// settleClaim's body (settleclaim.go) with the filtered claim.
-	var (
-		out []queue.SettleResult
-		cs  []queue.Claim
-	)
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
-		cs = nil
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
-		if err != nil {
-			return err
-		}
-		rs, wrote, err := s.settleItems(ctx, tx, &pp, items, now, m.policy, false)
-		if err != nil {
-			return err
-		}
-		out = rs
-		if wrote {
-			s.call(queue.HookSettleBeforeCommit)
-		}
-		if n == 0 {
-			return nil
-		}
-		cs, err = s.claimHeadsFor(ctx, tx, &pp, now, n, m.ticket, m.policy, f)
-		return err
-	})
+	// settleClaim (settleclaim.go) is SettleClaimBatch's body; its claim
+	// (claimHeads) takes f from the context.
+	out, cs, err := s.settleClaim(withClaimFilter(ctx, f), items, now, n)
 	if err != nil {
 		return nil, nil, fmt.Errorf("settle claim for: %w", err)
-	}
-	if len(cs) > 0 {
-		s.call(queue.HookClaimCommitted)
 	}
 	return out, cs, nil
 }
