@@ -76,11 +76,11 @@ func benchDestClaim(b *testing.B, flows, n int) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/claim-call")
 }
 
-// BenchmarkSingleClaimSettle is one Claim and one Settle of its event per
+// BenchmarkSingleDestinationClaimSettle is one Claim and one Settle of its event per
 // op, on one queue without destinations whose 64 flows stay backlogged:
 // the single-destination cost that destinations must leave as it was
 // (run on main and on this build; docs/decisions/postgres-destinations.md).
-func BenchmarkSingleClaimSettle(b *testing.B) {
+func BenchmarkSingleDestinationClaimSettle(b *testing.B) {
 	ctx := context.Background()
 	s, _, _ := open(b)
 	const flows = 64
