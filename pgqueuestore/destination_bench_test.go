@@ -3,8 +3,10 @@ package pgqueuestore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
@@ -28,7 +30,34 @@ func BenchmarkDestinationClaim(b *testing.B) {
 
 func benchDestClaim(b *testing.B, flows, n int) {
 	ctx := context.Background()
-	s, _, _ := open(b)
+	// One connection, so that the server's statistics of the reads
+	// (flushed by that session) can be read back (BenchmarkBacklogCycle).
+	url, schema := pgtest.Schema(b)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	s, err := Open(ctx, url+sep+"pool_max_conns=1", WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	// read is the index entries read so far from flows' indexes and
+	// events': the claim's work, whatever the machine's load.
+	read := func() (fl, ev int64) {
+		b.Helper()
+		if _, err := s.pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.pool.QueryRow(ctx, `SELECT
+    coalesce(sum(idx_tup_read) FILTER (WHERE relname = 'flows'), 0)::bigint,
+    coalesce(sum(idx_tup_read) FILTER (WHERE relname = 'events'), 0)::bigint
+FROM pg_stat_user_indexes WHERE schemaname = $1`, schema).Scan(&fl, &ev); err != nil {
+			b.Fatal(err)
+		}
+		return
+	}
+	var flTup, evTup int64
 	const dests = 100
 	for d := range dests {
 		if err := s.PutDestination(ctx, queue.Destination{Name: fmt.Sprintf("d%03d", d), URL: "http://127.0.0.1:9/", Secrets: []string{"k"},
@@ -54,11 +83,16 @@ func benchDestClaim(b *testing.B, flows, n int) {
 	items := make([]queue.SettleItem, 0, n)
 	b.ResetTimer()
 	for i := range b.N {
+		b.StopTimer()
+		fl0, ev0 := read()
+		b.StartTimer()
 		cs, err := s.ClaimFor(ctx, 0, n, f)
 		if err != nil || len(cs) == 0 {
 			b.Fatalf("ClaimFor = %d claims, %v", len(cs), err)
 		}
 		b.StopTimer()
+		fl1, ev1 := read()
+		flTup, evTup = flTup+fl1-fl0, evTup+ev1-ev0
 		items, es = items[:0], es[:0]
 		for k, c := range cs {
 			items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}})
@@ -74,6 +108,8 @@ func benchDestClaim(b *testing.B, flows, n int) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/claim-call")
+	b.ReportMetric(float64(flTup)/float64(b.N), "flows-idx-entries/call")
+	b.ReportMetric(float64(evTup)/float64(b.N), "events-idx-entries/call")
 }
 
 // BenchmarkSingleDestinationClaimSettle is one Claim and one Settle of its event per
