@@ -101,7 +101,9 @@ func TestMergedReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.IsSortedFunc(q, func(a, b queue.QuarantinedEvent) int { return cmp.Or(cmp.Compare(a.Flow, b.Flow), cmp.Compare(a.Seq, b.Seq)) }) || len(q) != 5 {
+		if !slices.IsSortedFunc(q, func(a, b queue.QuarantinedEvent) int {
+			return cmp.Or(cmp.Compare(a.Flow, b.Flow), cmp.Compare(a.Seq, b.Seq))
+		}) || len(q) != 5 {
 			t.Errorf("Quarantined = %+v: want 5 in flow, seq order", q)
 		}
 		all, err := s.AuditAll(ctx)
