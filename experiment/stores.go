@@ -12,8 +12,8 @@ import (
 
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queuestore"
-	"github.com/fairrelay/fairrelay/shard"
 	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/shard"
 )
 
 // The two stores of every scenario, by their file names. On PostgreSQL the
