@@ -112,16 +112,16 @@ func spread(t *testing.T, s queue.Store, flows []string, backlog func(k int) int
 // Unsharded, FairMinServed keeps it at 1. The test runs a small size;
 // -shard.fairness runs the size the decision reports.
 func TestFairnessSpread(t *testing.T) {
-	flowsN, base, served := 20, 5, 60
+	flowsN, base, served := 20, 5, 125
 	if *fairnessRun {
-		flowsN, base, served = 100, 20, 1500
+		flowsN, base, served = 100, 20, 2500
 	}
 	flows := make([]string, flowsN)
 	for k := range flows {
 		flows[k] = fmt.Sprintf("tenant-%03d", k)
 	}
 	backlog := func(k int) int {
-		if k%20 == 0 {
+		if k%(flowsN/5) == 0 { // 5 flows with 10× the backlog
 			return 10 * base
 		}
 		return base
