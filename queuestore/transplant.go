@@ -225,6 +225,9 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 				}
 			}
 		}
+		if err := importEventDestination(ctx, tx, f.Flow, f.Destination); err != nil {
+			return err
+		}
 		if err := insertAudit(ctx, tx, x.Audit); err != nil {
 			return err
 		}
