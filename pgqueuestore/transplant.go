@@ -264,6 +264,9 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 				return importError("record acks", err)
 			}
 		}
+		if err := s.importEventDestination(ctx, tx, f.Flow, f.Destination); err != nil {
+			return err
+		}
 		if err := s.insertAudit(ctx, tx, x.Audit); err != nil {
 			return err
 		}
