@@ -22,16 +22,26 @@ func TestReshard(t *testing.T) {
 	if err := s2.SetWeight(ctx, "flow-03", 4, "heavier", now); err != nil {
 		t.Fatal(err)
 	}
+	hooks := queue.Destination{Name: "hooks", URL: "http://127.0.0.1:9/h", Secrets: []string{"k1", "k2"}, Concurrency: 3}
+	if err := s2.PutDestination(ctx, hooks, "second receiver", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.PauseDestination(ctx, "hooks", "maintenance", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Enqueue(ctx, queue.Event{ID: "h1", Flow: "to-hooks", Body: []byte("{}"), Destination: "hooks"}, now); err != nil {
+		t.Fatal(err)
+	}
 	want := readAll(t, s2)
-	if len(want.Events) != 73 {
-		t.Fatalf("loaded %d events, want 73", len(want.Events))
+	if len(want.Events) != 74 {
+		t.Fatalf("loaded %d events, want 74", len(want.Events))
 	}
 	to3 := sqliteSet(t, 3, nil)
 	r, err := shard.Reshard(ctx, s2.Shards(), to3, "grow", now+1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Flows != 30 || r.Events != 73 || r.Epoch != 1 || r.To != 3 || r.FlowsPerShard[0]+r.FlowsPerShard[1]+r.FlowsPerShard[2] != 30 {
+	if r.Flows != 31 || r.Events != 74 || r.Epoch != 1 || r.To != 3 || r.FlowsPerShard[0]+r.FlowsPerShard[1]+r.FlowsPerShard[2] != 31 {
 		t.Errorf("Report = %+v", r)
 	}
 	s3, err := shard.Open(ctx, to3, shard.Options{})
@@ -40,6 +50,10 @@ func TestReshard(t *testing.T) {
 	}
 	if got := readAll(t, s3); !reflect.DeepEqual(got, want) {
 		t.Errorf("after 2 -> 3 the queue differs:\n got %+v\nwant %+v", got, want)
+	}
+	ds, err := s3.Destinations(ctx)
+	if err != nil || len(ds) != 1 || !reflect.DeepEqual(ds[0].Secrets, hooks.Secrets) || ds[0].Concurrency != 3 || !ds[0].Paused || ds[0].Flows != 1 {
+		t.Errorf("destinations after 2 -> 3 = %+v, %v; want hooks with its secrets, limit, pause and one flow", ds, err)
 	}
 	// The old set is kept, and a leftover old shard never mixes with the new.
 	if got := readAll(t, s2); !reflect.DeepEqual(got, want) {
@@ -66,6 +80,9 @@ func TestReshard(t *testing.T) {
 	// The moved queue goes on: draining it serves every event not acked
 	// exactly once more, except those behind a quarantined head.
 	if err := s1.ResumeFlow(ctx, "flow-07", "done", now+3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.ResumeDestination(ctx, "hooks", "done", now+3); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
