@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -73,23 +72,16 @@ const qLabel = `UPDATE meta SET shard_index = ?1, shard_count = ?2, shard_epoch 
 
 // shardOf wraps b: each store it opens is shard k of a labeled 2-shard set.
 func shardOf(t *testing.T, b QueueBackend, k int, label func(t testing.TB, loc string, l queue.ShardLabel)) QueueBackend {
-	var mu sync.Mutex
-	siblings := map[string]queue.Store{}
+	// One sibling serves every store of the run: shard.Open reads labels
+	// only, and a schema or file per store would double what the suite
+	// creates.
 	inner := b
-	b.NewLoc = func(t testing.TB) string {
-		loc := inner.NewLoc(t)
-		sloc := inner.NewLoc(t)
-		sib, err := inner.Open(t, sloc, QueueOptions{})
-		if err != nil {
-			t.Fatalf("open the sibling shard: %v", err)
-		}
-		if err := sib.(queue.ShardMember).SetShardLabel(context.Background(), queue.ShardLabel{Index: 1 - k, Count: 2}, "conformance: sibling", 0); err != nil {
-			t.Fatalf("label the sibling shard: %v", err)
-		}
-		mu.Lock()
-		siblings[loc] = sib
-		mu.Unlock()
-		return loc
+	sib, err := inner.Open(t, inner.NewLoc(t), QueueOptions{})
+	if err != nil {
+		t.Fatalf("open the sibling shard: %v", err)
+	}
+	if err := sib.(queue.ShardMember).SetShardLabel(context.Background(), queue.ShardLabel{Index: 1 - k, Count: 2}, "conformance: sibling", 0); err != nil {
+		t.Fatalf("label the sibling shard: %v", err)
 	}
 	b.Open = func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
 		s, err := inner.Open(t, loc, o)
@@ -106,17 +98,12 @@ func shardOf(t *testing.T, b QueueBackend, k int, label func(t testing.TB, loc s
 				return nil, fmt.Errorf("label shard %d: the store reads %+v, %v, %v", k, l, ok, err)
 			}
 		}
-		mu.Lock()
-		sib := siblings[loc]
-		mu.Unlock()
-		if sib != nil {
-			set := []queue.Store{s, sib}
-			if k == 1 {
-				set = []queue.Store{sib, s}
-			}
-			if _, err := shard.Open(ctx, set, shard.Options{}); err != nil {
-				t.Errorf("shard %d and its sibling do not open as one set: %v", k, err)
-			}
+		set := []queue.Store{s, sib}
+		if k == 1 {
+			set = []queue.Store{sib, s}
+		}
+		if _, err := shard.Open(ctx, set, shard.Options{}); err != nil {
+			t.Errorf("shard %d and its sibling do not open as one set: %v", k, err)
 		}
 		return s, nil
 	}
