@@ -39,6 +39,17 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
     WHERE f.ready = 1 AND f.dest = ?4 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
 
+	// qPickDestHeads is qPickHeads' first ?2 rows for each destination of
+	// the JSON array ?1, as an array [its index in ?1, rows...]: a few
+	// entries of each destination's range of flows_ready. (group_concat of
+	// the rows' text: json_group_array would parse each row again.)
+	qPickDestHeads = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
+    SELECT group_concat(r, ',') FROM (SELECT json_array(f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until,
+        e.available_at, hex(e.body), e.generation, f.served, f.rowid, e.rowid) AS r
+    FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+    WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.served, f.flow LIMIT ?2)) AS h
+FROM json_each(?1) AS j)`
+
 	qQuarantineExpired = `UPDATE events SET state = 'quarantined', reason = 'lease_expired', lease_until = 0 WHERE id = ?1`
 
 	qBlockFlow = `UPDATE flows SET ready_at = NULL, ready = 0 WHERE flow = ?1`
@@ -48,9 +59,19 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
 	// that the plan is always "scan the list, find each row by rowid"
 	// (without it, a small analyzed table was scanned instead). OR FAIL: no
 	// statement journal; any failure rolls back the whole transaction
-	// anyway. Each event's dest becomes ?4, the destination the claims are
-	// for (docs/contract.md §7.11): events_dest_inflight counts them.
+	// anyway.
 	qClaimEvents = `WITH j (r, k) AS MATERIALIZED (SELECT value, key FROM json_each(?1))
+UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3 + j.k
+FROM j WHERE events.rowid = j.r`
+
+	// qClaimEventsDest is qClaimEvents for a queue with destinations: the
+	// events' dest becomes ?4, the destination the claims are for
+	// (docs/contract.md §7.11), so that events_dest_inflight counts them.
+	// A queue that never registered one claims with qClaimEvents: all its
+	// events' dest are '' already.
+	qClaimEventsDest = `WITH j (r, k) AS MATERIALIZED (SELECT value, key FROM json_each(?1))
 UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
     lease_until = ?2, ticket = ?3 + j.k, dest = ?4
@@ -76,8 +97,13 @@ FROM j WHERE flows.rowid = j.r`
 	// row (rowid ?1): a claim of exactly one event writes with them, because
 	// the JSON-list statements cost a single claim about 8 µs more CPU, 7%
 	// of a Claim+Settle on a memory file system
-	// (docs/decisions/sqlite-claim-path.md).
+	// (docs/decisions/sqlite-claim-path.md). qClaimEventDest is the one-row
+	// qClaimEventsDest.
 	qClaimEvent = `UPDATE events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3
+WHERE rowid = ?1`
+	qClaimEventDest = `UPDATE events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
     lease_until = ?2, ticket = ?3, dest = ?4
 WHERE rowid = ?1`
@@ -184,6 +210,10 @@ type claimOrder interface {
 	// event's rowids; and, as a second column, whether any destination is
 	// registered.
 	pickSQL() string
+	// headsSQL reads, as one JSON array, the first ?2 ready flows (an
+	// array of rows as pickSQL's) of each destination of the JSON array ?1,
+	// in its order.
+	headsSQL() string
 	// start is the key (?1, ?2) before every flow; after the key of h.
 	start() (any, any)
 	after(h *headRow) (any, any)
@@ -247,39 +277,9 @@ func fill(ctx context.Context, tx *txn, ord claimOrder, cur *cursor, limit int) 
 	r := jsonRows{b: js}
 	r.open()
 	for first := true; r.next(first); first = false {
-		var h headRow
-		r.open()
-		h.flow, _ = r.str()
-		r.element(false)
-		h.headSeq.Int64, h.headSeq.Valid = r.int()
-		r.element(false)
-		h.id.String, h.id.Valid = r.str()
-		r.element(false)
-		h.state.String, h.state.Valid = r.str()
-		r.element(false)
-		h.nAttempts.Int64, h.nAttempts.Valid = r.int()
-		r.element(false)
-		h.nLease.Int64, h.nLease.Valid = r.int()
-		r.element(false)
-		h.nAvail.Int64, h.nAvail.Valid = r.int()
-		r.element(false)
-		h.body, _ = r.blob()
-		r.element(false)
-		h.nGen.Int64, h.nGen.Valid = r.int()
-		ord.readKey(&r, &h)
-		r.element(false)
-		h.fRowid, _ = r.int()
-		r.element(false)
-		h.eRow.Int64, h.eRow.Valid = r.int()
-		r.end()
-		if r.err != nil {
-			return false, r.err
+		if err := readHead(&r, ord, cur); err != nil {
+			return false, err
 		}
-		if cur.last != nil && !ord.less(cur.last, &h) {
-			return false, fmt.Errorf("%w: pick flows: flow %q after %q", ErrCorrupt, h.flow, cur.last.flow)
-		}
-		cur.buf = append(cur.buf, h)
-		cur.last = &cur.buf[len(cur.buf)-1]
 	}
 	if r.err != nil {
 		return false, r.err
@@ -287,12 +287,112 @@ func fill(ctx context.Context, tx *txn, ord claimOrder, cur *cursor, limit int) 
 	if len(cur.buf) < limit {
 		cur.done = true
 	}
-	if cur.last != nil {
-		last := *cur.last
-		cur.last = &last // buf is reused by the next page
-	}
+	cur.keepLast()
 	return hasDests != 0, nil
 }
+
+// keepLast copies the last row read out of buf, which the next page reuses.
+func (cur *cursor) keepLast() {
+	if cur.last != nil {
+		last := *cur.last
+		cur.last = &last
+	}
+}
+
+// readHead reads one pick row from r into cur's page, checking that it
+// comes after the row read before it.
+func readHead(r *jsonRows, ord claimOrder, cur *cursor) error {
+	var h headRow
+	r.open()
+	h.flow, _ = r.str()
+	r.element(false)
+	h.headSeq.Int64, h.headSeq.Valid = r.int()
+	r.element(false)
+	h.id.String, h.id.Valid = r.str()
+	r.element(false)
+	h.state.String, h.state.Valid = r.str()
+	r.element(false)
+	h.nAttempts.Int64, h.nAttempts.Valid = r.int()
+	r.element(false)
+	h.nLease.Int64, h.nLease.Valid = r.int()
+	r.element(false)
+	h.nAvail.Int64, h.nAvail.Valid = r.int()
+	r.element(false)
+	h.body, _ = r.blob()
+	r.element(false)
+	h.nGen.Int64, h.nGen.Valid = r.int()
+	ord.readKey(r, &h)
+	r.element(false)
+	h.fRowid, _ = r.int()
+	r.element(false)
+	h.eRow.Int64, h.eRow.Valid = r.int()
+	r.end()
+	if r.err != nil {
+		return r.err
+	}
+	if cur.last != nil && !ord.less(cur.last, &h) {
+		return fmt.Errorf("%w: pick flows: flow %q after %q", ErrCorrupt, h.flow, cur.last.flow)
+	}
+	cur.buf = append(cur.buf, h)
+	cur.last = &cur.buf[len(cur.buf)-1]
+	return nil
+}
+
+// fillHeads reads the first ready flows of each of curs (none read yet),
+// all in one statement: a claim over many destinations reads a few index
+// entries of each, not a page. It reads one row of each for a claim of one
+// head, else two, so that a destination just claimed from still has its
+// next key: most claims of a batch then need no other read. A cursor that
+// got fewer rows than asked is done.
+func fillHeads(ctx context.Context, tx *txn, ord claimOrder, curs []*cursor, n int) error {
+	b := []byte{'['}
+	for i, c := range curs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c.dest)
+	}
+	k := min(n, 2)
+	var js []byte
+	if err := tx.QueryRowContext(ctx, ord.headsSQL(), string(append(b, ']')), k).Scan(&js); err != nil {
+		return fmt.Errorf("pick destinations' heads: %w", err)
+	}
+	r := jsonRows{b: js}
+	r.open()
+	i := 0
+	for first := true; r.next(first); first = false {
+		if i == len(curs) {
+			return fmt.Errorf("%w: pick destinations' heads: more rows than destinations", ErrCorrupt)
+		}
+		c := curs[i]
+		c.buf, c.i = c.buf[:0], 0
+		r.open()
+		if k, _ := r.int(); k != int64(i) {
+			return fmt.Errorf("%w: pick destinations' heads: row %d is destination %d's", ErrCorrupt, i, k)
+		}
+		i++
+		for r.next(false) {
+			if err := readHead(&r, ord, c); err != nil {
+				return err
+			}
+		}
+		c.done = len(c.buf) < k
+		c.keepLast()
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if i != len(curs) {
+		return fmt.Errorf("%w: pick destinations' heads: %d rows for %d destinations", ErrCorrupt, i, len(curs))
+	}
+	return nil
+}
+
+// refillPage is the most rows a claim over several destinations reads of
+// one destination at a time after its first: the claim takes the least key
+// of all destinations' next rows, so a longer page is mostly read for
+// nothing.
+const refillPage = 8
 
 // claimHeads is n successive claims in one transaction (after admit), in
 // the order ord, with few statements. A claim takes its flow out of the
@@ -320,11 +420,14 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 		return nil, fmt.Errorf("promote ready flows: %w", err)
 	}
 	lease := now + pol.Lease
-	var curs []*cursor
+	var (
+		curs     []*cursor
+		hasDests = true // whether any destination is registered
+	)
 	if len(f.Exclude) == 0 && len(f.Room) == 0 {
 		def := &cursor{room: n}
-		hasDests, err := fill(ctx, tx, ord, def, n)
-		if err != nil {
+		var err error
+		if hasDests, err = fill(ctx, tx, ord, def, n); err != nil {
 			return nil, err
 		}
 		if curs = []*cursor{def}; hasDests {
@@ -335,6 +438,17 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 	} else {
 		var err error
 		if curs, err = destRooms(ctx, tx, now, n, f, nil); err != nil {
+			return nil, err
+		}
+	}
+	var fresh []*cursor // the destinations' cursors not read yet
+	for _, c := range curs {
+		if c.last == nil && !c.done {
+			fresh = append(fresh, c)
+		}
+	}
+	if len(fresh) > 0 {
+		if err := fillHeads(ctx, tx, ord, fresh, n); err != nil {
 			return nil, err
 		}
 	}
@@ -352,7 +466,13 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 				continue
 			}
 			if c.i == len(c.buf) && !c.done {
-				if _, err := fill(ctx, tx, ord, c, min(c.room, n-len(out))); err != nil {
+				// A page of the rest of its room, at most refillPage
+				// rows when several destinations share the claim.
+				limit := min(c.room, n-len(out))
+				if len(curs) > 1 {
+					limit = min(limit, refillPage)
+				}
+				if _, err := fill(ctx, tx, ord, c, limit); err != nil {
 					return nil, err
 				}
 			}
@@ -412,10 +532,14 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 		err error
 	)
 	switch {
+	case !hasDests && len(out) == 1:
+		res, err = tx.ExecContext(ctx, qClaimEvent, lastERow, int64(lease), first)
+	case !hasDests:
+		res, err = tx.ExecContext(ctx, qClaimEvents, string(append(evRows, ']')), int64(lease), first)
 	case len(out) == 1:
-		res, err = tx.ExecContext(ctx, qClaimEvent, lastERow, int64(lease), first, out[0].Destination)
+		res, err = tx.ExecContext(ctx, qClaimEventDest, lastERow, int64(lease), first, out[0].Destination)
 	case !mixed:
-		res, err = tx.ExecContext(ctx, qClaimEvents, string(append(evRows, ']')), int64(lease), first, out[0].Destination)
+		res, err = tx.ExecContext(ctx, qClaimEventsDest, string(append(evRows, ']')), int64(lease), first, out[0].Destination)
 	default:
 		res, err = tx.ExecContext(ctx, qClaimEventsDests, string(append(evRows, ']')), int64(lease), first, claimDests(out))
 	}
@@ -446,6 +570,7 @@ type minServedOrder struct {
 
 func (o *minServedOrder) promoteSQL() string          { return qPromote }
 func (o *minServedOrder) pickSQL() string             { return qPickHeads }
+func (o *minServedOrder) headsSQL() string            { return qPickDestHeads }
 func (o *minServedOrder) start() (any, any)           { return int64(-1), "" }
 func (o *minServedOrder) after(h *headRow) (any, any) { return h.k1, h.flow }
 

@@ -81,7 +81,7 @@ FROM destinations AS d ORDER BY d.name`
 )
 
 func init() {
-	writeQueries = append(writeQueries, qClaimEventsDests, qDestRooms, qDestTakeTokens, qEventDest)
+	writeQueries = append(writeQueries, qClaimEventDest, qClaimEventsDest, qPickDestHeads, qRotPickDestHeads, qClaimEventsDests, qDestRooms, qDestTakeTokens, qEventDest)
 	readQueries = append(readQueries, qSnapDests)
 }
 

@@ -37,7 +37,7 @@ func v5File(t *testing.T) string {
 }
 
 // Migration 6 on a version-5 file keeps every row of every table (flows and
-// events get dest '', the default destination, as their last column; audit
+// events get dest ”, the default destination, as their last column; audit
 // is rebuilt with its ids), replaces flows_ready and the rotation's index
 // with their destination-prefixed forms, and the store then works with
 // destinations: a registration (a new audit kind) and a claim that leaves a

@@ -80,6 +80,14 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
     WHERE f.ready = 1 AND f.dest = ?4 AND (f.pass, f.joined) > (?1, ?2) ORDER BY f.pass, f.joined LIMIT ?3)`
 
+	// qRotPickDestHeads is qPickDestHeads in rotation order.
+	qRotPickDestHeads = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
+    SELECT group_concat(r, ',') FROM (SELECT json_array(f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until,
+        e.available_at, hex(e.body), e.generation, f.pass, f.joined, f.weight, f.served, f.rowid, e.rowid) AS r
+    FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+    WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.pass, f.joined LIMIT ?2)) AS h
+FROM json_each(?1) AS j)`
+
 	// qRotServeFlow is qRotServeFlows for one flow (rowid ?1, new pass
 	// ?3), as qServeFlow.
 	qRotServeFlow = `UPDATE flows SET served = served + 1, ready_at = ?2, ready = 0, pass = ?3 WHERE rowid = ?1`
@@ -292,6 +300,7 @@ type rotationOrder struct {
 
 func (o *rotationOrder) promoteSQL() string          { return qRotPromote }
 func (o *rotationOrder) pickSQL() string             { return qRotPickHeads }
+func (o *rotationOrder) headsSQL() string            { return qRotPickDestHeads }
 func (o *rotationOrder) start() (any, any)           { return int64(-1), int64(0) } // passes are >= 0
 func (o *rotationOrder) after(h *headRow) (any, any) { return h.k1, h.k2 }
 
