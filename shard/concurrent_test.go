@@ -14,6 +14,7 @@ import (
 // sharing one Store: every event is acked exactly once, each by the
 // claim that took it.
 func TestConcurrentClaimants(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newSet(t, backends[0], 2, nil)
 	const flows, per = 8, 5

@@ -17,6 +17,7 @@ var fairnessRun = flag.Bool("shard.fairness", false, "measure fairness across sh
 // turns among the shards with something dispatchable, and a batch that a
 // shard cannot fill is filled from the others.
 func TestClaimRotation(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, _ := newSet(t, b, 3, nil)
@@ -128,6 +129,10 @@ func minMax(m map[string]int64) (lo, hi int64) {
 // logged. The test runs a small size; -shard.fairness runs the size the
 // decision reports.
 func TestFairnessSpread(t *testing.T) {
+	t.Parallel()
+	if raceOn {
+		t.Skip("a measurement of claims' order, single-goroutine: the race detector adds nothing")
+	}
 	flowsN, base, served := 20, 5, 125
 	if *fairnessRun {
 		flowsN, base, served = 100, 20, 2500

@@ -63,7 +63,10 @@ var backends = []backend{{"sqlite", sqliteSet}, {"postgres", pgSet}}
 // eachBackend runs fn as a subtest per backend.
 func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { fn(t, b) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b)
+		})
 	}
 }
 

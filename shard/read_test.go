@@ -60,6 +60,7 @@ func loaded(t *testing.T, s *shard.Store) clock.Tick {
 }
 
 func TestMergedReads(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, shards := newSet(t, b, 3, nil)

@@ -16,6 +16,7 @@ import (
 // sequence numbers, states, generations, attempts, history, served
 // counts, weights, the pause and the redrive.
 func TestReshard(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s2, _ := newSet(t, backends[0], 2, nil)
 	now := loaded(t, s2)
@@ -116,6 +117,7 @@ func TestReshard(t *testing.T) {
 
 // TestReshardUnsharded makes a sharded queue of a queue that never was.
 func TestReshardUnsharded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	one := sqliteSet(t, 1, nil)
 	for k := 0; k < 10; k++ {

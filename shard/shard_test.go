@@ -17,6 +17,7 @@ import (
 // queue's flows would be looked for in the wrong shard. The values were
 // computed by an independent FNV-1a 64 implementation (Python).
 func TestOfPinned(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		flow string
 		n    int
@@ -33,6 +34,7 @@ func TestOfPinned(t *testing.T) {
 }
 
 func TestOpenRefusesWrongLabels(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		shards := b.make(t, 3, nil)
@@ -84,6 +86,7 @@ func TestOpenRefusesWrongLabels(t *testing.T) {
 }
 
 func TestRoutingAndBatches(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, shards := newSet(t, b, 2, nil)
@@ -139,6 +142,7 @@ func TestRoutingAndBatches(t *testing.T) {
 }
 
 func TestSettleRoutes(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s, shards := newSet(t, b, 2, nil)
