@@ -48,16 +48,32 @@ const (
 )`
 
 	// qPickMerged is the first $2 ready flows in MinServed order among
-	// the destinations with room, at most room of each: one range of
-	// flows_ready (dest, served, flow) per destination with room, each
-	// read for at most its room, merged by a top-$2 sort, then the picked
-	// flows' heads (the columns of qPickHeads). r is MATERIALIZED so that
-	// each destination's room (its lease count) is computed once.
-	qPickMerged = `WITH ` + qRoom + `, p AS (
-    SELECT k.* FROM r CROSS JOIN LATERAL (
-        SELECT f.flow, f.head_seq, f.pass, f.served, f.weight, f.dest FROM {s}.flows AS f
-        WHERE f.ready AND f.dest = r.name ORDER BY f.served, f.flow LIMIT r.room) AS k
+	// the destinations with room, at most room of each, with their heads
+	// (the columns of qPickHeads). It reads, per destination with room,
+	// the first entry of its range of flows_ready (dest, served, flow)
+	// (h); the $2-th smallest of those heads (b; a key above every flow
+	// when there are fewer) bounds the answer, since $2 flows that may be
+	// picked lie at or below it; then only the destinations whose head is
+	// at or below b read their range, up to b and at most room entries
+	// each, merged by a top-$2 sort. A batch of n over D destinations
+	// reads about D + n index entries, not D * n. r and h are MATERIALIZED
+	// so that each room and head is computed once.
+	qPickMerged = `WITH ` + qRoom + `, h AS MATERIALIZED (
+    SELECT r.name, r.room, k.served, k.flow FROM r CROSS JOIN LATERAL (
+        SELECT f.served, f.flow FROM {s}.flows AS f
+        WHERE f.ready AND f.dest = r.name ORDER BY f.served, f.flow LIMIT 1) AS k
     WHERE r.room > 0
+), b AS (
+    SELECT x.served, x.flow FROM (
+        (SELECT h.served, h.flow FROM h ORDER BY h.served, h.flow OFFSET $2::bigint - 1 LIMIT 1)
+        UNION ALL SELECT 9223372036854775807, ''::text) AS x
+    ORDER BY x.served, x.flow LIMIT 1
+), p AS (
+    SELECT k.* FROM h CROSS JOIN b CROSS JOIN LATERAL (
+        SELECT f.flow, f.head_seq, f.pass, f.served, f.weight, f.dest FROM {s}.flows AS f
+        WHERE f.ready AND f.dest = h.name AND (f.served, f.flow) <= (b.served, b.flow)
+        ORDER BY f.served, f.flow LIMIT h.room) AS k
+    WHERE (h.served, h.flow) <= (b.served, b.flow)
     ORDER BY k.served, k.flow LIMIT $2)
 SELECT p.flow, p.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
     e.body, e.generation, p.pass, p.served, p.weight, p.dest
@@ -65,13 +81,23 @@ FROM p LEFT JOIN {s}.events AS e ON e.flow = p.flow AND e.seq = p.head_seq
 ORDER BY p.served, p.flow`
 
 	// qRotPickMerged is qPickMerged in the rotation's order (pass,
-	// joined), one range of flows_rotation (dest, pass, joined) per
-	// destination with room.
-	qRotPickMerged = `WITH ` + qRoom + `, p AS (
-    SELECT k.* FROM r CROSS JOIN LATERAL (
-        SELECT f.flow, f.head_seq, f.pass, f.joined, f.served, f.weight, f.dest FROM {s}.flows AS f
-        WHERE f.ready AND f.dest = r.name ORDER BY f.pass, f.joined LIMIT r.room) AS k
+	// joined), on flows_rotation (dest, pass, joined).
+	qRotPickMerged = `WITH ` + qRoom + `, h AS MATERIALIZED (
+    SELECT r.name, r.room, k.pass, k.joined FROM r CROSS JOIN LATERAL (
+        SELECT f.pass, f.joined FROM {s}.flows AS f
+        WHERE f.ready AND f.dest = r.name ORDER BY f.pass, f.joined LIMIT 1) AS k
     WHERE r.room > 0
+), b AS (
+    SELECT x.pass, x.joined FROM (
+        (SELECT h.pass, h.joined FROM h ORDER BY h.pass, h.joined OFFSET $2::bigint - 1 LIMIT 1)
+        UNION ALL SELECT 9223372036854775807, 9223372036854775807) AS x
+    ORDER BY x.pass, x.joined LIMIT 1
+), p AS (
+    SELECT k.* FROM h CROSS JOIN b CROSS JOIN LATERAL (
+        SELECT f.flow, f.head_seq, f.pass, f.joined, f.served, f.weight, f.dest FROM {s}.flows AS f
+        WHERE f.ready AND f.dest = h.name AND (f.pass, f.joined) <= (b.pass, b.joined)
+        ORDER BY f.pass, f.joined LIMIT h.room) AS k
+    WHERE (h.pass, h.joined) <= (b.pass, b.joined)
     ORDER BY k.pass, k.joined, k.flow LIMIT $2)
 SELECT p.flow, p.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
     e.body, e.generation, p.pass, p.served, p.weight, p.dest
