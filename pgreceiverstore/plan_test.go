@@ -24,7 +24,7 @@ func planNodes(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
 // receipts, analyzed, Prune's statements and Prunable find receipts
 // through an index (receipts_accepted_at, or the primary key for the
 // delete) and the flows by their key, and the accept path's
-// check (which now reads the pruned mark) too; none scans receipts or
+// reads (the flows' read holds the pruned mark) too; none scans receipts or
 // flows sequentially.
 func TestPlans_RetentionIndexDriven(t *testing.T) {
 	ctx := context.Background()
@@ -57,7 +57,9 @@ func TestPlans_RetentionIndexDriven(t *testing.T) {
 			"prune batch": {qPruneBatch, []any{before, receiver.DefaultPruneBatch}, []string{"using receipts_accepted_at"}},
 			"prune":       {qPrune, []any{ids, before}, []string{"Index Scan on receipts", "on flows using flows_pkey"}},
 			"prunable":    {qPrunable, []any{before}, []string{"using receipts_accepted_at"}},
-			"check":       {qCheck, []any{"e1-1", "f0001", 2}, []string{"using receipts_pkey", "using flows_pkey"}},
+			"read by id":  {qReadByID, []any{[]string{"e1-1", "e2-1"}}, []string{"using receipts_pkey"}},
+			"read by seq": {qReadBySeq, []any{[]string{"f0001", "f0002"}, []int64{2, 3}}, []string{"using receipts_flow_seq_key"}},
+			"read flows":  {qReadFlows, []any{[]string{"f0001", "f0002"}}, []string{"using flows_pkey"}},
 		} {
 			nodes := planNodes(t, tx, s.q(tc.sql), tc.args...)
 			t.Logf("%s: %s", name, strings.Join(nodes, " | "))
