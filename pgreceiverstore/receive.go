@@ -13,7 +13,7 @@ import (
 
 // A batch of messages is received in three round trips whatever its size
 // (docs/decisions/postgres-per-event-cost.md): BEGIN, the locks and the
-// three reads below (qReadByID, qReadBySeq, qReadFlows) in one; then, with
+// read (qRead) in one; then, with
 // the rules applied in Go in the batch's order, every write of the batch
 // as one set statement per table (qInsertReceipts, qInsertFlows,
 // qAdvanceFlows, qInsertConflicts) in one; then COMMIT. The reads run
@@ -21,16 +21,16 @@ import (
 // they read changes before the commit but by the batch itself, which the
 // Go side carries from one message to the next.
 const (
-	// qReadByID reads the receipts with the batch's IDs (rule 1).
-	qReadByID = `SELECT r.id, r.flow, r.seq, r.body FROM {s}.receipts AS r WHERE r.id = ANY($1::text[])`
-	// qReadBySeq reads the receipts for the batch's (flow, seq) pairs
-	// (rule 2).
-	qReadBySeq = `SELECT o.flow, o.seq, o.id
-FROM unnest($1::text[], $2::bigint[]) AS k (flow, seq)
-JOIN {s}.receipts AS o ON o.flow = k.flow AND o.seq = k.seq`
-	// qReadFlows reads the batch's flows: the next expected seq (rules 3
-	// and 4) and the pruned mark.
-	qReadFlows = `SELECT f.flow, f.next_expected, f.pruned_through FROM {s}.flows AS f WHERE f.flow = ANY($1::text[])`
+	// qRead reads, for each message of the arrays (ID, flow, seq), what
+	// rules 1 to 4 need, in one statement: the receipt with its ID, the ID
+	// of a receipt for its (flow, seq), and its flow's next expected seq
+	// and pruned mark (NULL columns for what does not exist).
+	// Index-driven: a key probe each (TestPlans_RetentionIndexDriven).
+	qRead = `SELECT k.id, k.flow, k.seq, r.flow, r.seq, r.body, o.id, f.next_expected, f.pruned_through
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k (id, flow, seq)
+LEFT JOIN {s}.receipts AS r ON r.id = k.id
+LEFT JOIN {s}.receipts AS o ON o.flow = k.flow AND o.seq = k.seq
+LEFT JOIN {s}.flows AS f ON f.flow = k.flow`
 
 	qInsertReceipts = `INSERT INTO {s}.receipts (id, flow, seq, body, delta, accepted_at)
 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigint[], $6::timestamptz[])`
@@ -139,36 +139,29 @@ func (s *Store) receive(ctx context.Context, ms []receiver.Message, deltas []int
 	byID := make(map[string]heldReceipt, len(ms))
 	bySeq := make(map[seqKey]string, len(ms))
 	state := make(map[string]*flowState, len(ms))
-	reads := []batchStep{
-		{what: "read receipts by id", sql: s.q(qReadByID), args: []any{ids}, rows: func(r pgx.Rows) error {
-			var id string
-			var h heldReceipt
-			if err := r.Scan(&id, &h.flow, &h.seq, &h.body); err != nil {
-				return err
-			}
-			byID[id] = h
-			return nil
-		}},
-		{what: "read receipts by seq", sql: s.q(qReadBySeq), args: []any{flows, seqs}, rows: func(r pgx.Rows) error {
-			var k seqKey
-			var id string
-			if err := r.Scan(&k.flow, &k.seq, &id); err != nil {
-				return err
-			}
-			bySeq[k] = id
-			return nil
-		}},
-		{what: "read flows", sql: s.q(qReadFlows), args: []any{flows}, rows: func(r pgx.Rows) error {
-			var f string
-			st := &flowState{had: true}
-			if err := r.Scan(&f, &st.was, &st.pruned); err != nil {
-				return err
-			}
-			st.next = st.was
-			state[f] = st
-			return nil
-		}},
-	}
+	reads := []batchStep{{what: "read receipts and flows", sql: s.q(qRead), args: []any{ids, flows, seqs}, rows: func(r pgx.Rows) error {
+		var (
+			k              seqKey
+			id             string
+			rFlow, otherID *string
+			rSeq, next     *int64
+			pruned         *int64
+			rBody          []byte
+		)
+		if err := r.Scan(&id, &k.flow, &k.seq, &rFlow, &rSeq, &rBody, &otherID, &next, &pruned); err != nil {
+			return err
+		}
+		if rFlow != nil {
+			byID[id] = heldReceipt{flow: *rFlow, seq: *rSeq, body: rBody}
+		}
+		if otherID != nil {
+			bySeq[k] = *otherID
+		}
+		if next != nil {
+			state[k.flow] = &flowState{had: true, was: *next, next: *next, pruned: *pruned}
+		}
+		return nil
+	}}}
 	outs := make([]receiver.Outcome, len(ms))
 	err := s.withWriteTx(ctx, ms, func(tx pgx.Tx) error {
 		var w writes
