@@ -82,3 +82,54 @@ func TestPlans_RetentionIndexDriven(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The receive path's statements over arrays find their rows through the
+// keys on tables never analyzed (a new store's, until autovacuum's first
+// analyze): 4,000 receipts over 1,000 flows, then the read and the flows'
+// update of a batch of 16 scan neither receipts nor flows
+// (docs/decisions/postgres-per-event-cost.md).
+func TestPlans_ReceiveWithoutStatistics(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := open(t)
+	var ms []receiver.Message
+	for j := range 4000 {
+		ms = append(ms, msg(fmt.Sprintf("e%d", j), fmt.Sprintf("f%03d", j%1000), int64(j/1000+1), 1))
+	}
+	for len(ms) > 0 {
+		n := min(len(ms), 500)
+		if _, err := s.ReceiveBatch(ctx, ms[:n]); err != nil {
+			t.Fatal(err)
+		}
+		ms = ms[n:]
+	}
+	var ids, flows []string
+	var seqs, was, next, add []int64
+	for f := range 16 {
+		ids, flows, seqs = append(ids, fmt.Sprintf("n%d", f)), append(flows, fmt.Sprintf("f%03d", f*7)), append(seqs, 5)
+		was, next, add = append(was, 5), append(next, 6), append(add, 1)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, qCustomPlans); err != nil {
+			return err
+		}
+		for name, tc := range map[string]struct {
+			sql  string
+			args []any
+		}{
+			"read":          {qRead, []any{ids, flows, seqs}},
+			"advance flows": {qAdvanceFlows, []any{flows, was, next, add}},
+		} {
+			nodes := planNodes(t, tx, s.q(tc.sql), tc.args...)
+			t.Logf("%s: %s", name, strings.Join(nodes, " | "))
+			for _, n := range nodes {
+				if strings.HasPrefix(n, "Seq Scan") {
+					t.Errorf("%s: plan has %q: %v", name, n, nodes)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -25,12 +25,17 @@ const (
 	// rules 1 to 4 need, in one statement: the receipt with its ID, the ID
 	// of a receipt for its (flow, seq), and its flow's next expected seq
 	// and pruned mark (NULL columns for what does not exist).
-	// Index-driven: a key probe each (TestPlans_RetentionIndexDriven).
+	// Index-driven: a key probe each (TestPlans_RetentionIndexDriven),
+	// also on tables never analyzed (TestPlans_ReceiveWithoutStatistics):
+	// each LATERAL probe (LIMIT 1 keeps the planner from flattening it
+	// into a join) is a nested loop's inner side, where a plain join over
+	// the arrays let the planner pick a hash join over a sequential scan
+	// of receipts while its statistics say it is small.
 	qRead = `SELECT k.id, k.flow, k.seq, r.flow, r.seq, r.body, o.id, f.next_expected, f.pruned_through
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k (id, flow, seq)
-LEFT JOIN {s}.receipts AS r ON r.id = k.id
-LEFT JOIN {s}.receipts AS o ON o.flow = k.flow AND o.seq = k.seq
-LEFT JOIN {s}.flows AS f ON f.flow = k.flow`
+LEFT JOIN LATERAL (SELECT x.flow, x.seq, x.body FROM {s}.receipts AS x WHERE x.id = k.id LIMIT 1) AS r ON true
+LEFT JOIN LATERAL (SELECT x.id FROM {s}.receipts AS x WHERE x.flow = k.flow AND x.seq = k.seq LIMIT 1) AS o ON true
+LEFT JOIN LATERAL (SELECT x.next_expected, x.pruned_through FROM {s}.flows AS x WHERE x.flow = k.flow LIMIT 1) AS f ON true`
 
 	qInsertReceipts = `INSERT INTO {s}.receipts (id, flow, seq, body, delta, accepted_at)
 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigint[], $6::timestamptz[])`
@@ -40,10 +45,13 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigi
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`
 	// qAdvanceFlows moves the flows that had a row by what the batch
 	// accepted of them, each only from the next expected seq the batch
-	// read (the flow's lock is held: every row matches).
-	qAdvanceFlows = `UPDATE {s}.flows AS f SET total = f.total + u.add, next_expected = u.next
-FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u (flow, was, next, add)
-WHERE f.flow = u.flow AND f.next_expected = u.was`
+	// read (the flow's lock is held: every row matches). No join: flow =
+	// ANY finds the rows through the key, statistics or not, and each
+	// takes its values from the arrays at its flow's position.
+	qAdvanceFlows = `UPDATE {s}.flows AS f
+SET total = f.total + ($4::bigint[])[array_position($1::text[], f.flow)],
+    next_expected = ($3::bigint[])[array_position($1::text[], f.flow)]
+WHERE f.flow = ANY($1::text[]) AND f.next_expected = ($2::bigint[])[array_position($1::text[], f.flow)]`
 	qInsertConflicts = `INSERT INTO {s}.conflicts
     (id, flow, seq, body, rule, with_id, with_flow, with_seq, next_expected)
 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[])
