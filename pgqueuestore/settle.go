@@ -115,13 +115,14 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 		return "", fmt.Errorf("settle: %w", err)
 	}
 	var o queue.Outcome
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+	st := s.newSettles([]queue.SettleItem{it}, true)
+	err := s.withTxRead(ctx, nil, st.reads(), func(tx pgx.Tx, a admission, stale bool) error {
 		var pp pipe
 		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}
-		rs, wrote, err := s.settleItems(ctx, tx, &pp, []queue.SettleItem{it}, now, m.policy, true)
+		rs, wrote, err := st.settle(ctx, tx, &pp, now, m.policy, stale, true)
 		if err != nil {
 			return err
 		}
@@ -189,51 +190,88 @@ type settleEvent struct {
 	nextID  *string
 }
 
-// settleItems settles items inside tx (after admit) in two round trips,
-// with the outcomes, Errs and writes of settling them one after the other
-// (settleOne of earlier versions, docs/decisions/postgres-batch-round-trips.md):
-// one qSettleReadMany reads every item's event, its flow's
-// last seq and its next event; the checks then run in Go, item by item,
-// on those rows as the earlier items' writes leave them (an ack, a retry
-// or a quarantine changes the event's state, lease and available_at,
-// nothing else a later check reads; a settle never changes a flow's last
-// seq); and the writes of every item go to the server in one pipe
-// (queueSettles: one set statement per kind of write, or item by item).
-// With single, a missing event fails the call (Settle);
-// without, it is the item's Err, as is a bad item (SettleBatch). wrote
-// reports whether any item wrote.
-func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, pp *pipe, items []queue.SettleItem, now clock.Tick, p queue.Policy, single bool) ([]queue.SettleResult, bool, error) {
-	out := make([]queue.SettleResult, len(items))
-	bad := make([]error, len(items))
-	ids := make([]string, 0, len(items))
+// settles is one transaction's settle of items, in two round trips at
+// most, with the outcomes, Errs and writes of settling them one after the
+// other (settleOne of earlier versions,
+// docs/decisions/postgres-batch-round-trips.md): one qSettleReadMany
+// reads every item's event, its flow's last seq and its next event (sent
+// with BEGIN, reads, unless the turn promoted arrivals: then again, after
+// the promotion); the checks then run in Go, item by item, on those rows
+// as the earlier items' writes leave them (an ack, a retry or a
+// quarantine changes the event's state, lease and available_at, nothing
+// else a later check reads; a settle never changes a flow's last seq);
+// and the writes of every item go to the server in one pipe
+// (queueSettles: one set statement per kind of write, or item by item),
+// with the claim's first statements when a claim follows
+// (docs/decisions/postgres-per-event-cost.md). With single, a missing
+// event fails the call (Settle); without, it is the item's Err, as is a
+// bad item (SettleBatch).
+type settles struct {
+	s      *Store
+	items  []queue.SettleItem
+	single bool
+	bad    []error
+	ids    []string
+	evs    map[string]*settleEvent
+}
+
+// newSettles validates items; the events of the valid ones are to be
+// read.
+func (s *Store) newSettles(items []queue.SettleItem, single bool) *settles {
+	st := &settles{s: s, items: items, single: single, bad: make([]error, len(items)), ids: make([]string, 0, len(items))}
 	for i, it := range items {
-		if bad[i] = it.Validate(); bad[i] == nil {
-			ids = append(ids, it.EventID)
+		if st.bad[i] = it.Validate(); st.bad[i] == nil {
+			st.ids = append(st.ids, it.EventID)
 		}
 	}
-	evs := make(map[string]*settleEvent, len(ids))
-	if len(ids) > 0 {
-		pp.query("read events", func(r pgx.Rows) error {
-			var (
-				id string
-				e  settleEvent
-			)
-			if err := r.Scan(&id, &e.flow, &e.seq, &e.state, &e.gen, &e.attempts, &e.leaseUntil, &e.availAt,
-				&e.last, &e.nextID, &e.next, &e.nextEnq); err != nil {
-				return err
-			}
-			evs[id] = &e
-			return nil
-		}, s.q(qSettleReadMany), ids)
+	st.evs = make(map[string]*settleEvent, len(st.ids))
+	return st
+}
+
+// reads is the read of the items' events, as a step for withTxRead (none
+// when no item is valid).
+func (st *settles) reads() []step {
+	if len(st.ids) == 0 {
+		return nil
+	}
+	return []step{{what: "read events", sql: st.s.q(qSettleReadMany), args: []any{st.ids}, rows: st.scan}}
+}
+
+// scan reads one row of qSettleReadMany into evs.
+func (st *settles) scan(r pgx.Rows) error {
+	var (
+		id string
+		e  settleEvent
+	)
+	if err := r.Scan(&id, &e.flow, &e.seq, &e.state, &e.gen, &e.attempts, &e.leaseUntil, &e.availAt,
+		&e.last, &e.nextID, &e.next, &e.nextEnq); err != nil {
+		return err
+	}
+	st.evs[id] = &e
+	return nil
+}
+
+// settle settles the items inside tx (after admit). stale says the events
+// read with BEGIN may have changed since (withTxRead): they are read
+// again. With send the writes are sent before it returns; without they
+// stay queued on pp, for the caller to send (a claim's first statements
+// go with them) before it commits. wrote reports whether any item wrote.
+func (st *settles) settle(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, p queue.Policy, stale, send bool) ([]queue.SettleResult, bool, error) {
+	s, items, single := st.s, st.items, st.single
+	out := make([]queue.SettleResult, len(items))
+	if stale && len(st.ids) > 0 {
+		clear(st.evs)
+		pp.query("read events", st.scan, s.q(qSettleReadMany), st.ids)
 		if err := pp.send(ctx, tx); err != nil {
 			return nil, false, err
 		}
 	}
+	evs := st.evs
 	wrote := false
 	var ops []*settleOp
 	for i, it := range items {
-		if bad[i] != nil {
-			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, bad[i])
+		if st.bad[i] != nil {
+			out[i].Err = fmt.Errorf("settle %q: %w", it.EventID, st.bad[i])
 			continue
 		}
 		pre := ""
@@ -260,8 +298,10 @@ func (s *Store) settleItems(ctx context.Context, tx pgx.Tx, pp *pipe, items []qu
 		wrote = wrote || o.Wrote()
 	}
 	s.queueSettles(pp, ops, now, p)
-	if err := pp.send(ctx, tx); err != nil {
-		return nil, false, err
+	if send {
+		if err := pp.send(ctx, tx); err != nil {
+			return nil, false, err
+		}
 	}
 	return out, wrote, nil
 }

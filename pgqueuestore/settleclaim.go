@@ -43,20 +43,26 @@ func (s *Store) SettleClaimBatch(ctx context.Context, items []queue.SettleItem, 
 
 // settleClaim is the body of SettleBatch (n = 0) and SettleClaimBatch: in
 // one transaction, the items settled as SettleBatch settles them, then up
-// to n heads claimed as ClaimBatch claims them.
+// to n heads claimed as ClaimBatch claims them. The events are read with
+// BEGIN and the settles' writes go with the claim's first statements:
+// one round trip for BEGIN and the reads, one for the writes and the
+// first page of picks, one for the claims' writes, one for COMMIT.
 func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error) {
 	var (
 		out []queue.SettleResult
 		cs  []queue.Claim
 	)
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+	st := s.newSettles(items, false)
+	err := s.withTxRead(ctx, nil, st.reads(), func(tx pgx.Tx, a admission, stale bool) error {
 		cs = nil
 		var pp pipe
 		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}
-		rs, wrote, err := s.settleItems(ctx, tx, &pp, items, now, m.policy, false)
+		// With a claim to follow, the settles' writes go with its first
+		// statements (claimHeads sends pp first thing).
+		rs, wrote, err := st.settle(ctx, tx, &pp, now, m.policy, stale, n == 0)
 		if err != nil {
 			return err
 		}

@@ -376,6 +376,18 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) er
 // IDs and flows (lockSteps), which may wait for a caller's transaction
 // (EnqueueTx) and so must never wait while the meta row is held.
 func (s *Store) withTxAfter(ctx context.Context, locks []step, fn func(pgx.Tx, admission) error) error {
+	return s.withTxRead(ctx, locks, nil, func(tx pgx.Tx, a admission, _ bool) error { return fn(tx, a) })
+}
+
+// withTxRead is withTxAfter with reads that go to the server after the
+// meta row is locked and the arrivals taken, in the same first round
+// trip, so a write that knows what it must read before it begins (a
+// settle: its events) spends no round trip of its own on it
+// (docs/decisions/postgres-per-event-cost.md). What the reads saw is
+// what fn would read, unless the turn promoted arrivals (a flow's last
+// seq, head and readiness may have moved since): fn is told so (stale)
+// and must read again.
+func (s *Store) withTxRead(ctx context.Context, locks, reads []step, fn func(tx pgx.Tx, a admission, stale bool) error) error {
 	var a admission
 	var arrived []string
 	first := append(locks, step{what: "read clock mark", sql: s.q(qAdmitRead), rows: func(r pgx.Rows) error {
@@ -393,13 +405,14 @@ func (s *Store) withTxAfter(ctx context.Context, locks []step, fn func(pgx.Tx, a
 		arrived = append(arrived, f)
 		return nil
 	}})
+	first = append(first, reads...)
 	return s.begin(ctx, pgx.TxOptions{}, first, func(tx pgx.Tx) error {
 		if len(arrived) > 0 {
 			if err := s.promoteArrivals(ctx, tx, arrived, a.m.policy); err != nil {
 				return err
 			}
 		}
-		return fn(tx, a)
+		return fn(tx, a, len(arrived) > 0)
 	})
 }
 

@@ -10,6 +10,14 @@
 // accepted: receipt, total += delta and next-expected += 1 commit
 // together. Conflicts are recorded once each.
 //
+// A transaction of any number of messages (ReceiveBatch; Receive is a
+// batch of one) costs three round trips: BEGIN, the locks and one read
+// over arrays (the receipts of its IDs and of its (flow, seq) pairs, its
+// flows);
+// then the rules applied in Go, in order, each message seeing the ones
+// before it, and one set statement per table for the writes; then COMMIT
+// (docs/decisions/postgres-per-event-cost.md).
+//
 // # Retention
 //
 // Every receipt records the wall-clock time it was accepted (WithNow

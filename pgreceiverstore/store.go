@@ -219,15 +219,17 @@ const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 // withWriteTx runs fn in one READ COMMITTED transaction after taking the
 // advisory locks of the given message IDs and flows, in ascending key
 // order; it commits when fn returns nil and rolls back otherwise. BEGIN,
-// qCustomPlans and the locks go to the server in one round trip.
-func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) error) error {
+// qCustomPlans, the locks and the reads go to the server in one round
+// trip: reads run after the locks are held.
+func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) error, reads ...batchStep) error {
 	keys := make([]int64, 0, 2*len(ms))
 	for _, m := range ms {
 		keys = append(keys, lockKey("id", s.schema, m.ID), lockKey("flow", s.schema, m.Flow))
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	return s.begin(ctx, pgx.TxOptions{}, fn, batchStep{"lock", `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, []any{keys}})
+	first := append([]batchStep{{what: "lock", sql: `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, args: []any{keys}}}, reads...)
+	return s.begin(ctx, pgx.TxOptions{}, fn, first...)
 }
 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction: every
@@ -236,11 +238,37 @@ func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
-// batchStep is a statement sent with BEGIN, and what it is for.
+// batchStep is a statement sent with BEGIN, what it is for, and, for a
+// query, what reads each of its rows (nil: an Exec).
 type batchStep struct {
 	what string
 	sql  string
 	args []any
+	rows func(pgx.Rows) error
+}
+
+// read reads the step's result from br.
+func (st batchStep) read(br pgx.BatchResults) error {
+	if st.rows == nil {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
+		return nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("%s: %w", st.what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := st.rows(rows); err != nil {
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", st.what, err)
+	}
+	return nil
 }
 
 // begin starts a transaction with BEGIN, qCustomPlans and first in one
@@ -249,7 +277,7 @@ type batchStep struct {
 func (s *Store) begin(ctx context.Context, o pgx.TxOptions, fn func(pgx.Tx) error, first ...batchStep) (err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(o)
-	steps := append([]batchStep{{what: "begin"}, {"custom plans", qCustomPlans, nil}}, first...)
+	steps := append([]batchStep{{what: "begin"}, {what: "custom plans", sql: qCustomPlans}}, first...)
 	for _, st := range steps[1:] {
 		b.Queue(st.sql, st.args...)
 	}
@@ -261,9 +289,9 @@ func (s *Store) begin(ctx context.Context, o pgx.TxOptions, fn func(pgx.Tx) erro
 		}
 	}()
 	for _, st := range steps {
-		if _, err := br.Exec(); err != nil {
+		if err := st.read(br); err != nil {
 			_ = br.Close()
-			return fmt.Errorf("%s: %w", st.what, err)
+			return err
 		}
 	}
 	if err := br.Close(); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func open(t *testing.T, opts ...Option) (*Store, string, string) {
+func open(t testing.TB, opts ...Option) (*Store, string, string) {
 	t.Helper()
 	url, schema := pgtest.Schema(t)
 	s, err := Open(context.Background(), url, append([]Option{WithSchema(schema)}, opts...)...)

@@ -1,0 +1,113 @@
+package pgqueuestore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// tripCounter counts the round trips a pool makes: each query, Exec and
+// batch (a batch goes in one round trip once its statements are
+// prepared) is one; COMMIT is an Exec.
+type tripCounter struct{ n atomic.Int64 }
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// openCounted opens a store on a one-connection pool whose round trips c
+// counts.
+func openCounted(t *testing.T, c *tripCounter) *Store {
+	t.Helper()
+	ctx := context.Background()
+	url, schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.Tracer = c
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := OpenPool(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The per-event cost on PostgreSQL is mostly round trips
+// (docs/decisions/postgres-per-event-cost.md): a settle and claim of 16
+// events of 16 flows takes four (BEGIN with the locked meta row and the
+// settles' read; the settles' writes with the promotion and the picks;
+// the claims' writes; COMMIT), a Settle three, whatever the batch's size.
+func TestRoundTrips_SettleAndClaim(t *testing.T) {
+	ctx := context.Background()
+	var c tripCounter
+	s := openCounted(t, &c)
+	var es []queue.Event
+	for k := range 3 {
+		for f := range 16 {
+			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%d", f), Body: []byte("x")})
+		}
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ClaimBatch(ctx, 1, 16)
+	if err != nil || len(cs) != 16 {
+		t.Fatalf("ClaimBatch = %d claims, %v", len(cs), err)
+	}
+	items := func(cs []queue.Claim) []queue.SettleItem {
+		var its []queue.SettleItem
+		for _, c := range cs {
+			its = append(its, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}})
+		}
+		return its
+	}
+	// Warm the connection's statement cache: a statement's first use
+	// prepares it, one more round trip.
+	if _, cs, err = s.SettleClaimBatch(ctx, items(cs), 2, 16); err != nil || len(cs) != 16 {
+		t.Fatalf("SettleClaimBatch = %d claims, %v", len(cs), err)
+	}
+	before := c.n.Load()
+	rs, cs, err := s.SettleClaimBatch(ctx, items(cs), 3, 16)
+	if err != nil || len(cs) != 16 {
+		t.Fatalf("SettleClaimBatch = %d claims, %v", len(cs), err)
+	}
+	for _, r := range rs {
+		if r.Err != nil || r.Outcome != queue.Acked {
+			t.Fatalf("SettleClaimBatch item = %+v", r)
+		}
+	}
+	if got := c.n.Load() - before; got != 4 {
+		t.Errorf("SettleClaimBatch of 16 and 16: %d round trips, want 4", got)
+	}
+	if _, err := s.Settle(ctx, cs[0].EventID, cs[0].Generation, queue.Result{OK: true}, 4); err != nil {
+		t.Fatal(err)
+	}
+	before = c.n.Load()
+	if o, err := s.Settle(ctx, cs[1].EventID, cs[1].Generation, queue.Result{OK: true}, 4); err != nil || o != queue.Acked {
+		t.Fatalf("Settle = %v, %v", o, err)
+	}
+	if got := c.n.Load() - before; got != 3 {
+		t.Errorf("Settle: %d round trips, want 3", got)
+	}
+}
