@@ -133,7 +133,7 @@ const reasonOther = "other"
 var reasonLabels = []string{
 	ReasonConflict, ReasonGap, ReasonUnsupportedDelta, ReasonInvalidBody, ReasonTooLarge,
 	ReasonUnauthorized, ReasonForbidden, ReasonNotFound, ReasonRateLimited, ReasonUnavailable,
-	ReasonHandler, ReasonPanic, reasonOther,
+	ReasonHandler, ReasonPanic, ReasonUnknownDestination, ReasonBadDestination, reasonOther,
 }
 
 // reasonLabel bounds a settle reason to the label set: "" is none, a known
@@ -144,7 +144,7 @@ func reasonLabel(reason string) string {
 		return reasonNone
 	case ReasonConflict, ReasonGap, ReasonUnsupportedDelta, ReasonInvalidBody, ReasonTooLarge,
 		ReasonUnauthorized, ReasonForbidden, ReasonNotFound, ReasonRateLimited, ReasonUnavailable,
-		ReasonHandler, ReasonPanic:
+		ReasonHandler, ReasonPanic, ReasonUnknownDestination, ReasonBadDestination:
 		return reason
 	}
 	return reasonOther
