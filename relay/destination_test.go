@@ -272,6 +272,14 @@ func TestDestinationsSlowOrDeadNeverHoldUpTheRest(t *testing.T) {
 		}
 		s.mu.Unlock()
 	}
+	for _, name := range []string{"h1", "blackhole", "slow", "down503", relay.DefaultDestinationLabel} {
+		if _, ok := m[`fairrelay_destination_inflight{destination="`+name+`"}`]; !ok {
+			t.Errorf("no fairrelay_destination_inflight series for %s", name)
+		}
+	}
+	if v := m[`fairrelay_destination_inflight{destination="h1"}`]; v != 0 {
+		t.Errorf("fairrelay_destination_inflight{h1} = %v after its drain, want 0", v)
+	}
 	if v := m[`fairrelay_destination_delivered_total{destination="blackhole"}`]; v != 16 {
 		t.Errorf("delivered to the blackhole: %v, want 16", v)
 	}
