@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -556,4 +557,52 @@ func batchDestination(e *env, q *queueDB, batch []newEvent, err error) (int, err
 		}
 	}
 	return 0, nil
+}
+
+// destinationChange says in words what a destination's audit row changed
+// (docs/contract.md §7.11), secrets as a count; "" for another row.
+func destinationChange(a queue.AuditRecord) string {
+	switch a.Kind {
+	case queue.AuditDestination, queue.AuditDestinationPause, queue.AuditDestinationResume:
+		var ch queue.DestinationChange
+		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch.Name == "" {
+			return ""
+		}
+		switch a.Kind {
+		case queue.AuditDestinationPause:
+			return fmt.Sprintf("pause destination %q", ch.Name)
+		case queue.AuditDestinationResume:
+			return fmt.Sprintf("resume destination %q", ch.Name)
+		}
+		n := ch.New
+		if ch.Old == nil {
+			return fmt.Sprintf("destination %q added: %s, %s, concurrency %s, rate %s", ch.Name, n.URL, plural(n.Secrets, "secret"), limit(n.Concurrency), limit(n.Rate))
+		}
+		o := ch.Old
+		var parts []string
+		if o.URL != n.URL {
+			parts = append(parts, "url "+o.URL+" -> "+n.URL)
+		}
+		parts = append(parts, fmt.Sprintf("secrets %d -> %d", o.Secrets, n.Secrets))
+		if o.Concurrency != n.Concurrency {
+			parts = append(parts, "concurrency "+limit(o.Concurrency)+" -> "+limit(n.Concurrency))
+		}
+		if o.Rate != n.Rate {
+			parts = append(parts, "rate "+limit(o.Rate)+" -> "+limit(n.Rate))
+		}
+		return fmt.Sprintf("destination %q: %s", ch.Name, strings.Join(parts, ", "))
+	case queue.AuditFlowDestination:
+		var ch queue.FlowDestinationChange
+		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch.Flow == "" {
+			return ""
+		}
+		show := func(d string) string {
+			if d == queue.DefaultDestination {
+				return "default"
+			}
+			return d
+		}
+		return fmt.Sprintf("flow %q destination %s -> %s", ch.Flow, show(ch.Old), show(ch.New))
+	}
+	return ""
 }

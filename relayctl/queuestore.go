@@ -306,6 +306,9 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 				r.Change = fmt.Sprintf("%s flow %q", a.Kind, ch.Flow)
 			}
 		}
+		if r.Change == "" {
+			r.Change = destinationChange(a) // destination.go
+		}
 		if r.Change == "" && a.Detail != "" {
 			r.Change = a.Detail
 		}
