@@ -21,7 +21,7 @@ FROM {s}.destinations WHERE name = $1 FOR UPDATE`
 
 	// qDestInsert registers a destination with a full bucket.
 	qDestInsert = `INSERT INTO {s}.destinations (name, url, secrets, concurrency, rate, paused, tokens, refilled_at)
-VALUES ($1, $2, $3, $4, $5, NULL, $5::bigint * 1000, $6)`
+VALUES ($1, $2, $3, $4, $5::integer, NULL, $5::bigint * 1000, $6)`
 
 	// qDestUpdate changes a destination's settings (not its pause) and
 	// sets its bucket ($6 milli-tokens at $7).
