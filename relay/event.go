@@ -20,6 +20,11 @@ type Event struct {
 	Body       []byte // the body, byte-identical to the enqueued one; do not modify
 	Attempt    int    // the attempt of this delivery in the current round (1 for the first)
 	Generation int64  // the claim's generation
+	// Destination is the destination the event's flow delivers to
+	// (queue.Claim.Destination; queue.DefaultDestination, "", for a flow
+	// that named none, and always with a queue without destinations).
+	// Destinations routes on it.
+	Destination string
 }
 
 // Handler delivers one event. It returns nil when the event was applied (or

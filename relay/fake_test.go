@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 )
 
@@ -42,6 +43,10 @@ type fakeQueue struct {
 	onClaim func(n, got int)
 	// changed is closed and replaced on every call, for waitFor.
 	changed chan struct{}
+	// dest is each flow's destination (absent: the default); filter, while
+	// set, is the ClaimFor filter of the claim under way (fakeDestQueue).
+	dest   map[string]string
+	filter *queue.ClaimFilter
 }
 
 type fakeEvent struct {
@@ -126,11 +131,12 @@ func (f *fakeQueue) claim(now clock.Tick, n int) []queuestore.Claim {
 	f.claimNs = append(f.claimNs, n)
 	var out []queuestore.Claim
 	taken := map[string]bool{}
+	took := map[string]int{} // claims per destination in this call
 	for len(out) < n {
 		var best *fakeEvent
 		for flow := range f.flows {
 			h := f.head(flow)
-			if h == nil || taken[flow] {
+			if h == nil || taken[flow] || !f.allowed(f.dest[flow], took) {
 				continue
 			}
 			ok := (h.state == "pending" && h.avail <= now) || (h.state == "inflight" && h.lease <= now)
@@ -149,11 +155,12 @@ func (f *fakeQueue) claim(now clock.Tick, n int) []queuestore.Claim {
 			break
 		}
 		taken[best.flow] = true
+		took[f.dest[best.flow]]++
 		best.state, best.gen, best.attempts, best.lease = "inflight", best.gen+1, best.attempts+1, now+f.pol.Lease
 		f.served[best.flow]++
 		f.claimed = append(f.claimed, best.id)
 		out = append(out, queuestore.Claim{EventID: best.id, Flow: best.flow, Seq: best.seq, Body: best.body,
-			Generation: best.gen, Attempts: best.attempts, LeaseUntil: best.lease})
+			Generation: best.gen, Attempts: best.attempts, LeaseUntil: best.lease, Destination: f.dest[best.flow]})
 	}
 	if f.onClaim != nil {
 		f.onClaim(n, len(out))

@@ -23,6 +23,10 @@ type metrics struct {
 	inflight    prometheus.Gauge
 	storeErrors *prometheus.CounterVec
 	pruned      *prometheus.CounterVec
+
+	destDelivered *prometheus.CounterVec
+	destFailures  *prometheus.CounterVec
+	destInflight  *prometheus.GaugeVec
 }
 
 // newMetrics registers the collectors on reg (nil: no metrics).
@@ -63,6 +67,18 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Help: "Rows this relay's retention passes deleted (Options.PruneEvery), by kind: events (acked, with their history) and audit.",
 		}, []string{"kind"}),
 	}
+	m.destDelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fairrelay_destination_delivered_total",
+		Help: "Events acked, by destination (a registered name, or " + DefaultDestinationLabel + ").",
+	}, []string{"destination"})
+	m.destFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fairrelay_destination_failures_total",
+		Help: "Failed deliveries settled (retry_scheduled or quarantined), by destination.",
+	}, []string{"destination"})
+	m.destInflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fairrelay_destination_inflight",
+		Help: "Handlers running now, by destination.",
+	}, []string{"destination"})
 	breakerState := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fairrelay_breaker_state", Help: "The breaker: 0 closed, 1 open, 2 probing.",
 	}, func() float64 { return breakerValue(r.br.snapshot().State) })
@@ -89,14 +105,16 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 	for _, k := range []string{"ok", "failure", "panic"} {
 		m.duration.WithLabelValues(k)
 	}
-	for _, op := range []string{"policy", "claim", "settle", "settle_claim", "extend", "next_due", "prune"} {
+	m.destination(queue.DefaultDestination)
+	for _, op := range []string{"policy", "claim", "settle", "settle_claim", "extend", "next_due", "prune", "destinations"} {
 		m.storeErrors.WithLabelValues(op)
 	}
 	for _, k := range []string{"events", "audit"} {
 		m.pruned.WithLabelValues(k)
 	}
 	for _, c := range []prometheus.Collector{m.claims, m.settles, m.extensions, m.lost, m.duration, m.inflight, m.storeErrors, m.pruned,
-		breakerState, breakerOpens, breakerProbes, &queueCollector{r: r}} {
+		breakerState, breakerOpens, breakerProbes, &queueCollector{r: r},
+		m.destDelivered, m.destFailures, m.destInflight, &breakerCollector{r: r}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("relay: register metrics: %w", err)
 		}
@@ -115,7 +133,7 @@ const reasonOther = "other"
 var reasonLabels = []string{
 	ReasonConflict, ReasonGap, ReasonUnsupportedDelta, ReasonInvalidBody, ReasonTooLarge,
 	ReasonUnauthorized, ReasonForbidden, ReasonNotFound, ReasonRateLimited, ReasonUnavailable,
-	ReasonHandler, ReasonPanic, reasonOther,
+	ReasonHandler, ReasonPanic, ReasonUnknownDestination, ReasonBadDestination, reasonOther,
 }
 
 // reasonLabel bounds a settle reason to the label set: "" is none, a known
@@ -126,7 +144,7 @@ func reasonLabel(reason string) string {
 		return reasonNone
 	case ReasonConflict, ReasonGap, ReasonUnsupportedDelta, ReasonInvalidBody, ReasonTooLarge,
 		ReasonUnauthorized, ReasonForbidden, ReasonNotFound, ReasonRateLimited, ReasonUnavailable,
-		ReasonHandler, ReasonPanic:
+		ReasonHandler, ReasonPanic, ReasonUnknownDestination, ReasonBadDestination:
 		return reason
 	}
 	return reasonOther
@@ -183,6 +201,58 @@ func (m *metrics) prunedRows(r queue.PruneResult) {
 	if m != nil {
 		m.pruned.WithLabelValues("events").Add(float64(r.Events))
 		m.pruned.WithLabelValues("audit").Add(float64(r.Audit))
+	}
+}
+
+// destination starts the series of a destination: the relay knows it
+// (registered at its last read, or claimed). Registered names are bounded
+// (queue.MaxDestinations), so the label set is too.
+func (m *metrics) destination(name string) {
+	if m != nil {
+		l := DestinationLabel(name)
+		m.destDelivered.WithLabelValues(l)
+		m.destFailures.WithLabelValues(l)
+		m.destInflight.WithLabelValues(l)
+	}
+}
+
+func (m *metrics) destRunning(name string, n int) {
+	if m != nil {
+		m.destInflight.WithLabelValues(DestinationLabel(name)).Set(float64(n))
+	}
+}
+
+func (m *metrics) destSettled(name string, o queue.Outcome) {
+	if m == nil {
+		return
+	}
+	switch o {
+	case queue.Acked:
+		m.destDelivered.WithLabelValues(DestinationLabel(name)).Inc()
+	case queue.RetryScheduled, queue.Quarantined:
+		m.destFailures.WithLabelValues(DestinationLabel(name)).Inc()
+	}
+}
+
+// breakerCollector sends fairrelay_breaker_open per destination at scrape
+// time.
+type breakerCollector struct{ r *Relay }
+
+var descBreakerOpen = prometheus.NewDesc("fairrelay_breaker_open",
+	"1 while the destination's breaker is open or probing (its flows are not claimed but for probes), else 0; "+
+		"by destination (a registered name, or "+DefaultDestinationLabel+").", []string{"destination"}, nil)
+
+// Describe sends the description.
+func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descBreakerOpen }
+
+// Collect sends one series per destination the relay knows.
+func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, st := range c.r.DestinationBreakers() {
+		v := 0.0
+		if st.State != BreakerClosed {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descBreakerOpen, prometheus.GaugeValue, v, DestinationLabel(name))
 	}
 }
 

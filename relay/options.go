@@ -118,6 +118,16 @@ type Options struct {
 	// the last one answered More. The first pass is at Run's start. See
 	// docs/relay-library.md "Retention".
 	PruneEvery time.Duration
+	// DestinationSlots is the most handler slots the flows of one
+	// destination may hold at once while the relay knows more than one
+	// destination (docs/runtime.md "Destinations"); default
+	// max(1, Concurrency/4). It applies only when the queue is a
+	// DestinationQueue.
+	DestinationSlots int
+	// DestinationRefresh is how often the relay rereads the queue's
+	// registered destinations (DestinationQueue.Destinations) to cap
+	// and break each one (default 10 s; also at Run's start).
+	DestinationRefresh time.Duration
 }
 
 // Relay is the runtime: it claims events from a Queue in the queue's order,
@@ -125,8 +135,10 @@ type Options struct {
 // alive and settles their results. Make one with New and start it with Run.
 type Relay struct {
 	q       Queue
-	sc      SettleClaimer // q when it is one, else nil
-	pr      queue.Pruner  // q when it is one and PruneEvery > 0, else nil
+	sc      SettleClaimer    // q when it is one, else nil
+	dq      DestinationQueue // q when it is one, else nil
+	dests   destBreakers     // the breakers of the named destinations (dq only)
+	pr      queue.Pruner     // q when it is one and PruneEvery > 0, else nil
 	h       Handler
 	o       Options
 	src     clock.Source
@@ -148,8 +160,9 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 	if q == nil || h == nil {
 		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalid)
 	}
-	if o.Concurrency < 0 || o.Batch < 0 || o.Poll < 0 || o.Linger < 0 || o.ShutdownGrace < 0 || o.PruneEvery < 0 {
-		return nil, fmt.Errorf("%w: negative Concurrency, Batch, Poll, Linger, ShutdownGrace or PruneEvery", ErrInvalid)
+	if o.Concurrency < 0 || o.Batch < 0 || o.Poll < 0 || o.Linger < 0 || o.ShutdownGrace < 0 || o.PruneEvery < 0 ||
+		o.DestinationSlots < 0 || o.DestinationRefresh < 0 {
+		return nil, fmt.Errorf("%w: negative Concurrency, Batch, Poll, Linger, ShutdownGrace, PruneEvery, DestinationSlots or DestinationRefresh", ErrInvalid)
 	}
 	b := &o.Breaker
 	if b.Threshold < 0 || b.MinProbe < 0 || b.MaxProbe < 0 {
@@ -172,6 +185,12 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.DestinationSlots == 0 {
+		o.DestinationSlots = max(1, o.Concurrency/4)
+	}
+	if o.DestinationRefresh == 0 {
+		o.DestinationRefresh = DefaultDestinationRefresh
 	}
 	if o.Batch == 0 {
 		o.Batch = DefaultBatch
@@ -196,6 +215,10 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 	if sc, ok := q.(SettleClaimer); ok {
 		r.sc = sc
 	}
+	if dq, ok := q.(DestinationQueue); ok {
+		r.dq = dq
+	}
+	r.dests.init(r.br)
 	if pr, ok := q.(queue.Pruner); ok && o.PruneEvery > 0 {
 		r.pr = pr
 	}

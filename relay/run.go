@@ -90,6 +90,11 @@ type loop struct {
 	pruned  queue.PruneResult // what the pass under way deleted so far
 	batches int               // the pass's Prune calls so far
 
+	destRun       map[string]int // handlers running per destination (DestinationQueue only)
+	destRefreshAt time.Time      // when to reread the registered destinations
+	filtered      bool           // the last claim left something out
+	allOut        bool           // the last claim found every known destination left out
+
 	stopping   bool
 	graceEnd   time.Time
 	cancelled  bool
@@ -142,6 +147,7 @@ func (r *Relay) run(ctx context.Context, untilIdle bool) (idle bool, err error) 
 		holds:     make(map[*claim]struct{}),
 		byFlow:    make(map[string]*claim),
 		parked:    make(map[string]*claim),
+		destRun:   make(map[string]int),
 		done:      make(chan outcome, r.o.Concurrency),
 		nextClaim: math.MinInt64,
 		untilIdle: untilIdle,
@@ -239,6 +245,7 @@ func (l *loop) run(ctx context.Context) error {
 		l.expire(now)
 		l.extend(now)
 		if !l.stopping {
+			l.refreshDests()
 			l.poll(now)
 			l.settleClaim(now)
 			l.claim(now)
@@ -301,6 +308,22 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	switch {
 	case l.stopping || l.free() == 0:
+	case l.r.dq != nil:
+		// Each destination's breaker: the others claim as usual.
+		if next := l.nextProbe(); !next.IsZero() {
+			at(next)
+		}
+		if !l.allOut {
+			at(l.lastAsk.Add(l.r.o.Poll))
+			if end, ok := l.gatherEnd(); ok {
+				at(end)
+			} else if !blocked {
+				tick = min(tick, l.nextClaim)
+			}
+		}
+		if !blocked && !l.destRefreshAt.IsZero() {
+			at(l.destRefreshAt)
+		}
 	case l.r.br.state == BreakerOpen:
 		at(l.r.br.next)
 	case l.r.br.state == BreakerClosed:
@@ -427,7 +450,8 @@ func (l *loop) storeOK() {
 // poll asks the queue for the next due tick once Options.Poll has passed
 // since the last question, to find work other processes made due.
 func (l *loop) poll(now clock.Tick) {
-	if l.blocked() || l.free() == 0 || now >= l.nextClaim || time.Since(l.lastAsk) < l.r.o.Poll || l.r.br.state != BreakerClosed {
+	if l.blocked() || l.free() == 0 || now >= l.nextClaim || time.Since(l.lastAsk) < l.r.o.Poll ||
+		(l.r.dq == nil && l.r.br.state != BreakerClosed) || (l.r.dq != nil && l.allOut) {
 		return
 	}
 	l.askNextDue(now, false)
@@ -455,6 +479,9 @@ func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
 		if l.untilIdle && l.goroutines == 0 && len(l.pending) == 0 && len(l.holds) == 0 && len(l.parked) == 0 {
 			l.idle = true
 		}
+	case afterClaim && due <= now && l.filtered:
+		// The due head may be one the filter left out.
+		l.nextClaim = now + destRecheck
 	case afterClaim && due <= now:
 		l.nextClaim = now + 1
 	default:
@@ -511,6 +538,10 @@ func (l *loop) prune(now clock.Tick) {
 // it claims nothing but its probe, one event, once the probe's time has
 // come (whatever the queue's due tick: the probe finds what is due).
 func (l *loop) claim(now clock.Tick) {
+	if l.r.dq != nil {
+		l.claimFor(now)
+		return
+	}
 	b := l.r.br
 	for !l.blocked() && l.free() > 0 {
 		probe := b.state != BreakerClosed
@@ -571,7 +602,7 @@ func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	for _, c := range cs {
 		l.take(c)
 	}
-	l.r.br.claimed(l.starting)
+	l.noteClaimed(l.starting)
 	l.startWave(l.starting)
 	clear(l.starting)
 	l.starting = l.starting[:0]
@@ -595,7 +626,7 @@ func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 // handler of that event has returned already (finish), so no flow ever has
 // two handlers.
 func (l *loop) settleClaim(now clock.Tick) {
-	if l.r.sc == nil || l.r.br.state != BreakerClosed {
+	if l.r.dq == nil && (l.r.sc == nil || l.r.br.state != BreakerClosed) {
 		return // while the breaker is open, flush settles and claim probes
 	}
 	for len(l.pending) > 0 && !l.blocked() && l.free() > 0 {
@@ -604,7 +635,20 @@ func (l *loop) settleClaim(now clock.Tick) {
 		}
 		part, k, items := l.settleItems()
 		n := min(l.r.o.Batch, l.free())
-		rs, cs, err := l.r.sc.SettleClaimBatch(l.sctx, items, now, n)
+		var rs []queue.SettleResult
+		var cs []queue.Claim
+		var err error
+		if l.r.dq != nil {
+			// Probes are claimed by claimFor alone.
+			f, _, ok := l.destFilter(n, time.Now(), false)
+			if !ok {
+				n, f = 0, queue.ClaimFilter{}
+			}
+			l.filtered = len(f.Exclude) > 0 || len(f.Room) > 0
+			rs, cs, err = l.r.dq.SettleClaimFor(l.sctx, items, now, n, f)
+		} else {
+			rs, cs, err = l.r.sc.SettleClaimBatch(l.sctx, items, now, n)
+		}
 		l.lastAsk = time.Now()
 		l.freedAt = time.Time{}
 		if err == nil && len(rs) != len(items) {
@@ -705,8 +749,8 @@ func (l *loop) lose(cl *claim, why string) {
 	delete(l.holds, cl)
 	l.r.m.leaseLost()
 	l.r.tot.lost.Add(1)
-	if l.r.br.isProbe(cl) {
-		l.r.br.probeLost(time.Now())
+	if b := l.brOf(cl); b.isProbe(cl) {
+		b.probeLost(time.Now())
 	}
 	l.r.log.Warn("relay: lease lost", "event", cl.c.EventID, "flow", cl.c.Flow, "generation", cl.c.Generation, "why", why)
 	switch cl.state {
@@ -741,7 +785,9 @@ func (l *loop) start(cl *claim, w *wave) {
 	l.byFlow[cl.c.Flow] = cl
 	l.goroutines++
 	l.r.m.running(l.goroutines)
-	e := Event{ID: cl.c.EventID, Flow: cl.c.Flow, Seq: cl.c.Seq, Body: cl.c.Body, Attempt: cl.c.Attempts, Generation: cl.c.Generation}
+	l.destRun[cl.c.Destination]++
+	l.r.m.destRunning(cl.c.Destination, l.destRun[cl.c.Destination])
+	e := Event{ID: cl.c.EventID, Flow: cl.c.Flow, Seq: cl.c.Seq, Body: cl.c.Body, Attempt: cl.c.Attempts, Generation: cl.c.Generation, Destination: cl.c.Destination}
 	h, log, done := l.r.h, l.r.log, l.done
 	go func() {
 		defer cancel(context.Canceled)
@@ -773,6 +819,10 @@ func (l *loop) finish(o outcome) {
 	}
 	l.goroutines--
 	l.r.m.running(l.goroutines)
+	if l.destRun[cl.c.Destination]--; l.destRun[cl.c.Destination] <= 0 {
+		delete(l.destRun, cl.c.Destination)
+	}
+	l.r.m.destRunning(cl.c.Destination, l.destRun[cl.c.Destination])
 	l.ended(cl)
 	if l.byFlow[cl.c.Flow] == cl {
 		delete(l.byFlow, cl.c.Flow)
@@ -790,8 +840,8 @@ func (l *loop) finish(o outcome) {
 	case cl.interrupted && o.err != nil:
 		delete(l.holds, cl)
 		l.r.tot.lost.Add(1)
-		if l.r.br.isProbe(cl) {
-			l.r.br.probeLost(time.Now())
+		if b := l.brOf(cl); b.isProbe(cl) {
+			b.probeLost(time.Now())
 		}
 		l.r.log.Info("relay: handler interrupted by shutdown, left to its lease", "event", cl.c.EventID, "err", RedactURLs(o.err.Error()))
 	default:
@@ -965,6 +1015,7 @@ func (l *loop) settled(part []*claim, k int, rs []queue.SettleResult) {
 			continue
 		}
 		l.r.m.settled(string(rs[i].Outcome), cl.res.Reason)
+		l.r.m.destSettled(cl.c.Destination, rs[i].Outcome)
 		switch rs[i].Outcome {
 		case queue.Acked:
 			l.r.tot.delivered.Add(1)
@@ -1020,8 +1071,8 @@ func (l *loop) beginShutdown() {
 		delete(l.parked, flow)
 		delete(l.holds, cl)
 		l.r.tot.lost.Add(1)
-		if l.r.br.isProbe(cl) {
-			l.r.br.probeLost(time.Now())
+		if b := l.brOf(cl); b.isProbe(cl) {
+			b.probeLost(time.Now())
 		}
 	}
 	l.r.log.Info("relay: shutting down", "handlers", l.goroutines, "grace", l.r.o.ShutdownGrace)
@@ -1048,10 +1099,10 @@ func (l *loop) cancelRunning() {
 // the same interval). On the success path of a closed breaker with no
 // failures counted it does nothing.
 func (l *loop) health(cl *claim, o outcome) {
-	b := l.r.br
+	b := l.brOf(cl)
 	if o.err == nil {
 		if b.answered(cl, time.Now()) {
-			l.closed()
+			l.closed(cl, b)
 		}
 		return
 	}
@@ -1063,29 +1114,28 @@ func (l *loop) health(cl *claim, o outcome) {
 		}
 	case !f.Destination:
 		if b.answered(cl, time.Now()) {
-			l.closed()
+			l.closed(cl, b)
 		}
 	default:
 		now := time.Now()
 		// Other flows' claims held now: their answers may yet show the
 		// destination up (cl's own entry is gone from byFlow).
-		others := len(l.byFlow) > 0 || len(l.parked) > 0
+		others := l.othersHeld(cl)
 		switch b.failed(cl, f, cl.res.Error, others, now) {
 		case "opened":
 			l.r.log.Warn("relay: destination down, breaker open: claiming only probes",
-				"failures", b.failures, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now).Round(time.Millisecond).String())
+				"destination", DestinationLabel(cl.c.Destination), "failures", b.failures, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now).Round(time.Millisecond).String())
 		case "probe":
 			l.r.log.Warn("relay: breaker probe failed, breaker stays open",
-				"event", cl.c.EventID, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now).Round(time.Millisecond).String())
+				"destination", DestinationLabel(cl.c.Destination), "event", cl.c.EventID, "reason", f.Reason, "error", cl.res.Error, "next_probe", b.next.Sub(now).Round(time.Millisecond).String())
 		}
 	}
 }
 
 // closed claims at once after the breaker closed, and says so.
-func (l *loop) closed() {
-	b := l.r.br
+func (l *loop) closed(cl *claim, b *breaker) {
 	l.nextClaim = math.MinInt64
-	l.r.log.Info("relay: destination answers, breaker closed", "opens", b.opens, "probes", b.probes)
+	l.r.log.Info("relay: destination answers, breaker closed", "destination", DestinationLabel(cl.c.Destination), "opens", b.opens, "probes", b.probes)
 }
 
 // logFailure logs a settled failure at WARN, unless its reason's lines

@@ -1,0 +1,353 @@
+package relay_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/relay"
+	"github.com/fairrelay/fairrelay/webhook"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// destServer is a receiver on loopback for one destination: it records
+// the event IDs it applied (checking the signature against its secret) and
+// the most requests it held open at once.
+type destServer struct {
+	srv      *httptest.Server
+	secret   string
+	answer   func(w http.ResponseWriter, r *http.Request) bool // true: applied
+	mu       sync.Mutex
+	got      map[string]int
+	open     atomic.Int64
+	maxOpen  atomic.Int64
+	badSigns atomic.Int64
+}
+
+func newDestServer(t *testing.T, secret string, answer func(w http.ResponseWriter, r *http.Request) bool) *destServer {
+	t.Helper()
+	d := &destServer{secret: secret, answer: answer, got: map[string]int{}}
+	key, err := webhook.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := d.open.Add(1)
+		defer d.open.Add(-1)
+		for m := d.maxOpen.Load(); n > m && !d.maxOpen.CompareAndSwap(m, n); m = d.maxOpen.Load() {
+		}
+		body, _ := readAll(r)
+		if err := webhook.Verify(key, r.Header, body, time.Now(), time.Minute); err != nil {
+			d.badSigns.Add(1)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if d.answer(w, r) {
+			d.mu.Lock()
+			d.got[r.Header.Get("webhook-id")]++
+			d.mu.Unlock()
+		}
+	}))
+	t.Cleanup(d.srv.Close)
+	return d
+}
+
+func readAll(r *http.Request) ([]byte, error) {
+	var b strings.Builder
+	_, err := bufio.NewReader(r.Body).WriteTo(&b)
+	return []byte(b.String()), err
+}
+
+func ok200(w http.ResponseWriter, _ *http.Request) bool {
+	w.Write([]byte(`{"outcome":"accepted"}`))
+	return true
+}
+
+// scrape reads the relay's metrics over HTTP, as Prometheus would, and
+// returns the value of every sample line by its name and labels as
+// written (name{label="v"}).
+func scrape(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("scrape line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// TestDestinationsSlowOrDeadNeverHoldUpTheRest is the proof of
+// docs/contract.md §7.11 over real HTTP on loopback: ten destinations, one
+// blackholed (it accepts and never answers; the relay's timeout applies),
+// one answering in 2 s, one answering 503, seven healthy. The healthy seven
+// drain while the blackhole holds no more than its share of the handler
+// slots; nothing is quarantined; once the blackhole answers again its
+// flows drain by themselves; the bad destinations' flows are charged no
+// more than §7.8 allows (the failures before the breaker opened, those in
+// flight then, and the probes); the metrics say so per destination.
+func TestDestinationsSlowOrDeadNeverHoldUpTheRest(t *testing.T) {
+	p := testPolicy(10000, 50)
+	p.BackoffBase, p.BackoffCap = 5, 20
+	q := newFakeDest(p)
+
+	release := make(chan struct{})
+	servers := map[string]*destServer{}
+	healthy := []string{"h1", "h2", "h3", "h4", "h5", "h6", "h7"}
+	for i, name := range healthy {
+		servers[name] = newDestServer(t, fmt.Sprintf("secret-%d", i), ok200)
+	}
+	servers["blackhole"] = newDestServer(t, "whsec_"+"YmxhY2tob2xlLWtleQ==", func(w http.ResponseWriter, r *http.Request) bool {
+		select {
+		case <-release:
+			return ok200(w, r)
+		case <-r.Context().Done(): // the relay gave up (its timeout)
+			return false
+		}
+	})
+	servers["slow"] = newDestServer(t, "slow-secret", func(w http.ResponseWriter, r *http.Request) bool {
+		select {
+		case <-time.After(2 * time.Second):
+			return ok200(w, r)
+		case <-r.Context().Done():
+			return false
+		}
+	})
+	servers["down503"] = newDestServer(t, "down-secret", func(w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return false
+	})
+	for name, s := range servers {
+		q.register(queue.Destination{Name: name, URL: s.srv.URL + "/events", Secrets: []string{s.secret}})
+	}
+	counts := map[string][2]int{"blackhole": {8, 2}, "slow": {4, 1}, "down503": {4, 2}}
+	for _, name := range healthy {
+		counts[name] = [2]int{5, 4}
+	}
+	for name, c := range counts {
+		for i := range c[0] {
+			q.enqueueTo(fmt.Sprintf("%s-f%d", name, i), name, c[1])
+		}
+	}
+
+	def := newDestServer(t, "default-secret", ok200)
+	defHTTP, err := relay.NewHTTP(def.srv.URL, []byte("default-secret"), relay.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := relay.NewDestinations(q, defHTTP, relay.DestinationsOptions{HTTP: relay.HTTPOptions{Timeout: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	const conc, slots, threshold = 16, 4, 2
+	r, err := relay.New(q, router, relay.Options{Concurrency: conc, Clock: clock.Wall{}, Metrics: reg, Poll: 50 * time.Millisecond,
+		Breaker: relay.BreakerOptions{Threshold: threshold, MinProbe: 50 * time.Millisecond, MaxProbe: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-runErr; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	acked := func(dest string) bool {
+		for flow, d := range q.dest {
+			if d != dest {
+				continue
+			}
+			for _, e := range q.flows[flow] {
+				if e.state != "acked" {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	noQuarantine := func() {
+		t.Helper()
+		q.get(func() {
+			for id, e := range q.byID {
+				if e.state == "quarantined" {
+					t.Errorf("event %s quarantined (%s)", id, e.reason)
+				}
+			}
+		})
+	}
+	q.waitFor(t, "the healthy seven and the slow one drained", func() bool {
+		for _, name := range append([]string{"slow"}, healthy...) {
+			if !acked(name) {
+				return false
+			}
+		}
+		return true
+	})
+	q.waitFor(t, "the blackhole's breaker open", func() bool { return r.DestinationBreakers()["blackhole"].Opens > 0 })
+	noQuarantine()
+	if n := servers["blackhole"].maxOpen.Load(); n < 1 || n > slots {
+		t.Errorf("the blackhole held %d requests at once, want 1..%d (its share of %d slots)", n, slots, conc)
+	}
+	if n := servers["slow"].maxOpen.Load(); n > slots {
+		t.Errorf("the slow destination held %d requests at once, want at most %d", n, slots)
+	}
+	close(release) // the blackhole answers again
+	q.waitFor(t, "the blackhole drained by itself", func() bool { return acked("blackhole") })
+	noQuarantine()
+	q.get(func() {
+		if acked("down503") {
+			t.Error("the 503 destination's events were acked")
+		}
+	})
+
+	m := scrape(t, reg)
+	brs := r.DestinationBreakers()
+	for _, name := range []string{"blackhole", "down503"} {
+		// §7.8: while open, only probes are charged; before it opened, at
+		// most threshold failures, plus what was in flight then (at most
+		// the destination's share of the slots, less the one that opened it).
+		fails := m[`fairrelay_destination_failures_total{destination="`+name+`"}`]
+		limit := float64(threshold + slots - 1 + int(brs[name].Probes))
+		if fails < threshold || fails > limit {
+			t.Errorf("%s: %v failures charged, want %d..%v (probes %d)", name, fails, threshold, limit, brs[name].Probes)
+		}
+	}
+	if st := brs["down503"].State; st == relay.BreakerClosed {
+		t.Errorf("the 503 destination's breaker is %s", st)
+	}
+	if v := m[`fairrelay_breaker_open{destination="down503"}`]; v != 1 {
+		t.Errorf("fairrelay_breaker_open{down503} = %v, want 1", v)
+	}
+	if v, ok := m[`fairrelay_breaker_open{destination="h1"}`]; !ok || v != 0 {
+		t.Errorf("fairrelay_breaker_open{h1} = %v (present %v), want 0", v, ok)
+	}
+	if v, ok := m[`fairrelay_breaker_open{destination="`+relay.DefaultDestinationLabel+`"}`]; !ok || v != 0 {
+		t.Errorf("fairrelay_breaker_open{default} = %v (present %v), want 0", v, ok)
+	}
+	if v := m[`fairrelay_breaker_state`]; v != 0 {
+		t.Errorf("the default destination's fairrelay_breaker_state = %v, want 0", v)
+	}
+	for _, name := range healthy {
+		if v := m[`fairrelay_destination_delivered_total{destination="`+name+`"}`]; v != 20 {
+			t.Errorf("delivered to %s: %v, want 20", name, v)
+		}
+		if v := m[`fairrelay_destination_failures_total{destination="`+name+`"}`]; v != 0 {
+			t.Errorf("failures of %s: %v, want 0", name, v)
+		}
+		s := servers[name]
+		s.mu.Lock()
+		if len(s.got) != 20 {
+			t.Errorf("%s received %d events, want 20", name, len(s.got))
+		}
+		s.mu.Unlock()
+	}
+	if v := m[`fairrelay_destination_delivered_total{destination="blackhole"}`]; v != 16 {
+		t.Errorf("delivered to the blackhole: %v, want 16", v)
+	}
+	for name, s := range servers {
+		if n := s.badSigns.Load(); n > 0 {
+			t.Errorf("%s: %d requests with a bad signature", name, n)
+		}
+	}
+}
+
+// TestDestinationsRouting: the router signs with every secret of a
+// rotation (whsec_ and raw), reads a destination registered after it
+// started when an event names it, and fails an event of a destination
+// never registered with a transient destination failure, never a
+// permanent one.
+func TestDestinationsRouting(t *testing.T) {
+	q := newFakeDest(testPolicy(1000, 5))
+	oldKey, newKey := "old-raw-secret", "whsec_bmV3LWtleS1ieXRlcw=="
+	var gotOld, gotNew atomic.Int64
+	kOld, _ := webhook.ParseSecret(oldKey)
+	kNew, _ := webhook.ParseSecret(newKey)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := readAll(r)
+		if webhook.Verify(kOld, r.Header, body, time.Now(), time.Minute) == nil {
+			gotOld.Add(1)
+		}
+		if webhook.Verify(kNew, r.Header, body, time.Now(), time.Minute) == nil {
+			gotNew.Add(1)
+		}
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	def, err := relay.NewHTTP(srv.URL, []byte("default"), relay.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := relay.NewDestinations(q, def, relay.DestinationsOptions{Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := router.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the router's read: the event makes it read again.
+	q.register(queue.Destination{Name: "late", URL: srv.URL, Secrets: []string{oldKey, newKey}})
+	ev := relay.Event{ID: "e1", Flow: "f", Seq: 1, Body: []byte(`{}`), Attempt: 1, Destination: "late"}
+	if err := router.Handle(context.Background(), ev); err != nil {
+		t.Fatalf("late destination: %v", err)
+	}
+	if gotOld.Load() != 1 || gotNew.Load() != 1 {
+		t.Errorf("signatures: old %d, new %d, want 1 and 1", gotOld.Load(), gotNew.Load())
+	}
+	if got := router.Known(); len(got) != 1 || got[0] != "late" {
+		t.Errorf("Known = %v", got)
+	}
+	before := q.calls["destinations"]
+	ev.Destination = "ghost"
+	err = router.Handle(context.Background(), ev)
+	var f *relay.Failure
+	if !errors.As(err, &f) || f.Reason != relay.ReasonUnknownDestination || !f.Destination || f.Permanent || f.RetryAfter != time.Hour {
+		t.Fatalf("unknown destination: %#v", err)
+	}
+	if q.calls["destinations"] != before+1 {
+		t.Errorf("an unknown destination read the destinations %d times, want 1", q.calls["destinations"]-before)
+	}
+	// A read that fails keeps what was read: the known one still delivers.
+	q.fail["destinations"] = errors.New("database away")
+	ev.Destination = "late"
+	if err := router.Handle(context.Background(), ev); err != nil {
+		t.Errorf("known destination while the store is away: %v", err)
+	}
+	ev.Destination = "ghost2"
+	if err := router.Handle(context.Background(), ev); !errors.As(err, &f) || f.Reason != relay.ReasonUnknownDestination || !strings.Contains(err.Error(), "database away") {
+		t.Errorf("unknown destination while the store is away: %v", err)
+	}
+	if _, err := relay.NewDestinations(q, nil, relay.DestinationsOptions{}); !errors.Is(err, relay.ErrInvalid) {
+		t.Errorf("nil default: %v", err)
+	}
+}
