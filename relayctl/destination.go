@@ -583,12 +583,19 @@ func destinationChange(a queue.AuditRecord) string {
 		if o.URL != n.URL {
 			parts = append(parts, "url "+o.URL+" -> "+n.URL)
 		}
-		parts = append(parts, fmt.Sprintf("secrets %d -> %d", o.Secrets, n.Secrets))
+		if o.Secrets != n.Secrets {
+			parts = append(parts, fmt.Sprintf("secrets %d -> %d", o.Secrets, n.Secrets))
+		}
 		if o.Concurrency != n.Concurrency {
 			parts = append(parts, "concurrency "+limit(o.Concurrency)+" -> "+limit(n.Concurrency))
 		}
 		if o.Rate != n.Rate {
 			parts = append(parts, "rate "+limit(o.Rate)+" -> "+limit(n.Rate))
+		}
+		if len(parts) == 0 {
+			// Only the secrets' text can have changed (a replacement by as
+			// many): the audit never holds it.
+			parts = append(parts, fmt.Sprintf("URL, limits and secret count unchanged (%d secrets; their text is never recorded)", n.Secrets))
 		}
 		return fmt.Sprintf("destination %q: %s", ch.Name, strings.Join(parts, ", "))
 	case queue.AuditFlowDestination:
