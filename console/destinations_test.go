@@ -291,6 +291,11 @@ func TestScreenshots_Destinations(t *testing.T) {
 	if err := destStore(t, q).PauseDestination(ctx, "crm", "crm maintenance until 14:00 UTC (OPS-1502)", mark); err != nil {
 		t.Fatal(err)
 	}
+	// Two of billing's heads in flight, as a relay would hold them.
+	f := queue.ClaimFilter{Exclude: []string{queue.DefaultDestination, "crm"}}
+	if cs, err := destStore(t, q).ClaimFor(ctx, mark, 2, f); err != nil || len(cs) != 2 {
+		t.Fatalf("ClaimFor(billing) = %d claims, %v", len(cs), err)
+	}
 	h, err := New(q, r, Options{Token: screenshotToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
