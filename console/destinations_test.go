@@ -270,14 +270,11 @@ func destState(t testing.TB, q testQueue, name string) queue.DestinationState {
 	return queue.DestinationState{}
 }
 
-// TestScreenshots_Destinations writes destinations.png (the Destinations
-// page of the demo queue with two destinations, one paused) to
-// $FAIRRELAY_SCREENSHOTS, as TestScreenshots does for the other pages.
-func TestScreenshots_Destinations(t *testing.T) {
-	out := os.Getenv(screenshotsEnv)
-	if out == "" {
-		t.Skip("set " + screenshotsEnv + "=DIR to write the console's screenshots (go tool mage console:screenshots)")
-	}
+// screenshotDestinations writes destinations.png to out (TestScreenshots
+// calls it): the Destinations page of the demo queue with two destinations
+// registered, one paused, two claims of the other in flight. Its own queue:
+// the other screenshots keep their flows without destinations.
+func screenshotDestinations(t *testing.T, out string) {
 	ctx := context.Background()
 	q, r := openSQLite(t)
 	if _, err := demo.Seed(ctx, q, r); err != nil {
