@@ -259,8 +259,8 @@ func cmdDestinationPut(e *env, verb string, args []string) (err error) {
 			"(repeatable) replaces its secrets; --add-secret-file adds one and --drop-secret-file\n" +
 			"drops the one the file holds, for a rotation: add the new secret (the relays sign\n" +
 			"with both), give it to the receiver, then drop the old one (docs/destinations.md).\n" +
-			"Running relays read the change at their next start. A pause is kept. The reason\n" +
-			"goes into the audit."
+			"Running relays read the change within their --destination-refresh (10s by\n" +
+			"default). A pause is kept. The reason goes into the audit."
 	}
 	f := newFlags(e, name, usage, about).withQueue().withNow()
 	url := f.String("url", "", "the destination's `URL` (absolute http or https)")
@@ -370,7 +370,7 @@ func cmdDestinationPut(e *env, verb string, args []string) (err error) {
 	fmt.Fprintf(e.stdout, "destination %s %s at %s: %s, %s, concurrency %s, rate %s; reason kept in the audit\n",
 		dest, did, e.when(now), d.URL, plural(len(d.Secrets), "secret"), limit(d.Concurrency), limit(d.Rate))
 	if verb == "set" {
-		fmt.Fprintln(e.stderr, "running relays read destinations at their start: restart them to use the change")
+		fmt.Fprintln(e.stderr, "running relays read the change within their --destination-refresh (10s by default)")
 	}
 	return nil
 }
