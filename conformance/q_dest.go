@@ -239,7 +239,8 @@ func queueDest_7_11_PutDestinationChecksAndAudits(t *testing.T, bk *QueueBackend
 	if c.Name != "beta" || c.Old == nil || *c.Old != wantOld || c.New != wantNew || rows[2].Reason != "new url" || rows[2].At != 4 {
 		t.Fatalf("audit row %s, detail %+v; want old %+v new %+v", jsonOf(rows[2]), c, wantOld, wantNew)
 	}
-	if err := json.Unmarshal([]byte(rows[0].Detail), &c); err != nil || c.Old != nil || c.New.Name != "beta" {
+	var reg queue.DestinationChange
+	if err := json.Unmarshal([]byte(rows[0].Detail), &reg); err != nil || reg.Old != nil || reg.New.Name != "beta" {
 		t.Fatalf("registration audit detail %q (%v): want no old settings", rows[0].Detail, err)
 	}
 	sn := snap(t, s)
@@ -824,6 +825,7 @@ func queueDest_7_11_PauseResumeAudited(t *testing.T, bk *QueueBackend) {
 	if err := json.Unmarshal([]byte(pauses[0].Detail), &c); err != nil || c.Old == nil || c.Old.Paused != "" || c.New.Paused != "alpha is down" {
 		t.Fatalf("pause detail %q (%v), want old not paused, new paused with the reason", pauses[0].Detail, err)
 	}
+	c = queue.DestinationChange{}
 	if err := json.Unmarshal([]byte(resumes[0].Detail), &c); err != nil || c.Old == nil || c.Old.Paused != "alpha is down" || c.New.Paused != "" {
 		t.Fatalf("resume detail %q (%v), want old paused, new not", resumes[0].Detail, err)
 	}

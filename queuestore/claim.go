@@ -22,8 +22,9 @@ const (
 	// change, so the cost is amortised over the writes that set ready_at.
 	qPromote = `UPDATE flows SET ready = 1 WHERE ready = 0 AND ready_at <= ?1`
 
-	// qPickHeads is fairness.MinServed in SQL: the next ?3 ready flows
-	// after the flow (served ?1, flow ?2) in (served, flow) order (BINARY
+	// qPickHeads is fairness.MinServed in SQL: the next ?3 ready flows of
+	// the destination ?4 after the flow (served ?1, flow ?2) in (served,
+	// flow) order (one range of flows_ready) (BINARY
 	// collation = Go's byte-wise string order), with each flow's head event
 	// read in the same statement, as one JSON array of rows [the head's
 	// columns with the body in hex, the flow's served count, the flow's
@@ -32,11 +33,11 @@ const (
 	// event columns instead of skipping it. The rows are read in index
 	// order; claimHeads checks that order.
 	qPickHeads = `SELECT json_group_array(json_array(flow, head_seq, id, state, attempts, lease_until,
-    available_at, hex(body), generation, served, frow, erow))
+    available_at, hex(body), generation, served, frow, erow)), EXISTS (SELECT 1 FROM destinations)
 FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
         e.body, e.generation, f.served, f.rowid AS frow, e.rowid AS erow
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-    WHERE f.ready = 1 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
+    WHERE f.ready = 1 AND f.dest = ?4 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
 
 	qQuarantineExpired = `UPDATE events SET state = 'quarantined', reason = 'lease_expired', lease_until = 0 WHERE id = ?1`
 
@@ -47,11 +48,20 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
 	// that the plan is always "scan the list, find each row by rowid"
 	// (without it, a small analyzed table was scanned instead). OR FAIL: no
 	// statement journal; any failure rolls back the whole transaction
-	// anyway.
+	// anyway. Each event's dest becomes ?4, the destination the claims are
+	// for (docs/contract.md §7.11): events_dest_inflight counts them.
 	qClaimEvents = `WITH j (r, k) AS MATERIALIZED (SELECT value, key FROM json_each(?1))
 UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
-    lease_until = ?2, ticket = ?3 + j.k
+    lease_until = ?2, ticket = ?3 + j.k, dest = ?4
+FROM j WHERE events.rowid = j.r`
+
+	// qClaimEventsDests is qClaimEvents for claims of several destinations:
+	// ?4 is the JSON array of their destinations, in the order of ?1.
+	qClaimEventsDests = `WITH j (r, k, d) AS MATERIALIZED (SELECT value, key, ?4 ->> key FROM json_each(?1))
+UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3 + j.k, dest = j.d
 FROM j WHERE events.rowid = j.r`
 
 	// qServeFlows serves the flows whose rowids are the JSON array ?1
@@ -69,7 +79,7 @@ FROM j WHERE flows.rowid = j.r`
 	// (docs/decisions/sqlite-claim-path.md).
 	qClaimEvent = `UPDATE events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
-    lease_until = ?2, ticket = ?3
+    lease_until = ?2, ticket = ?3, dest = ?4
 WHERE rowid = ?1`
 	qServeFlow = `UPDATE flows SET served = served + 1, ready_at = ?2, ready = 0 WHERE rowid = ?1`
 )
@@ -143,41 +153,145 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 
 // claimIn claims up to n heads inside tx, after admit (a), in the order of
 // the recorded policy: the body of every claim transaction (Claim,
-// ClaimBatch, SettleClaimBatch).
+// ClaimBatch, SettleClaimBatch). It is claimFor with an empty filter: the
+// store's own limits and pauses of destinations apply.
 func claimIn(ctx context.Context, tx *txn, a admission, n int) ([]Claim, error) {
+	return claimFor(ctx, tx, a, n, queue.ClaimFilter{})
+}
+
+// claimFor is claimIn that also leaves out what f says (ClaimFor,
+// SettleClaimFor); f is valid.
+func claimFor(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimFilter) ([]Claim, error) {
 	if isRotation(a.pol) {
-		return claimHeads(ctx, tx, a, n, &rotationOrder{lastPass: -1})
+		return claimHeads(ctx, tx, a, n, f, &rotationOrder{})
 	}
-	return claimHeads(ctx, tx, a, n, &minServedOrder{lastServed: -1})
+	return claimHeads(ctx, tx, a, n, f, &minServedOrder{})
 }
 
 // A claimOrder is one flow order of the claim: the statements, and the
 // columns of a picked row, in which FairMinServed (minServedOrder,
 // docs/contract.md §2.3) and FairRotation (rotationOrder, §7.6) differ.
-// claimHeads, the claim itself, is the same for both. An order keeps the
-// key of the last flow read and what the claims so far will write.
+// claimHeads, the claim itself, is the same for both. An order keeps what
+// the claims so far will write.
 type claimOrder interface {
 	// promoteSQL turns on the ready flag of the flows whose head is
 	// dispatchable at ?1.
 	promoteSQL() string
-	// pickSQL reads, as one JSON array, the next ?3 ready flows after the
-	// key (?1, ?2), each row: flow, head_seq, id, state, attempts,
-	// lease_until, available_at, hex(body), generation, then the order's
-	// own columns (readKey), then the flow's and the event's rowids.
+	// pickSQL reads, as one JSON array, the next ?3 ready flows of the
+	// destination ?4 after the key (?1, ?2), each row: flow, head_seq, id,
+	// state, attempts, lease_until, available_at, hex(body), generation,
+	// then the order's own columns (readKey), then the flow's and the
+	// event's rowids; and, as a second column, whether any destination is
+	// registered.
 	pickSQL() string
-	// key is the key of the last flow read: pickSQL's ?1 and ?2.
-	key() (any, any)
-	// readKey reads the order's own columns of flow's row from r (each
-	// after a comma), checks that the row comes after the last one read
-	// (ErrCorrupt otherwise) and makes it the last one.
-	readKey(r *jsonRows, flow string) error
-	// claimed records that the flow of the row read last (rowid fRowid)
-	// was claimed.
-	claimed(fRowid int64)
+	// start is the key (?1, ?2) before every flow; after the key of h.
+	start() (any, any)
+	after(h *headRow) (any, any)
+	// readKey reads the order's own columns of h's row from r (each after
+	// a comma).
+	readKey(r *jsonRows, h *headRow)
+	// less reports whether a comes before b in the order.
+	less(a, b *headRow) bool
+	// claimed records that h's flow was claimed.
+	claimed(h *headRow)
 	// finish writes, after the events' claims, the claimed flows (leased
 	// until lease; one flow, with rowid last, when claims is 1) and the
 	// queue's ticket (the last one handed out) and clock.
 	finish(ctx context.Context, tx *txn, lease clock.Tick, ticket int64, claims int, last int64) error
+}
+
+// headRow is one row of a pick: a ready flow and its head event.
+type headRow struct {
+	flow                               string
+	headSeq, nAttempts, nLease, nAvail sql.NullInt64
+	nGen, eRow                         sql.NullInt64
+	id, state                          sql.NullString
+	body                               []byte
+	fRowid                             int64
+	k1, k2                             int64 // the order's key: (served, -) then flow, or (pass, joined)
+	weight                             int
+	served                             int64
+}
+
+// A cursor reads one destination's range of the ready index in the order,
+// a page at a time: the heads a claim may take from that destination.
+type cursor struct {
+	dest string
+	room int       // how many more heads the claim may take from it
+	buf  []headRow // the page read last
+	i    int       // the next row of buf
+	done bool      // the last page was short: no more rows
+	last *headRow  // the last row read, for the order check
+
+	// The destination's rate bucket (rate > 0): tokens (thousandths) after
+	// the refill at now; claims taken.
+	rate, tokens int64
+	took         int64
+}
+
+// fill reads cur's next page of up to limit rows after its last row. It
+// reports whether any destination is registered.
+func fill(ctx context.Context, tx *txn, ord claimOrder, cur *cursor, limit int) (bool, error) {
+	k1, k2 := ord.start()
+	if cur.last != nil {
+		k1, k2 = ord.after(cur.last)
+	}
+	var (
+		js       []byte
+		hasDests int64
+	)
+	if err := tx.QueryRowContext(ctx, ord.pickSQL(), k1, k2, limit, cur.dest).Scan(&js, &hasDests); err != nil {
+		return false, fmt.Errorf("pick flows: %w", err)
+	}
+	cur.buf, cur.i = cur.buf[:0], 0
+	r := jsonRows{b: js}
+	r.open()
+	for first := true; r.next(first); first = false {
+		var h headRow
+		r.open()
+		h.flow, _ = r.str()
+		r.element(false)
+		h.headSeq.Int64, h.headSeq.Valid = r.int()
+		r.element(false)
+		h.id.String, h.id.Valid = r.str()
+		r.element(false)
+		h.state.String, h.state.Valid = r.str()
+		r.element(false)
+		h.nAttempts.Int64, h.nAttempts.Valid = r.int()
+		r.element(false)
+		h.nLease.Int64, h.nLease.Valid = r.int()
+		r.element(false)
+		h.nAvail.Int64, h.nAvail.Valid = r.int()
+		r.element(false)
+		h.body, _ = r.blob()
+		r.element(false)
+		h.nGen.Int64, h.nGen.Valid = r.int()
+		ord.readKey(&r, &h)
+		r.element(false)
+		h.fRowid, _ = r.int()
+		r.element(false)
+		h.eRow.Int64, h.eRow.Valid = r.int()
+		r.end()
+		if r.err != nil {
+			return false, r.err
+		}
+		if cur.last != nil && !ord.less(cur.last, &h) {
+			return false, fmt.Errorf("%w: pick flows: flow %q after %q", ErrCorrupt, h.flow, cur.last.flow)
+		}
+		cur.buf = append(cur.buf, h)
+		cur.last = &cur.buf[len(cur.buf)-1]
+	}
+	if r.err != nil {
+		return false, r.err
+	}
+	if len(cur.buf) < limit {
+		cur.done = true
+	}
+	if cur.last != nil {
+		last := *cur.last
+		cur.last = &last // buf is reused by the next page
+	}
+	return hasDests != 0, nil
 }
 
 // claimHeads is n successive claims in one transaction (after admit), in
@@ -191,107 +305,104 @@ type claimOrder interface {
 // only its two writes use the one-row statements).
 // A used-up take-over is quarantined at once and counts no claim, so then
 // the read goes on after the last flow read.
-func claimHeads(ctx context.Context, tx *txn, a admission, n int, ord claimOrder) ([]Claim, error) {
+//
+// Destinations (docs/contract.md §7.11): the ready index is
+// destination-prefixed. With no destination registered and an empty
+// filter, the claim reads the default destination's range only (its first
+// read says whether any destination is registered): today's plan. With
+// destinations, each destination gets its room (destRooms) and the claim
+// merges the ranges of those with room > 0 in the order's key, taking at
+// most room(d) heads of destination d: the global order restricted to the
+// flows not left out, which keep their served count, pass and place.
+func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimFilter, ord claimOrder) ([]Claim, error) {
 	now, pol, ticket := a.now, a.pol, a.ticket
 	if _, err := tx.ExecContext(ctx, ord.promoteSQL(), int64(now)); err != nil {
 		return nil, fmt.Errorf("promote ready flows: %w", err)
 	}
 	lease := now + pol.Lease
+	var curs []*cursor
+	if len(f.Exclude) == 0 && len(f.Room) == 0 {
+		def := &cursor{room: n}
+		hasDests, err := fill(ctx, tx, ord, def, n)
+		if err != nil {
+			return nil, err
+		}
+		if curs = []*cursor{def}; hasDests {
+			if curs, err = destRooms(ctx, tx, now, n, f, def); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		var err error
+		if curs, err = destRooms(ctx, tx, now, n, f, nil); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		out                []Claim
 		evRows             []byte
 		lastERow, lastFRow int64 // the rowids of the last event and flow claimed
+		mixed              bool  // the claims' destinations differ
 	)
 	first := ticket + 1
 	for len(out) < n {
-		want := n - len(out)
-		k1, k2 := ord.key()
-		var js []byte
-		if err := tx.QueryRowContext(ctx, ord.pickSQL(), k1, k2, want).Scan(&js); err != nil {
-			return nil, fmt.Errorf("pick flows: %w", err)
-		}
-		r := jsonRows{b: js}
-		r.open()
-		got := 0
-		for first := true; r.next(first); first = false {
-			got++
-			var (
-				flow                               string
-				headSeq, nAttempts, nLease, nAvail sql.NullInt64
-				nGen, eRow                         sql.NullInt64
-				id, state                          sql.NullString
-				body                               []byte
-				fRowid                             int64
-			)
-			r.open()
-			flow, _ = r.str()
-			r.element(false)
-			headSeq.Int64, headSeq.Valid = r.int()
-			r.element(false)
-			id.String, id.Valid = r.str()
-			r.element(false)
-			state.String, state.Valid = r.str()
-			r.element(false)
-			nAttempts.Int64, nAttempts.Valid = r.int()
-			r.element(false)
-			nLease.Int64, nLease.Valid = r.int()
-			r.element(false)
-			nAvail.Int64, nAvail.Valid = r.int()
-			r.element(false)
-			body, _ = r.blob()
-			r.element(false)
-			nGen.Int64, nGen.Valid = r.int()
-			if err := ord.readKey(&r, flow); err != nil {
-				return nil, err
+		var best *cursor
+		for _, c := range curs {
+			if c.room == 0 {
+				continue
 			}
-			r.element(false)
-			fRowid, _ = r.int()
-			r.element(false)
-			eRow.Int64, eRow.Valid = r.int()
-			r.end()
-			if r.err != nil {
-				return nil, r.err
-			}
-			if !headSeq.Valid {
-				return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
-			}
-			if !id.Valid {
-				return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, headSeq.Int64)
-			}
-			attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
-			switch {
-			case state.String == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
-				if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
-					return nil, fmt.Errorf("quarantine %q: %w", id.String, err)
-				}
-				if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
-					return nil, fmt.Errorf("block flow %q: %w", flow, err)
-				}
-				if err := recordFailure(ctx, tx, id.String, nGen.Int64, attempts, Quarantined, ReasonLeaseExpired, "", now); err != nil {
+			if c.i == len(c.buf) && !c.done {
+				if _, err := fill(ctx, tx, ord, c, min(c.room, n-len(out))); err != nil {
 					return nil, err
 				}
-				continue
-			case state.String == queue.StateInflight && leaseUntil <= now:
-			case state.String == queue.StatePending && availAt <= now:
-			default:
-				return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
 			}
-			// qClaimEvents adds one to generation, attempts and lifetime
-			// attempts of the rows just read in this transaction: the claim
-			// reports the same values without reading them back.
-			ticket++
-			out = append(out, Claim{EventID: id.String, Flow: flow, Seq: headSeq.Int64, Body: body,
-				Generation: nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease})
-			evRows = appendRowid(evRows, eRow.Int64)
-			ord.claimed(fRowid)
-			lastERow, lastFRow = eRow.Int64, fRowid
+			if c.i < len(c.buf) && (best == nil || ord.less(&c.buf[c.i], &best.buf[best.i])) {
+				best = c
+			}
 		}
-		if r.err != nil {
-			return nil, r.err
+		if best == nil {
+			break // no more ready flows with room
 		}
-		if got < want {
-			break // no more ready flows
+		h := &best.buf[best.i]
+		best.i++
+		flow := h.flow
+		if !h.headSeq.Valid {
+			return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
 		}
+		if !h.id.Valid {
+			return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, h.headSeq.Int64)
+		}
+		id, state := h.id.String, h.state.String
+		attempts, leaseUntil, availAt := int(h.nAttempts.Int64), clock.Tick(h.nLease.Int64), clock.Tick(h.nAvail.Int64)
+		switch {
+		case state == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
+			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id); err != nil {
+				return nil, fmt.Errorf("quarantine %q: %w", id, err)
+			}
+			if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
+				return nil, fmt.Errorf("block flow %q: %w", flow, err)
+			}
+			if err := recordFailure(ctx, tx, id, h.nGen.Int64, attempts, Quarantined, ReasonLeaseExpired, "", now); err != nil {
+				return nil, err
+			}
+			continue
+		case state == queue.StateInflight && leaseUntil <= now:
+		case state == queue.StatePending && availAt <= now:
+		default:
+			return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id, state)
+		}
+		// qClaimEvents adds one to generation, attempts and lifetime
+		// attempts of the rows just read in this transaction: the claim
+		// reports the same values without reading them back.
+		ticket++
+		out = append(out, Claim{EventID: id, Flow: flow, Seq: h.headSeq.Int64, Body: h.body,
+			Generation: h.nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease, Destination: best.dest})
+		mixed = mixed || best.dest != out[0].Destination
+		evRows = appendRowid(evRows, h.eRow.Int64)
+		ord.claimed(h)
+		lastERow, lastFRow = h.eRow.Int64, h.fRowid
+		best.room--
+		best.took++
 	}
 	if len(out) == 0 {
 		return out, nil
@@ -300,10 +411,13 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, ord claimOrder
 		res sql.Result
 		err error
 	)
-	if len(out) == 1 {
-		res, err = tx.ExecContext(ctx, qClaimEvent, lastERow, int64(lease), first)
-	} else {
-		res, err = tx.ExecContext(ctx, qClaimEvents, string(append(evRows, ']')), int64(lease), first)
+	switch {
+	case len(out) == 1:
+		res, err = tx.ExecContext(ctx, qClaimEvent, lastERow, int64(lease), first, out[0].Destination)
+	case !mixed:
+		res, err = tx.ExecContext(ctx, qClaimEvents, string(append(evRows, ']')), int64(lease), first, out[0].Destination)
+	default:
+		res, err = tx.ExecContext(ctx, qClaimEventsDests, string(append(evRows, ']')), int64(lease), first, claimDests(out))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim events: %w", err)
@@ -314,36 +428,38 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, ord claimOrder
 	if err := ord.finish(ctx, tx, lease, ticket, len(out), lastFRow); err != nil {
 		return nil, err
 	}
+	for _, c := range curs {
+		if c.rate > 0 && c.took > 0 {
+			if _, err := tx.ExecContext(ctx, qDestTakeTokens, c.dest, c.tokens-1000*c.took, int64(now)); err != nil {
+				return nil, fmt.Errorf("destination %s: take rate tokens: %w", c.dest, err)
+			}
+		}
+	}
 	return out, nil
 }
 
 // minServedOrder is FairMinServed: fairness.MinServed, the flow served
 // least, ties to the smallest flow ID.
 type minServedOrder struct {
-	lastServed int64  // -1 before the first row: below every served count
-	lastFlow   string // the last flow read
-	picked     bool   // a row was read
-	flowRows   []byte // the claimed flows' rowids, a JSON array (not yet closed)
+	flowRows []byte // the claimed flows' rowids, a JSON array (not yet closed)
 }
 
-func (o *minServedOrder) promoteSQL() string { return qPromote }
-func (o *minServedOrder) pickSQL() string    { return qPickHeads }
-func (o *minServedOrder) key() (any, any)    { return o.lastServed, o.lastFlow }
+func (o *minServedOrder) promoteSQL() string          { return qPromote }
+func (o *minServedOrder) pickSQL() string             { return qPickHeads }
+func (o *minServedOrder) start() (any, any)           { return int64(-1), "" }
+func (o *minServedOrder) after(h *headRow) (any, any) { return h.k1, h.flow }
 
-func (o *minServedOrder) readKey(r *jsonRows, flow string) error {
+func (o *minServedOrder) readKey(r *jsonRows, h *headRow) {
 	r.element(false)
-	served, _ := r.int()
-	if r.err != nil {
-		return r.err
-	}
-	if o.picked && (served < o.lastServed || served == o.lastServed && flow <= o.lastFlow) {
-		return fmt.Errorf("%w: pick flows: flow %q (served %d) after %q (served %d)", ErrCorrupt, flow, served, o.lastFlow, o.lastServed)
-	}
-	o.lastServed, o.lastFlow, o.picked = served, flow, true
-	return nil
+	h.k1, _ = r.int()
+	h.served = h.k1
 }
 
-func (o *minServedOrder) claimed(fRowid int64) { o.flowRows = appendRowid(o.flowRows, fRowid) }
+func (o *minServedOrder) less(a, b *headRow) bool {
+	return a.k1 < b.k1 || a.k1 == b.k1 && a.flow < b.flow
+}
+
+func (o *minServedOrder) claimed(h *headRow) { o.flowRows = appendRowid(o.flowRows, h.fRowid) }
 
 func (o *minServedOrder) finish(ctx context.Context, tx *txn, lease clock.Tick, ticket int64, claims int, last int64) error {
 	var (

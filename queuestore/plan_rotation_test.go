@@ -27,8 +27,9 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 	}
 	checkPlans(t, s, map[string]planCase{
 		"promote":       {qRotPromote, []any{1}, "flows_waiting"},
-		"pick heads":    {qRotPickHeads, []any{-1, 0, 64}, "flows_rotation"},
-		"heads' event":  {qRotPickHeads, []any{-1, 0, 64}, "sqlite_autoindex_events_2"},
+		"pick heads":    {qRotPickHeads, []any{-1, 0, 64, ""}, "flows_rotation (ready=? AND dest=? AND"},
+		"heads' event":  {qRotPickHeads, []any{-1, 0, 64, ""}, "sqlite_autoindex_events_2"},
+		"pick of d1":    {qRotPickHeads, []any{-1, 0, 64, "d1"}, "flows_rotation (ready=? AND dest=? AND"},
 		"serve flow":    {qRotServeFlow, []any{1, 6, 720720}, "INTEGER PRIMARY KEY"},
 		"serve flows":   {qRotServeFlows, []any{"[[1,720720],[2,720720]]", 6}, "INTEGER PRIMARY KEY"},
 		"set clock":     {qRotSetClock, []any{1, 0, 720720}, ""},
@@ -43,13 +44,13 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"weight audit":  {qInsertAuditKind, []any{"weight", "r", "{}", 1}, ""},
 		"find ev flow":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
 		"next seq":      {qNextSeq, []any{"f1", 2}, "sqlite_autoindex_flows_1"},
-		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1}, "INTEGER PRIMARY KEY"},
+		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1, ""}, "INTEGER PRIMARY KEY"},
 		"due ready":     {qNextDueReady, nil, "INDEX flows_r"}, // flows_ready or flows_rotation: both hold exactly the ready flows
 		"due waiting":   {qNextDueWaiting, nil, "flows_waiting"},
 		"oldest ready":  {qOldestReady, nil, "flows_ready_due"},
 		"block flow":    {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
-		"claim event":   {qClaimEvent, []any{1, 6, 1}, "INTEGER PRIMARY KEY"},
+		"claim event":   {qClaimEvent, []any{1, 6, 1, ""}, "INTEGER PRIMARY KEY"},
 		"quarantine ex": {qQuarantineExpired, []any{"e1"}, "sqlite_autoindex_events_1"},
 	})
 }
