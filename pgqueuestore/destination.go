@@ -33,12 +33,14 @@ WHERE name = $1`
 	// qDestinations reads every destination with its state: Flows and
 	// Backlog over its flows (flows_dest), Inflight its unexpired leases
 	// at the clock mark (events_inflight_dest).
-	qDestinations = `SELECT x.name, x.url, x.secrets, x.concurrency, x.rate, coalesce(x.paused, ''),
-    (SELECT count(*) FROM {s}.flows AS f WHERE f.dest = x.name),
-    (SELECT coalesce(sum(f.last_seq - f.head_seq + 1), 0)::bigint FROM {s}.flows AS f WHERE f.dest = x.name AND f.head_seq IS NOT NULL),
-    (SELECT count(*) FROM {s}.events AS i, {s}.meta AS m
-        WHERE m.id = 1 AND i.inflight_dest = x.name AND i.inflight_lease > m.clock_mark)
-FROM {s}.destinations AS x ORDER BY x.name`
+	qDestinations = `SELECT x.name, x.url, x.secrets, x.concurrency, x.rate, coalesce(x.paused, ''), c.flows, c.backlog,
+    (SELECT count(*) FROM {s}.events AS i
+        WHERE i.inflight_dest = x.name AND i.inflight_lease > (SELECT clock_mark FROM {s}.meta WHERE id = 1))
+FROM {s}.destinations AS x
+CROSS JOIN LATERAL (SELECT count(*) AS flows,
+        coalesce(sum(CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END), 0)::bigint AS backlog
+    FROM {s}.flows AS f WHERE f.dest = x.name AND f.dest <> '') AS c
+ORDER BY x.name`
 
 	// qDestExists reads which names of the array $1 are registered.
 	qDestExists = `SELECT name FROM {s}.destinations WHERE name = ANY($1::text[])`

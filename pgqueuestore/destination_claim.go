@@ -36,7 +36,7 @@ const (
 	qRoom = `d AS (
     SELECT x.name, x.concurrency, x.rate, x.tokens, x.refilled_at FROM {s}.destinations AS x WHERE x.paused IS NULL
     UNION ALL SELECT ''::text, 0, 0, 0::bigint, 0::bigint
-), r AS (
+), r AS MATERIALIZED (
     SELECT d.name, greatest(0, least(coalesce(c.room, $2::bigint), $2::bigint,
         CASE WHEN d.concurrency > 0 THEN d.concurrency - (SELECT count(*) FROM (SELECT 1 FROM {s}.events AS i
             WHERE i.inflight_dest = d.name AND i.inflight_lease > $1::bigint LIMIT d.concurrency) AS l)
@@ -51,32 +51,31 @@ const (
 	// the destinations with room, at most room of each: one range of
 	// flows_ready (dest, served, flow) per destination with room, each
 	// read for at most its room, merged by a top-$2 sort, then the picked
-	// flows' heads (the columns of qPickHeads).
+	// flows' heads (the columns of qPickHeads). r is MATERIALIZED so that
+	// each destination's room (its lease count) is computed once.
 	qPickMerged = `WITH ` + qRoom + `, p AS (
-    SELECT k.flow, k.served FROM r CROSS JOIN LATERAL (
-        SELECT f.flow, f.served FROM {s}.flows AS f
+    SELECT k.* FROM r CROSS JOIN LATERAL (
+        SELECT f.flow, f.head_seq, f.pass, f.served, f.weight, f.dest FROM {s}.flows AS f
         WHERE f.ready AND f.dest = r.name ORDER BY f.served, f.flow LIMIT r.room) AS k
     WHERE r.room > 0
     ORDER BY k.served, k.flow LIMIT $2)
-SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
-    e.body, e.generation, f.pass, f.served, f.weight, f.dest
-FROM p JOIN {s}.flows AS f ON f.flow = p.flow
-LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+SELECT p.flow, p.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
+    e.body, e.generation, p.pass, p.served, p.weight, p.dest
+FROM p LEFT JOIN {s}.events AS e ON e.flow = p.flow AND e.seq = p.head_seq
 ORDER BY p.served, p.flow`
 
 	// qRotPickMerged is qPickMerged in the rotation's order (pass,
 	// joined), one range of flows_rotation (dest, pass, joined) per
 	// destination with room.
 	qRotPickMerged = `WITH ` + qRoom + `, p AS (
-    SELECT k.flow, k.pass, k.joined FROM r CROSS JOIN LATERAL (
-        SELECT f.flow, f.pass, f.joined FROM {s}.flows AS f
+    SELECT k.* FROM r CROSS JOIN LATERAL (
+        SELECT f.flow, f.head_seq, f.pass, f.joined, f.served, f.weight, f.dest FROM {s}.flows AS f
         WHERE f.ready AND f.dest = r.name ORDER BY f.pass, f.joined LIMIT r.room) AS k
     WHERE r.room > 0
     ORDER BY k.pass, k.joined, k.flow LIMIT $2)
-SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
-    e.body, e.generation, f.pass, f.served, f.weight, f.dest
-FROM p JOIN {s}.flows AS f ON f.flow = p.flow
-LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+SELECT p.flow, p.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
+    e.body, e.generation, p.pass, p.served, p.weight, p.dest
+FROM p LEFT JOIN {s}.events AS e ON e.flow = p.flow AND e.seq = p.head_seq
 ORDER BY p.pass, p.joined, p.flow`
 
 	// qClaimEventsDest is qClaimEvents that also records each event's

@@ -76,12 +76,13 @@ FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigint[]) AS 
 	// the new head is not ready (the claim's promotion makes it ready when
 	// its available_at is due, so a paused flow stays not ready). It
 	// returns the flows that got a head, in flow order, for the rotation's
-	// join.
+	// join. A new flows row gets the destination its first event named,
+	// which the enqueue recorded in the flow's sequence counter.
 	qPromoteArrivals = `WITH u AS (
-    SELECT q.flow, q.last_seq AS last FROM {s}.flow_seqs AS q WHERE q.flow = ANY($1::text[]) AND q.last_seq > 0),
+    SELECT q.flow, q.last_seq AS last, q.dest FROM {s}.flow_seqs AS q WHERE q.flow = ANY($1::text[]) AND q.last_seq > 0),
 ins AS (
-    INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-    SELECT u.flow, u.last, 0, 1, e.available_at, false, e.enqueued_at
+    INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at, dest)
+    SELECT u.flow, u.last, 0, 1, e.available_at, false, e.enqueued_at, u.dest
     FROM u JOIN {s}.events AS e ON e.flow = u.flow AND e.seq = 1
     WHERE NOT EXISTS (SELECT 1 FROM {s}.flows AS x WHERE x.flow = u.flow)
     RETURNING flow),
