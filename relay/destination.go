@@ -93,6 +93,10 @@ func (d *destBreakers) get(name string) (b *breaker, isNew bool) {
 	return b, isNew
 }
 
+// loopView returns the map itself, for the loop's goroutine only: it is
+// the one writer (get), so its reads need no lock and no copy.
+func (d *destBreakers) loopView() map[string]*breaker { return d.m }
+
 // all returns a copy of the map.
 func (d *destBreakers) all() map[string]*breaker {
 	d.mu.Lock()
@@ -163,7 +167,7 @@ func (l *loop) refreshDests() {
 // probing, excludes its destination; one due for a probe gives it room 1
 // (when probes; else it stays excluded).
 func (l *loop) destFilter(n int, now time.Time, probes bool) (f queue.ClaimFilter, probing []string, ok bool) {
-	brs := l.r.dests.all()
+	brs := l.r.dests.loopView()
 	capped := len(brs) > 1
 	var parked map[string]int
 	if capped && len(l.parked) > 0 {
@@ -209,7 +213,7 @@ func (l *loop) destFilter(n int, now time.Time, probes bool) (f queue.ClaimFilte
 
 // anyProbeDue reports a destination's breaker due for its probe.
 func (l *loop) anyProbeDue(now time.Time) bool {
-	for _, b := range l.r.dests.all() {
+	for _, b := range l.r.dests.loopView() {
 		if b.probeDue(now) {
 			return true
 		}
@@ -221,7 +225,7 @@ func (l *loop) anyProbeDue(now time.Time) bool {
 // none is open).
 func (l *loop) nextProbe() time.Time {
 	var t time.Time
-	for _, b := range l.r.dests.all() {
+	for _, b := range l.r.dests.loopView() {
 		if b.state == BreakerOpen && (t.IsZero() || b.next.Before(t)) {
 			t = b.next
 		}

@@ -28,13 +28,14 @@ func (f *fakeQueue) allowed(d string, took map[string]int) bool {
 // Its registered destinations are dests; each flow's is fakeQueue.dest.
 type fakeDestQueue struct {
 	fakeSettleClaimer
-	dests *[]queue.DestinationState
+	dests   *[]queue.DestinationState
+	filters *[]queue.ClaimFilter // every claim's filter, in call order
 }
 
 func newFakeDest(pol queue.Policy) fakeDestQueue {
 	f := newFake(pol)
 	f.dest = map[string]string{}
-	return fakeDestQueue{fakeSettleClaimer{f}, new([]queue.DestinationState)}
+	return fakeDestQueue{fakeSettleClaimer{f}, new([]queue.DestinationState), new([]queue.ClaimFilter)}
 }
 
 // register adds (or replaces) a registered destination.
@@ -70,6 +71,7 @@ func (q fakeDestQueue) ClaimFor(_ context.Context, now clock.Tick, n int, f queu
 		return nil, err
 	}
 	q.filter = &f
+	*q.filters = append(*q.filters, f)
 	defer func() { q.filter = nil }()
 	return q.claim(now, n), nil
 }
@@ -85,6 +87,7 @@ func (q fakeDestQueue) SettleClaimFor(_ context.Context, items []queue.SettleIte
 	var cs []queue.Claim
 	if n > 0 {
 		q.filter = &f
+		*q.filters = append(*q.filters, f)
 		cs = q.claim(now, n)
 		q.filter = nil
 	}

@@ -351,3 +351,82 @@ func TestDestinationsRouting(t *testing.T) {
 		t.Errorf("nil default: %v", err)
 	}
 }
+
+// TestDestinationsNoneRegistered: with a DestinationQueue that has no
+// destination registered, every claim's filter is empty (the store's claim
+// is then exactly the claim of before, docs/contract.md §7.11), and the
+// default destination's breaker behaves as the relay's one breaker always
+// did: a destination down opens it, only probes are claimed, its answer
+// closes it.
+func TestDestinationsNoneRegistered(t *testing.T) {
+	q := newFakeDest(testPolicy(10000, 50))
+	for i := range 6 {
+		q.enqueueTo(fmt.Sprintf("f%d", i), "", 5)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		if e.Destination != "" {
+			t.Errorf("event %s for destination %q", e.ID, e.Destination)
+		}
+		if down.Load() {
+			return relay.FailDestination(relay.ReasonUnavailable, errors.New("down"))
+		}
+		return nil
+	})
+	r, err := relay.New(q, h, relay.Options{Concurrency: 4, Clock: clock.Wall{},
+		Breaker: relay.BreakerOptions{Threshold: 2, MinProbe: 20 * time.Millisecond, MaxProbe: 40 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(ctx) }()
+	q.waitFor(t, "two probes while down", func() bool { return r.Breaker().Probes >= 2 })
+	q.get(func() {
+		for _, f := range *q.filters {
+			if f.Room != nil && (len(f.Room) != 1 || f.Room[""] != 1) { // {"": 1}: the probe
+				t.Errorf("a filter with Room %v and no destination registered", f.Room)
+			}
+			if len(f.Exclude) > 0 && (len(f.Exclude) != 1 || f.Exclude[0] != "") {
+				t.Errorf("a filter excluding %v", f.Exclude)
+			}
+		}
+	})
+	down.Store(false)
+	q.waitFor(t, "everything acked", func() bool {
+		for _, e := range q.byID {
+			if e.state != "acked" {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Breaker(); st.State != relay.BreakerClosed || st.Opens < 1 {
+		t.Errorf("breaker %+v, want closed after at least one opening", st)
+	}
+	q.get(func() {
+		empty := 0
+		for _, f := range *q.filters {
+			if f.Room == nil && f.Exclude == nil {
+				empty++
+			}
+		}
+		if empty == 0 {
+			t.Error("no claim with an empty filter")
+		}
+		failed := 0
+		for _, e := range q.byID {
+			failed += e.attempts - 1
+		}
+		// §7.8: before the opening at most Threshold + Concurrency - 1
+		// failures, then one per probe (the last probe succeeded).
+		if limit := 2 + 4 - 1 + int(r.Breaker().Probes); failed > limit {
+			t.Errorf("%d failed attempts charged, want at most %d", failed, limit)
+		}
+	})
+}

@@ -327,6 +327,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		rows = append(rows, retentionRows(cfg, steady, rates)...)
 		rows = append(rows, runtimeRows(rates, once, sleepTimes.Means())...)
 		rows = append(rows, outageRows(outages)...)
+		rows = append(rows, bench.DestinationsRows(ctx, filepath.Join(dir, "destinations"), pg.url, pg.skipped, cfg.name == "quick")...)
 		rows = append(rows, riverSQLiteRows(rates)...)
 	}
 	if !cfg.drainsOnly {
