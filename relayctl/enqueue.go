@@ -77,8 +77,11 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	if bulk {
 		for _, name := range []string{"id", "flow", "body", "body-file", "at", "in", "to"} {
 			if f.isSet(name) {
-				if name == "at" || name == "in" || name == "to" {
-					return usagef("--%s goes with a single event; in a file each line says its own \"%s\"", name, name)
+				if name == "at" || name == "in" {
+					return usagef("--%s goes with a single event; in a file each line says its own \"at\" or \"in\"", name)
+				}
+				if name == "to" {
+					return usagef("--to goes with a single event; in a file each line says its own \"to\"")
 				}
 				return usagef("--%s goes with a single event, not with --file", name)
 			}
