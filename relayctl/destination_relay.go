@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/fairrelay/fairrelay/console"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/relay"
 )
 
@@ -43,3 +46,15 @@ func routeDestinations(ctx context.Context, q relayQueue, h relay.Handler, def *
 	}
 	return d, nil
 }
+
+// Both stores, as relayctl opens them, have destinations: the relay routes
+// with them (relay.DestinationLister) and the console shows and pauses
+// them (console.Destinations).
+var (
+	_ relay.DestinationLister = (*queuestore.Store)(nil)
+	_ relay.DestinationLister = pgQueue{}
+	_ console.Destinations    = (*queuestore.Store)(nil)
+	_ console.Destinations    = pgQueue{}
+	_ queue.DestinationStore  = sqliteQueue{}
+	_ queue.DestinationStore  = pgQueue{}
+)
