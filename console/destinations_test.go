@@ -76,6 +76,10 @@ func destinationsShownOnThePages(t *testing.T, b backend) {
 	c := f.client(t)
 	_, body := f.get(t, c, "/destinations")
 	mustContain(t, "destinations page without any", body, "No destination is registered")
+	_, body = f.get(t, c, "/")
+	if strings.Contains(body, `href="/destinations"><span class="n">`) {
+		t.Errorf("the overview counts destinations before any is registered")
+	}
 	_, body = f.get(t, c, "/flows")
 	if strings.Contains(body, "<th>destination</th>") {
 		t.Errorf("the flows page shows a destination column before any flow has a destination")
@@ -101,6 +105,8 @@ func destinationsShownOnThePages(t *testing.T, b backend) {
 	mustContain(t, "paused crm's page", body, `action="/destination/resume"`, `<span id="pause-reason">crm maintenance until 14:00</span>`)
 	_, body = f.get(t, c, "/destinations")
 	mustContain(t, "destinations page with a pause", body, `<span class="state paused" title="crm maintenance until 14:00">paused</span>`)
+	_, body = f.get(t, c, "/")
+	mustContain(t, "overview", body, `<a class="card" href="/destinations"><span class="n">2</span><span>destinations</span></a>`)
 	_, body = f.get(t, c, "/flows?q=initech")
 	mustContain(t, "flows page", body, "<th>destination</th>", `<a href="/destination?name=billing">billing</a>`, `<a href="/destination?name=crm">crm</a>`)
 	_, body = f.get(t, c, "/flow?name="+url.QueryEscape("umbrella/leads"))
