@@ -211,22 +211,41 @@ func (l *loop) destFilter(n int, now time.Time, probes bool) (f queue.ClaimFilte
 	return f, probing, ok
 }
 
-// anyProbeDue reports a destination's breaker due for its probe.
+// probeRoom reports that destination name has a handler slot for a probe:
+// the loop neither claims for nor waits on a probe that its cap would
+// refuse (a handler of that destination that ends wakes the loop anyway).
+func (l *loop) probeRoom(name string, brs map[string]*breaker) bool {
+	if len(brs) <= 1 || l.destRun[name] < l.r.o.DestinationSlots && len(l.parked) == 0 {
+		return true
+	}
+	used := l.destRun[name]
+	for _, cl := range l.parked {
+		if cl.c.Destination == name {
+			used++
+		}
+	}
+	return used < l.r.o.DestinationSlots
+}
+
+// anyProbeDue reports a destination's breaker due for its probe, with a
+// slot for it.
 func (l *loop) anyProbeDue(now time.Time) bool {
-	for _, b := range l.r.dests.loopView() {
-		if b.probeDue(now) {
+	brs := l.r.dests.loopView()
+	for name, b := range brs {
+		if b.probeDue(now) && l.probeRoom(name, brs) {
 			return true
 		}
 	}
 	return false
 }
 
-// nextProbe returns the earliest probe time of an open breaker (zero when
-// none is open).
+// nextProbe returns the earliest probe time of an open breaker whose
+// destination has a slot for it (zero when there is none).
 func (l *loop) nextProbe() time.Time {
 	var t time.Time
-	for _, b := range l.r.dests.loopView() {
-		if b.state == BreakerOpen && (t.IsZero() || b.next.Before(t)) {
+	brs := l.r.dests.loopView()
+	for name, b := range brs {
+		if b.state == BreakerOpen && (t.IsZero() || b.next.Before(t)) && l.probeRoom(name, brs) {
 			t = b.next
 		}
 	}
