@@ -160,15 +160,19 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	m.HandleFunc("GET /quarantined", c.read(c.quarantined))
 	m.HandleFunc("GET /audit", c.read(c.audit))
 	m.HandleFunc("GET /receiver", c.read(c.receiver))
+	m.HandleFunc("GET /destinations", c.read(c.destinations))
+	m.HandleFunc("GET /destination", c.read(c.destination))
 	m.HandleFunc("GET /login", c.loginPage)
 	m.HandleFunc("POST /login", c.write(c.login, false))
 	m.HandleFunc("POST /redrive", c.write(c.redrive, true))
 	m.HandleFunc("POST /redrive-all", c.write(c.redriveAll, true))
 	m.HandleFunc("POST /pause", c.write(c.pause, true))
 	m.HandleFunc("POST /resume", c.write(c.pause, true))
+	m.HandleFunc("POST /destination/pause", c.write(c.pauseDestination, true))
+	m.HandleFunc("POST /destination/resume", c.write(c.pauseDestination, true))
 	// A write path asked for with GET (a link, a prefetch, a crawler)
 	// changes nothing.
-	for _, p := range []string{"/redrive", "/redrive-all", "/pause", "/resume"} {
+	for _, p := range []string{"/redrive", "/redrive-all", "/pause", "/resume", "/destination/pause", "/destination/resume"} {
 		m.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "POST")
 			c.fail(w, r, http.StatusMethodNotAllowed, "Writes are POST only",

@@ -247,6 +247,10 @@ type flowsData struct {
 	// then shows each flow's weight, the share of turns it is owed
 	// (docs/contract.md §7.6). Under min_served weights change nothing.
 	Rotation bool
+	// Routed is set when a flow of the page delivers to a registered
+	// destination (docs/contract.md §7.11): the page then shows each
+	// flow's destination.
+	Routed bool
 }
 
 type flowRow struct {
@@ -296,6 +300,7 @@ func (c *console) flows(w http.ResponseWriter, r *http.Request) {
 		First: q.After == "" && q.Before == "" && !q.Last, Rotation: pol.Fairness == queue.FairRotation}
 	for _, f := range p.Flows {
 		d.Rows = append(d.Rows, flowRow{f, blockedWhy(f, p.Mark)})
+		d.Routed = d.Routed || f.Destination != ""
 	}
 	c.render(w, r, http.StatusOK, "flows", d)
 }
@@ -408,6 +413,9 @@ type flowData struct {
 	PauseReason string
 	Pausable    bool
 	Done        string
+	// Destination is the registered destination the flow delivers to
+	// (docs/contract.md §7.11); "" is the relay's own URL.
+	Destination string
 }
 
 // maxFlowAudit is how many redriven events of a flow the flow page reads
@@ -448,6 +456,7 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		d.Weight = st.Weight
 	}
 	d.Paused, d.PauseReason = st.Paused, st.PauseReason
+	d.Destination = st.Destination
 	_, d.Pausable = c.q.(queue.Pauser)
 	if done := r.URL.Query().Get("done"); done == "paused" || done == "resumed" {
 		d.Done = done
@@ -721,6 +730,9 @@ func describeDetail(a queue.AuditRecord) string {
 			return a.Detail
 		}
 		return fmt.Sprintf("%s of flow %s", a.Kind, strconv.Quote(ch.Flow))
+	}
+	if s, ok := describeDestination(a); ok {
+		return s
 	}
 	if a.Kind != queue.AuditPolicy {
 		return a.Detail

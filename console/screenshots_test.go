@@ -135,6 +135,7 @@ func TestScreenshots(t *testing.T) {
 	if err := shot("audit", "/audit"); err != nil {
 		t.Fatal(err)
 	}
+	screenshotDestinations(t, out) // destinations_test.go
 }
 
 // saveScreenshot writes a full-page PNG of the current page to out/name.png.

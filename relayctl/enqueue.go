@@ -22,7 +22,7 @@ const (
 
 func cmdEnqueue(e *env, args []string) (err error) {
 	f := newFlags(e, "enqueue",
-		"enqueue --id ID --flow FLOW (--body BODY | --body-file PATH) [--at TIME | --in D] [--now TICK]\n"+
+		"enqueue --id ID --flow FLOW (--body BODY | --body-file PATH) [--to NAME] [--at TIME | --in D] [--now TICK]\n"+
 			"       relayctl enqueue --file EVENTS.jsonl [--chunk N] [--now TICK]\n"+
 			"       relayctl enqueue --file EVENTS.jsonl --check",
 		"Enqueue adds one event, or every event of a JSONL file (\"-\" reads standard\n"+
@@ -49,7 +49,12 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			"(90s, 2h), counted from the write's tick; on a logical-time queue both are tick\n"+
 			"numbers (--at 120, --in 5). A time at or before the write's is at once. The\n"+
 			"schedule is not part of the event's identity: enqueueing it again with another\n"+
-			"one is a duplicate and changes nothing.").
+			"one is a duplicate and changes nothing.\n\n"+
+			"--to NAME (a line's \"to\") names the registered destination the event's flow\n"+
+			"delivers to (docs/contract.md §7.11; 'relayctl destinations'). A flow's first\n"+
+			"event chooses: without it the flow delivers to the relay's own --to URL. A later\n"+
+			"event may leave it out; naming another destination than its flow's is refused\n"+
+			"('relayctl flows set-destination' moves a flow).").
 		withQueue().withNow()
 	id := f.String("id", "", "event `ID` (unique forever)")
 	flow := f.String("flow", "", "the event's `FLOW`")
@@ -60,6 +65,7 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	check := f.Bool("check", false, "with --file: check every line and write nothing")
 	atText := f.String("at", "", "schedule the event: not claimed before `TIME` (RFC 3339 in real time, a tick in logical time)")
 	inText := f.String("in", "", "schedule the event: not claimed before `D` after the write (a Go duration in real time, a tick count in logical time)")
+	to := f.String("to", "", "the registered destination `NAME` the event's flow delivers to (default: the relay's own)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -69,10 +75,13 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	}
 	bulk := f.isSet("file")
 	if bulk {
-		for _, name := range []string{"id", "flow", "body", "body-file", "at", "in"} {
+		for _, name := range []string{"id", "flow", "body", "body-file", "at", "in", "to"} {
 			if f.isSet(name) {
 				if name == "at" || name == "in" {
 					return usagef("--%s goes with a single event; in a file each line says its own \"at\" or \"in\"", name)
+				}
+				if name == "to" {
+					return usagef("--to goes with a single event; in a file each line says its own \"to\"")
 				}
 				return usagef("--%s goes with a single event, not with --file", name)
 			}
@@ -155,7 +164,7 @@ func cmdEnqueue(e *env, args []string) (err error) {
 	if bulk {
 		return enqueueFile(e, q, *file, in, size, *chunk, sched)
 	}
-	ev := newEvent{ID: *id, Flow: *flow, Body: body}
+	ev := newEvent{ID: *id, Flow: *flow, Body: body, To: *to}
 	if f.isSet("at") {
 		t, err := sched.at(*atText)
 		if err != nil {
@@ -175,17 +184,24 @@ func cmdEnqueue(e *env, args []string) (err error) {
 		if kindOf(err) == kindConflict {
 			return conflictWith(e, q, ev, err)
 		}
+		if derr := enqueueDestination(e, q, ev, err); derr != nil {
+			return derr
+		}
 		return explainEnqueue(e, q, now, err)
 	}
 	if res.Duplicate {
 		fmt.Fprintf(e.stdout, "duplicate %s: already enqueued as flow %s, seq %d; nothing changed\n", ev.ID, ev.Flow, res.Seq)
 		return nil
 	}
+	toNote := ""
+	if ev.To != "" {
+		toNote = ", to destination " + ev.To
+	}
 	if ev.NotBefore > int64(now) {
-		fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at %s; not claimed before %s\n", ev.ID, ev.Flow, res.Seq, e.when(now), e.when(clock.Tick(ev.NotBefore)))
+		fmt.Fprintf(e.stdout, "enqueued %s: flow %s%s, seq %d, at %s; not claimed before %s\n", ev.ID, ev.Flow, toNote, res.Seq, e.when(now), e.when(clock.Tick(ev.NotBefore)))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "enqueued %s: flow %s, seq %d, at %s\n", ev.ID, ev.Flow, res.Seq, e.when(now))
+	fmt.Fprintf(e.stdout, "enqueued %s: flow %s%s, seq %d, at %s\n", ev.ID, ev.Flow, toNote, res.Seq, e.when(now))
 	return nil
 }
 
@@ -287,6 +303,9 @@ func enqueueFile(e *env, q *queueDB, name string, in io.Reader, size int64, chun
 				if i, cerr := batchConflict(e, q, batch, err); cerr != nil {
 					why = fmt.Errorf("line %d: %w", lines[i], cerr)
 				}
+			}
+			if i, derr := batchDestination(e, q, batch, err); derr != nil {
+				why = fmt.Errorf("line %d: %w", lines[i], derr)
 			}
 			return fmt.Errorf("%s lines %d-%d: chunk refused, none of it was written: %w; %s",
 				name, lines[0], lines[len(lines)-1], why, earlier())
@@ -435,6 +454,18 @@ func checkFile(e *env, name string, in io.Reader) (err error) {
 		}
 		sched.now = clock.Tick(st.ClockMark)
 	}
+	// The destinations a line may name ("to"): those registered, when the
+	// queue exists; a new queue has none.
+	known := map[string]bool{}
+	if q != nil {
+		ds, err := q.Destinations(e.ctx)
+		if err != nil && !errors.Is(err, errNoCapability) {
+			return fmt.Errorf("read destinations: %w", err)
+		}
+		for _, d := range ds {
+			known[d.Name] = true
+		}
+	}
 	if sched.wall = e.clock.wallAt(sched.now); sched.wall {
 		sched.now = max(sched.now, e.clock.wall.Now())
 	}
@@ -444,6 +475,10 @@ func checkFile(e *env, name string, in io.Reader) (err error) {
 			return nil
 		}
 		ev := l.ev
+		if ev.To != "" && !known[ev.To] {
+			refuse(l.line, fmt.Errorf("destination %q is not registered (add it with 'relayctl destinations add')", ev.To))
+			return nil
+		}
 		sum := sha256.Sum256(append(append([]byte(ev.Flow), 0), ev.Body...))
 		if f, ok := seen[ev.ID]; ok {
 			if f.sum != sum {
@@ -514,6 +549,9 @@ type eventLine struct {
 	Body json.RawMessage `json:"body"`
 	At   json.RawMessage `json:"at,omitempty"`
 	In   json.RawMessage `json:"in,omitempty"`
+	// To names the registered destination of the event's flow
+	// (docs/contract.md §7.11), as enqueue --to.
+	To *string `json:"to,omitempty"`
 }
 
 // timing is a line's "at" and "in" as text, for schedule.notBefore.
@@ -544,6 +582,9 @@ func parseEventLine(text []byte) (newEvent, timing, error) {
 		return newEvent{}, timing{}, errors.New(`missing "body"`)
 	}
 	ev := newEvent{ID: *l.ID, Flow: *l.Flow, Body: []byte(l.Body)}
+	if l.To != nil {
+		ev.To = *l.To
+	}
 	if l.Body[0] == '"' {
 		var s string
 		if err := json.Unmarshal(l.Body, &s); err != nil {

@@ -63,6 +63,8 @@ func cmdFlows(e *env, args []string) (err error) {
 			return cmdSetWeight(e, args[1:])
 		case "pause", "resume":
 			return cmdPause(e, args[0], args[1:])
+		case "set-destination":
+			return cmdSetDestination(e, args[1:])
 		}
 	}
 	f := newFlags(e, "flows", "flows [--blocked] [--sort flow|served|backlog|ready] [--top N] [--json]",
@@ -73,7 +75,8 @@ func cmdFlows(e *env, args []string) (err error) {
 			"inflight (a live lease) or backoff (a retry's wait, or an event scheduled later).\n\n"+
 			"  relayctl flows pause FLOW --reason TEXT    stop claims of the flow (audited)\n"+
 			"  relayctl flows resume FLOW --reason TEXT   let them go on (audited)\n"+
-			"  relayctl flows set-weight FLOW WEIGHT --reason TEXT").
+			"  relayctl flows set-weight FLOW WEIGHT --reason TEXT\n"+
+			"  relayctl flows set-destination FLOW (NAME | --default) --reason TEXT").
 		withQueue().withJSON()
 	blocked := f.Bool("blocked", false, "only flows held back (paused, quarantined, inflight, backoff)")
 	sortBy := f.String("sort", "flow", "order: flow (ID), served (least served first), backlog (largest first), ready (earliest first)")
@@ -135,17 +138,23 @@ func cmdFlows(e *env, args []string) (err error) {
 		}
 		return nil
 	}
-	paused := 0
+	paused, routed := 0, false
 	for _, r := range out {
 		if r.Paused {
 			paused++
 		}
+		routed = routed || r.Destination != ""
 	}
 	cols := []string{"FLOW", "SERVED", "HEAD", "STATE", "READY", "BACKLOG", "BLOCKED"}
 	if rot {
 		// Under the rotation policy (docs/contract.md §7.6) only: a
 		// min_served queue's table keeps its columns.
 		cols = append(cols, "WEIGHT", "POSITION")
+	}
+	if routed {
+		// Only when a listed flow delivers to a registered destination
+		// (docs/contract.md §7.11): "-" is the relay's own --to.
+		cols = append(cols, "DESTINATION")
 	}
 	if paused > 0 {
 		// Only when a listed flow is paused (docs/contract.md §7.9).
@@ -167,6 +176,9 @@ func cmdFlows(e *env, args []string) (err error) {
 				pos = itoa(r.Position)
 			}
 			cells = append(cells, itoa(int64(max(r.Weight, 1))), pos)
+		}
+		if routed {
+			cells = append(cells, r.Destination)
 		}
 		if paused > 0 {
 			reason := "-"

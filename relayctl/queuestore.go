@@ -136,7 +136,7 @@ func (q *queueDB) Close() error { return q.s.Close() }
 
 // event is ev as the queue's type.
 func (ev newEvent) event() queue.Event {
-	return queue.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body, NotBefore: clock.Tick(ev.NotBefore)}
+	return queue.Event{ID: ev.ID, Flow: ev.Flow, Body: ev.Body, NotBefore: clock.Tick(ev.NotBefore), Destination: ev.To}
 }
 
 func (q *queueDB) Redrive(ctx context.Context, id string, generation int64, reason string, now clock.Tick) error {
@@ -199,7 +199,7 @@ func (q *queueDB) Flows(ctx context.Context) ([]flowRow, error) {
 	out := make([]flowRow, 0, len(fs))
 	for _, f := range fs {
 		r := flowRow{Flow: f.Flow, Served: f.Served, HeadSeq: f.HeadSeq, HeadState: f.HeadState, Backlog: f.Backlog,
-			Position: f.Position, Paused: f.Paused, PauseReason: f.PauseReason}
+			Position: f.Position, Paused: f.Paused, PauseReason: f.PauseReason, Destination: f.Destination}
 		if f.Weight != 1 || f.Position != 0 {
 			r.Weight = f.Weight
 		}
@@ -305,6 +305,9 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 			if err := json.Unmarshal([]byte(a.Detail), &ch); err == nil && ch.Flow != "" {
 				r.Change = fmt.Sprintf("%s flow %q", a.Kind, ch.Flow)
 			}
+		}
+		if r.Change == "" {
+			r.Change = destinationChange(a) // destination.go
 		}
 		if r.Change == "" && a.Detail != "" {
 			r.Change = a.Detail

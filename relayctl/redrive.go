@@ -174,7 +174,7 @@ func cmdAudit(e *env, args []string) (err error) {
 			"changed, the reason).").
 		withQueue().withJSON()
 	event := f.String("event", "", "only the redrives of event `ID`")
-	kind := f.String("kind", "", "only the rows of `KIND`: redrive, policy, weight, pause or resume")
+	kind := f.String("kind", "", "only the rows of `KIND`: redrive, policy, weight, pause, resume, destination, destination_pause, destination_resume or flow_destination")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -183,9 +183,9 @@ func cmdAudit(e *env, args []string) (err error) {
 		return usagef("unexpected argument %q", pos[0])
 	}
 	switch *kind {
-	case "", "redrive", "policy", "weight", "pause", "resume":
+	case "", "redrive", "policy", "weight", "pause", "resume", "destination", "destination_pause", "destination_resume", "flow_destination":
 	default:
-		return usagef("--kind %q: want redrive, policy, weight, pause or resume", *kind)
+		return usagef("--kind %q: want redrive, policy, weight, pause, resume, destination, destination_pause, destination_resume or flow_destination", *kind)
 	}
 	q, err := e.readQueue()
 	if err != nil {

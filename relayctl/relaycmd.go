@@ -74,7 +74,12 @@ func cmdRelay(e *env, args []string) (err error) {
 			"On a terminal a live line shows delivered/s, backlog, in flight and quarantined.\n"+
 			"--metrics ADDR serves /metrics and /status (breaker and totals; 'relayctl status --relay ADDR').\n"+
 			"On a postgres:// queue the relay also LISTENs for the queue's wake-ups: another process's enqueue\n"+
-			"wakes it at once; --poll stays the bound (a lost listener is retried with backoff).").withQueue()
+			"wakes it at once; --poll stays the bound (a lost listener is retried with backoff).\n"+
+			"Destinations ('relayctl destinations', docs/destinations.md): a flow whose first event named a\n"+
+			"registered destination is delivered to its URL, signed with its secrets; --to is the default\n"+
+			"destination of every other flow. Each destination has its own breaker and metrics, holds at most\n"+
+			"--destination-slots of the --concurrency slots, and the queue's limits and pauses apply over every\n"+
+			"relay. The relay reads the destinations again every --destination-refresh.").withQueue()
 	to := c.String("to", "", "deliver over HTTP to `URL` (the URL 'relayctl receive' prints)")
 	var secrets repeatedFlag
 	c.Var(&secrets, "secret", "signing secret `S` for --to (default $"+secretEnv+"); repeat it to sign with each (a rotation)")
@@ -99,6 +104,8 @@ func cmdRelay(e *env, args []string) (err error) {
 	probeMin := c.Duration("probe-min", 0, "the first wait between probes of an open breaker, doubling (0: the relay's default, 1s)")
 	pruneEvery := c.Duration("prune-every", 0, "delete what the policy's retention no longer keeps, every `D` (0: never; 'relayctl policy set --retention D' sets the window)")
 	probeMax := c.Duration("probe-max", 0, "the longest wait between probes of an open breaker (0: the relay's default, 1m)")
+	destSlots := c.Int("destination-slots", 0, "with destinations: the most handler slots one destination's flows may hold (0: the relay's default, a quarter of --concurrency)")
+	destRefresh := c.Duration("destination-refresh", relay.DefaultDestinationRefresh, "with destinations: how often the relay reads them again (new URLs, secrets, destinations)")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -117,6 +124,8 @@ func cmdRelay(e *env, args []string) (err error) {
 		return usagef("--secret is for --to URL; in-process delivery (--receiver) is not signed")
 	case *threshold < 0 || *probeMin < 0 || *probeMax < 0:
 		return usagef("--breaker-threshold, --probe-min and --probe-max must not be negative")
+	case *destSlots < 0 || *destRefresh <= 0:
+		return usagef("--destination-slots must not be negative, --destination-refresh must be positive")
 	case *pruneEvery < 0:
 		return usagef("--prune-every %s is negative (0: never)", shortDuration(*pruneEvery))
 	case *probeMin > 0 && *probeMax > 0 && *probeMin > *probeMax:
@@ -135,7 +144,10 @@ func cmdRelay(e *env, args []string) (err error) {
 	// The handler: HTTP to --to, or the receiver in this process. Usage
 	// errors first, then the queue must exist (only enqueue creates one: a
 	// typo must not relay from a new empty queue), then the receiver opens.
-	var h relay.Handler
+	var (
+		h   relay.Handler
+		def *relay.HTTP // the default destination's handler (--to)
+	)
 	if *to != "" {
 		keys, err := secretsFrom(secrets)
 		if err != nil {
@@ -145,7 +157,7 @@ func cmdRelay(e *env, args []string) (err error) {
 		if err != nil {
 			return usagef("--to: %s", relay.RedactURLs(err.Error()))
 		}
-		h = hh
+		h, def = hh, hh
 	} else if e.receiverPath == "" {
 		return usagef("--receiver is empty (give --to URL or --receiver PATH)")
 	}
@@ -194,13 +206,18 @@ func cmdRelay(e *env, args []string) (err error) {
 	if err := ensurePolicy(e.ctx, q, want, explicitPolicy, log); err != nil {
 		return err
 	}
+	if h, err = routeDestinations(e.ctx, q, h, def, relay.DestinationsOptions{
+		HTTP: relay.HTTPOptions{MaxIdleConns: *concurrency, Timeout: *timeout}, Refresh: *destRefresh,
+	}, log); err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	rl, err := relay.New(q, h, relay.Options{
 		Concurrency: *concurrency, Batch: *batch, Clock: clock.Wall{}, Poll: *poll,
 		ShutdownGrace: *grace, Logger: log, Metrics: reg,
 		Breaker:    relay.BreakerOptions{Threshold: *threshold, MinProbe: *probeMin, MaxProbe: *probeMax},
-		PruneEvery: *pruneEvery,
+		PruneEvery: *pruneEvery, DestinationSlots: *destSlots, DestinationRefresh: *destRefresh,
 	})
 	if err != nil {
 		return usagef("%v", err)

@@ -57,6 +57,10 @@ type flowRow struct {
 	// policy (1: next if every head were dispatchable now); omitted for a
 	// flow without backlog and under min_served.
 	Position int64 `json:"position,omitempty"`
+	// Destination is the registered destination the flow delivers to
+	// (docs/contract.md §7.11); omitted for the default one (the relay's
+	// own --to URL).
+	Destination string `json:"destination,omitempty"`
 }
 
 // eventRow is one event as `events`, `quarantined` and `redrive` show it.
@@ -167,6 +171,10 @@ type newEvent struct {
 	Body     []byte
 	// NotBefore schedules the event (docs/contract.md §7.9): 0 is at once.
 	NotBefore int64
+	// To names the destination of the event's flow (docs/contract.md
+	// §7.11): enqueue --to, a line's "to"; "" is the flow's own (or the
+	// default for a new flow).
+	To string
 }
 
 // enqueuedRow is the result of enqueueing one event.

@@ -69,6 +69,7 @@ var commands = []command{
 	{"redrive", "put a quarantined event back in its flow, with an audited --reason (--all: every match)", cmdRedrive},
 	{"audit", "the audit: every redrive and policy change, at which tick, and why", cmdAudit},
 	{"policy", "the queue's policy (lease, attempts, backoff, jitter) | policy set ... --reason", cmdPolicy},
+	{"destinations", "the receivers flows deliver to: list | add/set NAME --url --secret-file | pause/resume NAME", cmdDestinations},
 	{"enqueue", "add one event (--id --flow --body, --at/--in to schedule it) or a JSONL file of them (--file)", cmdEnqueue},
 	{"prune", "delete acked events and audit rows past the policy's retention (--dry-run) | prune receiver", cmdPrune},
 	{"receiver", "receiver totals | receiver conflicts", cmdReceiver},
@@ -139,7 +140,8 @@ func (e *env) main(args []string) int {
 			label := name
 			if name == "receiver" && len(rest) > 1 && (rest[1] == "totals" || rest[1] == "conflicts") ||
 				name == "policy" && len(rest) > 1 && rest[1] == "set" ||
-				name == "flows" && len(rest) > 1 && (rest[1] == "set-weight" || rest[1] == "pause" || rest[1] == "resume") ||
+				name == "flows" && len(rest) > 1 && (rest[1] == "set-weight" || rest[1] == "pause" || rest[1] == "resume" || rest[1] == "set-destination") ||
+				name == "destinations" && len(rest) > 1 && (rest[1] == "add" || rest[1] == "set" || rest[1] == "pause" || rest[1] == "resume" || rest[1] == "list") ||
 				name == "prune" && len(rest) > 1 && rest[1] == "receiver" {
 				label += " " + rest[1] // messages name the whole command
 			}

@@ -1,0 +1,241 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
+)
+
+// Destinations is what the console reads and writes of a queue's
+// destinations (docs/contract.md §7.11). A Queue that is also one (both
+// backends' stores are queue.DestinationStores) gets the Destinations page
+// and its pause and resume form, audited as a flow's pause is.
+type Destinations interface {
+	Destinations(ctx context.Context) ([]queue.DestinationState, error)
+	PauseDestination(ctx context.Context, name, reason string, now clock.Tick) error
+	ResumeDestination(ctx context.Context, name, reason string, now clock.Tick) error
+}
+
+// destinationsData is the Destinations page and a destination's page.
+type destinationsData struct {
+	// Supported says the queue's store has destinations at all.
+	Supported bool
+	Rows      []queue.DestinationState
+	Mark      clock.Tick
+	// One is the destination of a destination's page; Done is "paused" or
+	// "resumed" right after the form did it.
+	One  *queue.DestinationState
+	Done string
+}
+
+// destinations lists every registered destination: its URL, limits, the
+// pause and its reason, flows, backlog and claims in flight, read from the
+// queue (one operator read over the destinations' flows). Secrets are shown
+// as a count. Breaker states and delivery failures live in the relays
+// (their /metrics and /status), not in the queue: the page says so and
+// does not show them.
+func (c *console) destinations(w http.ResponseWriter, r *http.Request) {
+	d, err := c.readDestinations(r.Context())
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "destinations", d)
+}
+
+func (c *console) readDestinations(ctx context.Context) (*destinationsData, error) {
+	d := &destinationsData{}
+	ds, ok := c.q.(Destinations)
+	if !ok {
+		return d, nil
+	}
+	d.Supported = true
+	rows, err := ds.Destinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i].Secrets = nil // never near a template
+	}
+	d.Rows = rows
+	if d.Mark, err = c.q.ClockMark(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// destination is one destination's page, with its pause or resume form.
+func (c *console) destination(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("name")
+	if queue.CheckDestinationName(name) != nil {
+		c.badInput(w, r, "The address needs a destination's name: 1..64 bytes of a-z, 0-9, '.', '_' and '-'.")
+		return
+	}
+	d, err := c.readDestinations(r.Context())
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	i := slices.IndexFunc(d.Rows, func(s queue.DestinationState) bool { return s.Name == name })
+	if i < 0 {
+		c.fail(w, r, http.StatusNotFound, "No such destination", "The queue has no destination of this name. Registered ones are on the Destinations page.")
+		return
+	}
+	d.One = &d.Rows[i]
+	if done := r.URL.Query().Get("done"); done == "paused" || done == "resumed" {
+		d.Done = done
+	}
+	c.render(w, r, http.StatusOK, "destination", d)
+}
+
+// destinationRefusal turns a store's refusal of a destination's pause or
+// resume into a status and plain words; ok is false for an error that is
+// not a refusal.
+func destinationRefusal(err error, verb string) (status int, title, msg string, ok bool) {
+	nothing := " Nothing was " + verb + "d."
+	switch {
+	case errors.Is(err, queue.ErrEmptyReason):
+		return http.StatusBadRequest, "A reason is required", "Say why the destination is " + verb + "d: the reason is kept in the audit." + nothing, true
+	case errors.Is(err, queue.ErrDestinationPaused):
+		return http.StatusConflict, "Already paused", "The destination is already paused (someone paused it since the page was read)." + nothing, true
+	case errors.Is(err, queue.ErrDestinationNotPaused):
+		return http.StatusConflict, "Not paused", "The destination is not paused (someone resumed it since the page was read)." + nothing, true
+	case errors.Is(err, queue.ErrUnknownDestination), errors.Is(err, queue.ErrNotFound):
+		return http.StatusNotFound, "No such destination", "The queue has no destination of this name." + nothing, true
+	case errors.Is(err, queue.ErrTimeRegression):
+		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark." + nothing, true
+	case errors.Is(err, queue.ErrInvalid):
+		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end)." + nothing, true
+	}
+	return 0, "", "", false
+}
+
+// pauseDestination pauses (POST /destination/pause) or resumes (POST
+// /destination/resume) the form's destination with the operator's reason
+// (docs/contract.md §7.11), then sends the browser to its page.
+func (c *console) pauseDestination(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	verb := "pause"
+	if r.URL.Path == "/destination/resume" {
+		verb = "resume"
+	}
+	name := r.PostFormValue("name")
+	if name == "" {
+		c.badInput(w, r, "The form needs the destination's name. Nothing was "+verb+"d.")
+		return
+	}
+	ds, ok := c.q.(Destinations)
+	if !ok {
+		c.fail(w, r, http.StatusNotImplemented, "Cannot pause", "This queue's store has no destinations. Nothing was "+verb+"d.")
+		return
+	}
+	reason := r.PostFormValue("reason")
+	now, err := c.now(ctx)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	if verb == "pause" {
+		err = ds.PauseDestination(ctx, name, reason, now)
+	} else {
+		err = ds.ResumeDestination(ctx, name, reason, now)
+	}
+	if err != nil {
+		status, title, msg, ok := destinationRefusal(err, verb)
+		if !ok {
+			c.internal(w, r, err)
+			return
+		}
+		c.log.Info("console: destination "+verb+" refused", "destination", name, "err", err)
+		back := ""
+		if queue.CheckDestinationName(name) == nil {
+			back = pageLink("/destination", "name", name)
+		}
+		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: back})
+		return
+	}
+	c.log.Info("console: destination "+verb, "destination", name, "reason", reason, "tick", now, "remote", r.RemoteAddr)
+	http.Redirect(w, r, pageLink("/destination", "name", name, "done", verb+"d"), http.StatusSeeOther)
+}
+
+func init() {
+	pageTitles["destinations"] = [2]string{"Destinations", "destinations"}
+	pageTitles["destination"] = [2]string{"Destination", "destinations"}
+}
+
+// describeDestination says in words what a destination's audit row
+// changed: "destination api registered: https://…, 1 secret", "pause of
+// destination api", "flow a: default → api". ok is false for other rows.
+func describeDestination(a queue.AuditRecord) (string, bool) {
+	switch a.Kind {
+	case queue.AuditDestination, queue.AuditDestinationPause, queue.AuditDestinationResume:
+		var ch queue.DestinationChange
+		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch.Name == "" {
+			return a.Detail, true
+		}
+		switch a.Kind {
+		case queue.AuditDestinationPause:
+			return "pause of destination " + strconv.Quote(ch.Name), true
+		case queue.AuditDestinationResume:
+			return "resume of destination " + strconv.Quote(ch.Name), true
+		}
+		n := ch.New
+		now := fmt.Sprintf("%s, %s, concurrency %s, rate %s", n.URL, secretsText(n.Secrets), limitText(n.Concurrency), limitText(n.Rate))
+		if ch.Old == nil {
+			return "destination " + strconv.Quote(ch.Name) + " registered: " + now, true
+		}
+		o := ch.Old
+		var parts []string
+		if o.URL != n.URL {
+			parts = append(parts, "url "+o.URL+" → "+n.URL)
+		}
+		if o.Secrets != n.Secrets {
+			parts = append(parts, fmt.Sprintf("secrets %d → %d", o.Secrets, n.Secrets))
+		} else {
+			parts = append(parts, fmt.Sprintf("secrets: %d (their text is never recorded)", n.Secrets))
+		}
+		if o.Concurrency != n.Concurrency {
+			parts = append(parts, "concurrency "+limitText(o.Concurrency)+" → "+limitText(n.Concurrency))
+		}
+		if o.Rate != n.Rate {
+			parts = append(parts, "rate "+limitText(o.Rate)+" → "+limitText(n.Rate))
+		}
+		return "destination " + strconv.Quote(ch.Name) + ": " + strings.Join(parts, ", "), true
+	case queue.AuditFlowDestination:
+		var ch queue.FlowDestinationChange
+		if err := json.Unmarshal([]byte(a.Detail), &ch); err != nil || ch.Flow == "" {
+			return a.Detail, true
+		}
+		return "flow " + strconv.Quote(ch.Flow) + " delivers to " + destText(ch.New) + " (was " + destText(ch.Old) + ")", true
+	}
+	return "", false
+}
+
+func destText(d string) string {
+	if d == queue.DefaultDestination {
+		return "the default destination"
+	}
+	return strconv.Quote(d)
+}
+
+func limitText(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
+func secretsText(n int) string {
+	if n == 1 {
+		return "1 secret"
+	}
+	return strconv.Itoa(n) + " secrets"
+}
