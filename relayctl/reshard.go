@@ -14,7 +14,6 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queue"
-	"github.com/fairrelay/fairrelay/shard"
 )
 
 // cmdReshard is `relayctl reshard --to M --reason R`: the offline change of
@@ -125,7 +124,7 @@ func cmdReshard(e *env, args []string) (err error) {
 			closeWith(closer(next.close), &err)
 		}
 	}()
-	rep, err := shard.Reshard(e.ctx, from.set.members, next.members, *reason, now)
+	rep, err := reshardSets(e.ctx, from.set.members, next.members, *reason, now)
 	if err != nil {
 		return fmt.Errorf("reshard %s: %w (the queue is unchanged; remove the new set %s before trying again)", shown(e.queuePath), err, names.next)
 	}

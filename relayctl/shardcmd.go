@@ -31,11 +31,11 @@ type shardRow struct {
 	Index       int    `json:"index"`
 	Count       int    `json:"count"`
 	Epoch       int64  `json:"epoch"`
-	Flows       int    `json:"flows"`
-	Pending     int    `json:"pending"`
-	Inflight    int    `json:"inflight"`
-	Quarantined int    `json:"quarantined"`
-	Acked       int    `json:"acked"`
+	Flows       int64  `json:"flows"`
+	Pending     int64  `json:"pending"`
+	Inflight    int64  `json:"inflight"`
+	Quarantined int64  `json:"quarantined"`
+	Acked       int64  `json:"acked"`
 	ClockMark   int64  `json:"clock_mark"`
 }
 
@@ -79,8 +79,8 @@ func cmdShardsList(e *env, args []string) (err error) {
 	}
 	t := newTable(e.stdout, "STORE", "SHARD", "EPOCH", "FLOWS", "PENDING", "INFLIGHT", "QUARANTINED", "ACKED", "CLOCK MARK")
 	for _, r := range rows {
-		t.row(r.Store, fmt.Sprintf("%d/%d", r.Index, r.Count), strconv.FormatInt(r.Epoch, 10), strconv.Itoa(r.Flows),
-			strconv.Itoa(r.Pending), strconv.Itoa(r.Inflight), strconv.Itoa(r.Quarantined), strconv.Itoa(r.Acked),
+		t.row(r.Store, fmt.Sprintf("%d/%d", r.Index, r.Count), strconv.FormatInt(r.Epoch, 10), strconv.FormatInt(r.Flows, 10),
+			strconv.FormatInt(r.Pending, 10), strconv.FormatInt(r.Inflight, 10), strconv.FormatInt(r.Quarantined, 10), strconv.FormatInt(r.Acked, 10),
 			strconv.FormatInt(r.ClockMark, 10))
 	}
 	return t.flush()
