@@ -121,12 +121,17 @@ func cmdReshard(e *env, args []string) (err error) {
 	nextOpen := true
 	defer func() {
 		if nextOpen {
+			// A failure before the swap: the new set is this run's own and
+			// holds nothing the queue lacks, so it is removed.
 			closeWith(closer(next.close), &err)
+			if rerr := names.remove(context.WithoutCancel(e.ctx), from.set, next); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove the new set %s: %w (remove it before trying again)", names.next, rerr))
+			}
 		}
 	}()
 	rep, err := reshardSets(e.ctx, from.set.members, next.members, *reason, now)
 	if err != nil {
-		return fmt.Errorf("reshard %s: %w (the queue is unchanged; remove the new set %s before trying again)", shown(e.queuePath), err, names.next)
+		return fmt.Errorf("reshard %s: %w (the queue is unchanged)", shown(e.queuePath), err)
 	}
 	after, err := statsOf(e.ctx, next)
 	if err != nil {
@@ -293,6 +298,20 @@ func (r reshardNames) create(e *env, set *shardSet, m int) (*shardSet, error) {
 	}
 	next.pool = nil // shared with the old set, which closes it
 	return next, nil
+}
+
+// remove deletes the new set of a reshard that failed before its swap.
+func (r reshardNames) remove(ctx context.Context, set, next *shardSet) error {
+	if !set.pg {
+		return os.RemoveAll(r.nextAbs)
+	}
+	var errs []error
+	for _, sc := range next.names {
+		if _, err := set.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{sc}.Sanitize()+" CASCADE"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // swapSQLite moves the old directory aside and the new one into its place.

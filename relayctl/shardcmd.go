@@ -52,6 +52,12 @@ func cmdShardsList(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q (did you mean 'shards create'?)", pos[0])
 	}
+	if !isPostgres(e.queuePath) && !e.isShardDir(e.queuePath) {
+		if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
+			return err
+		}
+		return fmt.Errorf("queue %s is a single file, not a sharded queue (a directory of shard files)", e.queuePath)
+	}
 	s, err := e.shardedStore(shardMode{readOnly: true})
 	if errors.Is(err, errNotSharded) {
 		return fmt.Errorf("queue %s is not a sharded queue (%v); 'relayctl shards create' makes one", shown(e.queuePath), err)
