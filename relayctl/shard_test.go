@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -440,5 +443,60 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The relay's gauges on a sharded queue are one queue's: a scrape of a
+// relay over 3 shards shows the backlog and paused flows of all of them,
+// and fairrelay_shards 3.
+func TestShards_RelayMetrics(t *testing.T) {
+	q := sqliteShardedQueue(t)
+	mustPG(t, q, "", "shards", "create", "--count", "3")
+	shardsHit := map[int]bool{}
+	for i := range 6 {
+		flow := fmt.Sprintf("tenant-%d", i)
+		shardsHit[shard.Of(flow, 3)] = true
+		mustPG(t, q, "", "enqueue", "--id", fmt.Sprintf("e%d", i), "--flow", flow, "--body", `{"delta":1}`)
+		// Paused: nothing is dispatchable, so the backlog stays put.
+		mustPG(t, q, "", "flows", "pause", flow, "--reason", "hold for the scrape")
+	}
+	if len(shardsHit) < 2 {
+		t.Fatalf("the flows are in %d shard(s): the test would not read across shards", len(shardsHit))
+	}
+	_, url := newDeliveries(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- runContext(ctx, []string{"--queue", q, "relay", "--to", url, "--secret", "s", "--metrics", "127.0.0.1:0"},
+			strings.NewReader(""), &syncBuffer{}, stderr)
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("relay: exit %d\n%s", code, stderr)
+		}
+	}()
+	re := regexp.MustCompile(`url=(http://\S+/metrics)`)
+	var metricsURL string
+	waitFor(t, time.Minute, "the relay's metrics URL", func() bool {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			metricsURL = m[1]
+		}
+		return metricsURL != ""
+	})
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nfairrelay_shards 3\n", "\nfairrelay_backlog_events 6\n", "\nfairrelay_paused_flows 6\n", "\nfairrelay_quarantined_events 0\n"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the scrape has no %q", strings.TrimSpace(want))
+		}
 	}
 }
