@@ -10,3 +10,49 @@ require (
 replace github.com/fairrelay/fairrelay/clock => ../clock
 
 replace github.com/fairrelay/fairrelay/queue => ../queue
+
+require (
+	github.com/fairrelay/fairrelay/pgqueuestore v0.0.0
+	github.com/fairrelay/fairrelay/pgtest v0.0.0
+	github.com/fairrelay/fairrelay/queuestore v0.0.0
+)
+
+require (
+	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fairrelay/fairrelay/dbfile v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/fairness v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+	modernc.org/libc v1.80.1 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
+)
+
+replace github.com/fairrelay/fairrelay/queuestore => ../queuestore
+
+replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
+
+replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/writerlock => ../writerlock
+
+replace github.com/fairrelay/fairrelay/drivertx => ../drivertx
+
+replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
+
+replace github.com/fairrelay/fairrelay/migration => ../migration
+
+replace github.com/fairrelay/fairrelay/fairness => ../fairness
