@@ -14,6 +14,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/shard"
 )
 
 // cmdReshard is `relayctl reshard --to M --reason R`: the offline change of
@@ -129,7 +130,7 @@ func cmdReshard(e *env, args []string) (err error) {
 			}
 		}
 	}()
-	rep, err := reshardSets(e.ctx, from.set.members, next.members, *reason, now)
+	rep, err := shard.Reshard(e.ctx, from.set.members, next.members, *reason, now)
 	if err != nil {
 		return fmt.Errorf("reshard %s: %w (the queue is unchanged)", shown(e.queuePath), err)
 	}
@@ -158,11 +159,10 @@ func cmdReshard(e *env, args []string) (err error) {
 			return err
 		}
 	}
-	_ = rep
 	fmt.Fprintf(e.stdout, "resharded %s: %d shards (epoch %d) -> %d shards (epoch %d): %d flows, %d events "+
-		"(%d pending, %d in flight, %d quarantined, %d acked) moved; the old set is kept as %s\n",
-		shown(e.queuePath), n, epoch, *to, epoch+1, after.Flows, after.Events.Pending+after.Events.Inflight+after.Events.Quarantined+after.Events.Acked,
-		after.Events.Pending, after.Events.Inflight, after.Events.Quarantined, after.Events.Acked, names.aside)
+		"(%d pending, %d in flight, %d quarantined, %d acked) moved; flows per shard %v; the old set is kept as %s\n",
+		shown(e.queuePath), n, epoch, rep.To, rep.Epoch, rep.Flows, rep.Events,
+		after.Events.Pending, after.Events.Inflight, after.Events.Quarantined, after.Events.Acked, rep.FlowsPerShard, names.aside)
 	if after.Flows != before.Flows || after.Events != before.Events {
 		return fmt.Errorf("the new set's counts differ from the old one's (%+v, was %+v): check it before relaying", after, before)
 	}

@@ -67,7 +67,7 @@ type shardSet struct {
 	lock io.Closer
 }
 
-// close closes every member, then the pool and the lock.
+// close closes every member, then the lock and the pool.
 func (s *shardSet) close() error {
 	var errs []error
 	for i, m := range s.members {
@@ -78,13 +78,15 @@ func (s *shardSet) close() error {
 			errs = append(errs, fmt.Errorf("close shard %s: %w", s.names[i], err))
 		}
 	}
-	if s.pool != nil {
-		s.pool.Close()
-	}
+	// The lock before the pool: a PostgreSQL hold is a connection of the
+	// pool, and the pool's Close waits for every connection to come back.
 	if s.lock != nil {
 		if err := s.lock.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.pool != nil {
+		s.pool.Close()
 	}
 	return errors.Join(errs...)
 }
