@@ -393,3 +393,26 @@ func (s *shardSet) shown(i int) string {
 	}
 	return filepath.Base(s.names[i])
 }
+
+// errShardMember refuses an enqueue into one shard of a sharded queue
+// opened alone: the event might belong to another shard.
+var errShardMember = errors.New("enqueue through the sharded queue (its directory, or its base schema), so that each flow lands in its own shard")
+
+// refuseShardMember refuses q, opened as a plain queue by enqueue, when it
+// is a shard of a sharded queue. Other commands may open one shard alone
+// (a relay per shard, docs/scale.md): only an enqueue could put a flow in
+// the wrong shard.
+func refuseShardMember(ctx context.Context, q *queueDB, shownPath string) error {
+	m, ok := q.s.(queue.ShardMember)
+	if !ok {
+		return nil
+	}
+	l, labeled, err := m.ShardLabel(ctx)
+	if err != nil {
+		return fmt.Errorf("read the shard label of %s: %w", shownPath, err)
+	}
+	if labeled {
+		return fmt.Errorf("%s is shard %d of %d (epoch %d) of a sharded queue: %w; nothing changed", shownPath, l.Index, l.Count, l.Epoch, errShardMember)
+	}
+	return nil
+}

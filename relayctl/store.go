@@ -79,6 +79,11 @@ func (e *env) openQueue(create bool) (*queueDB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s: %w", e.queuePath, err)
 	}
+	if create {
+		if err := refuseShardMember(e.ctx, q, e.queuePath); err != nil {
+			return nil, errors.Join(err, q.Close())
+		}
+	}
 	return q, nil
 }
 
@@ -153,6 +158,11 @@ func (e *env) pgQueue(create bool) (*queueDB, error) {
 	q, err := pgQueueDB(e.ctx, e.queuePath, create)
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s: %w", shown(e.queuePath), err)
+	}
+	if create {
+		if err := refuseShardMember(e.ctx, q, shown(e.queuePath)); err != nil {
+			return nil, errors.Join(err, q.Close())
+		}
 	}
 	return q, nil
 }
