@@ -233,6 +233,12 @@ func testShardedEndToEnd(t *testing.T, q string, n int) {
 	if len(rows) != n {
 		t.Fatalf("shards --json: %d rows, want %d", len(rows), n)
 	}
+	// Prune goes to every shard: with a retention of 1 ms, every acked
+	// event of every shard goes.
+	mustPG(t, q, "", "policy", "set", "--retention", "1ms", "--reason", "keep nothing")
+	if out := mustPG(t, q, "", "prune"); !strings.Contains(out, fmt.Sprintf("pruned %d acked events", len(ids))) {
+		t.Errorf("prune: %q", out)
+	}
 }
 
 // A 3-shard SQLite queue is one queue for every command, and a relay
