@@ -27,7 +27,8 @@ import (
 //
 //   - SQLite: --queue DIR, a directory holding shard-000.db, shard-001.db,
 //     … shard-(N-1).db, one complete queue file per shard. A --queue that
-//     is a directory is a sharded queue; a file is a plain one.
+//     is a directory of shard files is a sharded queue; a file is a plain
+//     one; any other directory is refused as before.
 //   - PostgreSQL: --queue 'postgres://…?schema=BASE', where the schemas
 //     BASE_s000 … BASE_s(N-1) exist. A plain schema BASE and shard schemas
 //     of the same BASE at once are refused as ambiguous.
@@ -163,14 +164,23 @@ func contiguous(idx map[int]string, name func(int) string) ([]string, error) {
 	return out, nil
 }
 
-// isShardDir reports whether a --queue value names a directory (a SQLite
-// sharded queue).
+// isShardDir reports whether a --queue value names a directory that holds
+// shard files (a SQLite sharded queue). Any other directory is refused as
+// a queue as it always was: it is not a database file.
 func (e *env) isShardDir(path string) bool {
 	if path == "" || isPostgres(path) {
 		return false
 	}
-	fi, err := os.Stat(e.abs(path))
-	return err == nil && fi.IsDir()
+	ents, err := os.ReadDir(e.abs(path))
+	if err != nil {
+		return false
+	}
+	for _, en := range ents {
+		if shardFileRE.MatchString(en.Name()) && !en.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // openSQLiteShards opens the members of the sharded queue in dir.

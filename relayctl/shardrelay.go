@@ -15,11 +15,10 @@ import (
 // relayShards opens a sharded --queue for 'relayctl relay': every member in
 // real time with skew, the writer's hold taken for the relay's life, and on
 // PostgreSQL a listener over every shard's wake-ups. ok is false when
-// --queue is not a sharded queue (the relay opens a plain one); a
-// directory that holds no shards is an error, not a plain queue.
+// --queue is not a sharded queue (the relay opens a plain one).
 func (e *env) relayShards(skew clock.Tick) (q relayQueue, listen func(context.Context) (waiter, error), ok bool, err error) {
 	s, err := e.shardedStore(shardMode{src: clock.Wall{}, skew: skew, minConns: 5, hold: true})
-	if errors.Is(err, errNotSharded) && !e.isShardDir(e.queuePath) {
+	if errors.Is(err, errNotSharded) {
 		return nil, nil, false, nil
 	}
 	if err != nil {
@@ -36,7 +35,7 @@ func (e *env) relayShards(skew clock.Tick) (q relayQueue, listen func(context.Co
 // --clock wall). ok is false when --queue is not a sharded queue.
 func (e *env) webShards() (q shardedLib, realTime, ok bool, err error) {
 	s, err := e.shardedStore(shardMode{hold: true})
-	if errors.Is(err, errNotSharded) && !e.isShardDir(e.queuePath) {
+	if errors.Is(err, errNotSharded) {
 		return shardedLib{}, false, false, nil
 	}
 	if err != nil {

@@ -41,9 +41,9 @@ func (e *env) mustExist(path, what, flagName string) error {
 		return fmt.Errorf("%s database %s does not exist (give its path with --%s PATH)", what, path, flagName)
 	case err != nil:
 		return fmt.Errorf("%s database: %w", what, err)
-	case fi.IsDir() && what == "queue":
-		// A directory is a sharded queue (shard.go); opening it checks
-		// that it is one.
+	case fi.IsDir() && what == "queue" && e.isShardDir(path):
+		// A directory of shard files is a sharded queue (shard.go);
+		// opening it checks its labels.
 	case fi.IsDir():
 		return fmt.Errorf("%s database %s is a directory, not a file", what, path)
 	}
