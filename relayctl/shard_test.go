@@ -572,3 +572,50 @@ func TestShards_Postgres_Ambiguous(t *testing.T) {
 		t.Errorf("status on an ambiguous base: exit %d\n%s", code, errs)
 	}
 }
+
+// An idle relay over a 2-shard PostgreSQL queue is woken by an enqueue
+// into either shard: it polls once an hour, so each event here is
+// delivered within the test only because that shard's NOTIFY reached the
+// relay's listener over every shard (listenAll).
+func TestShards_Postgres_WakeUpFromEveryShard(t *testing.T) {
+	q := pgShardedQueue(t)
+	mustPG(t, q, "", "shards", "create", "--count", "2")
+	// One flow per shard.
+	flows := map[int]string{}
+	for i := 0; len(flows) < 2; i++ {
+		f := fmt.Sprintf("tenant-%d", i)
+		if _, ok := flows[shard.Of(f, 2)]; !ok {
+			flows[shard.Of(f, 2)] = f
+		}
+	}
+	mustPG(t, q, "", "enqueue", "--id", "first", "--flow", flows[0], "--body", `{"delta":1}`)
+	d, url := newDeliveries(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- runContext(ctx, []string{"--queue", q, "relay", "--to", url, "--secret", "s", "--poll", "1h"},
+			strings.NewReader(""), &syncBuffer{}, stderr)
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("relay: exit %d\n%s", code, stderr)
+		}
+	}()
+	delivered := func(id string) func() bool {
+		return func() bool {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return d.ok[id] == 1
+		}
+	}
+	waitFor(t, time.Minute, "the first event (claimed at the relay's start)", delivered("first"))
+	for sh := range 2 {
+		// The relay is idle now (its start's claims are done): only a
+		// wake-up brings it back before the hour.
+		id := fmt.Sprintf("woken-%d", sh)
+		mustPG(t, q, "", "enqueue", "--id", id, "--flow", flows[sh], "--body", `{"delta":1}`)
+		waitFor(t, time.Minute, "the event enqueued into shard "+fmt.Sprint(sh), delivered(id))
+	}
+}
