@@ -6,11 +6,16 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/magefile/mage/mg"
 )
@@ -68,7 +73,10 @@ func (Fairness) Figure() error {
 
 // Test runs go vet and go test in every module of the workspace, with the race
 // detector where this machine can build it (cgo and a C compiler present;
-// FAIRRELAY_RACE=0 turns it off).
+// FAIRRELAY_RACE=0 turns it off). Modules run FAIRRELAY_TEST_JOBS at a time
+// (default 2): most tests wait on fsync, PostgreSQL or child processes, so two
+// modules at once keep a 2-core machine busy. Each module's output is printed
+// whole when it ends, with its time, the slowest modules started first.
 func Test() error {
 	mods, err := modules()
 	if err != nil {
@@ -85,25 +93,102 @@ func Test() error {
 		fmt.Println("mage test: race detector off (needs cgo and a C compiler, and FAIRRELAY_RACE unset or 1)")
 	}
 	testArgs = append(testArgs, "./...")
-	for _, dir := range mods {
-		if err := run(dir, "go", vetArgs(dir)...); err != nil {
+	jobs := 2
+	if v := os.Getenv("FAIRRELAY_TEST_JOBS"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			jobs = n
+		}
+	}
+	sort.SliceStable(mods, func(i, j int) bool { return slowFirst(mods[i]) < slowFirst(mods[j]) })
+	fmt.Printf("mage test: %d modules, %d at a time\n", len(mods), jobs)
+	one := func(dir string, out *bytes.Buffer) error {
+		if err := runTo(out, dir, "go", vetArgs(dir)...); err != nil {
 			return err
 		}
 		if !hasTests(dir) {
-			continue
+			return nil
 		}
-		if err := run(dir, "go", testArgs...); err != nil {
+		if err := runTo(out, dir, "go", testArgs...); err != nil {
 			return err
 		}
 		// A race-built run cuts the randomized model tests to a fraction of
 		// their sequences; run them once more at full count without it.
 		if raceOn {
 			for _, pattern := range fullCountModels[filepath.Base(dir)] {
-				if err := run(dir, "go", "test", "-count=1", "-timeout", "30m", "-run", pattern, "./..."); err != nil {
+				if err := runTo(out, dir, "go", "test", "-count=1", "-timeout", "30m", "-run", pattern, "./..."); err != nil {
 					return err
 				}
 			}
 		}
+		return nil
+	}
+	var (
+		mu     sync.Mutex
+		failed []string
+		wg     sync.WaitGroup
+		next   = make(chan string)
+	)
+	for range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for dir := range next {
+				var out bytes.Buffer
+				t0 := time.Now()
+				err := one(dir, &out)
+				mu.Lock()
+				os.Stdout.Write(out.Bytes())
+				status := "ok"
+				if err != nil {
+					status = "FAIL: " + err.Error()
+					failed = append(failed, filepath.Base(dir))
+				}
+				fmt.Printf("mage test: [%s] %s in %s\n", filepath.Base(dir), status, time.Since(t0).Round(time.Second))
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, dir := range mods {
+		mu.Lock()
+		stop := len(failed) > 0
+		mu.Unlock()
+		if stop {
+			break
+		}
+		next <- dir
+	}
+	close(next)
+	wg.Wait()
+	if len(failed) > 0 {
+		return mg.Fatalf(1, "mage test: failed in %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// slowModules are the modules whose tests take longest, slowest first
+// (measured on CI); Test starts them first so that the two lanes end together.
+var slowModules = []string{"conformance", "experiment", "soak", "relayctl", "console", "pgqueuestore", "queuestore", "relay", "bench", "shard", "inbox"}
+
+// slowFirst is a module's place in Test's order: its index in slowModules,
+// or after all of them.
+func slowFirst(dir string) int {
+	for i, m := range slowModules {
+		if filepath.Base(dir) == m {
+			return i
+		}
+	}
+	return len(slowModules)
+}
+
+// runTo runs name in dir with its output written to out.
+func runTo(out *bytes.Buffer, dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	fmt.Fprintf(out, "[%s] %s %s\n", filepath.Base(dir), name, strings.Join(args, " "))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s in %s: %v", name, strings.Join(args, " "), dir, err)
 	}
 	return nil
 }

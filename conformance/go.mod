@@ -62,3 +62,7 @@ require (
 replace github.com/fairrelay/fairrelay/dbfile => ../dbfile
 
 replace github.com/fairrelay/fairrelay/migration => ../migration
+
+require github.com/fairrelay/fairrelay/shard v0.0.0
+
+replace github.com/fairrelay/fairrelay/shard => ../shard

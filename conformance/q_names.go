@@ -25,6 +25,11 @@ func queueNames_NoBlankOrEdgeSpaces(t *testing.T, bk *QueueBackend) {
 		"blank ID":                   {ID: "   ", Flow: "tenant-a", Body: []byte("x")},
 		"one-space ID":               {ID: " ", Flow: "tenant-a", Body: []byte("x")},
 		"ID with a trailing space":   {ID: "a2 ", Flow: "tenant-a", Body: []byte("x")},
+		// A destination name (docs/contract.md §7.11) is [a-z0-9][a-z0-9._-]*:
+		// no space anywhere.
+		"destination with a trailing space": {ID: "a2", Flow: "tenant-a", Body: []byte("x"), Destination: "alpha "},
+		"destination with a leading space":  {ID: "a2", Flow: "tenant-a", Body: []byte("x"), Destination: " alpha"},
+		"blank destination":                 {ID: "a2", Flow: "tenant-a", Body: []byte("x"), Destination: "   "},
 	} {
 		_, err := s.Enqueue(ctx, e, now)
 		wantErr(t, "Enqueue("+name+")", err, queue.ErrInvalid)

@@ -115,6 +115,8 @@ func BackendFromEnv() (Backend, error) {
 		return SQLite(), nil
 	case BackendPostgres:
 		return Postgres(PostgresURL())
+	case BackendSQLiteShard1:
+		return SQLiteShard1(), nil
 	default:
 		return nil, fmt.Errorf("%s=%q: want %q or %q", BackendEnv, v, BackendSQLite, BackendPostgres)
 	}
@@ -127,6 +129,8 @@ func backendByName(name, url, run string) (Backend, error) {
 		return SQLite(), nil
 	case BackendPostgres:
 		return postgresWithRun(url, run)
+	case BackendSQLiteShard1:
+		return SQLiteShard1(), nil
 	}
 	return nil, fmt.Errorf("%w: unknown backend %q", errBadJob, name)
 }

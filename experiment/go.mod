@@ -71,3 +71,7 @@ replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
 
 replace github.com/fairrelay/fairrelay/migration => ../migration
+
+require github.com/fairrelay/fairrelay/shard v0.0.0
+
+replace github.com/fairrelay/fairrelay/shard => ../shard

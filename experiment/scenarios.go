@@ -15,5 +15,6 @@ func Scenarios() []Scenario {
 	all = append(all, rotationScenarios()...) // docs/contract.md §7.6
 	all = append(all, failureScenarios()...)  // docs/contract.md §7.8
 	all = append(all, lifeScenarios()...)     // docs/contract.md §7.9
+	all = append(all, destScenarios()...)     // docs/contract.md §7.11
 	return all
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/shard"
 )
 
 // The two stores of every scenario, by their file names. On PostgreSQL the
@@ -100,6 +101,8 @@ func queueSnapshot(ctx context.Context, q QueueStore) (any, error) {
 	case *queuestore.Store:
 		return s.Snapshot(ctx)
 	case *pgqueuestore.Store:
+		return s.Snapshot(ctx)
+	case *shard.Store:
 		return s.Snapshot(ctx)
 	}
 	return nil, fmt.Errorf("snapshot: unknown queue store %T", q)

@@ -3,7 +3,7 @@ package pgqueuestore
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"slices"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/fairness"
@@ -18,24 +18,26 @@ const (
 
 	// qPickHead is fairness.MinServed in SQL: the smallest served, ties to
 	// the smallest flow ID in byte order (COLLATE "C"), with the head event
-	// in the same statement.
+	// in the same statement, among the flows of the default destination:
+	// every flow of a queue without destinations (flows_ready's '' range).
 	qPickHead = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
     e.body, e.generation
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready ORDER BY f.served, f.flow LIMIT 1`
+WHERE f.ready AND f.dest = '' ORDER BY f.served, f.flow LIMIT 1`
 
 	qQuarantineExpired = `UPDATE {s}.events SET state = 'quarantined', reason = 'lease_expired', lease_until = 0 WHERE id = $1`
 
 	qBlockFlow = `UPDATE {s}.flows SET ready_at = NULL, ready = false WHERE flow = $1`
 
-	// qPickHeads is qPickHead without its LIMIT: the ready flows in
-	// MinServed order with their heads and the rotation's columns;
-	// claimHeads appends "LIMIT n" (a literal, so the plan is the one
-	// TestPlans_IndexDriven checks: flows_ready in order, no sort).
+	// qPickHeads is qPickHead without its LIMIT: the ready flows of the
+	// default destination in MinServed order with their heads, the
+	// rotation's columns and the destination; pickDefault appends "LIMIT
+	// n" (a literal, so the plan is the one TestPlans_IndexDriven checks:
+	// flows_ready's '' range in order, no sort).
 	qPickHeads = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
-    e.body, e.generation, f.pass, f.served, f.weight
+    e.body, e.generation, f.pass, f.served, f.weight, f.dest
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready ORDER BY f.served, f.flow`
+WHERE f.ready AND f.dest = '' ORDER BY f.served, f.flow`
 
 	qClaimEvent = `UPDATE {s}.events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
@@ -112,45 +114,86 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim
 	return out, nil
 }
 
-// claimHeads claims up to n heads after the promotion, in the policy's
-// order, in a few round trips: the promotion and the first page of picks
-// (the first n ready flows in pick order, qPickHeads or qRotPickHeads)
-// in one pipe, then the writes of every pick of the page (and the ticket)
-// in a second one. That is n successive picks exactly: inside the
-// transaction no flow becomes ready (the promotion comes first), and each
-// pick makes its flow not ready (claimed: served; a used-up take-over:
-// blocked) without changing any other flow's order key (served, or pass
-// and joined), so the k-th pick of n successive ones is the k-th ready
-// flow of the page. Only when used-up take-overs leave the page short of
-// n claims is another page read, after the writes, for the rest.
+// claimHeads is claimHeadsFor with the filter ctx carries
+// (withClaimFilter: SettleClaimFor's, through settleClaim), else an empty
+// one: the claim of Claim, ClaimBatch and SettleClaimBatch, which leaves
+// out only what the store's destinations say (docs/contract.md §7.11).
 func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, n int, ticket int64, p queue.Policy) ([]queue.Claim, error) {
+	f, _ := ctx.Value(claimFilterKey{}).(queue.ClaimFilter)
+	return s.claimHeadsFor(ctx, tx, pp, now, n, ticket, p, f)
+}
+
+// claimFilterKey is the context key of withClaimFilter.
+type claimFilterKey struct{}
+
+// withClaimFilter returns ctx carrying f to claimHeads: SettleClaimFor
+// runs settleClaim, SettleClaimBatch's body, with its filter this way.
+func withClaimFilter(ctx context.Context, f queue.ClaimFilter) context.Context {
+	return context.WithValue(ctx, claimFilterKey{}, f)
+}
+
+// claimHeadsFor claims up to n heads after the promotion, in the policy's
+// order, leaving out the destinations f and the store's own limits leave
+// out, in a few round trips: the promotion and the first page of picks
+// (the first n ready flows in pick order: pickDefault, or pickMerged once
+// the store has destinations) in one pipe, then the writes of every pick
+// of the page (and the ticket) in a second one. That is n successive
+// picks exactly: inside the transaction no flow becomes ready (the
+// promotion comes first), and each pick makes its flow not ready
+// (claimed: served; a used-up take-over: blocked) without changing any
+// other flow's order key (served, or pass and joined), so the k-th pick of
+// n successive ones is the k-th ready flow of the page; a destination's
+// room shrinks by one with each claim of its flows, exactly as the next
+// single claim would find it. Only when used-up take-overs leave the page
+// short of n claims (or the page showed that destinations exist) is
+// another page read, after the writes, for the rest.
+func (s *Store) claimHeadsFor(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, n int, ticket int64, p queue.Policy, f queue.ClaimFilter) ([]queue.Claim, error) {
 	rot := rotation(p)
-	promote, pick := qPromote, qPickHeads
+	promote := qPromote
 	if rot {
-		promote, pick = qRotPromote, qRotPickHeads
+		promote = qRotPromote
 	}
 	var (
 		out         []queue.Claim
 		vnow, vtail int64
 		hist        history
+		used        map[string]int // claims per destination in this call
 	)
 	pp.exec("promote ready flows", s.q(promote), int64(now))
 	for {
 		limit := n - len(out)
 		var page []head
-		pp.query("pick flow", func(r pgx.Rows) error {
+		var found bool // pickDefault saw that destinations exist
+		scan := func(r pgx.Rows) error {
 			var h head
 			if err := r.Scan(&h.flow, &h.headSeq, &h.id, &h.state, &h.attempts, &h.leaseUntil, &h.availAt, &h.body, &h.gen,
-				&h.pass, &h.served, &h.weight); err != nil {
+				&h.pass, &h.served, &h.weight, &h.dest); err != nil {
 				return err
+			}
+			if h.flow == "" {
+				found = true // the sentinel row of pickDefault
+				return nil
 			}
 			page = append(page, h)
 			return nil
-		}, s.q(pick)+" LIMIT "+strconv.Itoa(limit))
+		}
+		merged := s.dests.Load()
+		if merged {
+			sql, args := s.pickMerged(rot, now, limit, f, used)
+			pp.query("pick flows", scan, sql, args...)
+		} else {
+			pp.query("pick flow", scan, s.pickDefault(rot, defaultRoom(f, used, limit)))
+		}
 		if err := pp.send(ctx, tx); err != nil {
 			return nil, err
 		}
-		var ids, flows []string
+		if found {
+			// Destinations exist (they are never removed): this page is
+			// the default destination's alone; read it again merged.
+			s.dests.Store(true)
+			continue
+		}
+		var ids, flows, dests, spend []string
 		var passes []int64
 		for _, h := range page {
 			c, claimed, err := s.takeHead(pp, &hist, now, ticket+1, p, h)
@@ -161,7 +204,14 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.T
 				continue
 			}
 			ticket = c.Ticket
-			ids, flows = append(ids, c.EventID), append(flows, c.Flow)
+			ids, flows, dests = append(ids, c.EventID), append(flows, c.Flow), append(dests, c.Destination)
+			if c.Destination != queue.DefaultDestination && !slices.Contains(spend, c.Destination) {
+				spend = append(spend, c.Destination)
+			}
+			if used == nil {
+				used = make(map[string]int)
+			}
+			used[c.Destination]++
 			if rot {
 				next := h.pass + fairness.Stride(h.weight, h.served)
 				passes = append(passes, next)
@@ -175,12 +225,24 @@ func (s *Store) claimHeads(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.T
 			// the rows as the claims one after the other would.
 			lease, first := int64(now+p.Lease), out[len(out)-len(ids)].Ticket
 			want := int64(len(ids))
-			pp.execCheck("claim events", func(tag pgconn.CommandTag) error {
+			check := func(tag pgconn.CommandTag) error {
 				if tag.RowsAffected() != want {
 					return fmt.Errorf("updated %d rows, want %d", tag.RowsAffected(), want)
 				}
 				return nil
-			}, s.q(qClaimEvents), ids, lease, first)
+			}
+			if len(spend) > 0 {
+				// Events of registered destinations record theirs, which
+				// the in-flight index counts (events_inflight_dest).
+				pp.execCheck("claim events", check, s.q(qClaimEventsDest), ids, lease, first, dests)
+				counts := make([]int64, len(spend))
+				for k, d := range spend {
+					counts[k] = int64(pageCount(dests, d))
+				}
+				pp.exec("spend rate tokens", s.q(qSpendTokens), spend, counts, int64(now))
+			} else {
+				pp.execCheck("claim events", check, s.q(qClaimEvents), ids, lease, first)
+			}
 			if rot {
 				pp.exec("serve flows", s.q(qRotServeFlows), flows, lease, passes)
 			} else {
@@ -216,6 +278,7 @@ type head struct {
 	body                     []byte
 	pass, served             int64
 	weight                   int
+	dest                     string // the flow's destination
 }
 
 // takeHead checks a picked head: a used-up take-over is quarantined and
@@ -245,6 +308,6 @@ func (s *Store) takeHead(pp *pipe, hist *history, now clock.Tick, ticket int64, 
 	}
 	lease := now + p.Lease
 	c := queue.Claim{EventID: *h.id, Flow: h.flow, Seq: *h.headSeq, Body: h.body,
-		Generation: *h.gen + 1, Attempts: *h.attempts + 1, Ticket: ticket, LeaseUntil: lease}
+		Generation: *h.gen + 1, Attempts: *h.attempts + 1, Ticket: ticket, LeaseUntil: lease, Destination: h.dest}
 	return c, true, nil
 }

@@ -20,14 +20,14 @@ FROM unnest($1::text[]) AS k(id) JOIN {s}.events AS e ON e.id = k.id`
 	// qFindFlows reads the existing flows named in the array $1: the last
 	// seq, whether the flow has a head, the weight (what qFlowHeadWeight
 	// reads of one flow). One primary key probe per name.
-	qFindFlows = `SELECT k.flow, f.last_seq, f.head_seq IS NOT NULL, f.weight
+	qFindFlows = `SELECT k.flow, f.last_seq, f.head_seq IS NOT NULL, f.weight, f.dest
 FROM unnest($1::text[]) AS k(flow) JOIN {s}.flows AS f ON f.flow = k.flow`
 
 	// qNewFlow makes flow $1 with its first event as head, enqueued at $2
 	// and available at $3 (later than $2 for a scheduled event: not ready
-	// until then).
-	qNewFlow = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-VALUES ($1, 1, 0, 1, $3::bigint, $3::bigint <= $2::bigint, $2::bigint)`
+	// until then), delivering to destination $4.
+	qNewFlow = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at, dest)
+VALUES ($1, 1, 0, 1, $3::bigint, $3::bigint <= $2::bigint, $2::bigint, $4)`
 
 	// qNextSeq gives flow $1 its event $2, enqueued at $3 and available
 	// at $4: the flow's head when it has none (ready when available and
@@ -42,8 +42,15 @@ WHERE flow = $1`
 
 	// The set forms of qNewFlow, qNextSeq and qInsertEvent (enqueueSets).
 	// The head's available_at is in $4 (qNewFlows) and $5 (qNextSeqs).
-	qNewFlows = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-SELECT u.flow, u.last, 0, 1, u.at, u.at <= $3::bigint, $3 FROM unnest($1::text[], $2::bigint[], $4::bigint[]) AS u(flow, last, at)`
+	qNewFlows = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at, dest)
+SELECT u.flow, u.last, 0, 1, u.at, u.at <= $3::bigint, $3, u.dest
+FROM unnest($1::text[], $2::bigint[], $4::bigint[], $5::text[]) AS u(flow, last, at, dest)`
+
+	// qSetSeqDests records the destinations ($2) of new flows ($1) in
+	// their sequence counters, where an enqueue in a caller's transaction
+	// checks them (only for flows of a registered destination).
+	qSetSeqDests = `UPDATE {s}.flow_seqs AS q SET dest = u.dest
+FROM unnest($1::text[], $2::text[]) AS u(flow, dest) WHERE q.flow = u.flow`
 	qNextSeqs = `UPDATE {s}.flows AS f SET
     last_seq = u.last,
     head_seq = coalesce(f.head_seq, u.first),
@@ -136,6 +143,7 @@ type flowRow struct {
 	last    int64
 	hasHead bool
 	weight  int
+	dest    string
 }
 
 // enqueueEvents enqueues es in order inside tx (after admit) in two round
@@ -184,12 +192,13 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 			flow string
 			f    flowRow
 		)
-		if err := r.Scan(&flow, &f.last, &f.hasHead, &f.weight); err != nil {
+		if err := r.Scan(&flow, &f.last, &f.hasHead, &f.weight, &f.dest); err != nil {
 			return err
 		}
 		flows[flow] = &f
 		return nil
 	}, s.q(qFindFlows), flowNames)
+	registered := s.queueDestCheck(pp, es)
 	if err := pp.send(ctx, tx); err != nil {
 		return nil, err
 	}
@@ -202,6 +211,7 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 	}
 	var sets enqueueSets
 	var seqFlows []string
+	var destFlows, destNames []string // new flows of registered destinations
 	seqSeen := make(map[string]bool)
 	added := false
 	for i, e := range es {
@@ -211,6 +221,13 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 			}
 			out[i] = *dup
 			continue
+		}
+		isNew, err := checkDestination(eventPrefix(i, e, single), e, registered, flows[e.Flow])
+		if err != nil {
+			return nil, err
+		}
+		if isNew && e.Destination != queue.DefaultDestination {
+			destFlows, destNames = append(destFlows, e.Flow), append(destNames, e.Destination)
 		}
 		var seq int64
 		if plain {
@@ -238,6 +255,9 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 			lasts[k] = flows[f].last
 		}
 		pp.exec("take sequence numbers", s.q(qSetSeqs), seqFlows, lasts)
+		if len(destFlows) > 0 {
+			pp.exec("record destinations", s.q(qSetSeqDests), destFlows, destNames)
+		}
 	}
 	if added {
 		s.wakePipe(pp, "")
@@ -260,6 +280,7 @@ type enqueueSets struct {
 	newLast            []int64
 	oldFirst, oldLast  []int64
 	newAt, oldAt       []int64        // the heads' available_at
+	newDest            []string       // the new flows' destinations
 	slot               map[string]int // index in newFlows (>= 0) or -1 - index in oldFlows
 	ids, evFlows       []string
 	seqs, ats          []int64
@@ -274,10 +295,11 @@ func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow, at clock.Tic
 	}
 	f := flows[e.Flow]
 	if f == nil {
-		f = &flowRow{weight: queue.MinWeight}
+		f = &flowRow{weight: queue.MinWeight, dest: e.Destination}
 		flows[e.Flow] = f
 		w.slot[e.Flow] = len(w.newFlows)
 		w.newFlows, w.newLast, w.newAt = append(w.newFlows, e.Flow), append(w.newLast, 0), append(w.newAt, int64(at))
+		w.newDest = append(w.newDest, e.Destination)
 	} else if _, ok := w.slot[e.Flow]; !ok {
 		w.slot[e.Flow] = -1 - len(w.oldFlows)
 		w.oldFlows, w.oldFirst, w.oldLast = append(w.oldFlows, e.Flow), append(w.oldFirst, f.last+1), append(w.oldLast, 0)
@@ -298,7 +320,7 @@ func (w *enqueueSets) add(e queue.Event, flows map[string]*flowRow, at clock.Tic
 // them).
 func (w *enqueueSets) queue(pp *pipe, q func(string) string, now clock.Tick) {
 	if len(w.newFlows) > 0 {
-		pp.exec("take sequence numbers", q(qNewFlows), w.newFlows, w.newLast, int64(now), w.newAt)
+		pp.exec("take sequence numbers", q(qNewFlows), w.newFlows, w.newLast, int64(now), w.newAt, w.newDest)
 	}
 	if len(w.oldFlows) > 0 {
 		pp.exec("take sequence numbers", q(qNextSeqs), w.oldFlows, w.oldFirst, w.oldLast, int64(now), w.oldAt)
@@ -337,13 +359,13 @@ func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event
 		}
 		f.last, f.hasHead = next, true
 	} else {
-		pp.exec(pre+"take sequence number", s.q(qNewFlow), e.Flow, int64(now), int64(at))
+		pp.exec(pre+"take sequence number", s.q(qNewFlow), e.Flow, int64(now), int64(at), e.Destination)
 		w := queue.MinWeight
 		if e.Weight != 0 && e.Weight != queue.MinWeight {
 			pp.exec(pre+"set weight", s.q(qSetWeight), e.Flow, e.Weight)
 			w = e.Weight
 		}
-		flows[e.Flow] = &flowRow{last: 1, hasHead: true, weight: w}
+		flows[e.Flow] = &flowRow{last: 1, hasHead: true, weight: w, dest: e.Destination}
 	}
 	if rotation(p) && arrives {
 		pp.exec(pre+"join rotation", s.q(qRotArrive), e.Flow)

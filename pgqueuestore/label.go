@@ -12,7 +12,7 @@ import (
 )
 
 // Shard labels (docs/contract.md §7.10): meta.shard_index, shard_count and
-// shard_epoch (migration 10), NULL for a store never labeled.
+// shard_epoch (migration 9), NULL for a store never labeled.
 
 var _ queue.ShardMember = (*Store)(nil)
 

@@ -93,7 +93,7 @@ func prefixRange(p string) (lo, hi string, ok bool) {
 }
 
 const qFlowCols = `f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0), coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, coalesce(f.paused, '')`
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, coalesce(f.paused, ''), f.dest`
 
 // flowsPageQuery builds the statement of one page of flows: forward
 // (ascending from a cursor) or backward (descending to a cursor, reversed
@@ -185,7 +185,7 @@ func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPag
 		var f queue.FlowState
 		var readyAt *int64
 		var k int64
-		_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.PauseReason, &k}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.PauseReason, &f.Destination, &k}, func() error {
 			c := f
 			c.Paused = c.PauseReason != ""
 			c.ReadyAt = nil

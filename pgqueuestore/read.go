@@ -151,7 +151,7 @@ func (s *Store) readAudit(ctx context.Context, q querier) ([]queue.AuditEntry, e
 const qFlows = `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
     coalesce(e.state, ''), f.ready_at,
     CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, coalesce(r.k, 0),
-    coalesce(f.paused, '')
+    coalesce(f.paused, ''), f.dest
 FROM {s}.flows f LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_seq
 LEFT JOIN (SELECT flow, row_number() OVER (ORDER BY greatest(pass, (SELECT vnow FROM {s}.meta WHERE id = 1)), joined) AS k
     FROM {s}.flows WHERE $1::boolean AND head_seq IS NOT NULL) AS r ON r.flow = f.flow
@@ -173,7 +173,7 @@ func (s *Store) Flows(ctx context.Context) ([]queue.FlowState, error) {
 		rows, _ := tx.Query(ctx, s.q(qFlows), rotation(p))
 		var f queue.FlowState
 		var readyAt *int64
-		_, err = pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.Position, &f.PauseReason}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &f.Position, &f.PauseReason, &f.Destination}, func() error {
 			c := f
 			c.Paused = c.PauseReason != ""
 			c.ReadyAt = nil
@@ -208,7 +208,7 @@ func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
 			return err
 		}
 		if err := tx.QueryRow(ctx, s.q(`SELECT (SELECT count(*) FROM {s}.flows), (SELECT count(*) FROM {s}.audit),
-    (SELECT count(*) FROM {s}.flows WHERE paused IS NOT NULL)`)).Scan(&st.Flows, &st.AuditRows, &st.PausedFlows); err != nil {
+    (SELECT count(*) FROM {s}.flows WHERE paused IS NOT NULL), (`+qCountDests+`)`)).Scan(&st.Flows, &st.AuditRows, &st.PausedFlows, &st.Destinations); err != nil {
 			return err
 		}
 		rows, _ := tx.Query(ctx, s.q(`SELECT state, count(*) FROM {s}.events GROUP BY state`))
@@ -238,14 +238,14 @@ func (s *Store) Stats(ctx context.Context) (queue.Stats, error) {
 
 const (
 	// qNextDueReady is the clock mark when some flow's head is dispatchable
-	// already (flows_ready).
+	// already (flows_ready, whatever its destination).
 	// The first entry of flows_ready, not EXISTS: the planner would read
 	// EXISTS as a sequential scan that stops at the first ready row, which
 	// is long when few flows are ready.
 	// Committed arrivals (EnqueueTx) that no write turn has promoted yet
 	// count as dispatchable now too: the next claim promotes them.
 	qNextDueReady = `(SELECT m.clock_mark FROM {s}.meta AS m,
-    LATERAL (SELECT served FROM {s}.flows WHERE ready ORDER BY served, flow LIMIT 1) AS r
+    LATERAL (SELECT served FROM {s}.flows WHERE ready ORDER BY dest, served, flow LIMIT 1) AS r
 WHERE m.id = 1)
 UNION ALL (SELECT clock_mark FROM {s}.meta WHERE id = 1 AND EXISTS (SELECT 1 FROM {s}.arrivals))
 LIMIT 1`

@@ -45,14 +45,14 @@ WHERE NOT ready AND ready_at <= $1 AND paused IS NULL`
 	qRotPickHead = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
     e.body, e.generation, f.pass, f.weight, f.served
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready ORDER BY f.pass, f.joined LIMIT 1`
+WHERE f.ready AND f.dest = '' ORDER BY f.pass, f.joined LIMIT 1`
 
 	// qRotPickHeads is qRotPickHead without its LIMIT, its columns in
-	// qPickHeads's order (claimHeads appends "LIMIT n").
+	// qPickHeads's order (pickDefault appends "LIMIT n").
 	qRotPickHeads = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
-    e.body, e.generation, f.pass, f.served, f.weight
+    e.body, e.generation, f.pass, f.served, f.weight, f.dest
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready ORDER BY f.pass, f.joined`
+WHERE f.ready AND f.dest = '' ORDER BY f.pass, f.joined`
 
 	// qRotServeFlows is qRotServeFlow for the flows of the array $1, the
 	// k-th getting the k-th pass of $3.

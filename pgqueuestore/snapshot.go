@@ -11,7 +11,7 @@ import (
 
 const (
 	qSnapMeta   = `SELECT clock_mark, ticket FROM {s}.meta WHERE id = 1`
-	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined, coalesce(paused, '') FROM {s}.flows ORDER BY flow`
+	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined, coalesce(paused, ''), dest FROM {s}.flows ORDER BY flow`
 	qSnapEvents = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM {s}.events ORDER BY flow, seq`
 	qSnapAudit = `SELECT id, event_id, generation, reason, at FROM {s}.audit WHERE kind = 'redrive' ORDER BY id`
@@ -62,11 +62,14 @@ func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 			}
 			snap.Rotation = &r
 		}
+		if snap.Destinations, err = s.snapshotDests(ctx, tx); err != nil {
+			return fmt.Errorf("destinations: %w", err)
+		}
 		rows, _ := tx.Query(ctx, s.q(qSnapFlows))
 		var f queue.SnapshotFlow
 		var head, readyAt *int64
 		var pass, joined int64
-		if _, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined, &f.Paused}, func() error {
+		if _, err := pgx.ForEachRow(rows, []any{&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined, &f.Paused, &f.Destination}, func() error {
 			c := f
 			c.HeadSeq, c.ReadyAt, c.Pass, c.Joined = nil, nil, nil, nil
 			if rot {

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -19,7 +20,7 @@ import (
 
 // SchemaVersion is the newest migration this package knows: the number of
 // migration files.
-const SchemaVersion = 7
+const SchemaVersion = 9
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
@@ -99,6 +100,7 @@ type Store struct {
 	realTime clock.Source
 	skew     clock.Tick
 	notify   *notifier
+	dests    atomic.Bool // destinations exist (destination_claim.go)
 }
 
 // Open connects to the database at url (a postgres:// URL or DSN that

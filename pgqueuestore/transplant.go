@@ -34,12 +34,14 @@ FROM {s}.flows AS f JOIN {s}.flow_seqs AS s ON s.flow = f.flow WHERE f.flow = $1
 FROM {s}.events AS e JOIN {s}.attempts AS a ON a.event_id = e.id WHERE e.flow = $1 ORDER BY a.event_id, a.generation`
 
 	// qExportAudit reads the rows about the flow: redrives of its events
-	// (audit_event, one range per event) and the rows whose detail names
-	// it (audit_flow, one range), in write order.
-	qExportAudit = `SELECT id, kind, coalesce(event_id, ''), coalesce(generation, 0), reason, coalesce(detail, ''), at FROM {s}.audit
-WHERE id IN (SELECT a.id FROM {s}.events AS e JOIN {s}.audit AS a ON a.event_id = e.id WHERE e.flow = $1
-    UNION ALL SELECT id FROM {s}.audit WHERE (detail::jsonb) ->> 'flow' = $1 AND detail IS NOT NULL AND kind <> 'redrive')
-ORDER BY id`
+	// (the flow's range of events, then audit_event per event) and the rows
+	// whose detail names it (audit_flow, one range), in write order.
+	qExportAudit = `SELECT a.id, a.kind, coalesce(a.event_id, ''), coalesce(a.generation, 0), a.reason, coalesce(a.detail, ''), a.at
+FROM {s}.events AS e CROSS JOIN LATERAL (SELECT * FROM {s}.audit AS r WHERE r.event_id = e.id OFFSET 0) AS a WHERE e.flow = $1
+UNION ALL
+SELECT id, kind, coalesce(event_id, ''), coalesce(generation, 0), reason, coalesce(detail, ''), at FROM {s}.audit
+WHERE (detail::jsonb) ->> 'flow' = $1 AND detail IS NOT NULL AND kind <> 'redrive'
+ORDER BY 1`
 
 	qImportFindFlow   = `SELECT EXISTS (SELECT 1 FROM {s}.flow_seqs WHERE flow = $1)`
 	qImportFindEvents = `SELECT id, flow FROM {s}.events WHERE id = ANY($1::text[]) LIMIT 1`
@@ -263,6 +265,9 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 			if _, err := tx.Exec(ctx, s.q(qImportAcked), aAts, aIDs); err != nil {
 				return importError("record acks", err)
 			}
+		}
+		if err := s.importEventDestination(ctx, tx, f.Flow, f.Destination); err != nil {
+			return err
 		}
 		if err := s.insertAudit(ctx, tx, x.Audit); err != nil {
 			return err

@@ -24,10 +24,16 @@ func richFlows(t *testing.T, s *Store) clock.Tick {
 			t.Fatal(err)
 		}
 	}
+	if err := s.PutDestination(ctx, hooks, "a second receiver", now); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []string{"a", "b", "c", "d"} {
 		for k := 1; k <= 3; k++ {
 			enq(f+string(rune('0'+k)), f)
 		}
+	}
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "e1", Flow: "e", Body: []byte("{}"), Destination: hooks.Name}, now); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.SetWeight(ctx, "b", 3, "heavier", now); err != nil {
 		t.Fatal(err)
@@ -92,6 +98,9 @@ func richFlows(t *testing.T, s *Store) clock.Tick {
 	return now + 1
 }
 
+// hooks is a destination the transplanted flow e delivers to.
+var hooks = queue.Destination{Name: "hooks", URL: "http://127.0.0.1:9/hooks", Secrets: []string{"s3cret"}}
+
 // flowView is what a flow looks like through the Store's reads.
 type flowView struct {
 	Flow   queue.FlowState
@@ -136,12 +145,15 @@ func TestTransplantRoundTrip(t *testing.T) {
 	src, _, _ := open(t)
 	now := richFlows(t, src)
 	dst, _, _ := open(t)
+	if err := dst.PutDestination(ctx, hooks, "registered first", now); err != nil {
+		t.Fatal(err)
+	}
 	names, err := src.FlowNames(ctx, "", 2)
 	if err != nil || !reflect.DeepEqual(names, []string{"a", "b"}) {
 		t.Fatalf("FlowNames(\"\", 2) = %v, %v", names, err)
 	}
 	more, err := src.FlowNames(ctx, "b", 10)
-	if err != nil || !reflect.DeepEqual(more, []string{"c", "d"}) {
+	if err != nil || !reflect.DeepEqual(more, []string{"c", "d", "e"}) {
 		t.Fatalf("FlowNames(b, 10) = %v, %v", more, err)
 	}
 	var maxTicket int64
@@ -167,6 +179,9 @@ func TestTransplantRoundTrip(t *testing.T) {
 	st, err := dst.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if e, err := dst.ExportFlow(ctx, "e"); err != nil || e.Flow.Destination != hooks.Name {
+		t.Errorf("flow e after import: destination %q, %v; want %q", e.Flow.Destination, err, hooks.Name)
 	}
 	if st.Ticket != maxTicket || st.ClockMark != now || st.PausedFlows != 1 {
 		t.Errorf("Stats after import = %+v, want ticket %d, mark %d, one paused flow", st, maxTicket, now)

@@ -33,7 +33,7 @@ const (
 ON CONFLICT (flow) DO UPDATE SET last_seq = q.last_seq WHERE false`
 
 	// qReadSeqs reads the locked counters of the flows of the array $1.
-	qReadSeqs = `SELECT flow, last_seq FROM {s}.flow_seqs WHERE flow = ANY($1::text[])`
+	qReadSeqs = `SELECT flow, last_seq, dest FROM {s}.flow_seqs WHERE flow = ANY($1::text[])`
 
 	// qSetSeqs records the flows' (array $1) new last sequence numbers
 	// ($2).
@@ -76,12 +76,13 @@ FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigint[]) AS 
 	// the new head is not ready (the claim's promotion makes it ready when
 	// its available_at is due, so a paused flow stays not ready). It
 	// returns the flows that got a head, in flow order, for the rotation's
-	// join.
+	// join. A new flows row gets the destination its first event named,
+	// which the enqueue recorded in the flow's sequence counter.
 	qPromoteArrivals = `WITH u AS (
-    SELECT q.flow, q.last_seq AS last FROM {s}.flow_seqs AS q WHERE q.flow = ANY($1::text[]) AND q.last_seq > 0),
+    SELECT q.flow, q.last_seq AS last, q.dest FROM {s}.flow_seqs AS q WHERE q.flow = ANY($1::text[]) AND q.last_seq > 0),
 ins AS (
-    INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-    SELECT u.flow, u.last, 0, 1, e.available_at, false, e.enqueued_at
+    INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at, dest)
+    SELECT u.flow, u.last, 0, 1, e.available_at, false, e.enqueued_at, u.dest
     FROM u JOIN {s}.events AS e ON e.flow = u.flow AND e.seq = 1
     WHERE NOT EXISTS (SELECT 1 FROM {s}.flows AS x WHERE x.flow = u.flow)
     RETURNING flow),
@@ -239,6 +240,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 		mark    int64
 		pr      policyRow
 		seqs    = make(map[string]int64, len(es))
+		dests   = make(map[string]string, len(es)) // the flows' destinations, as flow_seqs records them
 		events  = make(map[string]*storedEvent, len(es))
 		ids     = make([]string, 0, len(es))
 		flowsIn = make([]string, 0, len(es))
@@ -255,12 +257,12 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 	if len(es) > 0 {
 		pp.steps = append(pp.steps, s.lockSteps(es)...)
 		pp.query("read flows", func(r pgx.Rows) error {
-			var f string
+			var f, d string
 			var last int64
-			if err := r.Scan(&f, &last); err != nil {
+			if err := r.Scan(&f, &last, &d); err != nil {
 				return err
 			}
-			seqs[f] = last
+			seqs[f], dests[f] = last, d
 			return nil
 		}, s.q(qReadSeqs), flowsIn)
 		pp.query("find events", func(r pgx.Rows) error {
@@ -273,6 +275,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 			return nil
 		}, s.q(qFindEvents), ids)
 	}
+	registered := s.queueDestCheck(&pp, es)
 	// From here on every error rolls back to the savepoint, the first
 	// statement sent (when that failed too, both errors are returned).
 	saved := true
@@ -297,9 +300,10 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 	}
 	out := make([]queue.Enqueued, len(es))
 	var (
-		newIDs, newFlows []string
-		newSeqs, newAt   []int64
-		bodies           [][]byte
+		newIDs, newFlows     []string
+		newSeqs, newAt       []int64
+		bodies               [][]byte
+		destFlows, destNames []string // new flows of registered destinations
 	)
 	for i, e := range es {
 		if dup, err := checkEnqueue(p, events, e, i, single); err != nil || dup != nil {
@@ -308,6 +312,22 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 			}
 			out[i] = *dup
 			continue
+		}
+		// The flow's destination as the sequence counter (locked)
+		// records it: a flow with no event yet takes e's.
+		var f *flowRow
+		if seqs[e.Flow] > 0 {
+			f = &flowRow{dest: dests[e.Flow]}
+		}
+		isNew, err := checkDestination(eventPrefix(i, e, single), e, registered, f)
+		if err != nil {
+			return nil, err
+		}
+		if isNew {
+			dests[e.Flow] = e.Destination
+			if e.Destination != queue.DefaultDestination {
+				destFlows, destNames = append(destFlows, e.Flow), append(destNames, e.Destination)
+			}
 		}
 		seqs[e.Flow]++
 		seq := seqs[e.Flow]
@@ -325,6 +345,9 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 			}
 		}
 		pp.exec("take sequence numbers", s.q(qSetSeqs), fl, last)
+		if len(destFlows) > 0 {
+			pp.exec("record destinations", s.q(qSetSeqDests), destFlows, destNames)
+		}
 		pp.exec("insert events", s.q(qInsertEventsAt), newIDs, newFlows, newSeqs, bodies, newAt, int64(now))
 		pp.exec("record arrivals", s.q(qInsertArrivals), fl)
 		// Delivered when tx commits, whenever that is: not throttled.

@@ -22,8 +22,9 @@ const (
 	// change, so the cost is amortised over the writes that set ready_at.
 	qPromote = `UPDATE flows SET ready = 1 WHERE ready = 0 AND ready_at <= ?1`
 
-	// qPickHeads is fairness.MinServed in SQL: the next ?3 ready flows
-	// after the flow (served ?1, flow ?2) in (served, flow) order (BINARY
+	// qPickHeads is fairness.MinServed in SQL: the next ?3 ready flows of
+	// the destination ?4 after the flow (served ?1, flow ?2) in (served,
+	// flow) order (one range of flows_ready) (BINARY
 	// collation = Go's byte-wise string order), with each flow's head event
 	// read in the same statement, as one JSON array of rows [the head's
 	// columns with the body in hex, the flow's served count, the flow's
@@ -32,11 +33,22 @@ const (
 	// event columns instead of skipping it. The rows are read in index
 	// order; claimHeads checks that order.
 	qPickHeads = `SELECT json_group_array(json_array(flow, head_seq, id, state, attempts, lease_until,
-    available_at, hex(body), generation, served, frow, erow))
+    available_at, hex(body), generation, served, frow, erow)), EXISTS (SELECT 1 FROM destinations)
 FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
         e.body, e.generation, f.served, f.rowid AS frow, e.rowid AS erow
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-    WHERE f.ready = 1 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
+    WHERE f.ready = 1 AND f.dest = ?4 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
+
+	// qPickDestHeads is qPickHeads' first ?2 rows for each destination of
+	// the JSON array ?1, as an array [its index in ?1, rows...]: a few
+	// entries of each destination's range of flows_ready. (group_concat of
+	// the rows' text: json_group_array would parse each row again.)
+	qPickDestHeads = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
+    SELECT group_concat(r, ',') FROM (SELECT json_array(f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until,
+        e.available_at, hex(e.body), e.generation, f.served, f.rowid, e.rowid) AS r
+    FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+    WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.served, f.flow LIMIT ?2)) AS h
+FROM json_each(?1) AS j)`
 
 	qQuarantineExpired = `UPDATE events SET state = 'quarantined', reason = 'lease_expired', lease_until = 0 WHERE id = ?1`
 
@@ -54,6 +66,25 @@ UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
     lease_until = ?2, ticket = ?3 + j.k
 FROM j WHERE events.rowid = j.r`
 
+	// qClaimEventsDest is qClaimEvents for a queue with destinations: the
+	// events' dest becomes ?4, the destination the claims are for
+	// (docs/contract.md §7.11), so that events_dest_inflight counts them.
+	// A queue that never registered one claims with qClaimEvents: all its
+	// events' dest are '' already.
+	qClaimEventsDest = `WITH j (r, k) AS MATERIALIZED (SELECT value, key FROM json_each(?1))
+UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3 + j.k, dest = ?4
+FROM j WHERE events.rowid = j.r`
+
+	// qClaimEventsDests is qClaimEvents for claims of several destinations:
+	// ?4 is the JSON array of their destinations, in the order of ?1.
+	qClaimEventsDests = `WITH j (r, k, d) AS MATERIALIZED (SELECT value, key, ?4 ->> key FROM json_each(?1))
+UPDATE OR FAIL events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3 + j.k, dest = j.d
+FROM j WHERE events.rowid = j.r`
+
 	// qServeFlows serves the flows whose rowids are the JSON array ?1
 	// (FairMinServed).
 	qServeFlows = `WITH j (r) AS MATERIALIZED (SELECT value FROM json_each(?1))
@@ -66,10 +97,15 @@ FROM j WHERE flows.rowid = j.r`
 	// row (rowid ?1): a claim of exactly one event writes with them, because
 	// the JSON-list statements cost a single claim about 8 µs more CPU, 7%
 	// of a Claim+Settle on a memory file system
-	// (docs/decisions/sqlite-claim-path.md).
+	// (docs/decisions/sqlite-claim-path.md). qClaimEventDest is the one-row
+	// qClaimEventsDest.
 	qClaimEvent = `UPDATE events SET state = 'inflight', generation = generation + 1,
     attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
     lease_until = ?2, ticket = ?3
+WHERE rowid = ?1`
+	qClaimEventDest = `UPDATE events SET state = 'inflight', generation = generation + 1,
+    attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1,
+    lease_until = ?2, ticket = ?3, dest = ?4
 WHERE rowid = ?1`
 	qServeFlow = `UPDATE flows SET served = served + 1, ready_at = ?2, ready = 0 WHERE rowid = ?1`
 )
@@ -143,42 +179,220 @@ func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]Claim, erro
 
 // claimIn claims up to n heads inside tx, after admit (a), in the order of
 // the recorded policy: the body of every claim transaction (Claim,
-// ClaimBatch, SettleClaimBatch).
+// ClaimBatch, SettleClaimBatch). It is claimFor with an empty filter: the
+// store's own limits and pauses of destinations apply.
 func claimIn(ctx context.Context, tx *txn, a admission, n int) ([]Claim, error) {
+	return claimFor(ctx, tx, a, n, queue.ClaimFilter{})
+}
+
+// claimFor is claimIn that also leaves out what f says (ClaimFor,
+// SettleClaimFor); f is valid.
+func claimFor(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimFilter) ([]Claim, error) {
 	if isRotation(a.pol) {
-		return claimHeads(ctx, tx, a, n, &rotationOrder{lastPass: -1})
+		return claimHeads(ctx, tx, a, n, f, &rotationOrder{})
 	}
-	return claimHeads(ctx, tx, a, n, &minServedOrder{lastServed: -1})
+	return claimHeads(ctx, tx, a, n, f, &minServedOrder{})
 }
 
 // A claimOrder is one flow order of the claim: the statements, and the
 // columns of a picked row, in which FairMinServed (minServedOrder,
 // docs/contract.md §2.3) and FairRotation (rotationOrder, §7.6) differ.
-// claimHeads, the claim itself, is the same for both. An order keeps the
-// key of the last flow read and what the claims so far will write.
+// claimHeads, the claim itself, is the same for both. An order keeps what
+// the claims so far will write.
 type claimOrder interface {
 	// promoteSQL turns on the ready flag of the flows whose head is
 	// dispatchable at ?1.
 	promoteSQL() string
-	// pickSQL reads, as one JSON array, the next ?3 ready flows after the
-	// key (?1, ?2), each row: flow, head_seq, id, state, attempts,
-	// lease_until, available_at, hex(body), generation, then the order's
-	// own columns (readKey), then the flow's and the event's rowids.
+	// pickSQL reads, as one JSON array, the next ?3 ready flows of the
+	// destination ?4 after the key (?1, ?2), each row: flow, head_seq, id,
+	// state, attempts, lease_until, available_at, hex(body), generation,
+	// then the order's own columns (readKey), then the flow's and the
+	// event's rowids; and, as a second column, whether any destination is
+	// registered.
 	pickSQL() string
-	// key is the key of the last flow read: pickSQL's ?1 and ?2.
-	key() (any, any)
-	// readKey reads the order's own columns of flow's row from r (each
-	// after a comma), checks that the row comes after the last one read
-	// (ErrCorrupt otherwise) and makes it the last one.
-	readKey(r *jsonRows, flow string) error
-	// claimed records that the flow of the row read last (rowid fRowid)
-	// was claimed.
-	claimed(fRowid int64)
+	// headsSQL reads, as one JSON array, the first ?2 ready flows (an
+	// array of rows as pickSQL's) of each destination of the JSON array ?1,
+	// in its order.
+	headsSQL() string
+	// start is the key (?1, ?2) before every flow; after the key of h.
+	start() (any, any)
+	after(h *headRow) (any, any)
+	// readKey reads the order's own columns of h's row from r (each after
+	// a comma).
+	readKey(r *jsonRows, h *headRow)
+	// less reports whether a comes before b in the order.
+	less(a, b *headRow) bool
+	// claimed records that h's flow was claimed.
+	claimed(h *headRow)
 	// finish writes, after the events' claims, the claimed flows (leased
 	// until lease; one flow, with rowid last, when claims is 1) and the
 	// queue's ticket (the last one handed out) and clock.
 	finish(ctx context.Context, tx *txn, lease clock.Tick, ticket int64, claims int, last int64) error
 }
+
+// headRow is one row of a pick: a ready flow and its head event.
+type headRow struct {
+	flow                               string
+	headSeq, nAttempts, nLease, nAvail sql.NullInt64
+	nGen, eRow                         sql.NullInt64
+	id, state                          sql.NullString
+	body                               []byte
+	fRowid                             int64
+	k1, k2                             int64 // the order's key: (served, -) then flow, or (pass, joined)
+	weight                             int
+	served                             int64
+}
+
+// A cursor reads one destination's range of the ready index in the order,
+// a page at a time: the heads a claim may take from that destination.
+type cursor struct {
+	dest string
+	room int       // how many more heads the claim may take from it
+	buf  []headRow // the page read last
+	i    int       // the next row of buf
+	done bool      // the last page was short: no more rows
+	last *headRow  // the last row read, for the order check
+
+	// The destination's rate bucket (rate > 0): tokens (thousandths) after
+	// the refill at now; claims taken.
+	rate, tokens int64
+	took         int64
+}
+
+// fill reads cur's next page of up to limit rows after its last row. It
+// reports whether any destination is registered.
+func fill(ctx context.Context, tx *txn, ord claimOrder, cur *cursor, limit int) (bool, error) {
+	k1, k2 := ord.start()
+	if cur.last != nil {
+		k1, k2 = ord.after(cur.last)
+	}
+	var (
+		js       []byte
+		hasDests int64
+	)
+	if err := tx.QueryRowContext(ctx, ord.pickSQL(), k1, k2, limit, cur.dest).Scan(&js, &hasDests); err != nil {
+		return false, fmt.Errorf("pick flows: %w", err)
+	}
+	cur.buf, cur.i = cur.buf[:0], 0
+	r := jsonRows{b: js}
+	r.open()
+	for first := true; r.next(first); first = false {
+		if err := readHead(&r, ord, cur); err != nil {
+			return false, err
+		}
+	}
+	if r.err != nil {
+		return false, r.err
+	}
+	if len(cur.buf) < limit {
+		cur.done = true
+	}
+	cur.keepLast()
+	return hasDests != 0, nil
+}
+
+// keepLast copies the last row read out of buf, which the next page reuses.
+func (cur *cursor) keepLast() {
+	if cur.last != nil {
+		last := *cur.last
+		cur.last = &last
+	}
+}
+
+// readHead reads one pick row from r into cur's page, checking that it
+// comes after the row read before it.
+func readHead(r *jsonRows, ord claimOrder, cur *cursor) error {
+	var h headRow
+	r.open()
+	h.flow, _ = r.str()
+	r.element(false)
+	h.headSeq.Int64, h.headSeq.Valid = r.int()
+	r.element(false)
+	h.id.String, h.id.Valid = r.str()
+	r.element(false)
+	h.state.String, h.state.Valid = r.str()
+	r.element(false)
+	h.nAttempts.Int64, h.nAttempts.Valid = r.int()
+	r.element(false)
+	h.nLease.Int64, h.nLease.Valid = r.int()
+	r.element(false)
+	h.nAvail.Int64, h.nAvail.Valid = r.int()
+	r.element(false)
+	h.body, _ = r.blob()
+	r.element(false)
+	h.nGen.Int64, h.nGen.Valid = r.int()
+	ord.readKey(r, &h)
+	r.element(false)
+	h.fRowid, _ = r.int()
+	r.element(false)
+	h.eRow.Int64, h.eRow.Valid = r.int()
+	r.end()
+	if r.err != nil {
+		return r.err
+	}
+	if cur.last != nil && !ord.less(cur.last, &h) {
+		return fmt.Errorf("%w: pick flows: flow %q after %q", ErrCorrupt, h.flow, cur.last.flow)
+	}
+	cur.buf = append(cur.buf, h)
+	cur.last = &cur.buf[len(cur.buf)-1]
+	return nil
+}
+
+// fillHeads reads the first ready flows of each of curs (none read yet),
+// all in one statement: a claim over many destinations reads a few index
+// entries of each, not a page. It reads one row of each for a claim of one
+// head, else two, so that a destination just claimed from still has its
+// next key: most claims of a batch then need no other read. A cursor that
+// got fewer rows than asked is done.
+func fillHeads(ctx context.Context, tx *txn, ord claimOrder, curs []*cursor, n int) error {
+	b := []byte{'['}
+	for i, c := range curs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c.dest)
+	}
+	k := min(n, 2)
+	var js []byte
+	if err := tx.QueryRowContext(ctx, ord.headsSQL(), string(append(b, ']')), k).Scan(&js); err != nil {
+		return fmt.Errorf("pick destinations' heads: %w", err)
+	}
+	r := jsonRows{b: js}
+	r.open()
+	i := 0
+	for first := true; r.next(first); first = false {
+		if i == len(curs) {
+			return fmt.Errorf("%w: pick destinations' heads: more rows than destinations", ErrCorrupt)
+		}
+		c := curs[i]
+		c.buf, c.i = c.buf[:0], 0
+		r.open()
+		if k, _ := r.int(); k != int64(i) {
+			return fmt.Errorf("%w: pick destinations' heads: row %d is destination %d's", ErrCorrupt, i, k)
+		}
+		i++
+		for r.next(false) {
+			if err := readHead(&r, ord, c); err != nil {
+				return err
+			}
+		}
+		c.done = len(c.buf) < k
+		c.keepLast()
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if i != len(curs) {
+		return fmt.Errorf("%w: pick destinations' heads: %d rows for %d destinations", ErrCorrupt, i, len(curs))
+	}
+	return nil
+}
+
+// refillPage is the most rows a claim over several destinations reads of
+// one destination at a time after its first: the claim takes the least key
+// of all destinations' next rows, so a longer page is mostly read for
+// nothing.
+const refillPage = 8
 
 // claimHeads is n successive claims in one transaction (after admit), in
 // the order ord, with few statements. A claim takes its flow out of the
@@ -191,107 +405,124 @@ type claimOrder interface {
 // only its two writes use the one-row statements).
 // A used-up take-over is quarantined at once and counts no claim, so then
 // the read goes on after the last flow read.
-func claimHeads(ctx context.Context, tx *txn, a admission, n int, ord claimOrder) ([]Claim, error) {
+//
+// Destinations (docs/contract.md §7.11): the ready index is
+// destination-prefixed. With no destination registered and an empty
+// filter, the claim reads the default destination's range only (its first
+// read says whether any destination is registered): today's plan. With
+// destinations, each destination gets its room (destRooms) and the claim
+// merges the ranges of those with room > 0 in the order's key, taking at
+// most room(d) heads of destination d: the global order restricted to the
+// flows not left out, which keep their served count, pass and place.
+func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimFilter, ord claimOrder) ([]Claim, error) {
 	now, pol, ticket := a.now, a.pol, a.ticket
 	if _, err := tx.ExecContext(ctx, ord.promoteSQL(), int64(now)); err != nil {
 		return nil, fmt.Errorf("promote ready flows: %w", err)
 	}
 	lease := now + pol.Lease
 	var (
+		curs     []*cursor
+		hasDests = true // whether any destination is registered
+	)
+	if len(f.Exclude) == 0 && len(f.Room) == 0 {
+		def := &cursor{room: n}
+		var err error
+		if hasDests, err = fill(ctx, tx, ord, def, n); err != nil {
+			return nil, err
+		}
+		if curs = []*cursor{def}; hasDests {
+			if curs, err = destRooms(ctx, tx, now, n, f, def); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		var err error
+		if curs, err = destRooms(ctx, tx, now, n, f, nil); err != nil {
+			return nil, err
+		}
+	}
+	var fresh []*cursor // the destinations' cursors not read yet
+	for _, c := range curs {
+		if c.last == nil && !c.done {
+			fresh = append(fresh, c)
+		}
+	}
+	if len(fresh) > 0 {
+		if err := fillHeads(ctx, tx, ord, fresh, n); err != nil {
+			return nil, err
+		}
+	}
+	var (
 		out                []Claim
 		evRows             []byte
 		lastERow, lastFRow int64 // the rowids of the last event and flow claimed
+		mixed              bool  // the claims' destinations differ
 	)
 	first := ticket + 1
 	for len(out) < n {
-		want := n - len(out)
-		k1, k2 := ord.key()
-		var js []byte
-		if err := tx.QueryRowContext(ctx, ord.pickSQL(), k1, k2, want).Scan(&js); err != nil {
-			return nil, fmt.Errorf("pick flows: %w", err)
-		}
-		r := jsonRows{b: js}
-		r.open()
-		got := 0
-		for first := true; r.next(first); first = false {
-			got++
-			var (
-				flow                               string
-				headSeq, nAttempts, nLease, nAvail sql.NullInt64
-				nGen, eRow                         sql.NullInt64
-				id, state                          sql.NullString
-				body                               []byte
-				fRowid                             int64
-			)
-			r.open()
-			flow, _ = r.str()
-			r.element(false)
-			headSeq.Int64, headSeq.Valid = r.int()
-			r.element(false)
-			id.String, id.Valid = r.str()
-			r.element(false)
-			state.String, state.Valid = r.str()
-			r.element(false)
-			nAttempts.Int64, nAttempts.Valid = r.int()
-			r.element(false)
-			nLease.Int64, nLease.Valid = r.int()
-			r.element(false)
-			nAvail.Int64, nAvail.Valid = r.int()
-			r.element(false)
-			body, _ = r.blob()
-			r.element(false)
-			nGen.Int64, nGen.Valid = r.int()
-			if err := ord.readKey(&r, flow); err != nil {
-				return nil, err
+		var best *cursor
+		for _, c := range curs {
+			if c.room == 0 {
+				continue
 			}
-			r.element(false)
-			fRowid, _ = r.int()
-			r.element(false)
-			eRow.Int64, eRow.Valid = r.int()
-			r.end()
-			if r.err != nil {
-				return nil, r.err
-			}
-			if !headSeq.Valid {
-				return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
-			}
-			if !id.Valid {
-				return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, headSeq.Int64)
-			}
-			attempts, leaseUntil, availAt := int(nAttempts.Int64), clock.Tick(nLease.Int64), clock.Tick(nAvail.Int64)
-			switch {
-			case state.String == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
-				if _, err := tx.ExecContext(ctx, qQuarantineExpired, id.String); err != nil {
-					return nil, fmt.Errorf("quarantine %q: %w", id.String, err)
+			if c.i == len(c.buf) && !c.done {
+				// A page of the rest of its room, at most refillPage
+				// rows when several destinations share the claim.
+				limit := min(c.room, n-len(out))
+				if len(curs) > 1 {
+					limit = min(limit, refillPage)
 				}
-				if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
-					return nil, fmt.Errorf("block flow %q: %w", flow, err)
-				}
-				if err := recordFailure(ctx, tx, id.String, nGen.Int64, attempts, Quarantined, ReasonLeaseExpired, "", now); err != nil {
+				if _, err := fill(ctx, tx, ord, c, limit); err != nil {
 					return nil, err
 				}
-				continue
-			case state.String == queue.StateInflight && leaseUntil <= now:
-			case state.String == queue.StatePending && availAt <= now:
-			default:
-				return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id.String, state.String)
 			}
-			// qClaimEvents adds one to generation, attempts and lifetime
-			// attempts of the rows just read in this transaction: the claim
-			// reports the same values without reading them back.
-			ticket++
-			out = append(out, Claim{EventID: id.String, Flow: flow, Seq: headSeq.Int64, Body: body,
-				Generation: nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease})
-			evRows = appendRowid(evRows, eRow.Int64)
-			ord.claimed(fRowid)
-			lastERow, lastFRow = eRow.Int64, fRowid
+			if c.i < len(c.buf) && (best == nil || ord.less(&c.buf[c.i], &best.buf[best.i])) {
+				best = c
+			}
 		}
-		if r.err != nil {
-			return nil, r.err
+		if best == nil {
+			break // no more ready flows with room
 		}
-		if got < want {
-			break // no more ready flows
+		h := &best.buf[best.i]
+		best.i++
+		flow := h.flow
+		if !h.headSeq.Valid {
+			return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
 		}
+		if !h.id.Valid {
+			return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, h.headSeq.Int64)
+		}
+		id, state := h.id.String, h.state.String
+		attempts, leaseUntil, availAt := int(h.nAttempts.Int64), clock.Tick(h.nLease.Int64), clock.Tick(h.nAvail.Int64)
+		switch {
+		case state == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
+			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id); err != nil {
+				return nil, fmt.Errorf("quarantine %q: %w", id, err)
+			}
+			if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
+				return nil, fmt.Errorf("block flow %q: %w", flow, err)
+			}
+			if err := recordFailure(ctx, tx, id, h.nGen.Int64, attempts, Quarantined, ReasonLeaseExpired, "", now); err != nil {
+				return nil, err
+			}
+			continue
+		case state == queue.StateInflight && leaseUntil <= now:
+		case state == queue.StatePending && availAt <= now:
+		default:
+			return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id, state)
+		}
+		// qClaimEvents adds one to generation, attempts and lifetime
+		// attempts of the rows just read in this transaction: the claim
+		// reports the same values without reading them back.
+		ticket++
+		out = append(out, Claim{EventID: id, Flow: flow, Seq: h.headSeq.Int64, Body: h.body,
+			Generation: h.nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease, Destination: best.dest})
+		mixed = mixed || best.dest != out[0].Destination
+		evRows = appendRowid(evRows, h.eRow.Int64)
+		ord.claimed(h)
+		lastERow, lastFRow = h.eRow.Int64, h.fRowid
+		best.room--
+		best.took++
 	}
 	if len(out) == 0 {
 		return out, nil
@@ -300,10 +531,17 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, ord claimOrder
 		res sql.Result
 		err error
 	)
-	if len(out) == 1 {
+	switch {
+	case !hasDests && len(out) == 1:
 		res, err = tx.ExecContext(ctx, qClaimEvent, lastERow, int64(lease), first)
-	} else {
+	case !hasDests:
 		res, err = tx.ExecContext(ctx, qClaimEvents, string(append(evRows, ']')), int64(lease), first)
+	case len(out) == 1:
+		res, err = tx.ExecContext(ctx, qClaimEventDest, lastERow, int64(lease), first, out[0].Destination)
+	case !mixed:
+		res, err = tx.ExecContext(ctx, qClaimEventsDest, string(append(evRows, ']')), int64(lease), first, out[0].Destination)
+	default:
+		res, err = tx.ExecContext(ctx, qClaimEventsDests, string(append(evRows, ']')), int64(lease), first, claimDests(out))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim events: %w", err)
@@ -314,36 +552,39 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, ord claimOrder
 	if err := ord.finish(ctx, tx, lease, ticket, len(out), lastFRow); err != nil {
 		return nil, err
 	}
+	for _, c := range curs {
+		if c.rate > 0 && c.took > 0 {
+			if _, err := tx.ExecContext(ctx, qDestTakeTokens, c.dest, c.tokens-1000*c.took, int64(now)); err != nil {
+				return nil, fmt.Errorf("destination %s: take rate tokens: %w", c.dest, err)
+			}
+		}
+	}
 	return out, nil
 }
 
 // minServedOrder is FairMinServed: fairness.MinServed, the flow served
 // least, ties to the smallest flow ID.
 type minServedOrder struct {
-	lastServed int64  // -1 before the first row: below every served count
-	lastFlow   string // the last flow read
-	picked     bool   // a row was read
-	flowRows   []byte // the claimed flows' rowids, a JSON array (not yet closed)
+	flowRows []byte // the claimed flows' rowids, a JSON array (not yet closed)
 }
 
-func (o *minServedOrder) promoteSQL() string { return qPromote }
-func (o *minServedOrder) pickSQL() string    { return qPickHeads }
-func (o *minServedOrder) key() (any, any)    { return o.lastServed, o.lastFlow }
+func (o *minServedOrder) promoteSQL() string          { return qPromote }
+func (o *minServedOrder) pickSQL() string             { return qPickHeads }
+func (o *minServedOrder) headsSQL() string            { return qPickDestHeads }
+func (o *minServedOrder) start() (any, any)           { return int64(-1), "" }
+func (o *minServedOrder) after(h *headRow) (any, any) { return h.k1, h.flow }
 
-func (o *minServedOrder) readKey(r *jsonRows, flow string) error {
+func (o *minServedOrder) readKey(r *jsonRows, h *headRow) {
 	r.element(false)
-	served, _ := r.int()
-	if r.err != nil {
-		return r.err
-	}
-	if o.picked && (served < o.lastServed || served == o.lastServed && flow <= o.lastFlow) {
-		return fmt.Errorf("%w: pick flows: flow %q (served %d) after %q (served %d)", ErrCorrupt, flow, served, o.lastFlow, o.lastServed)
-	}
-	o.lastServed, o.lastFlow, o.picked = served, flow, true
-	return nil
+	h.k1, _ = r.int()
+	h.served = h.k1
 }
 
-func (o *minServedOrder) claimed(fRowid int64) { o.flowRows = appendRowid(o.flowRows, fRowid) }
+func (o *minServedOrder) less(a, b *headRow) bool {
+	return a.k1 < b.k1 || a.k1 == b.k1 && a.flow < b.flow
+}
+
+func (o *minServedOrder) claimed(h *headRow) { o.flowRows = appendRowid(o.flowRows, h.fRowid) }
 
 func (o *minServedOrder) finish(ctx context.Context, tx *txn, lease clock.Tick, ticket int64, claims int, last int64) error {
 	var (

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 const (
@@ -20,9 +21,14 @@ LEFT JOIN flows AS f ON f.flow = k.flow`
 
 	// qNewFlow creates a flow with the new event (seq 1) as its head,
 	// dispatchable from ?2 (its available_at: now, or a later NotBefore),
-	// enqueued at ?3 (now).
-	qNewFlow = `INSERT INTO flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at)
-VALUES (?1, 1, 0, 1, ?2, ?2 <= ?3, ?3)`
+	// enqueued at ?3 (now), delivering to the destination ?4 ('' the
+	// default one).
+	qNewFlow = `INSERT INTO flows (flow, last_seq, served, head_seq, ready_at, ready, head_enqueued_at, dest)
+VALUES (?1, 1, 0, 1, ?2, ?2 <= ?3, ?3, ?4)`
+
+	// qEventDest reads whether the destination ?1 is registered and the
+	// destination of flow ?2 (NULL for a new flow).
+	qEventDest = `SELECT EXISTS (SELECT 1 FROM destinations WHERE name = ?1), (SELECT dest FROM flows WHERE flow = ?2)`
 
 	// qNextSeq records ?2 (last_seq + 1, read in the same transaction) as the
 	// last sequence number of a flow that has a head: the new event waits
@@ -53,8 +59,11 @@ VALUES (?1, ?2, ?3, ?4, 'pending', 0, 0, 0, ?5, 0, 0, '', ?6)`
 // ErrConflict and changes nothing. Bad input is ErrInvalid (see MaxNameLen,
 // MaxBodyLen); a NotBefore the policy's lease would push past
 // math.MaxInt64 is ErrTickOverflow; a tick below the clock mark is
-// ErrTimeRegression. NotBefore, like Weight, is not part of the event's
-// identity: a duplicate with another NotBefore changes nothing.
+// ErrTimeRegression. NotBefore, like Weight and Destination, is not part
+// of the event's identity: a duplicate with another NotBefore changes
+// nothing. Destination names the flow's destination on its first event;
+// later it must be "" or the same (docs/contract.md §7.11:
+// ErrUnknownDestination, ErrDestinationMismatch).
 func (s *Store) Enqueue(ctx context.Context, e Event, now clock.Tick) (Enqueued, error) {
 	if err := e.Validate(); err != nil {
 		return Enqueued{}, fmt.Errorf("enqueue: %w", err)
@@ -137,13 +146,16 @@ func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, no
 		}
 		return Enqueued{}, fmt.Errorf("%w: stored in flow %q as seq %d", ErrConflict, flow.String, seq.Int64)
 	}
+	if err := checkEventDest(ctx, tx, e); err != nil {
+		return Enqueued{}, err
+	}
 	next := int64(1)
 	if lastSeq.Valid {
 		next = lastSeq.Int64 + 1
 		if err := takeSeq(ctx, tx, e.Flow, next, hasHead.Bool, availableAt(e, now), now); err != nil {
 			return Enqueued{}, err
 		}
-	} else if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(availableAt(e, now)), int64(now)); err != nil {
+	} else if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(availableAt(e, now)), int64(now), e.Destination); err != nil {
 		return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
 	}
 	s.call(HookEnqueueSeqTaken)
@@ -151,6 +163,31 @@ func (s *Store) enqueueOne(ctx context.Context, tx *txn, pol Policy, e Event, no
 		return Enqueued{}, fmt.Errorf("insert event: %w", err)
 	}
 	return Enqueued{Seq: next}, nil
+}
+
+// checkEventDest checks e's destination (docs/contract.md §7.11), after
+// the duplicate check (a destination is not part of an event's identity):
+// "" is the flow's own, whatever it is; a name must be registered
+// (ErrUnknownDestination) and, for an existing flow, be its destination
+// (ErrDestinationMismatch). The common event, naming none, reads nothing.
+func checkEventDest(ctx context.Context, tx *txn, e Event) error {
+	if e.Destination == queue.DefaultDestination {
+		return nil
+	}
+	var (
+		known int64
+		dest  sql.NullString
+	)
+	if err := tx.QueryRowContext(ctx, qEventDest, e.Destination, e.Flow).Scan(&known, &dest); err != nil {
+		return fmt.Errorf("read destination: %w", err)
+	}
+	if known == 0 {
+		return fmt.Errorf("%w: %q", queue.ErrUnknownDestination, e.Destination)
+	}
+	if dest.Valid && dest.String != e.Destination {
+		return fmt.Errorf("%w: flow %q delivers to %q, the event names %q", queue.ErrDestinationMismatch, e.Flow, dest.String, e.Destination)
+	}
+	return nil
 }
 
 // availableAt is the tick from which e, enqueued at now, may be claimed:

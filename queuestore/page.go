@@ -69,7 +69,7 @@ var sortKeys = map[FlowSort]string{
 func prefixEnd(p string) string { return p + "\xf5" }
 
 const qFlowCols = `f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0), coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, f.paused`
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, f.paused, f.dest`
 
 // flowsPageQueries builds the statements of one page, run in order until
 // the page is full: forward (ascending from a cursor) or backward
@@ -155,7 +155,7 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 				var readyAt sql.NullInt64
 				var paused sql.NullString
 				var k int64
-				if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &paused, &k); err != nil {
+				if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &paused, &f.Destination, &k); err != nil {
 					rows.Close()
 					return err
 				}

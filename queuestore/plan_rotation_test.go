@@ -27,8 +27,10 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 	}
 	checkPlans(t, s, map[string]planCase{
 		"promote":       {qRotPromote, []any{1}, "flows_waiting"},
-		"pick heads":    {qRotPickHeads, []any{-1, 0, 64}, "flows_rotation"},
-		"heads' event":  {qRotPickHeads, []any{-1, 0, 64}, "sqlite_autoindex_events_2"},
+		"pick heads":    {qRotPickHeads, []any{-1, 0, 64, ""}, "flows_rotation (ready=? AND dest=? AND"},
+		"heads' event":  {qRotPickHeads, []any{-1, 0, 64, ""}, "sqlite_autoindex_events_2"},
+		"dests' heads":  {qRotPickDestHeads, []any{`["d1",""]`, 2}, "flows_rotation (ready=? AND dest=?)"},
+		"pick of d1":    {qRotPickHeads, []any{-1, 0, 64, "d1"}, "flows_rotation (ready=? AND dest=? AND"},
 		"serve flow":    {qRotServeFlow, []any{1, 6, 720720}, "INTEGER PRIMARY KEY"},
 		"serve flows":   {qRotServeFlows, []any{"[[1,720720],[2,720720]]", 6}, "INTEGER PRIMARY KEY"},
 		"set clock":     {qRotSetClock, []any{1, 0, 720720}, ""},

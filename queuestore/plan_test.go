@@ -34,8 +34,8 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"claim event":   {qClaimEvent, []any{1, 6, 1}, "INTEGER PRIMARY KEY"},
 		"serve flow":    {qServeFlow, []any{1, 6}, "INTEGER PRIMARY KEY"},
 		"set ticket":    {qSetTicket, []any{1}, ""},
-		"pick heads":    {qPickHeads, []any{-1, "", 64}, "flows_ready"},
-		"heads' event":  {qPickHeads, []any{-1, "", 64}, "sqlite_autoindex_events_2"},
+		"pick heads":    {qPickHeads, []any{-1, "", 64, ""}, "flows_ready (ready=? AND dest=? AND"},
+		"heads' event":  {qPickHeads, []any{-1, "", 64, ""}, "sqlite_autoindex_events_2"},
 		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1}, "INTEGER PRIMARY KEY"},
 		"serve flows":   {qServeFlows, []any{"[1,2]", 6}, "INTEGER PRIMARY KEY"},
 		"settle rows":   {qSettleReadRows, []any{`["e1","e2"]`}, "sqlite_autoindex_events_1"},
@@ -52,7 +52,7 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
 		"find ev flow":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
 		"flow of find":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_flows_1"},
-		"new flow":      {qNewFlow, []any{"f1", 1, 1}, ""},
+		"new flow":      {qNewFlow, []any{"f1", 1, 1, ""}, ""},
 		"next seq":      {qNextSeq, []any{"f1", 2}, "sqlite_autoindex_flows_1"},
 		"next seq head": {qNextSeqHead, []any{"f1", 2, 1, 1}, "sqlite_autoindex_flows_1"},
 		"redrive":       {qRedrive, []any{"e1", 1}, "sqlite_autoindex_events_1"},
@@ -85,6 +85,61 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"oldest wait":   {qOldestWaiting, nil, "flows_head_enqueued"},
 	}
 	checkPlans(t, s, queries)
+}
+
+// Cost of docs/contract.md §7.11: with destinations registered, the claim
+// reads each destination's range of flows_ready (ready, dest, served, flow)
+// in MinServed order, with no temporary B-tree; it counts a destination's
+// claims in flight in events_dest_inflight; it writes events and flows by
+// rowid and a destination's bucket by its key. The enqueue's destination
+// check reads two keys; the operator's reads walk flows_dest and
+// events_dest_inflight. (A flow of the default destination is in neither
+// of those indexes.)
+func TestPlan_7_11_DestinationPathUsesIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := openTest(t)
+	for _, d := range []string{"d0", "d1", "d2", "d3", "d4"} {
+		if err := s.PutDestination(ctx, Destination{Name: d, URL: "http://x/", Secrets: []string{"k"}, Concurrency: 4, Rate: 100}, "r", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var es []Event
+	for i := 0; i < 500; i++ {
+		d := ""
+		if i%50 >= 10 {
+			d = "d" + itoa(i%5)
+		}
+		es = append(es, Event{ID: "e" + itoa(i), Flow: "f" + itoa(i%50), Body: []byte("x"), Destination: d})
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatalf("EnqueueBatch() error = %v", err)
+	}
+	if _, err := s.ClaimBatch(ctx, 1, 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatalf("ANALYZE error = %v", err)
+	}
+	checkPlans(t, s, map[string]planCase{
+		"pick of d1":    {qPickHeads, []any{-1, "", 64, "d1"}, "flows_ready (ready=? AND dest=? AND"},
+		"pick's event":  {qPickHeads, []any{-1, "", 64, "d1"}, "sqlite_autoindex_events_2"},
+		"pick after":    {qPickHeads, []any{3, "f13", 64, "d3"}, "flows_ready (ready=? AND dest=? AND"},
+		"rooms":         {qDestRooms, []any{1}, "events_dest_inflight (dest=? AND lease_until>?)"},
+		"take tokens":   {qDestTakeTokens, []any{"d1", 1000, 2}, "sqlite_autoindex_destinations_1"},
+		"claim one":     {qClaimEventDest, []any{1, 6, 1, "d1"}, "INTEGER PRIMARY KEY"},
+		"claim of d1":   {qClaimEventsDest, []any{"[1,2]", 6, 1, "d1"}, "INTEGER PRIMARY KEY"},
+		"claim mixed":   {qClaimEventsDests, []any{"[1,2]", 6, 1, `["d1",""]`}, "INTEGER PRIMARY KEY"},
+		"event dest":    {qEventDest, []any{"d1", "f1"}, "sqlite_autoindex_destinations_1"},
+		"event's flow":  {qEventDest, []any{"d1", "f1"}, "sqlite_autoindex_flows_1"},
+		"flow dest":     {qFlowDest, []any{"f1"}, "sqlite_autoindex_flows_1"},
+		"set flow dest": {qSetFlowDest, []any{"f1", "d2"}, "sqlite_autoindex_flows_1"},
+		"dest read":     {qDestRead, []any{"d1"}, "sqlite_autoindex_destinations_1"},
+		"list's flows":  {qDestList, nil, "flows_dest (dest=?)"},
+		"list's flight": {qDestList, nil, "events_dest_inflight (dest=? AND lease_until>?)"},
+		"snap dests":    {qSnapDests, nil, ""},
+		"dest count":    {qDestCount, nil, ""},
+	})
 }
 
 // Cost of docs/contract.md §7.9: PauseFlow and ResumeFlow read and write

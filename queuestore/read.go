@@ -265,7 +265,7 @@ func readFlows(ctx context.Context, tx *txn, rot bool) ([]FlowState, error) {
 	// the backlog is last_seq - head_seq + 1.
 	rows, err := tx.QueryContext(ctx, `SELECT f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0),
     coalesce(e.state, ''), f.ready_at,
-    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, f.paused
+    CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, f.paused, f.dest
 FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq
 ORDER BY f.flow`)
 	if err != nil {
@@ -277,7 +277,7 @@ ORDER BY f.flow`)
 		var f FlowState
 		var readyAt sql.NullInt64
 		var paused sql.NullString
-		if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &paused); err != nil {
+		if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &paused, &f.Destination); err != nil {
 			return nil, err
 		}
 		f.Paused, f.PauseReason = paused.Valid, paused.String
@@ -310,6 +310,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, qPausedCount).Scan(&st.PausedFlows); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, qDestCount).Scan(&st.Destinations); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT state, count(*) FROM events GROUP BY state`)

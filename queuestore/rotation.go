@@ -53,7 +53,9 @@ const (
 	// qRotIndex is the index of the rotation's pick: ready flows in (pass,
 	// joined) order. It exists only while the recorded policy is
 	// FairRotation: a min_served queue does not maintain it.
-	qRotIndex     = `CREATE INDEX IF NOT EXISTS flows_rotation ON flows (ready, pass, joined) WHERE ready = 1`
+	// Its keys begin with the flow's destination, as flows_ready's
+	// (docs/contract.md §7.11: one range per destination).
+	qRotIndex     = `CREATE INDEX IF NOT EXISTS flows_rotation ON flows (ready, dest, pass, joined) WHERE ready = 1`
 	qRotIndexDrop = `DROP INDEX IF EXISTS flows_rotation`
 
 	// qRotRejoin joins every flow that has a head at the tail, in flow ID
@@ -69,14 +71,22 @@ WHERE flows.flow = r.f`
 WHERE ready = 0 AND ready_at <= ?1`
 
 	// qRotPickHeads is qPickHeads in rotation order: the next ?3 ready
-	// flows after (pass ?1, joined ?2) in (pass, joined) order, with what
-	// the claim's stride needs.
+	// flows of the destination ?4 after (pass ?1, joined ?2) in (pass,
+	// joined) order, with what the claim's stride needs.
 	qRotPickHeads = `SELECT json_group_array(json_array(flow, head_seq, id, state, attempts, lease_until,
-    available_at, hex(body), generation, pass, joined, weight, served, frow, erow))
+    available_at, hex(body), generation, pass, joined, weight, served, frow, erow)), EXISTS (SELECT 1 FROM destinations)
 FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
         e.body, e.generation, f.pass, f.joined, f.weight, f.served, f.rowid AS frow, e.rowid AS erow
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-    WHERE f.ready = 1 AND (f.pass, f.joined) > (?1, ?2) ORDER BY f.pass, f.joined LIMIT ?3)`
+    WHERE f.ready = 1 AND f.dest = ?4 AND (f.pass, f.joined) > (?1, ?2) ORDER BY f.pass, f.joined LIMIT ?3)`
+
+	// qRotPickDestHeads is qPickDestHeads in rotation order.
+	qRotPickDestHeads = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
+    SELECT group_concat(r, ',') FROM (SELECT json_array(f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until,
+        e.available_at, hex(e.body), e.generation, f.pass, f.joined, f.weight, f.served, f.rowid, e.rowid) AS r
+    FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+    WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.pass, f.joined LIMIT ?2)) AS h
+FROM json_each(?1) AS j)`
 
 	// qRotServeFlow is qRotServeFlows for one flow (rowid ?1, new pass
 	// ?3), as qServeFlow.
@@ -233,6 +243,9 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 		}
 		return Enqueued{}, fmt.Errorf("%w: stored in flow %q as seq %d", ErrConflict, flow.String, seq.Int64)
 	}
+	if err := checkEventDest(ctx, tx, e); err != nil {
+		return Enqueued{}, err
+	}
 	next := int64(1)
 	arrives := true
 	if lastSeq.Valid {
@@ -252,7 +265,7 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 			}
 		}
 	} else {
-		if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(availableAt(e, now)), int64(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, qNewFlow, e.Flow, int64(availableAt(e, now)), int64(now), e.Destination); err != nil {
 			return Enqueued{}, fmt.Errorf("take sequence number: %w", err)
 		}
 		if e.Weight != 0 && e.Weight != MinWeight {
@@ -281,48 +294,42 @@ func (s *Store) enqueueWeighted(ctx context.Context, tx *txn, pol Policy, e Even
 // and adds the stride to that pass. A used-up take-over is quarantined and
 // costs nothing.
 type rotationOrder struct {
-	lastPass, lastJoined int64  // the key of the last flow read; lastPass -1 before the first: passes are >= 0
-	picked               bool   // a row was read
-	pass, served         int64  // the last flow's pass and served count
-	weight               int    // the last flow's weight
-	vnow, vtail          int64  // the pass of the flow claimed last; the largest new pass
-	flowRows             []byte // [flow rowid, new pass] of each claimed flow, a JSON array (not yet closed)
+	vnow, vtail int64  // the pass of the flow claimed last; the largest new pass
+	flowRows    []byte // [flow rowid, new pass] of each claimed flow, a JSON array (not yet closed)
 }
 
-func (o *rotationOrder) promoteSQL() string { return qRotPromote }
-func (o *rotationOrder) pickSQL() string    { return qRotPickHeads }
-func (o *rotationOrder) key() (any, any)    { return o.lastPass, o.lastJoined }
+func (o *rotationOrder) promoteSQL() string          { return qRotPromote }
+func (o *rotationOrder) pickSQL() string             { return qRotPickHeads }
+func (o *rotationOrder) headsSQL() string            { return qRotPickDestHeads }
+func (o *rotationOrder) start() (any, any)           { return int64(-1), int64(0) } // passes are >= 0
+func (o *rotationOrder) after(h *headRow) (any, any) { return h.k1, h.k2 }
 
-func (o *rotationOrder) readKey(r *jsonRows, flow string) error {
+func (o *rotationOrder) readKey(r *jsonRows, h *headRow) {
 	r.element(false)
-	pass, _ := r.int()
+	h.k1, _ = r.int()
 	r.element(false)
-	joined, _ := r.int()
+	h.k2, _ = r.int()
 	r.element(false)
-	weight, _ := r.int()
+	w, _ := r.int()
+	h.weight = int(w)
 	r.element(false)
-	served, _ := r.int()
-	if r.err != nil {
-		return r.err
-	}
-	if o.picked && (pass < o.lastPass || pass == o.lastPass && joined <= o.lastJoined) {
-		return fmt.Errorf("%w: pick flows: flow %q (%d, %d) after (%d, %d)", ErrCorrupt, flow, pass, joined, o.lastPass, o.lastJoined)
-	}
-	o.lastPass, o.lastJoined, o.picked = pass, joined, true
-	o.pass, o.served, o.weight = pass, served, int(weight)
-	return nil
+	h.served, _ = r.int()
 }
 
-func (o *rotationOrder) claimed(fRowid int64) {
-	pass := o.pass + stride(o.weight, o.served)
-	o.vnow, o.vtail = o.pass, max(o.vtail, pass)
+func (o *rotationOrder) less(a, b *headRow) bool {
+	return a.k1 < b.k1 || a.k1 == b.k1 && a.k2 < b.k2
+}
+
+func (o *rotationOrder) claimed(h *headRow) {
+	pass := h.k1 + stride(h.weight, h.served)
+	o.vnow, o.vtail = h.k1, max(o.vtail, pass)
 	if len(o.flowRows) == 0 {
 		o.flowRows = append(o.flowRows, '[')
 	} else {
 		o.flowRows = append(o.flowRows, ',')
 	}
 	o.flowRows = append(o.flowRows, '[')
-	o.flowRows = strconv.AppendInt(o.flowRows, fRowid, 10)
+	o.flowRows = strconv.AppendInt(o.flowRows, h.fRowid, 10)
 	o.flowRows = append(o.flowRows, ',')
 	o.flowRows = strconv.AppendInt(o.flowRows, pass, 10)
 	o.flowRows = append(o.flowRows, ']')

@@ -17,7 +17,7 @@ const SnapshotFormat = queue.SnapshotFormat
 // The snapshot's queries (prepared at Open).
 const (
 	qSnapMeta   = `SELECT clock_mark, ticket FROM meta WHERE id = 1`
-	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined, paused FROM flows ORDER BY flow`
+	qSnapFlows  = `SELECT flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined, paused, dest FROM flows ORDER BY flow`
 	qSnapRot    = `SELECT vnow, vtail, joins FROM meta WHERE id = 1`
 	qSnapEvents = `SELECT id, flow, seq, body, state, generation, attempts, lifetime_attempts,
     available_at, lease_until, ticket, reason, enqueued_at FROM events ORDER BY flow, seq`
@@ -78,6 +78,9 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 		if err := snapshotHistory(ctx, tx, &snap); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
+		if err := snapshotDests(ctx, tx, &snap); err != nil {
+			return fmt.Errorf("destinations: %w", err)
+		}
 		return nil
 	})
 	if err != nil {
@@ -97,7 +100,7 @@ func snapshotFlows(ctx context.Context, tx *txn, snap *Snapshot, rot bool) error
 		var head, readyAt sql.NullInt64
 		var pass, joined int64
 		var paused sql.NullString
-		if err := rows.Scan(&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined, &paused); err != nil {
+		if err := rows.Scan(&f.Flow, &f.LastSeq, &f.Served, &head, &readyAt, &f.Ready, &f.Weight, &pass, &joined, &paused, &f.Destination); err != nil {
 			return err
 		}
 		f.Paused = paused.String

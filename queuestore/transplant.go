@@ -1,10 +1,12 @@
 package queuestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -33,12 +35,14 @@ WHERE f.flow = ?1`
 	qExportEvents = `SELECT ` + qEventCols + `, ` + qEventError + `, ticket, enqueued_at FROM events WHERE flow = ?1 ORDER BY seq`
 
 	// qExportAudit reads the rows about the flow: redrives of its events
-	// (audit_event, one range per event) and the rows whose detail names it
-	// (audit_flow, one range), in write order.
-	qExportAudit = `SELECT id, kind, coalesce(event_id, ''), coalesce(generation, 0), reason, coalesce(detail, ''), at FROM audit
-WHERE id IN (SELECT a.id FROM events AS e JOIN audit AS a ON a.event_id = e.id WHERE e.flow = ?1
-    UNION ALL SELECT id FROM audit WHERE json_extract(detail, '$.flow') = ?1 AND detail IS NOT NULL AND kind <> 'redrive')
-ORDER BY id`
+	// (the flow's range of events, then audit_event per event) and the rows
+	// whose detail names it (audit_flow, one range); ExportFlow sorts them
+	// by id (write order).
+	qExportAudit = `SELECT a.id, a.kind, coalesce(a.event_id, ''), coalesce(a.generation, 0), a.reason, coalesce(a.detail, ''), a.at
+FROM events AS e CROSS JOIN audit AS a ON a.event_id = e.id WHERE e.flow = ?1
+UNION ALL
+SELECT id, kind, coalesce(event_id, ''), coalesce(generation, 0), reason, coalesce(detail, ''), at FROM audit
+WHERE json_extract(detail, '$.flow') = ?1 AND detail IS NOT NULL AND kind <> 'redrive'`
 
 	qImportFindFlow  = `SELECT 1 FROM flows WHERE flow = ?1`
 	qImportFindEvent = `SELECT flow FROM events WHERE id = ?1`
@@ -138,6 +142,7 @@ func (s *Store) ExportFlow(ctx context.Context, flow string) (queue.FlowExport, 
 			}
 		}
 		x.Audit, err = readAuditRecords(ctx, bound{tx, []any{flow}}, qExportAudit)
+		slices.SortFunc(x.Audit, func(a, b queue.AuditRecord) int { return cmp.Compare(a.ID, b.ID) })
 		return err
 	})
 	if err != nil {
@@ -224,6 +229,9 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 					return importError("insert history", err)
 				}
 			}
+		}
+		if err := importEventDestination(ctx, tx, f.Flow, f.Destination); err != nil {
+			return err
 		}
 		if err := insertAudit(ctx, tx, x.Audit); err != nil {
 			return err

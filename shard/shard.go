@@ -39,7 +39,6 @@ type Options struct {
 // for concurrent use.
 type Store struct {
 	shards []queue.Store
-	label  []queue.ShardLabel
 	epoch  int64
 	opts   Options
 
@@ -94,7 +93,6 @@ func Open(ctx context.Context, shards []queue.Store, o Options) (*Store, error) 
 			return nil, fmt.Errorf("%w: shard %d of %d is of epoch %d, shard 0 of epoch %d: shards of two sets", queue.ErrShardLabel, i, len(shards), l.Epoch, s.epoch)
 		}
 		s.epoch = l.Epoch
-		s.label = append(s.label, l)
 	}
 	return s, nil
 }

@@ -93,7 +93,8 @@ func (s *Store) Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, e
 }
 
 // ClaimBatch claims up to n heads over the shards, in a rotation: the call
-// starts at the shard after the one the previous call started at; n is
+// starts at the shard after the last one that gave the previous call more
+// than its even share (n/N) of claims; n is
 // split evenly over the shards (n/N each, one more for the first n mod N
 // in rotation order), each shard claims its share in its own fair order
 // (§2.3) in one transaction, and what a shard could not fill is claimed
@@ -128,18 +129,33 @@ func (s *Store) SettleClaimFor(ctx context.Context, items []queue.SettleItem, no
 	return s.settleClaim(ctx, items, now, n, &f)
 }
 
-// rotation returns the order in which this call visits the shards and
-// moves the rotation on by one.
+// rotation returns the order in which this call visits the shards: from
+// the shard after the last one that gave more than its even share.
 func (s *Store) rotation() []int {
 	s.mu.Lock()
 	start := s.next
-	s.next = (s.next + 1) % len(s.shards)
 	s.mu.Unlock()
 	order := make([]int, len(s.shards))
 	for j := range order {
 		order[j] = (start + j) % len(s.shards)
 	}
 	return order
+}
+
+// advance moves the rotation past the last shard, in this call's order,
+// that gave more than the even share n/N (an extra of the remainder, or a
+// shortfall filled); past the first shard when none did.
+func (s *Store) advance(order []int, got []int, n int) {
+	even := n / len(s.shards)
+	next := (order[0] + 1) % len(s.shards)
+	for _, i := range order {
+		if got[i] > even {
+			next = (i + 1) % len(s.shards)
+		}
+	}
+	s.mu.Lock()
+	s.next = next
+	s.mu.Unlock()
 }
 
 // remember records the shard of each claim, for settles and extends.
@@ -194,6 +210,7 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 	}
 	var claims []queue.Claim
 	var full []int
+	got := make([]int, len(s.shards))
 	short := 0
 	for _, i := range order {
 		sub := pick(items, groups[i])
@@ -210,6 +227,7 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 		}
 		take(room, cs)
 		claims = append(claims, cs...)
+		got[i] += len(cs)
 		short += quota[i] - len(cs)
 		if len(cs) == quota[i] {
 			full = append(full, i)
@@ -225,8 +243,10 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 		}
 		take(room, cs)
 		claims = append(claims, cs...)
+		got[i] += len(cs)
 		short -= len(cs)
 	}
+	s.advance(order, got, n)
 	if claims == nil {
 		claims = []queue.Claim{}
 	}

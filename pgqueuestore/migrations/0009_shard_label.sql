@@ -1,4 +1,4 @@
--- pgqueuestore migration 10: shards (docs/contract.md §7.10).
+-- pgqueuestore migration 9: shards (docs/contract.md §7.10).
 -- meta records the store's shard label: its index, the shard count of its
 -- set and the set's epoch; all three NULL for a store never labeled (a
 -- queue that is not sharded). The label is written once (SetShardLabel)

@@ -1,0 +1,147 @@
+package conformance
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fairrelay/fairrelay/pgqueuestore"
+	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
+	"github.com/fairrelay/fairrelay/shard"
+)
+
+// Shards (docs/contract.md §7.10): every rule of §2–§3 holds inside a
+// shard. These tests run the whole queue suite against shard k of a
+// labeled 2-shard set, on each backend: the store under test is labeled
+// {k, 2, 0} before the suite's first use of it, its sibling {1-k, 2, 0}
+// (SetShardLabel) beside it, and each store the suite opens must open
+// with its sibling as one set (shard.Open). The label of the store under
+// test is written into its meta row directly, as SetShardLabel writes it
+// but without SetShardLabel's audit row: the suite's clauses read the
+// audit exactly (a new store has none), and the label's row is the one
+// difference a shard shows. SetShardLabel is tested in each store's own
+// tests.
+
+// shardSuites runs the whole suite once more per backend, as a shard: some
+// three minutes on SQLite, beyond the CI budget's room, so behind a flag
+// (go test -run Shard -conformance.shards).
+var shardSuites = flag.Bool("conformance.shards", false, "run the queue suite against a shard of a labeled 2-shard set on each backend")
+
+func TestQueueSQLiteShard1of2(t *testing.T) {
+	if !*shardSuites {
+		t.Skip("-conformance.shards runs the suite against shard 1 of 2")
+	}
+	RunQueue(t, shardOf(t, sqliteQueue(), 1, func(t testing.TB, loc string, l queue.ShardLabel) {
+		db, err := sql.Open("sqlite", loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`PRAGMA busy_timeout = 10000`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(qLabel, l.Index, l.Count, l.Epoch); err != nil {
+			t.Fatalf("label: %v", err)
+		}
+	}))
+}
+
+func TestQueuePostgresShard0of2(t *testing.T) {
+	if !*shardSuites {
+		t.Skip("-conformance.shards runs the suite against shard 0 of 2")
+	}
+	pgtest.Require(t)
+	RunQueue(t, shardOf(t, pgQueue(), 0, func(t testing.TB, loc string, l queue.ShardLabel) {
+		q := strings.Replace(qLabel, "meta", pgx.Identifier{loc}.Sanitize()+".meta", 1)
+		q = strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3").Replace(q)
+		if _, err := pgtest.Pool(t).Exec(context.Background(), q, l.Index, l.Count, l.Epoch); err != nil {
+			t.Fatalf("label: %v", err)
+		}
+	}))
+}
+
+// qLabel records a shard label in a store's meta row, where
+// SetShardLabel records it (both stores' migrations name the columns so).
+const qLabel = `UPDATE meta SET shard_index = ?1, shard_count = ?2, shard_epoch = ?3 WHERE id = 1 AND shard_count IS NULL`
+
+// shardOf wraps b: each store it opens is shard k of a labeled 2-shard set.
+func shardOf(t *testing.T, b QueueBackend, k int, label func(t testing.TB, loc string, l queue.ShardLabel)) QueueBackend {
+	// One sibling serves every store of the run: shard.Open reads labels
+	// only, and a schema or file per store would double what the suite
+	// creates.
+	inner := b
+	sib, err := inner.Open(t, inner.NewLoc(t), QueueOptions{})
+	if err != nil {
+		t.Fatalf("open the sibling shard: %v", err)
+	}
+	if err := sib.(queue.ShardMember).SetShardLabel(context.Background(), queue.ShardLabel{Index: 1 - k, Count: 2}, "conformance: sibling", 0); err != nil {
+		t.Fatalf("label the sibling shard: %v", err)
+	}
+	b.Open = func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
+		s, err := inner.Open(t, loc, o)
+		if err != nil {
+			return nil, err
+		}
+		ctx := context.Background()
+		m := s.(queue.ShardMember)
+		if _, ok, err := m.ShardLabel(ctx); err != nil {
+			return nil, err
+		} else if !ok {
+			label(t, loc, queue.ShardLabel{Index: k, Count: 2})
+			if l, ok, err := m.ShardLabel(ctx); err != nil || !ok || l != (queue.ShardLabel{Index: k, Count: 2}) {
+				return nil, fmt.Errorf("label shard %d: the store reads %+v, %v, %v", k, l, ok, err)
+			}
+		}
+		set := []queue.Store{s, sib}
+		if k == 1 {
+			set = []queue.Store{sib, s}
+		}
+		if _, err := shard.Open(ctx, set, shard.Options{}); err != nil {
+			t.Errorf("shard %d and its sibling do not open as one set: %v", k, err)
+		}
+		return s, nil
+	}
+	// The model's random sequences run at a tenth of the unsharded count:
+	// the shard is the same store, and the CI budget is shared.
+	b.Sequences = max(b.Sequences/10, 20)
+	b.RaceSequences = max(b.RaceSequences/10, 10)
+	return b
+}
+
+// pgQueue is pgqueuestore as a backend under test (TestQueuePostgres's,
+// without its failing writes).
+func pgQueue() QueueBackend {
+	return QueueBackend{
+		Rotation: true,
+		NewLoc: func(t testing.TB) string {
+			_, schema := pgtest.Schema(t)
+			return schema
+		},
+		Open: func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
+			opts := []pgqueuestore.Option{pgqueuestore.WithSchema(loc)}
+			if o.Policy != nil {
+				opts = append(opts, pgqueuestore.WithPolicy(*o.Policy))
+			}
+			if o.RealTime {
+				opts = append(opts, pgqueuestore.WithRealTime(o.Source, o.Skew))
+			}
+			if o.Hook != nil {
+				opts = append(opts, pgqueuestore.WithHook(o.Hook))
+			}
+			s, err := pgqueuestore.OpenPool(context.Background(), pgtest.Pool(t), opts...)
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, nil
+		},
+		SchemaVersion: pgqueuestore.SchemaVersion,
+		Sequences:     200,
+	}
+}
