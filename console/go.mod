@@ -21,6 +21,7 @@ require (
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/fairness v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/shard v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -65,3 +66,5 @@ replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
 replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
 
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/shard => ../shard

@@ -42,6 +42,7 @@ require (
 	github.com/fairrelay/fairrelay/pgtest v0.0.0
 	github.com/fairrelay/fairrelay/queue v0.0.0
 	github.com/fairrelay/fairrelay/receiver v0.0.0
+	github.com/fairrelay/fairrelay/shard v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgx/v5 v5.13.0
@@ -88,3 +89,5 @@ replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
 
 replace github.com/fairrelay/fairrelay/migration => ../migration
+
+replace github.com/fairrelay/fairrelay/shard => ../shard

@@ -317,7 +317,13 @@ func (q *queueDB) Audit(ctx context.Context) ([]auditRow, error) {
 	return out, nil
 }
 
+// Snapshot reads the queue's snapshot. A sharded queue has one per shard,
+// each read in its own transaction (shardSnapshots): not a consistent cut
+// across the shards.
 func (q *queueDB) Snapshot(ctx context.Context) (any, error) {
+	if s, ok := q.sharded(); ok {
+		return shardSnapshots(ctx, s)
+	}
 	return q.s.Snapshot(ctx)
 }
 

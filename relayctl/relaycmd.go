@@ -171,7 +171,13 @@ func cmdRelay(e *env, args []string) (err error) {
 		q      relayQueue
 		listen func(context.Context) (waiter, error)
 	)
-	if pg {
+	if sq, sl, ok, oerr := e.relayShards(ms(*skew)); ok {
+		// A sharded queue (shardrelay.go).
+		if oerr != nil {
+			return oerr
+		}
+		q, listen = sq, sl
+	} else if pg {
 		// One connection more than the relay's own for the LISTEN.
 		pq, oerr := openPGQueue(e.ctx, e.queuePath, false, 5, pgqueuestore.WithRealTime(clock.Wall{}, ms(*skew)))
 		if oerr != nil {
@@ -213,6 +219,7 @@ func cmdRelay(e *env, args []string) (err error) {
 	}
 
 	reg := prometheus.NewRegistry()
+	registerShards(reg, q)
 	rl, err := relay.New(q, h, relay.Options{
 		Concurrency: *concurrency, Batch: *batch, Clock: clock.Wall{}, Poll: *poll,
 		ShutdownGrace: *grace, Logger: log, Metrics: reg,

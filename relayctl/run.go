@@ -74,6 +74,8 @@ var commands = []command{
 	{"prune", "delete acked events and audit rows past the policy's retention (--dry-run) | prune receiver", cmdPrune},
 	{"receiver", "receiver totals | receiver conflicts", cmdReceiver},
 	{"snapshot", "both stores' full snapshots as JSON", cmdSnapshot},
+	{"shards", "a sharded queue's shards: file or schema, label, events by state | shards create --count N", cmdShards},
+	{"reshard", "move a sharded queue's flows into M shards, offline and audited (--to M --reason TEXT)", cmdReshard},
 	{"web", "the operator console in a browser (--listen ADDR, --token or $FAIRRELAY_TOKEN)", cmdWeb},
 	{"relay", "run the relay over queue.db: deliver --to URL (HTTP) or to --receiver in process", cmdRelay},
 	{"receive", "serve receiver.db over HTTP for 'relayctl relay --to' (--listen ADDR --secret S)", cmdReceive},

@@ -12,7 +12,9 @@ func cmdSnapshot(e *env, args []string) (err error) {
 	f := newFlags(e, "snapshot", "snapshot [--receiver PATH]",
 		"Snapshot prints both stores' snapshots as one JSON object: every table of\n"+
 			"queue.db read in one transaction, then every table of receiver.db in another.\n"+
-			"The two are not a consistent cut across the files.").
+			"The two are not a consistent cut across the files. On a sharded queue the queue is\n"+
+			"{\"shards\": [{\"store\", \"label\", \"snapshot\"}, …]}, one snapshot per shard in shard order,\n"+
+			"each read in its own transaction (docs/scale.md).").
 		withQueue().withReceiver(true)
 	pos, err := f.parse(args)
 	if err != nil {

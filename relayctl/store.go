@@ -41,6 +41,9 @@ func (e *env) mustExist(path, what, flagName string) error {
 		return fmt.Errorf("%s database %s does not exist (give its path with --%s PATH)", what, path, flagName)
 	case err != nil:
 		return fmt.Errorf("%s database: %w", what, err)
+	case fi.IsDir() && what == "queue" && e.isShardDir(path):
+		// A directory of shard files is a sharded queue (shard.go);
+		// opening it checks its labels.
 	case fi.IsDir():
 		return fmt.Errorf("%s database %s is a directory, not a file", what, path)
 	}
@@ -59,6 +62,9 @@ func (e *env) abs(path string) string {
 // openQueue opens the queue at e.queuePath, which must exist unless create
 // is true (only enqueue creates a queue).
 func (e *env) openQueue(create bool) (*queueDB, error) {
+	if e.isShardDir(e.queuePath) {
+		return e.shardedQueue(false)
+	}
 	if isPostgres(e.queuePath) {
 		return e.pgQueue(create)
 	}
@@ -72,6 +78,11 @@ func (e *env) openQueue(create bool) (*queueDB, error) {
 	q, err := e.openQueueAt(e.abs(e.queuePath))
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s: %w", e.queuePath, err)
+	}
+	if create {
+		if err := refuseShardMember(e.ctx, q, e.queuePath); err != nil {
+			return nil, errors.Join(err, q.Close())
+		}
 	}
 	return q, nil
 }
@@ -99,6 +110,9 @@ func (e *env) openReceiver(optional bool) (*receiverDB, error) {
 // exist, and it is opened read-only, so that nothing is created beside it
 // and no write permission is needed (docs/operations.md).
 func (e *env) readQueue() (*queueDB, error) {
+	if e.isShardDir(e.queuePath) {
+		return e.shardedQueue(true)
+	}
 	if isPostgres(e.queuePath) {
 		return e.pgQueue(false)
 	}
@@ -135,9 +149,20 @@ func (e *env) readReceiver(optional bool) (*receiverDB, error) {
 // write command does: PostgreSQL has no read-only store, and opening an
 // existing schema changes nothing in it.
 func (e *env) pgQueue(create bool) (*queueDB, error) {
+	if q, err := e.shardedQueueDB(false); !errors.Is(err, errNotSharded) {
+		if err != nil {
+			return nil, fmt.Errorf("open queue %s: %w", shown(e.queuePath), err)
+		}
+		return q, nil
+	}
 	q, err := pgQueueDB(e.ctx, e.queuePath, create)
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s: %w", shown(e.queuePath), err)
+	}
+	if create {
+		if err := refuseShardMember(e.ctx, q, shown(e.queuePath)); err != nil {
+			return nil, errors.Join(err, q.Close())
+		}
 	}
 	return q, nil
 }
@@ -150,6 +175,16 @@ func (e *env) pgReceiver() (*receiverDB, error) {
 		return nil, fmt.Errorf("open receiver %s: %w", shown(e.receiverPath), err)
 	}
 	return &receiverDB{r}, nil
+}
+
+// shardedQueue opens the sharded queue in the directory --queue names
+// (shard.go); readOnly opens its files read-only.
+func (e *env) shardedQueue(readOnly bool) (*queueDB, error) {
+	q, err := e.shardedQueueDB(readOnly)
+	if err != nil {
+		return nil, fmt.Errorf("open sharded queue %s: %w", e.queuePath, err)
+	}
+	return q, nil
 }
 
 // closeWith closes c and keeps the first error.

@@ -136,6 +136,9 @@ func (e *env) webQueue() (interface {
 	console.Queue
 	Close() error
 }, bool, error) {
+	if q, rt, ok, err := e.webShards(); ok {
+		return q, rt, err
+	}
 	if isPostgres(e.queuePath) {
 		p, err := openPGQueue(e.ctx, e.queuePath, false, 0)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/pgtest"
+	"github.com/fairrelay/fairrelay/queue"
 )
 
 // ErrConfig reports a configuration the soak cannot run with.
@@ -48,6 +49,9 @@ type Config struct {
 	// --prune-every 1s). PostgreSQL only: there the check reads what was
 	// pruned from logs the soak keeps (pgEnqueueLog, pgCommitLog).
 	Retention time.Duration
+	// Shards, when above 0, runs on a sharded queue of that many shards
+	// (docs/scale.md): the relays and the producers treat it as one queue.
+	Shards int
 	// Keep leaves a PostgreSQL run's schemas on the server after a run
 	// that passed (CheckDir and DropStores find them in StoresFile).
 	Keep      bool
@@ -159,6 +163,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Relayctl, Producer and Dir are required", ErrConfig)
 	case c.For <= 0 || c.DrainTimeout <= 0 || c.RecoverTimeout <= 0:
 		return fmt.Errorf("%w: For, RecoverTimeout and DrainTimeout must be positive", ErrConfig)
+	case c.Shards < 0 || c.Shards > queue.MaxShards:
+		return fmt.Errorf("%w: Shards %d: want 0 (a plain queue) or 1..%d", ErrConfig, c.Shards, queue.MaxShards)
 	case c.Relays < 1 || c.Producers < 1 || c.Flows < 1 || c.Batch < 1 || c.Batch > 10000 || c.PoisonEvery < 0:
 		return fmt.Errorf("%w: Relays, Producers, Flows and Batch (1..10000) must be positive, PoisonEvery not negative", ErrConfig)
 	case c.KillMin <= 0 || c.KillMax < c.KillMin || c.RestartMax < 0 || c.ProducerPause < 0:

@@ -58,4 +58,8 @@
 //	SOAK_SEED=42 go run ./soak/cmd/soak    # replay a seed
 //	FAIRRELAY_BACKEND=postgres go run ./soak/cmd/soak   # on a private PostgreSQL cluster, every fault
 //	SOAK_FAULTS=kill,db-cut go run ./soak/cmd/soak -backend postgres -retention 30s
+//
+// With Config.Shards N (the command's -shards N or $SOAK_SHARDS, the
+// tests' -soak.shards N) the run's queue is a sharded queue of N shards
+// (docs/scale.md), which every process and the check take as one queue.
 package soak

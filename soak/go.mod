@@ -21,6 +21,7 @@ require (
 	github.com/fairrelay/fairrelay/drivertx v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/fairness v0.0.0 // indirect
 	github.com/fairrelay/fairrelay/migration v0.0.0 // indirect
+	github.com/fairrelay/fairrelay/shard v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -62,3 +63,5 @@ replace github.com/fairrelay/fairrelay/pgqueuestore => ../pgqueuestore
 replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
 
 replace github.com/fairrelay/fairrelay/pgtest => ../pgtest
+
+replace github.com/fairrelay/fairrelay/shard => ../shard

@@ -212,7 +212,7 @@ func Run(ctx context.Context, c Config) (sum Summary, err error) {
 
 	// Chaos: every process is supervised (restarted after a short pause
 	// whenever it exits) while a loop SIGKILLs a random one.
-	logf("soak: backend=%s seed=%d for=%s relays=%d producers=%d faults=%s dir=%s (%s)", c.Backend, c.Seed, c.For, c.Relays, c.Producers,
+	logf("soak: backend=%s shards=%d seed=%d for=%s relays=%d producers=%d faults=%s dir=%s (%s)", c.Backend, c.Shards, c.Seed, c.For, c.Relays, c.Producers,
 		strings.Join(c.Faults, ","), c.Dir, stores)
 	recvCtx, stopReceiver := context.WithCancel(ctx)
 	defer stopReceiver()

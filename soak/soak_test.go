@@ -18,6 +18,8 @@ import (
 
 var soakFor = flag.Duration("soak.for", 12*time.Second, "chaos phase of TestSoak (SOAK_FOR=30m with go run ./soak/cmd/soak for a long run)")
 
+var soakShards = flag.Int("soak.shards", 0, "run TestSoak and TestSoakPostgres on a sharded queue of N shards (0: a plain queue; SOAK_SHARDS=N with go run ./soak/cmd/soak)")
+
 var (
 	buildOnce           sync.Once
 	builtDir, buildFail string
@@ -85,6 +87,9 @@ func soakTest(t *testing.T, c Config) {
 	dir := t.TempDir()
 	seed := time.Now().UnixNano() % 1_000_000_007
 	c.Relayctl, c.Producer, c.Dir, c.For, c.Seed = relayctl, soakBin, dir, *soakFor, seed
+	if c.Shards == 0 {
+		c.Shards = *soakShards
+	}
 	c.MaxBacklog = 300 // a short drain: at most this many ordinary events wait when the chaos ends
 	c.PoisonEvery = 3  // a few injected failures even in a short run on a slow machine
 	c.Log = t.Logf

@@ -58,6 +58,10 @@ type Stores struct {
 	Backend  string `json:"backend"`
 	Queue    string `json:"queue"`
 	Receiver string `json:"receiver"`
+	// Shards is the number of shards of a sharded queue (Config.Shards;
+	// 0: a plain queue). Queue is then the directory, or the base
+	// schema's URL, that relayctl's --queue takes (shards.go).
+	Shards int `json:"shards,omitempty"`
 }
 
 // StoresFile, in a run's directory, holds the run's Stores (JSON), so
@@ -73,6 +77,9 @@ const commitLog = "soak_commit_log"
 func newStores(c Config) (Stores, error) {
 	switch c.Backend {
 	case BackendSQLite:
+		if c.Shards > 0 {
+			return Stores{Backend: BackendSQLite, Queue: filepath.Join(c.Dir, "queue"), Receiver: filepath.Join(c.Dir, "receiver.db"), Shards: c.Shards}, nil
+		}
 		return Stores{Backend: BackendSQLite, Queue: filepath.Join(c.Dir, "queue.db"), Receiver: filepath.Join(c.Dir, "receiver.db")}, nil
 	case BackendPostgres:
 		var b [8]byte
@@ -88,7 +95,7 @@ func newStores(c Config) (Stores, error) {
 		if err != nil {
 			return Stores{}, err
 		}
-		return Stores{Backend: BackendPostgres, Queue: q, Receiver: r}, nil
+		return Stores{Backend: BackendPostgres, Queue: q, Receiver: r, Shards: c.Shards}, nil
 	}
 	return Stores{}, fmt.Errorf("%w: unknown backend %q", ErrConfig, c.Backend)
 }
@@ -152,8 +159,16 @@ type queueOptions struct {
 	realTime bool
 }
 
-// openQueue opens the queue a store name names, on its backend.
+// openQueue opens the queue a store name names, on its backend: a sharded
+// queue (shards.go) as one shard.Store over its shards.
 func openQueue(ctx context.Context, target string, o queueOptions) (queue.Store, error) {
+	members, sharded, err := queueMembers(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	if sharded {
+		return openShards(ctx, members, o, false)
+	}
 	if isPostgres(target) {
 		return openPGQueue(ctx, target, o)
 	}
@@ -216,7 +231,13 @@ func transient(err error) bool {
 // and returns them open. On PostgreSQL it also installs the receiver's
 // commit log.
 func createStores(ctx context.Context, s Stores, p queue.Policy) (queue.Store, receiver.Store, error) {
-	q, err := openQueue(ctx, s.Queue, queueOptions{policy: &p})
+	var q queue.Store
+	var err error
+	if s.Shards > 0 {
+		q, err = createShardedQueue(ctx, s.Queue, s.Shards, p)
+	} else {
+		q, err = openQueue(ctx, s.Queue, queueOptions{policy: &p})
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("soak: create the queue: %w", err)
 	}
@@ -226,10 +247,18 @@ func createStores(ctx context.Context, s Stores, p queue.Policy) (queue.Store, r
 		return nil, nil, fmt.Errorf("soak: create the receiver: %w", err)
 	}
 	if isPostgres(s.Queue) {
-		if err := pgEnqueueLog(ctx, s.Queue); err != nil {
+		members, _, err := queueMembers(ctx, s.Queue)
+		if err != nil {
 			q.Close()
 			r.Close()
 			return nil, nil, err
+		}
+		for _, m := range members {
+			if err := pgEnqueueLog(ctx, m); err != nil {
+				q.Close()
+				r.Close()
+				return nil, nil, err
+			}
 		}
 	}
 	if isPostgres(s.Receiver) {
@@ -319,6 +348,26 @@ func pruned(ctx context.Context, target string) ([]queue.EventState, error) {
 	if !isPostgres(target) {
 		return nil, nil
 	}
+	members, sharded, err := queueMembers(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	if !sharded {
+		return prunedOf(ctx, target)
+	}
+	var out []queue.EventState
+	for _, m := range members {
+		p, err := prunedOf(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+// prunedOf is pruned of one queue schema.
+func prunedOf(ctx context.Context, target string) ([]queue.EventState, error) {
 	conn, schema, err := pgTarget(target)
 	if err != nil {
 		return nil, err
@@ -358,7 +407,13 @@ func dropStores(ctx context.Context, s Stores) error {
 		return nil
 	}
 	var errs []error
-	for _, target := range []string{s.Queue, s.Receiver} {
+	targets := []string{s.Receiver}
+	if members, _, err := queueMembers(ctx, s.Queue); err != nil {
+		errs = append(errs, err)
+	} else {
+		targets = append(targets, members...)
+	}
+	for _, target := range targets {
 		conn, schema, err := pgTarget(target)
 		if err != nil {
 			errs = append(errs, err)

@@ -38,8 +38,12 @@ func (s Summary) String() string {
 	if s.Failed() {
 		verdict = fmt.Sprintf("FAILED(%d problems)", len(s.Problems))
 	}
+	backend := s.Backend
+	if s.Stores.Shards > 0 {
+		backend += fmt.Sprintf(" shards=%d", s.Stores.Shards)
+	}
 	return fmt.Sprintf("soak: backend=%s kills=%d faults=%s events=%d flows=%d lost=%d duplicated=%d stuck=%d quarantined=%d (injected=%d) pruned=%d "+
 		"killed=receiver:%d,relay:%d,producer:%d retried=%d store_errors=%d recovered=%d breaker_opens=%d producer_retries=%d start_refused=%d crashes=%d restarts=%d receipts=%d duration=%s (chaos %s, recovery %s, drain %s) seed=%d %s",
-		s.Backend, s.Kills, s.Faults, s.Events, s.Flows, s.Lost, s.Duplicated, s.Stuck, s.Quarantined, s.Injected, s.Pruned,
+		backend, s.Kills, s.Faults, s.Events, s.Flows, s.Lost, s.Duplicated, s.Stuck, s.Quarantined, s.Injected, s.Pruned,
 		s.ReceiverKills, s.RelayKills, s.ProducerKills, s.Retried, s.StoreErrors, s.Recovered, s.BreakerOpens, s.ProducerRetries, s.StartRefused, s.Crashes, s.Restarts, s.Receipts, s.Duration.Round(time.Second), s.Chaos.Round(time.Second), s.Recovery.Round(time.Second), s.Drain.Round(time.Second), s.Seed, verdict)
 }

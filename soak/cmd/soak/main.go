@@ -116,6 +116,7 @@ func run() int {
 	flows := fs.Int("flows", 200, "ordinary flows")
 	faults := fs.String("faults", "", "comma-separated fault kinds ("+strings.Join(soak.FaultKinds, ", ")+"; default $SOAK_FAULTS or all the backend can have)")
 	retention := fs.Duration("retention", 0, "on postgres, the queue's and the receiver's retention window, pruned every second (0: keep everything)")
+	shards := fs.Int("shards", 0, "run on a sharded queue of N shards (default $SOAK_SHARDS or 0: a plain queue; docs/scale.md)")
 	shared := fs.Bool("shared", false, "on postgres, use the server of -postgres instead of a private cluster (no restart faults); implied by -postgres or $"+soak.PostgresEnv)
 	_ = fs.Parse(os.Args[1:])
 	set := map[string]bool{}
@@ -127,6 +128,14 @@ func run() int {
 			return 2
 		}
 		*forD = d
+	}
+	if v := os.Getenv("SOAK_SHARDS"); v != "" && !set["shards"] {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak: SOAK_SHARDS:", err)
+			return 2
+		}
+		*shards = n
 	}
 	if v := os.Getenv("SOAK_SEED"); v != "" && !set["seed"] {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -191,7 +200,7 @@ func run() int {
 	defer stop()
 	sum, err := soak.Run(ctx, soak.Config{
 		Backend: *backend, Postgres: *pgURL, Keep: *keep, Relayctl: *relayctl, Producer: self, Dir: *dir, For: *forD, Seed: *seed,
-		Relays: *relays, Producers: *producers, Flows: *flows, PrivateCluster: private, Faults: faultList, Retention: *retention,
+		Relays: *relays, Producers: *producers, Flows: *flows, PrivateCluster: private, Faults: faultList, Retention: *retention, Shards: *shards,
 		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	})
 	for _, p := range sum.Problems {
