@@ -1,0 +1,32 @@
+// Package shard splits one queue into N shards (docs/contract.md §7.10):
+// N complete queues of §2, each its own SQLite file or PostgreSQL schema,
+// every flow in exactly one of them by a stable hash of its name ([Of]).
+//
+// A [Store] composes the N shards' queue.Store values and is itself a
+// queue.Store with every capability the shards have, so a relay, an
+// operator command or the console treats a sharded queue as one queue.
+// Every rule of §2–§3 holds inside a shard; across shards:
+//
+//   - The order of claims is not defined. Claims visit the shards in a
+//     rotation (see [Store.ClaimBatch]); fairness across shards is
+//     approximate, measured in docs/decisions/sharding.md.
+//   - A batch enqueue, settle or extend is atomic per shard only: a
+//     failure in one shard's part leaves the other shards' parts
+//     committed, and the error says which shard failed. A retry of the
+//     whole batch is harmless: what was committed comes back Duplicate
+//     (enqueue) or Stale (settle).
+//   - Event IDs are unique per shard only: an ID reused in another flow
+//     that hashes to another shard is not detected as ErrConflict.
+//   - A destination's Concurrency and Rate are enforced by each shard on
+//     its own, so the whole queue's limit is N × the registered one. The
+//     store registers the destination unchanged in every shard; an
+//     operator who wants a total limit L registers ceil(L/N).
+//   - SetPolicy, PutDestination and the other queue-wide writes go to
+//     every shard in turn: a failure part way leaves the shards before it
+//     changed, and the error says which; the same call again finishes it.
+//
+// The shard count N is recorded in every shard ([queue.ShardLabel]):
+// [Create] labels a fresh set, [Open] refuses any set whose labels are not
+// exactly {i, N, epoch}, and [Reshard] moves a queue offline to a new set
+// with another N, losing and doubling nothing.
+package shard

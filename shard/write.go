@@ -1,0 +1,628 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/queue"
+)
+
+var (
+	_ queue.Store            = (*Store)(nil)
+	_ queue.Weighter         = (*Store)(nil)
+	_ queue.SettleClaimer    = (*Store)(nil)
+	_ queue.Pager            = (*Store)(nil)
+	_ queue.Waiter           = (*Store)(nil)
+	_ queue.Pauser           = (*Store)(nil)
+	_ queue.Pruner           = (*Store)(nil)
+	_ queue.DestinationStore = (*Store)(nil)
+)
+
+// Enqueue enqueues e into the shard of its flow.
+func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
+	i := s.ShardOf(e.Flow)
+	r, err := s.shards[i].Enqueue(ctx, e, now)
+	if err != nil {
+		return r, &ShardError{Shard: i, Err: err}
+	}
+	return r, nil
+}
+
+// EnqueueBatch enqueues es, grouped by shard: one transaction per shard,
+// the shards in index order. Every event is checked first (bad input, or
+// one ID twice in es with another flow or body, changes nothing). A
+// failure in one shard's part is a *ShardError naming the shard and the
+// shards whose parts committed; the parts of the shards after it are not
+// tried. The same batch again is harmless: the committed events come back
+// Duplicate.
+func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
+	if len(es) == 0 || len(s.shards) == 1 {
+		r, err := s.shards[0].EnqueueBatch(ctx, es, now)
+		if err != nil {
+			return nil, &ShardError{Shard: 0, Err: err}
+		}
+		return r, nil
+	}
+	seen := make(map[string]int, len(es))
+	for k, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("event %d: %w", k, err)
+		}
+		if j, ok := seen[e.ID]; ok && (es[j].Flow != e.Flow || !bytes.Equal(es[j].Body, e.Body)) {
+			return nil, fmt.Errorf("%w: event %d reuses the ID %q of event %d with another flow or body", queue.ErrConflict, k, e.ID, j)
+		}
+		seen[e.ID] = k
+	}
+	parts := make([][]int, len(s.shards))
+	for k, e := range es {
+		i := s.ShardOf(e.Flow)
+		parts[i] = append(parts[i], k)
+	}
+	out := make([]queue.Enqueued, len(es))
+	var done []int
+	for i, part := range parts {
+		if len(part) == 0 {
+			continue
+		}
+		sub := make([]queue.Event, len(part))
+		for j, k := range part {
+			sub[j] = es[k]
+		}
+		r, err := s.shards[i].EnqueueBatch(ctx, sub, now)
+		if err != nil {
+			return nil, &ShardError{Shard: i, Err: err, Done: done}
+		}
+		for j, k := range part {
+			out[k] = r[j]
+		}
+		done = append(done, i)
+	}
+	return out, nil
+}
+
+// Claim claims one head: ClaimBatch with n = 1.
+func (s *Store) Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, error) {
+	cs, err := s.ClaimBatch(ctx, now, 1)
+	if err != nil || len(cs) == 0 {
+		return queue.Claim{}, false, err
+	}
+	return cs[0], true, nil
+}
+
+// ClaimBatch claims up to n heads over the shards, in a rotation: the call
+// starts at the shard after the one the previous call started at; n is
+// split evenly over the shards (n/N each, one more for the first n mod N
+// in rotation order), each shard claims its share in its own fair order
+// (§2.3) in one transaction, and what a shard could not fill is claimed
+// in a second pass from the shards that filled theirs, in the same order.
+// With n = 1 the shards thus take turns, one claim each, skipping the ones
+// with nothing dispatchable. A failing shard ends the call with a
+// *ShardError; the claims made before it are not returned and come back
+// when their lease runs out.
+func (s *Store) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error) {
+	_, cs, err := s.settleClaim(ctx, nil, now, n, nil)
+	return cs, err
+}
+
+// SettleClaimBatch settles items and claims up to n heads: each shard
+// settles its items and claims its share (ClaimBatch's rotation) in one
+// transaction of its own.
+func (s *Store) SettleClaimBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error) {
+	return s.settleClaim(ctx, items, now, n, nil)
+}
+
+// ClaimFor is ClaimBatch whose claims also leave out what f says; a
+// destination's Room is shared by the shards (what one shard claimed is
+// taken from the room the next one gets).
+func (s *Store) ClaimFor(ctx context.Context, now clock.Tick, n int, f queue.ClaimFilter) ([]queue.Claim, error) {
+	_, cs, err := s.settleClaim(ctx, nil, now, n, &f)
+	return cs, err
+}
+
+// SettleClaimFor is SettleClaimBatch whose claims also leave out what f
+// says, as ClaimFor.
+func (s *Store) SettleClaimFor(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int, f queue.ClaimFilter) ([]queue.SettleResult, []queue.Claim, error) {
+	return s.settleClaim(ctx, items, now, n, &f)
+}
+
+// rotation returns the order in which this call visits the shards and
+// moves the rotation on by one.
+func (s *Store) rotation() []int {
+	s.mu.Lock()
+	start := s.next
+	s.next = (s.next + 1) % len(s.shards)
+	s.mu.Unlock()
+	order := make([]int, len(s.shards))
+	for j := range order {
+		order[j] = (start + j) % len(s.shards)
+	}
+	return order
+}
+
+// remember records the shard of each claim, for settles and extends.
+func (s *Store) remember(i int, cs []queue.Claim) {
+	if len(cs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, c := range cs {
+		s.claimed[c.EventID] = i
+	}
+	s.mu.Unlock()
+}
+
+// forget drops an event from the claim map once a settle answered for it.
+func (s *Store) forget(id string) {
+	s.mu.Lock()
+	delete(s.claimed, id)
+	s.mu.Unlock()
+}
+
+// settleClaim is the one claim path: items settled per shard, n claims in
+// the rotation, f (nil: none) applied with its Room shared.
+func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int, f *queue.ClaimFilter) ([]queue.SettleResult, []queue.Claim, error) {
+	if f != nil {
+		if err := f.Validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if n < 0 || (n == 0 && len(items) == 0 && f == nil) || len(s.shards) == 1 {
+		// Bad n, or one shard: the shard answers as it would alone.
+		return s.call(ctx, 0, items, now, n, f)
+	}
+	groups, results, err := s.group(ctx, settleIDs(items))
+	if err != nil {
+		return nil, nil, err
+	}
+	order := s.rotation()
+	quota := make([]int, len(s.shards))
+	for j, i := range order {
+		quota[i] = n / len(s.shards)
+		if j < n%len(s.shards) {
+			quota[i]++
+		}
+	}
+	var room map[string]int
+	if f != nil && f.Room != nil {
+		room = make(map[string]int, len(f.Room))
+		for k, v := range f.Room {
+			room[k] = v
+		}
+	}
+	var claims []queue.Claim
+	var full []int
+	short := 0
+	for _, i := range order {
+		sub := pick(items, groups[i])
+		if len(sub) == 0 && quota[i] == 0 {
+			full = append(full, i) // not asked yet: may fill a shortfall
+			continue
+		}
+		rs, cs, err := s.call(ctx, i, sub, now, quota[i], withRoom(f, room))
+		if err != nil {
+			return nil, nil, &ShardError{Shard: i, Err: err}
+		}
+		for j, k := range groups[i] {
+			results[k] = rs[j]
+		}
+		take(room, cs)
+		claims = append(claims, cs...)
+		short += quota[i] - len(cs)
+		if len(cs) == quota[i] {
+			full = append(full, i)
+		}
+	}
+	for _, i := range full {
+		if short == 0 {
+			break
+		}
+		_, cs, err := s.call(ctx, i, nil, now, short, withRoom(f, room))
+		if err != nil {
+			return nil, nil, &ShardError{Shard: i, Err: err}
+		}
+		take(room, cs)
+		claims = append(claims, cs...)
+		short -= len(cs)
+	}
+	if claims == nil {
+		claims = []queue.Claim{}
+	}
+	return results, claims, nil
+}
+
+// call settles items and claims n on shard i with the narrowest method
+// that does it.
+func (s *Store) call(ctx context.Context, i int, items []queue.SettleItem, now clock.Tick, n int, f *queue.ClaimFilter) ([]queue.SettleResult, []queue.Claim, error) {
+	sh := s.shards[i]
+	var rs []queue.SettleResult
+	var cs []queue.Claim
+	var err error
+	switch {
+	case f != nil:
+		d, ok := sh.(queue.DestinationStore)
+		if !ok {
+			return nil, nil, unsupported(i, sh, "queue.DestinationStore")
+		}
+		if len(items) == 0 {
+			cs, err = d.ClaimFor(ctx, now, n, *f)
+		} else {
+			rs, cs, err = d.SettleClaimFor(ctx, items, now, n, *f)
+		}
+	case len(items) == 0:
+		cs, err = sh.ClaimBatch(ctx, now, n)
+	default:
+		sc, ok := sh.(queue.SettleClaimer)
+		if ok {
+			rs, cs, err = sc.SettleClaimBatch(ctx, items, now, n)
+		} else {
+			if rs, err = sh.SettleBatch(ctx, items, now); err == nil && n > 0 {
+				cs, err = sh.ClaimBatch(ctx, now, n)
+			}
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	s.settled(items, rs)
+	s.remember(i, cs)
+	return rs, cs, nil
+}
+
+// settled forgets the events whose settle answered.
+func (s *Store) settled(items []queue.SettleItem, rs []queue.SettleResult) {
+	for k, r := range rs {
+		if r.Err == nil && k < len(items) {
+			s.forget(items[k].EventID)
+		}
+	}
+}
+
+func settleIDs(items []queue.SettleItem) []string {
+	ids := make([]string, len(items))
+	for k, it := range items {
+		ids[k] = it.EventID
+	}
+	return ids
+}
+
+func pick[T any](all []T, idx []int) []T {
+	if len(idx) == 0 {
+		return nil
+	}
+	out := make([]T, len(idx))
+	for j, k := range idx {
+		out[j] = all[k]
+	}
+	return out
+}
+
+// withRoom is f with its Room replaced by room (what is left of it).
+func withRoom(f *queue.ClaimFilter, room map[string]int) *queue.ClaimFilter {
+	if f == nil {
+		return nil
+	}
+	g := *f
+	if room != nil {
+		g.Room = make(map[string]int, len(room))
+		for k, v := range room {
+			g.Room[k] = v
+		}
+	}
+	return &g
+}
+
+// take takes the claims from the room left.
+func take(room map[string]int, cs []queue.Claim) {
+	if room == nil {
+		return
+	}
+	for _, c := range cs {
+		if r, ok := room[c.Destination]; ok && r > 0 {
+			room[c.Destination] = r - 1
+		}
+	}
+}
+
+// shardOfEvent finds the shard of an event: the one this Store claimed it
+// from, or else the first shard that has it (one read per shard: an
+// operator's path). ok is false when no shard has it.
+func (s *Store) shardOfEvent(ctx context.Context, id string) (int, bool, error) {
+	s.mu.Lock()
+	i, ok := s.claimed[id]
+	s.mu.Unlock()
+	if ok {
+		return i, true, nil
+	}
+	if len(s.shards) == 1 {
+		return 0, true, nil
+	}
+	if err := queue.CheckID(id); err != nil {
+		return 0, false, err
+	}
+	for i, sh := range s.shards {
+		_, err := sh.Event(ctx, id)
+		if err == nil {
+			return i, true, nil
+		}
+		if !errors.Is(err, queue.ErrNotFound) {
+			return 0, false, &ShardError{Shard: i, Err: err}
+		}
+	}
+	return 0, false, nil
+}
+
+// group sorts event IDs by shard: groups[i] lists the indexes of ids in
+// shard i. An ID no shard has (or a bad one) goes to shard 0, whose answer
+// for it (ErrNotFound, ErrInvalid) is the item's.
+func (s *Store) group(ctx context.Context, ids []string) ([][]int, []queue.SettleResult, error) {
+	groups := make([][]int, len(s.shards))
+	for k, id := range ids {
+		i, ok, err := s.shardOfEvent(ctx, id)
+		if err != nil && !errors.Is(err, queue.ErrInvalid) {
+			return nil, nil, err
+		}
+		if !ok {
+			i = 0
+		}
+		groups[i] = append(groups[i], k)
+	}
+	return groups, make([]queue.SettleResult, len(ids)), nil
+}
+
+// Settle settles a claim in the event's shard.
+func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error) {
+	i, _, err := s.shardOfEvent(ctx, eventID)
+	if err != nil && !errors.Is(err, queue.ErrInvalid) {
+		return "", err
+	}
+	o, err := s.shards[i].Settle(ctx, eventID, generation, r, now)
+	if err != nil {
+		return o, err
+	}
+	s.forget(eventID)
+	return o, nil
+}
+
+// SettleBatch settles items, grouped by shard: one transaction per shard.
+// A failing shard is a *ShardError; the shards before it committed.
+func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick) ([]queue.SettleResult, error) {
+	if len(s.shards) == 1 || len(items) == 0 {
+		rs, err := s.shards[0].SettleBatch(ctx, items, now)
+		if err == nil {
+			s.settled(items, rs)
+		}
+		return rs, err
+	}
+	groups, results, err := s.group(ctx, settleIDs(items))
+	if err != nil {
+		return nil, err
+	}
+	var done []int
+	for i, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		sub := pick(items, g)
+		rs, err := s.shards[i].SettleBatch(ctx, sub, now)
+		if err != nil {
+			return nil, &ShardError{Shard: i, Err: err, Done: done}
+		}
+		s.settled(sub, rs)
+		for j, k := range g {
+			results[k] = rs[j]
+		}
+		done = append(done, i)
+	}
+	return results, nil
+}
+
+// Extend renews a claim's lease in the event's shard.
+func (s *Store) Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (queue.Outcome, error) {
+	i, _, err := s.shardOfEvent(ctx, eventID)
+	if err != nil && !errors.Is(err, queue.ErrInvalid) {
+		return "", err
+	}
+	return s.shards[i].Extend(ctx, eventID, generation, now)
+}
+
+// ExtendBatch extends items, grouped by shard: one transaction per shard.
+func (s *Store) ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error) {
+	if len(s.shards) == 1 || len(items) == 0 {
+		return s.shards[0].ExtendBatch(ctx, items, now)
+	}
+	ids := make([]string, len(items))
+	for k, it := range items {
+		ids[k] = it.EventID
+	}
+	groups, results, err := s.group(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var done []int
+	for i, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		rs, err := s.shards[i].ExtendBatch(ctx, pick(items, g), now)
+		if err != nil {
+			return nil, &ShardError{Shard: i, Err: err, Done: done}
+		}
+		for j, k := range g {
+			results[k] = rs[j]
+		}
+		done = append(done, i)
+	}
+	return results, nil
+}
+
+// Redrive redrives a quarantined event in its shard.
+func (s *Store) Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error {
+	i, _, err := s.shardOfEvent(ctx, eventID)
+	if err != nil && !errors.Is(err, queue.ErrInvalid) {
+		return err
+	}
+	return s.shards[i].Redrive(ctx, eventID, generation, reason, now)
+}
+
+// RedriveAll redrives what f matches: in the flow's shard when f names a
+// flow, else in every shard in index order (a failing shard is a
+// *ShardError; the shards before it redrove theirs).
+func (s *Store) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error) {
+	if f.Flow != "" || len(s.shards) == 1 {
+		i := 0
+		if f.Flow != "" {
+			i = s.ShardOf(f.Flow)
+		}
+		return s.shards[i].RedriveAll(ctx, f, reason, now)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if err := queue.CheckReason(reason); err != nil {
+		return nil, err
+	}
+	out := []queue.Redriven{}
+	var done []int
+	for i, sh := range s.shards {
+		r, err := sh.RedriveAll(ctx, f, reason, now)
+		if err != nil {
+			return out, &ShardError{Shard: i, Err: err, Done: done}
+		}
+		out = append(out, r...)
+		done = append(done, i)
+	}
+	return out, nil
+}
+
+// SetPolicy records p in every shard, in index order.
+func (s *Store) SetPolicy(ctx context.Context, p queue.Policy, reason string, now clock.Tick) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.every(func(i int, sh queue.Store) error { return sh.SetPolicy(ctx, p, reason, now) })
+}
+
+// every runs fn on every shard in index order, stopping at the first
+// failure (a *ShardError naming the shards done).
+func (s *Store) every(fn func(i int, sh queue.Store) error) error {
+	var done []int
+	for i, sh := range s.shards {
+		if err := fn(i, sh); err != nil {
+			if len(s.shards) == 1 {
+				return err
+			}
+			return &ShardError{Shard: i, Err: err, Done: done}
+		}
+		done = append(done, i)
+	}
+	return nil
+}
+
+// SetWeight sets a flow's weight in its shard.
+func (s *Store) SetWeight(ctx context.Context, flow string, weight int, reason string, now clock.Tick) error {
+	i := s.ShardOf(flow)
+	w, ok := s.shards[i].(queue.Weighter)
+	if !ok {
+		return unsupported(i, s.shards[i], "queue.Weighter")
+	}
+	return w.SetWeight(ctx, flow, weight, reason, now)
+}
+
+// PauseFlow pauses a flow in its shard.
+func (s *Store) PauseFlow(ctx context.Context, flow, reason string, now clock.Tick) error {
+	i := s.ShardOf(flow)
+	p, ok := s.shards[i].(queue.Pauser)
+	if !ok {
+		return unsupported(i, s.shards[i], "queue.Pauser")
+	}
+	return p.PauseFlow(ctx, flow, reason, now)
+}
+
+// ResumeFlow resumes a flow in its shard.
+func (s *Store) ResumeFlow(ctx context.Context, flow, reason string, now clock.Tick) error {
+	i := s.ShardOf(flow)
+	p, ok := s.shards[i].(queue.Pauser)
+	if !ok {
+		return unsupported(i, s.shards[i], "queue.Pauser")
+	}
+	return p.ResumeFlow(ctx, flow, reason, now)
+}
+
+// Prune prunes every shard, each with the same limit (so one call may
+// delete up to N × limit rows of each kind); More is set when any shard
+// filled its limit.
+func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (queue.PruneResult, error) {
+	var sum queue.PruneResult
+	err := s.every(func(i int, sh queue.Store) error {
+		p, ok := sh.(queue.Pruner)
+		if !ok {
+			return unsupported(i, sh, "queue.Pruner")
+		}
+		r, err := p.Prune(ctx, now, limit)
+		sum.Events += r.Events
+		sum.Audit += r.Audit
+		sum.More = sum.More || r.More
+		return err
+	})
+	return sum, err
+}
+
+// Prunable sums what Prune at now would delete in every shard.
+func (s *Store) Prunable(ctx context.Context, now clock.Tick) (queue.PruneResult, error) {
+	var sum queue.PruneResult
+	err := s.every(func(i int, sh queue.Store) error {
+		p, ok := sh.(queue.Pruner)
+		if !ok {
+			return unsupported(i, sh, "queue.Pruner")
+		}
+		r, err := p.Prunable(ctx, now)
+		sum.Events += r.Events
+		sum.Audit += r.Audit
+		sum.More = sum.More || r.More
+		return err
+	})
+	return sum, err
+}
+
+// PutDestination registers d unchanged in every shard: its Concurrency and
+// Rate hold in each shard on its own (the whole queue's limit is N × the
+// registered one; see the package documentation).
+func (s *Store) PutDestination(ctx context.Context, d queue.Destination, reason string, now clock.Tick) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	return s.everyDest(func(ds queue.DestinationStore) error { return ds.PutDestination(ctx, d, reason, now) })
+}
+
+// PauseDestination pauses the destination in every shard.
+func (s *Store) PauseDestination(ctx context.Context, name, reason string, now clock.Tick) error {
+	return s.everyDest(func(ds queue.DestinationStore) error { return ds.PauseDestination(ctx, name, reason, now) })
+}
+
+// ResumeDestination resumes the destination in every shard.
+func (s *Store) ResumeDestination(ctx context.Context, name, reason string, now clock.Tick) error {
+	return s.everyDest(func(ds queue.DestinationStore) error { return ds.ResumeDestination(ctx, name, reason, now) })
+}
+
+// SetFlowDestination changes a flow's destination in its shard.
+func (s *Store) SetFlowDestination(ctx context.Context, flow, dest, reason string, now clock.Tick) error {
+	i := s.ShardOf(flow)
+	ds, ok := s.shards[i].(queue.DestinationStore)
+	if !ok {
+		return unsupported(i, s.shards[i], "queue.DestinationStore")
+	}
+	return ds.SetFlowDestination(ctx, flow, dest, reason, now)
+}
+
+func (s *Store) everyDest(fn func(queue.DestinationStore) error) error {
+	return s.every(func(i int, sh queue.Store) error {
+		ds, ok := sh.(queue.DestinationStore)
+		if !ok {
+			return unsupported(i, sh, "queue.DestinationStore")
+		}
+		return fn(ds)
+	})
+}
