@@ -40,7 +40,7 @@ const (
 	RiverMinStep = time.Second
 
 	// River's own best settings, as riverbench runs them: 2,000 workers
-	// fed by inserts of 5,000 (the window is then four inserts' worth, so
+	// fed by inserts of 5,000 (the window is then two inserts' worth, so
 	// that the workers never wait for an insert: riverWindow).
 	RiverBestWorkers = 2000
 	RiverBestBatch   = 5000
@@ -56,9 +56,9 @@ func riverName(backend string, batch, workers int) string {
 }
 
 // riverWindow is the window of a River case: RiverWindow, or for inserts
-// larger than a quarter of it, four inserts.
+// larger than half of it, two inserts (one being worked while the next waits).
 func riverWindow(batch int) int64 {
-	return max(RiverWindow, 4*int64(batch))
+	return max(RiverWindow, 2*int64(batch))
 }
 
 // riverArgs is riverbench's BenchmarkArgs: one number per job.
