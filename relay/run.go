@@ -479,14 +479,25 @@ func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
 		if l.untilIdle && l.goroutines == 0 && len(l.pending) == 0 && len(l.holds) == 0 && len(l.parked) == 0 {
 			l.idle = true
 		}
-	case afterClaim && due <= now && l.filtered:
-		// The due head may be one the filter left out.
+	case afterClaim && due <= now && (l.filtered || l.destMode()):
+		// The due head may be one the filter left out or, in destination
+		// mode, one the store's own limits leave out (a destination at its
+		// concurrency or rate limit counts as due in NextDue: that is
+		// transient); claiming again at the next tick would spin. A paused
+		// destination's heads are not due at all.
 		l.nextClaim = now + destRecheck
 	case afterClaim && due <= now:
 		l.nextClaim = now + 1
 	default:
 		l.nextClaim = due
 	}
+}
+
+// destMode reports whether the relay claims in destination mode: the queue
+// is a DestinationQueue and the relay knows some registered destination
+// (besides the default one, whose breaker it always has).
+func (l *loop) destMode() bool {
+	return l.r.dq != nil && len(l.r.dests.loopView()) > 1
 }
 
 // prune makes one Prune call of a pass, when a pass is under way or its
