@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,5 +125,42 @@ func TestDestinationMode_StoreLimitDoesNotSpin(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the second flow was not delivered once the first settled")
+	}
+}
+
+// RunUntilIdle ends while a paused destination holds events (its heads are
+// not due, docs/contract.md §7.11): the other flows are delivered, and the
+// *UndeliveredError counts the paused destination's events.
+func TestRunUntilIdle_PausedDestinationCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore(t, testPolicy(10, 3))
+	if err := s.PutDestination(ctx, queue.Destination{Name: "a", URL: "http://127.0.0.1:9/", Secrets: []string{"k"}}, "r", 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range []string{"fa", "fa", "fd"} {
+		dest := "a"
+		if f == "fd" {
+			dest = ""
+		}
+		if _, err := s.Enqueue(ctx, queue.Event{ID: f + string(rune('0'+i)), Flow: f, Body: []byte(`{}`), Destination: dest}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PauseDestination(ctx, "a", "down", 0); err != nil {
+		t.Fatal(err)
+	}
+	r, errc := untilIdle(t, s, deliver, relay.Options{Clock: relay.NewManualClock(0), Poll: time.Hour})
+	err := wait(t, errc)
+	var u *relay.UndeliveredError
+	if !errors.As(err, &u) || u.Quarantined != 0 || u.Waiting != 2 || u.PausedDestinations != 1 || u.InPausedDestinations != 2 {
+		t.Fatalf("RunUntilIdle() = %v (%+v), want an UndeliveredError with 2 waiting in 1 paused destination", err, u)
+	}
+	if want := "relay: idle with events not delivered: 0 quarantined during this run, 2 waiting behind quarantined heads, " +
+		"in paused flows or in paused destinations (2 events in 1 paused destinations)"; err.Error() != want {
+		t.Fatalf("error = %q, want %q", err, want)
+	}
+	if tot := r.Totals(); tot.Delivered != 1 {
+		t.Fatalf("Totals() = %+v, want fd's event delivered", tot)
 	}
 }
