@@ -118,6 +118,9 @@ func TestPlan_7_11_DestinationPathUsesIndexes(t *testing.T) {
 	if _, err := s.ClaimBatch(ctx, 1, 20); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.PauseDestination(ctx, "d2", "r", 1); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.db.ExecContext(ctx, "ANALYZE"); err != nil {
 		t.Fatalf("ANALYZE error = %v", err)
 	}
@@ -138,6 +141,12 @@ func TestPlan_7_11_DestinationPathUsesIndexes(t *testing.T) {
 		"list's flows":  {qDestList, nil, "flows_dest (dest=?)"},
 		"list's flight": {qDestList, nil, "events_dest_inflight (dest=? AND lease_until>?)"},
 		"snap dests":    {qSnapDests, nil, ""},
+		"some paused":   {qSomeDestPaused, nil, ""},
+		"due ready ds":  {qNextDueReadyDests, nil, "flows_ready (ready=? AND dest=?)"},
+		"due wait ds":   {qNextDueWaitingDests, nil, "flows_waiting"},
+		"wait's dest":   {qNextDueWaitingDests, nil, "sqlite_autoindex_destinations_1"},
+		"oldest ds":     {qOldestReadyDests, nil, "flows_ready_due"},
+		"oldest's dest": {qOldestReadyDests, nil, "sqlite_autoindex_destinations_1"},
 		"dest count":    {qDestCount, nil, ""},
 	})
 }
