@@ -33,7 +33,8 @@ type Experiment mg.Namespace
 // terminated, connections cut, blackholed and delayed by a fault proxy),
 // or on FAIRRELAY_POSTGRES when that is set (never restarted). About a
 // minute; SOAK_FOR=30m for a long run, SOAK_SEED=N to replay one,
-// SOAK_FAULTS=kind,... to choose the faults.
+// SOAK_FAULTS=kind,... to choose the faults, SOAK_SHARDS=N for a queue of N
+// shards (docs/scale.md; CI runs both backends with 2).
 func Soak() error {
 	root, err := os.Getwd()
 	if err != nil {
