@@ -139,7 +139,8 @@ func cmdStatus(e *env, args []string) (err error) {
 	f := newFlags(e, "status", "status [--json] [--receiver PATH] | status --relay ADDR [--json]",
 		"Status shows the queue's clock mark, global ticket, number of flows, events by\n"+
 			"state, quarantined count and paused flows, then the receiver's totals and conflicts count.\n"+
-			"--relay ADDR shows instead a running relay's breaker and totals: the /status of\n"+
+			"--relay ADDR shows instead a running relay's breaker and totals, and with\n"+
+			"destinations each destination's breaker and this relay's counts: the /status of\n"+
 			"'relayctl relay --metrics ADDR' (ADDR is host:port or the metrics URL it logged).").
 		withQueue().withReceiver(true).withJSON()
 	relayAddr := f.String("relay", "", "show the running relay at `ADDR` (its --metrics address) instead of the databases")
