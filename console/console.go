@@ -153,6 +153,8 @@ type console struct {
 	mux     *http.ServeMux
 	session string // the session cookie's value: an HMAC of the token
 	hosts   hostRules
+	// relaysWait bounds Options.Relays: RelaysTimeout (tests shorten it).
+	relaysWait time.Duration
 }
 
 // New returns the console's handler over q and r. r may be nil (the
@@ -178,7 +180,7 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	if o.PageSize < 1 || o.PageSize > queue.MaxPageLimit {
 		return nil, fmt.Errorf("%w: PageSize %d is outside 1..%d", ErrOptions, o.PageSize, queue.MaxPageLimit)
 	}
-	c := &console{q: q, r: r, o: o, log: o.Logger, hosts: hosts}
+	c := &console{q: q, r: r, o: o, log: o.Logger, hosts: hosts, relaysWait: RelaysTimeout}
 	if c.log == nil {
 		c.log = slog.Default()
 	}

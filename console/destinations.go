@@ -90,7 +90,7 @@ func (c *console) readDestinations(ctx context.Context) (*destinationsData, erro
 		d.Relays = true
 		relays = make(chan []RelayStatus, 1)
 		go func() {
-			rctx, cancel := context.WithTimeout(ctx, RelaysTimeout)
+			rctx, cancel := context.WithTimeout(ctx, c.relaysWait)
 			defer cancel()
 			relays <- c.o.Relays(rctx)
 		}()
@@ -103,7 +103,7 @@ func (c *console) readDestinations(ctx context.Context) (*destinationsData, erro
 		defer func() {
 			// Options.Relays should heed its context; a page waits a
 			// little longer than RelaysTimeout at most even if it does not.
-			t := time.NewTimer(RelaysTimeout + RelaysTimeout/4)
+			t := time.NewTimer(c.relaysWait + c.relaysWait/4)
 			defer t.Stop()
 			select {
 			case sts := <-relays:

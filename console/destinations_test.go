@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -401,4 +402,35 @@ func TestBrowser_DestinationBreakers(t *testing.T) {
 	if strings.Join(cells, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the breaker and failures columns:\n%s\nwant:\n%s", strings.Join(cells, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestDestinations_LateRelaysDoNotHoldThePage: an Options.Relays that
+// ignores its deadline does not hold the page past it; the page says the
+// relays did not answer in time and shows the queue's view.
+func TestDestinations_LateRelaysDoNotHoldThePage(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	q := newFixture(t, Options{}).q
+	seedDestinations(t, q)
+	h, err := New(q, nil, Options{Logger: slog.New(slog.DiscardHandler), Relays: func(context.Context) []RelayStatus {
+		<-release // deaf to its context
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.(*console).relaysWait = 20 * time.Millisecond // before any request
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/destinations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /destinations = %d", resp.StatusCode)
+	}
+	mustContain(t, "destinations page with a late relay source", string(b), "the relays did not answer in time", `<a href="/destination?name=billing">billing</a>`)
 }
