@@ -88,6 +88,47 @@ type Options struct {
 	// browser's Host, list the name the proxy serves. Anything else is
 	// ErrOptions.
 	AllowedHosts []string
+	// Relays, when set, reads the running relays' view of the
+	// destinations (their breakers and failures, which live in each relay
+	// process, not in the queue): the Destinations page and a
+	// destination's page show them per relay. It is called with a context
+	// the console bounds (RelaysTimeout) and must return by then, one
+	// RelayStatus per relay, unreachable ones with Err set. nil means the
+	// pages say where to find them instead. relayctl web --relay ADDR sets
+	// it to read each relay's /status.
+	Relays func(ctx context.Context) []RelayStatus
+}
+
+// RelaysTimeout bounds Options.Relays on every page that calls it: a
+// relay slower than this is shown as unreachable, and the page is not held
+// longer.
+const RelaysTimeout = 2 * time.Second
+
+// RelayStatus is one running relay's view of the destinations
+// (Options.Relays).
+type RelayStatus struct {
+	// Relay names the relay as the operator gave it (its --metrics
+	// address).
+	Relay string
+	// Err says why the relay could not be read (nil: read).
+	Err error
+	// Destinations are the destinations the relay knows, the default one
+	// with Name "".
+	Destinations []RelayDestination
+}
+
+// RelayDestination is one destination as one relay sees it: its breaker
+// (docs/contract.md §7.8) and that relay's counts since it started.
+type RelayDestination struct {
+	Name                string    // "" for the default destination
+	Breaker             string    // closed, open or probing
+	Since               time.Time // when the breaker entered its state (zero: closed since the start)
+	NextProbe           time.Time // open: when the next probe is claimed
+	ConsecutiveFailures int       // destination failures since the last success
+	LastReason          string    // the reason of the last destination failure
+	Delivered           int64     // events this relay delivered to it
+	Failed              int64     // failed deliveries this relay settled (retry scheduled or quarantined)
+	InFlight            int       // this relay's handlers running for it now
 }
 
 // Errors of New.
@@ -112,6 +153,8 @@ type console struct {
 	mux     *http.ServeMux
 	session string // the session cookie's value: an HMAC of the token
 	hosts   hostRules
+	// relaysWait bounds Options.Relays: RelaysTimeout (tests shorten it).
+	relaysWait time.Duration
 }
 
 // New returns the console's handler over q and r. r may be nil (the
@@ -137,7 +180,7 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	if o.PageSize < 1 || o.PageSize > queue.MaxPageLimit {
 		return nil, fmt.Errorf("%w: PageSize %d is outside 1..%d", ErrOptions, o.PageSize, queue.MaxPageLimit)
 	}
-	c := &console{q: q, r: r, o: o, log: o.Logger, hosts: hosts}
+	c := &console{q: q, r: r, o: o, log: o.Logger, hosts: hosts, relaysWait: RelaysTimeout}
 	if c.log == nil {
 		c.log = slog.Default()
 	}

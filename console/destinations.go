@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -34,14 +35,40 @@ type destinationsData struct {
 	// "resumed" right after the form did it.
 	One  *queue.DestinationState
 	Done string
+	// Relays says Options.Relays is set; Views are the relays' views of
+	// each row (by name), and of One.
+	Relays bool
+	Views  map[string][]relayView
+	Down   []RelayStatus // relays that could not be read
+	Late   bool          // Options.Relays did not return in time: nothing is shown of them
+}
+
+// relayView is one relay's view of one destination.
+type relayView struct {
+	Relay string
+	Err   error // the relay could not be read
+	Known bool  // the relay knows the destination (it has read it or claimed for it)
+	RelayDestination
+}
+
+// State is the breaker's state, or what stands for it.
+func (v relayView) State() string {
+	switch {
+	case v.Err != nil:
+		return "unreachable"
+	case !v.Known:
+		return "not known yet"
+	}
+	return v.Breaker
 }
 
 // destinations lists every registered destination: its URL, limits, the
 // pause and its reason, flows, backlog and claims in flight, read from the
 // queue (one operator read over the destinations' flows). Secrets are shown
-// as a count. Breaker states and delivery failures live in the relays
-// (their /metrics and /status), not in the queue: the page says so and
-// does not show them.
+// as a count. Breaker states and delivery failures live in the relays, not
+// in the queue: with Options.Relays the page shows each relay's (read
+// concurrently with the queue, for RelaysTimeout at most); without, it says
+// where they are (each relay's /metrics and /status).
 func (c *console) destinations(w http.ResponseWriter, r *http.Request) {
 	d, err := c.readDestinations(r.Context())
 	if err != nil {
@@ -58,9 +85,35 @@ func (c *console) readDestinations(ctx context.Context) (*destinationsData, erro
 		return d, nil
 	}
 	d.Supported = true
+	var relays chan []RelayStatus
+	if c.o.Relays != nil {
+		d.Relays = true
+		relays = make(chan []RelayStatus, 1)
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, c.relaysWait)
+			defer cancel()
+			relays <- c.o.Relays(rctx)
+		}()
+	}
 	rows, err := ds.Destinations(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if relays != nil {
+		defer func() {
+			// Options.Relays should heed its context; a page waits a
+			// little longer than RelaysTimeout at most even if it does not.
+			t := time.NewTimer(c.relaysWait + c.relaysWait/4)
+			defer t.Stop()
+			select {
+			case sts := <-relays:
+				d.Views, d.Down = relayViews(sts, d.Rows)
+			case <-t.C:
+				d.Late = true
+			case <-ctx.Done():
+				d.Late = true
+			}
+		}()
 	}
 	for i := range rows {
 		rows[i].Secrets = nil // never near a template
@@ -164,6 +217,26 @@ func (c *console) pauseDestination(w http.ResponseWriter, r *http.Request) {
 	}
 	c.log.Info("console: destination "+verb, "destination", name, "reason", reason, "tick", now, "remote", r.RemoteAddr)
 	http.Redirect(w, r, pageLink("/destination", "name", name, "done", verb+"d"), http.StatusSeeOther)
+}
+
+// relayViews sorts the relays' statuses by destination: each row's views,
+// one per relay in the order given, and the relays that could not be read.
+func relayViews(sts []RelayStatus, rows []queue.DestinationState) (map[string][]relayView, []RelayStatus) {
+	views := make(map[string][]relayView, len(rows))
+	var down []RelayStatus
+	for _, st := range sts {
+		if st.Err != nil {
+			down = append(down, st)
+		}
+		for _, row := range rows {
+			v := relayView{Relay: st.Relay, Err: st.Err}
+			if i := slices.IndexFunc(st.Destinations, func(x RelayDestination) bool { return x.Name == row.Name }); i >= 0 && st.Err == nil {
+				v.Known, v.RelayDestination = true, st.Destinations[i]
+			}
+			views[row.Name] = append(views[row.Name], v)
+		}
+	}
+	return views, down
 }
 
 func init() {

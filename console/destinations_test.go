@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/fairrelay/fairrelay/console/internal/browser"
@@ -278,7 +281,8 @@ func destState(t testing.TB, q testQueue, name string) queue.DestinationState {
 
 // screenshotDestinations writes destinations.png to out (TestScreenshots
 // calls it): the Destinations page of the demo queue with two destinations
-// registered, one paused, two claims of the other in flight. Its own queue:
+// registered, one paused, two claims of the other in flight, and a relay
+// that sees the other's breaker open. Its own queue:
 // the other screenshots keep their flows without destinations.
 func screenshotDestinations(t *testing.T, out string) {
 	ctx := context.Background()
@@ -299,7 +303,10 @@ func screenshotDestinations(t *testing.T, out string) {
 	if cs, err := destStore(t, q).ClaimFor(ctx, mark, 2, f); err != nil || len(cs) != 2 {
 		t.Fatalf("ClaimFor(billing) = %d claims, %v", len(cs), err)
 	}
-	h, err := New(q, r, Options{Token: screenshotToken, Logger: slog.New(slog.DiscardHandler)})
+	// One relay's view (relayctl web --relay ADDR): billing's breaker open.
+	var saw bool
+	relays := func(ctx context.Context) []RelayStatus { return fakeRelays(&saw)(ctx)[:1] }
+	h, err := New(q, r, Options{Token: screenshotToken, Logger: slog.New(slog.DiscardHandler), Relays: relays})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,4 +326,111 @@ func screenshotDestinations(t *testing.T, out string) {
 	if err := saveScreenshot(bctx, out, "destinations"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fakeRelays is a Options.Relays of two relays: one that sees billing's
+// breaker open after 5 failures in a row and crm closed, and one that
+// cannot be read. It records that it was given a deadline.
+func fakeRelays(sawDeadline *bool) func(ctx context.Context) []RelayStatus {
+	return func(ctx context.Context) []RelayStatus {
+		_, *sawDeadline = ctx.Deadline()
+		opened := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+		return []RelayStatus{
+			{Relay: "127.0.0.1:9464", Destinations: []RelayDestination{
+				{Name: "", Breaker: "closed", Delivered: 40},
+				{Name: "billing", Breaker: "open", Since: opened, NextProbe: opened.Add(8 * time.Second), ConsecutiveFailures: 5, LastReason: "http_503", Delivered: 3, Failed: 7},
+				{Name: "crm", Breaker: "closed", Delivered: 12, InFlight: 2},
+			}},
+			{Relay: "127.0.0.1:9465", Err: errors.New("connection refused")},
+		}
+	}
+}
+
+func TestDestinations_RelaysBreakersShown(t *testing.T) {
+	var saw bool
+	f := newFixture(t, Options{Token: testToken, Relays: fakeRelays(&saw)})
+	seedDestinations(t, f.q)
+	c := f.client(t)
+	_, body := f.get(t, c, "/destinations")
+	if !saw {
+		t.Errorf("Options.Relays was called without a deadline")
+	}
+	mustContain(t, "destinations page with relays", body, "<th>breaker</th>", `<th class="num">failures</th>`,
+		"relay 127.0.0.1:9465 could not be read</strong> (connection refused)")
+	if strings.Contains(body, "this page does not show them") {
+		t.Errorf("the destinations page with relays still says it does not show breakers")
+	}
+	row := between(t, body, `<a href="/destination?name=billing">`, "</tr>")
+	for _, cell := range []string{`<span class="state breaker-open" title="last failure: http_503">open</span> <span class="muted">127.0.0.1:9464</span>`,
+		`7 <span class="muted">(5 in a row)</span>`, `<span class="state unreachable" title="connection refused">unreachable</span>`} {
+		if !strings.Contains(row, cell) {
+			t.Errorf("billing's row does not have %s:\n%s", cell, row)
+		}
+	}
+	row = between(t, body, `<a href="/destination?name=crm">`, "</tr>")
+	if !strings.Contains(row, `<span class="state breaker-closed">closed</span>`) || strings.Contains(row, "breaker-open") {
+		t.Errorf("crm's row does not show its breaker closed:\n%s", row)
+	}
+	_, body = f.get(t, c, "/destination?name=billing")
+	tbl := between(t, body, `<table class="relays" id="relays">`, "</table>")
+	for _, cell := range []string{"<code>127.0.0.1:9464</code>", "breaker-open", "2026-12-04 12:00:00 UTC", "2026-12-04 12:00:08 UTC",
+		`<td class="num">5</td>`, "<td>http_503</td>", `<td class="num">3</td>`, `<td class="num">7</td>`, "<code>127.0.0.1:9465</code>", "unreachable"} {
+		if !strings.Contains(tbl, cell) {
+			t.Errorf("billing's relays table does not have %s:\n%s", cell, tbl)
+		}
+	}
+	// Without Options.Relays the pages say where the breakers are.
+	plain := serve(t, f.q, nil, Options{})
+	_, body = plain.get(t, plain.client(t), "/destinations")
+	mustContain(t, "destinations page without relays", body, "relayctl web --relay ADDR")
+	if strings.Contains(body, "<th>breaker</th>") {
+		t.Errorf("the destinations page without relays has a breaker column")
+	}
+}
+
+func TestBrowser_DestinationBreakers(t *testing.T) {
+	ctx := startBrowser(t)
+	var saw bool
+	f := newFixture(t, Options{Token: testToken, Relays: fakeRelays(&saw)})
+	seedDestinations(t, f.q)
+	open(t, ctx, f.srv.URL, "/destinations")
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#destinations tbody tr")].map(r => r.cells[9].innerText.replace(/\s+/g, " ").trim() + " | " + r.cells[10].innerText.replace(/\s+/g, " ").trim())`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"open 127.0.0.1:9464 unreachable 127.0.0.1:9465 | 7 (5 in a row) —", "closed 127.0.0.1:9464 unreachable 127.0.0.1:9465 | 0 —"}
+	if strings.Join(cells, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the breaker and failures columns:\n%s\nwant:\n%s", strings.Join(cells, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestDestinations_LateRelaysDoNotHoldThePage: an Options.Relays that
+// ignores its deadline does not hold the page past it; the page says the
+// relays did not answer in time and shows the queue's view.
+func TestDestinations_LateRelaysDoNotHoldThePage(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	q := newFixture(t, Options{}).q
+	seedDestinations(t, q)
+	h, err := New(q, nil, Options{Logger: slog.New(slog.DiscardHandler), Relays: func(context.Context) []RelayStatus {
+		<-release // deaf to its context
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.(*console).relaysWait = 20 * time.Millisecond // before any request
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/destinations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /destinations = %d", resp.StatusCode)
+	}
+	mustContain(t, "destinations page with a late relay source", string(b), "the relays did not answer in time", `<a href="/destination?name=billing">billing</a>`)
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -38,6 +39,7 @@ var funcs = template.FuncMap{
 	"when":   func(t clock.Tick) string { return "tick " + logicalAt(t) },
 	"span":   func(t clock.Tick) string { return strconv.FormatInt(int64(t), 10) + " ticks" },
 	"link":   link,
+	"wall":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) }, // replaced per console (console.timeFuncs)
 	"detail": describeDetail,
 	"cut":    cut,
 	// maxHistory is how many failed attempts an event keeps.

@@ -12,15 +12,21 @@ import (
 // a *clock.Tick that may be nil), when (a tick in a sentence) and span (a number of ticks), as numbers
 // on a logical queue and as wall-clock times and durations on a queue run
 // in real time (Options.RealTime).
+//
+// wall shows a wall-clock time.Time (a relay's breaker times, which are
+// the relay's clock whatever the queue's) as a UTC date-time with how long
+// ago it was, on every queue.
 func (c *console) timeFuncs() template.FuncMap {
-	if !c.o.RealTime {
-		return template.FuncMap{}
-	}
 	now := c.o.WallNow
 	if now == nil {
 		now = time.Now
 	}
+	wall := func(t time.Time) string { return clock.WallText(clock.Tick(t.UnixMilli()), now()) }
+	if !c.o.RealTime {
+		return template.FuncMap{"wall": wall}
+	}
 	return template.FuncMap{
+		"wall": wall,
 		"at": func(t any) string {
 			tick, ok := tickOf(t)
 			if !ok {

@@ -70,9 +70,18 @@ func DestinationLabel(name string) string {
 // relay's own breaker (Relay.Breaker). Only the loop's goroutine changes a
 // breaker; the map is read by scrapes and DestinationBreakers, hence mu.
 type destBreakers struct {
-	mu   sync.Mutex
-	m    map[string]*breaker
-	opts BreakerOptions
+	mu     sync.Mutex
+	m      map[string]*breaker
+	counts map[string]*destCounts // by destination; made at its first start or settle
+	opts   BreakerOptions
+}
+
+// destCounts are a destination's counts since the relay was made, for
+// DestinationStatus (the loop's goroutine writes them, under
+// destBreakers.mu).
+type destCounts struct {
+	delivered, failed int64
+	inflight          int
 }
 
 func (d *destBreakers) init(def *breaker) {
@@ -91,6 +100,40 @@ func (d *destBreakers) get(name string) (b *breaker, isNew bool) {
 		isNew = true
 	}
 	return b, isNew
+}
+
+// count returns name's counts; d.mu must be held.
+func (d *destBreakers) count(name string) *destCounts {
+	c := d.counts[name]
+	if c == nil {
+		if d.counts == nil {
+			d.counts = make(map[string]*destCounts)
+		}
+		c = &destCounts{}
+		d.counts[name] = c
+	}
+	return c
+}
+
+// running records that n handlers of name's events run now.
+func (d *destBreakers) running(name string, n int) {
+	d.mu.Lock()
+	d.count(name).inflight = n
+	d.mu.Unlock()
+}
+
+// settled counts a settle of one of name's claims with outcome o: an ack
+// is delivered, a retry scheduled or a quarantine is failed (as the
+// fairrelay_destination_* metrics count them).
+func (d *destBreakers) settled(name string, o queue.Outcome) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch o {
+	case queue.Acked:
+		d.count(name).delivered++
+	case queue.RetryScheduled, queue.Quarantined:
+		d.count(name).failed++
+	}
 }
 
 // loopView returns the map itself, for the loop's goroutine only: it is
@@ -113,6 +156,56 @@ func (r *Relay) DestinationBreakers() map[string]BreakerState {
 	out := make(map[string]BreakerState)
 	for name, b := range r.dests.all() {
 		out[name] = b.snapshot()
+	}
+	return out
+}
+
+// DestinationStatus is what a relay knows of one destination: its
+// breaker and its counts since the relay was made (Relay.DestinationStatus).
+type DestinationStatus struct {
+	Name      string       // the destination's name; queue.DefaultDestination ("") for the default one
+	Label     string       // its metric label (DestinationLabel)
+	Breaker   BreakerState // its breaker (the default destination's is Relay.Breaker)
+	Delivered int64        // its events acked by this relay
+	Failed    int64        // its failed deliveries settled (retry scheduled or quarantined)
+	InFlight  int          // its handlers running now
+}
+
+// DestinationStatus returns what the relay knows of each destination,
+// sorted by name (so the default destination, "", first): every
+// destination DestinationBreakers names, and any other whose events it
+// ran. The counts are this relay's own since it was made, as the
+// fairrelay_destination_* metrics count them; other relays on the same
+// queue count their own. It is safe to call at any time, from any
+// goroutine.
+func (r *Relay) DestinationStatus() []DestinationStatus {
+	brs := r.dests.all()
+	r.dests.mu.Lock()
+	counts := make(map[string]destCounts, len(r.dests.counts))
+	for name, c := range r.dests.counts {
+		counts[name] = *c
+	}
+	r.dests.mu.Unlock()
+	names := make([]string, 0, len(brs)+len(counts))
+	for name := range brs {
+		names = append(names, name)
+	}
+	for name := range counts {
+		if brs[name] == nil {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	out := make([]DestinationStatus, len(names))
+	for i, name := range names {
+		c := counts[name]
+		st := DestinationStatus{Name: name, Label: DestinationLabel(name), Delivered: c.delivered, Failed: c.failed, InFlight: c.inflight}
+		if b := brs[name]; b != nil {
+			st.Breaker = b.snapshot()
+		} else {
+			st.Breaker = BreakerState{State: BreakerClosed}
+		}
+		out[i] = st
 	}
 	return out
 }

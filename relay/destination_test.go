@@ -246,6 +246,25 @@ func TestDestinationsSlowOrDeadNeverHoldUpTheRest(t *testing.T) {
 	if st := brs["down503"].State; st == relay.BreakerClosed {
 		t.Errorf("the 503 destination's breaker is %s", st)
 	}
+	// DestinationStatus: the same breakers, and the counts the metrics
+	// count (h1 is drained, so its counts no longer move).
+	sts := r.DestinationStatus()
+	byName := map[string]relay.DestinationStatus{}
+	for i, st := range sts {
+		if i > 0 && sts[i-1].Name >= st.Name {
+			t.Errorf("DestinationStatus not sorted by name: %q before %q", sts[i-1].Name, st.Name)
+		}
+		byName[st.Name] = st
+	}
+	if st, ok := byName[""]; !ok || st.Label != relay.DefaultDestinationLabel {
+		t.Errorf("DestinationStatus default destination = %+v (present %v)", st, ok)
+	}
+	if st := byName["h1"]; st.Delivered == 0 || float64(st.Delivered) != m[`fairrelay_destination_delivered_total{destination="h1"}`] || st.Failed != 0 || st.Breaker.State != relay.BreakerClosed {
+		t.Errorf("DestinationStatus h1 = %+v, want its delivered as the metric's %v, no failure, closed", st, m[`fairrelay_destination_delivered_total{destination="h1"}`])
+	}
+	if st := byName["down503"]; st.Breaker.State == relay.BreakerClosed || st.Failed < threshold || st.Delivered != 0 {
+		t.Errorf("DestinationStatus down503 = %+v, want not closed, at least %d failed, none delivered", st, threshold)
+	}
 	if v := m[`fairrelay_breaker_open{destination="down503"}`]; v != 1 {
 		t.Errorf("fairrelay_breaker_open{down503} = %v, want 1", v)
 	}

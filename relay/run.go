@@ -823,6 +823,7 @@ func (l *loop) start(cl *claim, w *wave) {
 	l.r.m.running(l.goroutines)
 	l.destRun[cl.c.Destination]++
 	l.r.m.destRunning(cl.c.Destination, l.destRun[cl.c.Destination])
+	l.r.dests.running(cl.c.Destination, l.destRun[cl.c.Destination])
 	e := Event{ID: cl.c.EventID, Flow: cl.c.Flow, Seq: cl.c.Seq, Body: cl.c.Body, Attempt: cl.c.Attempts, Generation: cl.c.Generation, Destination: cl.c.Destination}
 	h, log, done := l.r.h, l.r.log, l.done
 	go func() {
@@ -859,6 +860,7 @@ func (l *loop) finish(o outcome) {
 		delete(l.destRun, cl.c.Destination)
 	}
 	l.r.m.destRunning(cl.c.Destination, l.destRun[cl.c.Destination])
+	l.r.dests.running(cl.c.Destination, l.destRun[cl.c.Destination])
 	l.ended(cl)
 	if l.byFlow[cl.c.Flow] == cl {
 		delete(l.byFlow, cl.c.Flow)
@@ -1052,6 +1054,7 @@ func (l *loop) settled(part []*claim, k int, rs []queue.SettleResult) {
 		}
 		l.r.m.settled(string(rs[i].Outcome), cl.res.Reason)
 		l.r.m.destSettled(cl.c.Destination, rs[i].Outcome)
+		l.r.dests.settled(cl.c.Destination, rs[i].Outcome)
 		switch rs[i].Outcome {
 		case queue.Acked:
 			l.r.tot.delivered.Add(1)

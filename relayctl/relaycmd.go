@@ -234,7 +234,7 @@ func cmdRelay(e *env, args []string) (err error) {
 	if *metricsAddr != "" {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		status := func() relayStatus {
-			return newRelayStatus(shown(e.queuePath), dest, started, rl.Breaker(), rl.Totals())
+			return newRelayStatus(shown(e.queuePath), dest, started, rl.Breaker(), rl.Totals(), rl.DestinationStatus())
 		}
 		stop, url, err := serveMetrics(*metricsAddr, reg, status, log)
 		if err != nil {

@@ -38,6 +38,21 @@ type relayStatus struct {
 	Started time.Time     `json:"started"` // when the relay started
 	Breaker breakerReport `json:"breaker"`
 	Totals  relayTotals   `json:"totals"`
+	// Destinations are the relay's destinations (docs/contract.md §7.11)
+	// with their breakers and this relay's counts, sorted by name, the
+	// default destination ("") first; left out when the default is the only
+	// one (Breaker and Totals are all there is).
+	Destinations []destinationReport `json:"destinations,omitempty"`
+}
+
+// destinationReport is relay.DestinationStatus in the JSON of /status.
+type destinationReport struct {
+	Name      string        `json:"name"`  // "" for the default destination
+	Label     string        `json:"label"` // its metric label (relay.DestinationLabel)
+	Breaker   breakerReport `json:"breaker"`
+	Delivered int64         `json:"delivered"` // acked, by this relay since it started
+	Failed    int64         `json:"failed"`    // failed deliveries settled (retry scheduled or quarantined)
+	InFlight  int           `json:"in_flight"` // this relay's handlers running for it now
 }
 
 // breakerReport is relay.BreakerState in the JSON of /status.
@@ -74,7 +89,19 @@ func totalsOf(t relay.Totals) relayTotals {
 	}
 }
 
-func newRelayStatus(queue, to string, started time.Time, b relay.BreakerState, t relay.Totals) relayStatus {
+func newRelayStatus(queue, to string, started time.Time, b relay.BreakerState, t relay.Totals, ds []relay.DestinationStatus) relayStatus {
+	st := relayStatus{Queue: queue, To: to, Started: started, Breaker: breakerOf(b), Totals: totalsOf(t)}
+	if len(ds) > 1 || len(ds) == 1 && ds[0].Name != "" {
+		st.Destinations = make([]destinationReport, len(ds))
+		for i, d := range ds {
+			st.Destinations[i] = destinationReport{Name: d.Name, Label: d.Label, Breaker: breakerOf(d.Breaker),
+				Delivered: d.Delivered, Failed: d.Failed, InFlight: d.InFlight}
+		}
+	}
+	return st
+}
+
+func breakerOf(b relay.BreakerState) breakerReport {
 	br := breakerReport{
 		State: b.State, ConsecutiveFailures: b.ConsecutiveFailures,
 		LastReason: b.LastReason, LastError: b.LastError, Opens: b.Opens, Probes: b.Probes,
@@ -87,7 +114,7 @@ func newRelayStatus(queue, to string, started time.Time, b relay.BreakerState, t
 		np := b.NextProbe
 		br.NextProbe = &np
 	}
-	return relayStatus{Queue: queue, To: to, Started: started, Breaker: br, Totals: totalsOf(t)}
+	return br
 }
 
 // summary is the relay's end line: "200 delivered, 12 retried, 0
@@ -112,7 +139,8 @@ func cmdStatus(e *env, args []string) (err error) {
 	f := newFlags(e, "status", "status [--json] [--receiver PATH] | status --relay ADDR [--json]",
 		"Status shows the queue's clock mark, global ticket, number of flows, events by\n"+
 			"state, quarantined count and paused flows, then the receiver's totals and conflicts count.\n"+
-			"--relay ADDR shows instead a running relay's breaker and totals: the /status of\n"+
+			"--relay ADDR shows instead a running relay's breaker and totals, and with\n"+
+			"destinations each destination's breaker and this relay's counts: the /status of\n"+
 			"'relayctl relay --metrics ADDR' (ADDR is host:port or the metrics URL it logged).").
 		withQueue().withReceiver(true).withJSON()
 	relayAddr := f.String("relay", "", "show the running relay at `ADDR` (its --metrics address) instead of the databases")
@@ -237,6 +265,30 @@ func printRelayStatus(e *env, st relayStatus) error {
 	t.row("in flight", itoa(tt.InFlight))
 	if err := t.flush(); err != nil {
 		return err
+	}
+	if len(st.Destinations) > 0 {
+		fmt.Fprintln(e.stdout)
+		t = newTable(e.stdout, "DESTINATION", "BREAKER", "SINCE", "NEXT PROBE", "IN A ROW", "LAST FAILURE", "DELIVERED", "FAILED", "IN FLIGHT")
+		for _, d := range st.Destinations {
+			b := d.Breaker
+			since, next := "-", "-"
+			if b.Since != nil {
+				since = b.Since.UTC().Format(time.RFC3339)
+			}
+			if b.NextProbe != nil {
+				next = b.NextProbe.UTC().Format(time.RFC3339)
+			}
+			t.row(d.Label, b.State, since, next, itoa(int64(b.ConsecutiveFailures)), short(b.LastReason, 40),
+				itoa(d.Delivered), itoa(d.Failed), itoa(int64(d.InFlight)))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		for _, d := range st.Destinations {
+			if d.Name != "" && d.Breaker.State != relay.BreakerClosed {
+				fmt.Fprintf(e.stderr, "The breaker of destination %s is %s (%s): the relay probes it and resumes it by itself; the other destinations go on.\n", d.Name, d.Breaker.State, d.Breaker.LastReason)
+			}
+		}
 	}
 	if b.State != relay.BreakerClosed {
 		fmt.Fprintf(e.stderr, "The breaker is %s: the destination fails (%s); the relay probes it and resumes by itself.\n", b.State, b.LastReason)

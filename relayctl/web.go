@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -16,6 +17,7 @@ import (
 	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/receiverstore"
+	"github.com/fairrelay/fairrelay/relay"
 )
 
 // tokenEnv is the environment variable that carries the console's token
@@ -24,7 +26,7 @@ import (
 const tokenEnv = "FAIRRELAY_TOKEN"
 
 func cmdWeb(e *env, args []string) (err error) {
-	f := newFlags(e, "web", "web [--listen ADDR] [--token TOKEN] [--secure-cookies] [--allowed-hosts NAMES]",
+	f := newFlags(e, "web", "web [--listen ADDR] [--token TOKEN] [--secure-cookies] [--allowed-hosts NAMES] [--relay ADDR]...",
 		"Web serves the operator console: the same views as status, flows, events,\n"+
 			"quarantined, audit and receiver as web pages, and redrives through forms.\n"+
 			"Every write needs the token (--token, or $"+tokenEnv+"); without one the\n"+
@@ -33,18 +35,27 @@ func cmdWeb(e *env, args []string) (err error) {
 			"start. A request whose Host header is not a loopback name, the listen\n"+
 			"address or one of --allowed-hosts is refused (421), so that no other site's\n"+
 			"page can read the console by pointing its name at this machine. See\n"+
-			"docs/console.md for running it behind a TLS reverse proxy.").
+			"docs/console.md for running it behind a TLS reverse proxy. With --relay ADDR\n"+
+			"(repeatable: each running relay's --metrics address) the Destinations pages\n"+
+			"show each relay's breakers and failures, read from its /status.").
 		withQueue().withReceiver(true).withClock("how a redrive reads time (see 'relayctl redrive -h')")
 	listen := f.String("listen", "127.0.0.1:8080", "`ADDR` to listen on (host:port); loopback by default")
 	token := f.String("token", "", "operator `TOKEN` for writes (default $"+tokenEnv+"; at least 16 bytes)")
 	secure := f.Bool("secure-cookies", false, "mark cookies Secure (set when a TLS proxy serves the console)")
 	allowed := f.String("allowed-hosts", "", "comma-separated host `NAMES` (name, IP or name:port) the console answers besides loopback names and the listen address, e.g. the name a reverse proxy serves; * answers any (default: none on a loopback --listen, * beyond it)")
+	var relays repeatedFlag
+	f.Var(&relays, "relay", "show the breakers and failures of the running relay at `ADDR` (its --metrics address) on the Destinations pages; repeat for more relays")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
+	}
+	for _, a := range relays {
+		if a == "" {
+			return usagef("--relay is empty: give a relay's --metrics address (host:port)")
+		}
 	}
 	if !f.isSet("token") {
 		*token = os.Getenv(tokenEnv)
@@ -80,7 +91,7 @@ func cmdWeb(e *env, args []string) (err error) {
 		r = rs
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now, RealTime: realTime, AllowedHosts: hosts})
+	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now, RealTime: realTime, AllowedHosts: hosts, Relays: relaysStatus(relays)})
 	if errors.Is(err, console.ErrOptions) {
 		return usagef("--allowed-hosts %q: %v", *allowed, err)
 	}
@@ -248,4 +259,55 @@ func isLoopback(addr string) (bool, error) {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback(), nil
+}
+
+// relaysStatus is the console's Options.Relays for the relays at addrs
+// (their --metrics addresses): it reads every relay's /status at once and
+// returns when all have answered or ctx (bounded by the console) ends, an
+// unreachable or late relay with its error. nil without any relay.
+func relaysStatus(addrs []string) func(ctx context.Context) []console.RelayStatus {
+	if len(addrs) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) []console.RelayStatus {
+		out := make([]console.RelayStatus, len(addrs))
+		var wg sync.WaitGroup
+		for i, a := range addrs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out[i] = relayStatusOf(ctx, a)
+			}()
+		}
+		wg.Wait()
+		return out
+	}
+}
+
+// relayStatusOf reads the relay at addr as the console shows it.
+func relayStatusOf(ctx context.Context, addr string) console.RelayStatus {
+	rs := console.RelayStatus{Relay: relay.RedactURLs(addr)}
+	st, err := readRelayStatus(ctx, addr)
+	if err != nil {
+		rs.Err = err
+		return rs
+	}
+	ds := st.Destinations
+	if len(ds) == 0 { // only the default destination: its breaker is the relay's
+		ds = []destinationReport{{Breaker: st.Breaker, Delivered: st.Totals.Delivered,
+			Failed: st.Totals.Retried + st.Totals.Quarantined, InFlight: int(st.Totals.InFlight)}}
+	}
+	for _, d := range ds {
+		b := d.Breaker
+		rd := console.RelayDestination{Name: d.Name, Breaker: b.State, ConsecutiveFailures: b.ConsecutiveFailures,
+			LastReason: b.LastReason, Delivered: d.Delivered, Failed: d.Failed, InFlight: d.InFlight}
+		if b.Since != nil {
+			rd.Since = *b.Since
+		}
+		if b.NextProbe != nil {
+			rd.NextProbe = *b.NextProbe
+		}
+		rs.Destinations = append(rs.Destinations, rd)
+	}
+	return rs
 }
