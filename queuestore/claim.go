@@ -53,6 +53,14 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
     FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.served, f.flow LIMIT ?2)) AS h
 FROM json_each(?1) AS j)`
 
+	// qPickDestKey is qPickDestKeys with one key each (no ?2): a
+	// scalar subquery per destination, its first entry of flows_ready as
+	// the text of a JSON row, which costs a destination with ready flows
+	// less than qPickDestKeys' subquery and aggregate.
+	qPickDestKey = `SELECT '[' || group_concat('[' || j.key || coalesce(',[' || (SELECT json_quote(f.flow) || ',' || f.served || ',' || f.rowid
+    FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.served, f.flow LIMIT 1) || ']', '') || ']', ',') || ']'
+FROM json_each(?1) AS j`
+
 	// qPickKeys is qPickDestKeys for one destination (?4): the keys of
 	// its next ?3 ready flows after the flow (served ?1, flow ?2), as one
 	// JSON array.
@@ -239,6 +247,8 @@ type claimOrder interface {
 	// flows (an array of rows as keysSQL's) of each destination of the
 	// JSON array ?1, in its order.
 	destKeysSQL() string
+	// destKeySQL is destKeysSQL for one key of each destination.
+	destKeySQL() string
 	// start is the key (?1, ?2) before every flow; after the key of h.
 	start() (any, any)
 	after(h *headRow) (any, any)
@@ -392,9 +402,12 @@ func fillHeads(ctx context.Context, tx *txn, ord claimOrder, curs []*cursor, n i
 		}
 		b = appendJSONString(b, c.dest)
 	}
-	k := min(n, 2)
+	k, q, args := 1, ord.destKeySQL(), []any{string(append(b, ']'))}
+	if n > 1 {
+		k, q, args = 2, ord.destKeysSQL(), append(args, 2)
+	}
 	var js []byte
-	if err := tx.QueryRowContext(ctx, ord.destKeysSQL(), string(append(b, ']')), k).Scan(&js); err != nil {
+	if err := tx.QueryRowContext(ctx, q, args...).Scan(&js); err != nil {
 		return fmt.Errorf("pick destinations' heads: %w", err)
 	}
 	r := jsonRows{b: js}
@@ -716,6 +729,7 @@ func (o *minServedOrder) promoteSQL() string          { return qPromote }
 func (o *minServedOrder) pickSQL() string             { return qPickHeads }
 func (o *minServedOrder) keysSQL() string             { return qPickKeys }
 func (o *minServedOrder) destKeysSQL() string         { return qPickDestKeys }
+func (o *minServedOrder) destKeySQL() string          { return qPickDestKey }
 func (o *minServedOrder) start() (any, any)           { return int64(-1), "" }
 func (o *minServedOrder) after(h *headRow) (any, any) { return h.k1, h.flow }
 

@@ -81,7 +81,7 @@ FROM destinations AS d ORDER BY d.name`
 )
 
 func init() {
-	writeQueries = append(writeQueries, qClaimEventDest, qClaimEventsDest, qPickDestKeys, qRotPickDestKeys, qPickKeys, qRotPickKeys, qLoadHeads, qClaimEventsDests, qDestRooms, qDestTakeTokens, qEventDest)
+	writeQueries = append(writeQueries, qClaimEventDest, qClaimEventsDest, qPickDestKeys, qRotPickDestKeys, qPickDestKey, qRotPickDestKey, qPickKeys, qRotPickKeys, qLoadHeads, qClaimEventsDests, qDestRooms, qDestTakeTokens, qEventDest)
 	readQueries = append(readQueries, qSnapDests)
 }
 

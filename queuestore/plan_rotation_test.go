@@ -30,6 +30,7 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"pick heads":    {qRotPickHeads, []any{-1, 0, 64, ""}, "flows_rotation (ready=? AND dest=? AND"},
 		"heads' event":  {qRotPickHeads, []any{-1, 0, 64, ""}, "sqlite_autoindex_events_2"},
 		"dests' keys":   {qRotPickDestKeys, []any{`["d1",""]`, 2}, "COVERING INDEX flows_rotation (ready=? AND dest=?)"},
+		"dests' key":    {qRotPickDestKey, []any{`["d1",""]`}, "COVERING INDEX flows_rotation (ready=? AND dest=?)"},
 		"keys of d1":    {qRotPickKeys, []any{-1, 0, 64, "d1"}, "COVERING INDEX flows_rotation (ready=? AND dest=? AND"},
 		"load heads":    {qLoadHeads, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
 		"loaded event":  {qLoadHeads, []any{"[1,2]"}, "sqlite_autoindex_events_2"},

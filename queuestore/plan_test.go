@@ -126,6 +126,7 @@ func TestPlan_7_11_DestinationPathUsesIndexes(t *testing.T) {
 		"pick's event":  {qPickHeads, []any{-1, "", 64, "d1"}, "sqlite_autoindex_events_2"},
 		"pick after":    {qPickHeads, []any{3, "f13", 64, "d3"}, "flows_ready (ready=? AND dest=? AND"},
 		"dests' keys":   {qPickDestKeys, []any{`["d1","d2",""]`, 2}, "COVERING INDEX flows_ready (ready=? AND dest=?)"},
+		"dests' key":    {qPickDestKey, []any{`["d1","d2",""]`}, "COVERING INDEX flows_ready (ready=? AND dest=?)"},
 		"keys of d1":    {qPickKeys, []any{-1, "", 64, "d1"}, "COVERING INDEX flows_ready (ready=? AND dest=? AND"},
 		"keys after":    {qPickKeys, []any{3, "f13", 64, "d3"}, "COVERING INDEX flows_ready (ready=? AND dest=? AND"},
 		"load heads":    {qLoadHeads, []any{"[1,2,3]"}, "INTEGER PRIMARY KEY"},

@@ -87,6 +87,11 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
     FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.pass, f.joined LIMIT ?2)) AS h
 FROM json_each(?1) AS j)`
 
+	// qRotPickDestKey is qPickDestKey in rotation order.
+	qRotPickDestKey = `SELECT '[' || group_concat('[' || j.key || coalesce(',[' || (SELECT f.pass || ',' || f.joined || ',' || f.rowid
+    FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.pass, f.joined LIMIT 1) || ']', '') || ']', ',') || ']'
+FROM json_each(?1) AS j`
+
 	// qRotPickKeys is qPickKeys in rotation order: after (pass ?1, joined
 	// ?2).
 	qRotPickKeys = `SELECT json_group_array(json_array(pass, joined, frow))
@@ -307,6 +312,7 @@ func (o *rotationOrder) promoteSQL() string          { return qRotPromote }
 func (o *rotationOrder) pickSQL() string             { return qRotPickHeads }
 func (o *rotationOrder) keysSQL() string             { return qRotPickKeys }
 func (o *rotationOrder) destKeysSQL() string         { return qRotPickDestKeys }
+func (o *rotationOrder) destKeySQL() string          { return qRotPickDestKey }
 func (o *rotationOrder) start() (any, any)           { return int64(-1), int64(0) } // passes are >= 0
 func (o *rotationOrder) after(h *headRow) (any, any) { return h.k1, h.k2 }
 
