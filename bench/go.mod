@@ -13,6 +13,7 @@ require (
 	github.com/fairrelay/fairrelay/receiver v0.0.0
 	github.com/fairrelay/fairrelay/receiverstore v0.0.0
 	github.com/fairrelay/fairrelay/relay v0.0.0
+	github.com/fairrelay/fairrelay/shard v0.0.0
 	github.com/fairrelay/fairrelay/writerlock v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/riverqueue/river v0.51.2
@@ -91,3 +92,5 @@ replace github.com/fairrelay/fairrelay/pgreceiverstore => ../pgreceiverstore
 replace github.com/fairrelay/fairrelay/inbox => ../inbox
 
 replace github.com/fairrelay/fairrelay/migration => ../migration
+
+replace github.com/fairrelay/fairrelay/shard => ../shard

@@ -51,9 +51,14 @@ type relayReceiver interface {
 
 // LoadBacklog enqueues perFlow events in each of flows flows ("f000000" …),
 // round by round (one event of every flow, then the next), with EnqueueBatch
-// in transactions of up to 1,000 events. IDs are prefix + a counter.
+// in transactions of up to 250 events. IDs are prefix + a counter.
+//
+// 250, not 1,000: pgqueuestore's EnqueueBatch takes a transaction lock per
+// flow and per event ID, and a 1,000-event batch (2,000 locks) ran the
+// server's shared lock table (max_locks_per_transaction 64 × 100
+// connections) out of memory while other sessions held thousands.
 func LoadBacklog(ctx context.Context, q BatchEnqueuer, prefix string, flows, perFlow int) error {
-	const chunk = 1000
+	const chunk = 250
 	batch := make([]queue.Event, 0, chunk)
 	n := 0
 	flush := func() error {

@@ -38,7 +38,28 @@ const (
 	// the work, a batch completer write), which a quick run's 250 ms slice
 	// would mostly spend.
 	RiverMinStep = time.Second
+
+	// River's own best settings, as riverbench runs them: 2,000 workers
+	// fed by inserts of 5,000 (the window is then two inserts' worth, so
+	// that the workers never wait for an insert: riverWindow).
+	RiverBestWorkers = 2000
+	RiverBestBatch   = 5000
 )
+
+// riverName is a River case's name: the backend and the insert size, and
+// the worker count when it is not RiverWorkers.
+func riverName(backend string, batch, workers int) string {
+	if workers == RiverWorkers {
+		return fmt.Sprintf("river-%s/batch-%d", backend, batch)
+	}
+	return fmt.Sprintf("river-%s/w%d-batch-%d", backend, workers, batch)
+}
+
+// riverWindow is the window of a River case: RiverWindow, or for inserts
+// larger than half of it, two inserts (one being worked while the next waits).
+func riverWindow(batch int) int64 {
+	return max(RiverWindow, 2*int64(batch))
+}
 
 // riverArgs is riverbench's BenchmarkArgs: one number per job.
 type riverArgs struct {
@@ -101,9 +122,9 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], sc
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	r := &riverRun[TTx]{client: client, step: max(step, RiverMinStep), window: RiverWindow, params: make([]river.InsertManyParams, batch), wake: make(chan struct{}, 1)}
+	r := &riverRun[TTx]{client: client, step: max(step, RiverMinStep), window: riverWindow(batch), params: make([]river.InsertManyParams, batch), wake: make(chan struct{}, 1)}
 	events, unsub := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: 4 * RiverWindow,
+		ChanSize: 4 * int(riverWindow(batch)),
 		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
 	})
 	r.unsub = unsub
@@ -202,7 +223,7 @@ func (r *riverRun[TTx]) Close() error {
 // dropped on Close). Each Step runs for step, at least RiverMinStep.
 func RiverPG(url string, batch, workers int, step time.Duration) Case {
 	return Case{
-		Name: fmt.Sprintf("river-pg/batch-%d", batch),
+		Name: riverName("pg", batch, workers),
 		Unit: "events/s",
 		Setup: func(ctx context.Context, dir string) (Workload, error) {
 			schema := NewPGSchema()
@@ -235,7 +256,7 @@ func RiverPG(url string, batch, workers int, step time.Duration) Case {
 // (SetMaxOpenConns(1)).
 func RiverSQLite(batch, workers int, step time.Duration) Case {
 	return Case{
-		Name: fmt.Sprintf("river-sqlite/batch-%d", batch),
+		Name: riverName("sqlite", batch, workers),
 		Unit: "events/s",
 		Setup: func(ctx context.Context, dir string) (Workload, error) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -237,8 +237,43 @@ func RuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow int, step 
 // ObservedRuntimeCase is RuntimeCase that also tells ht, when not nil, the
 // mean handler time of every Step.
 func ObservedRuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow int, step time.Duration, ht *HandlerTimes) Case {
+	return runtimeCase(fmt.Sprintf("runtime/%s/c%d-b%d", kind, concurrency, batch), sqliteRuntimeStores, kind, concurrency, batch, flows, perFlow, step, ht)
+}
+
+// runtimeQueue is what a runtime case needs of a queue store: the relay's
+// queue, loadable with LoadBacklog, closable.
+type runtimeQueue interface {
+	relayrt.Queue
+	BatchEnqueuer
+	Close() error
+}
+
+// runtimeStores opens a runtime case's queue (with RuntimePolicy, in real
+// time) and, when receiver is true, its receiver store, for the case in dir;
+// closers close (and drop) what it opened, in order.
+type runtimeStores func(ctx context.Context, dir string, receiver bool) (runtimeQueue, inbox.BatchReceiver, []func() error, error)
+
+// sqliteRuntimeStores are the runtime stores on SQLite files in dir.
+func sqliteRuntimeStores(ctx context.Context, dir string, receiver bool) (runtimeQueue, inbox.BatchReceiver, []func() error, error) {
+	q, err := openRuntimeQueue(filepath.Join(dir, "queue.db"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !receiver {
+		return q, nil, []func() error{q.Close}, nil
+	}
+	rs, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	if err != nil {
+		q.Close()
+		return nil, nil, nil, err
+	}
+	return q, rs, []func() error{q.Close, rs.Close}, nil
+}
+
+// runtimeCase is a runtime case named name on the stores that open opens.
+func runtimeCase(name string, open runtimeStores, kind RuntimeKind, concurrency, batch, flows, perFlow int, step time.Duration, ht *HandlerTimes) Case {
 	return Case{
-		Name: fmt.Sprintf("runtime/%s/c%d-b%d", kind, concurrency, batch),
+		Name: name,
 		Unit: "events/s",
 		Setup: func(ctx context.Context, dir string) (Workload, error) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -246,14 +281,19 @@ func ObservedRuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow in
 			}
 			w := &runtimeRun{step: step, o: relayrt.Options{Concurrency: concurrency, Batch: batch, Poll: time.Second, ShutdownGrace: 30 * time.Second}, ht: ht}
 			fail := func(err error) (Workload, error) { w.Close(); return nil, err }
-			q, err := openRuntimeQueue(filepath.Join(dir, "queue.db"))
+			q, rs, closers, err := open(ctx, dir, kind != RuntimeSleep)
 			if err != nil {
 				return nil, err
 			}
 			w.q = q
-			w.closers = append(w.closers, q.Close)
+			w.closers = append(w.closers, closers...)
 			if err := LoadBacklog(ctx, q, "e", flows, perFlow); err != nil {
 				return fail(err)
+			}
+			if a, ok := q.(interface{ analyze(context.Context) error }); ok {
+				if err := a.analyze(ctx); err != nil { // statistics, as autovacuum would soon give them
+					return fail(err)
+				}
 			}
 			w.loaded = int64(flows * perFlow)
 			if kind == RuntimeSleep {
@@ -267,11 +307,6 @@ func ObservedRuntimeCase(kind RuntimeKind, concurrency, batch, flows, perFlow in
 				})
 				return w, nil
 			}
-			rs, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
-			if err != nil {
-				return fail(err)
-			}
-			w.closers = append(w.closers, rs.Close)
 			rc := NewReceiver(rs)
 			w.rc = rc
 			w.closers = append(w.closers, rc.Close)

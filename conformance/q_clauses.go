@@ -131,4 +131,5 @@ var queueClauses = []queueClause{
 	{"Dest_7_11_RateBucketRefills", queueDest_7_11_RateBucketRefills},
 	{"Dest_7_11_PauseResumeAudited", queueDest_7_11_PauseResumeAudited},
 	{"Dest_7_11_SetFlowDestinationAudited", queueDest_7_11_SetFlowDestinationAudited},
+	{"Dest_7_11_PausedDestinationNotDue", queueDest_7_11_PausedDestinationNotDue},
 }

@@ -885,3 +885,76 @@ func queueDest_7_11_SetFlowDestinationAudited(t *testing.T, bk *QueueBackend) {
 		t.Fatalf("Snapshot flow fa = %s, want the default destination", jsonOf(f))
 	}
 }
+
+// A paused destination's flows are not due (docs/contract.md §7.11): their
+// heads are never claimed while it is paused, so NextDue and OldestDue
+// leave them out, whether dispatchable already or waiting for a tick (a
+// lease end); the heads of the default destination and of a destination
+// that is not paused still count. A resume makes them due again with no
+// other action.
+func queueDest_7_11_PausedDestinationNotDue(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	ctx := context.Background()
+	s := bk.open(t)
+	ds := dests(t, s)
+	putDest(t, ds, testDest("alpha", 0, 0), 1)
+	putDest(t, ds, testDest("beta", 0, 0), 1)
+	enqueueTo(t, s, "a1", "fa", "alpha", 0, 1)
+	enqueueTo(t, s, "a2", "fa", "alpha", 0, 1)
+	enqueueTo(t, s, "b1", "fb", "alpha", 0, 1)
+	wantClaim(t, s, "a1", 1) // fa waits for its lease end, fb is dispatchable
+	if err := ds.PauseDestination(ctx, "alpha", "alpha is down", 2); err != nil {
+		t.Fatalf("PauseDestination() error = %v", err)
+	}
+	before := snap(t, s)
+	if due, ok := nextDue(t, s); ok {
+		t.Fatalf("only heads of a paused destination: NextDue = %d, true; want ok = false", due)
+	}
+	if due, ok := oldestDue(t, s, 2+2*queue.Lease); ok {
+		t.Fatalf("only heads of a paused destination: OldestDue = %d, true; want ok = false", due)
+	}
+	assertUnchanged(t, "NextDue and OldestDue", before, snap(t, s))
+
+	// A default-destination head scheduled for 3+Lease+50 is the next due
+	// tick, although fa's lease ends before it.
+	at := 3 + queue.Lease + 50
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "d1", Flow: "fd", Body: []byte("x"), NotBefore: at}, 3); err != nil {
+		t.Fatalf("Enqueue(scheduled) error = %v", err)
+	}
+	if due, ok := nextDue(t, s); !ok || due != at {
+		t.Fatalf("a scheduled default head: NextDue = %d, %v; want %d (not the paused flows' ticks)", due, ok, at)
+	}
+	if due, ok := oldestDue(t, s, at-1); ok {
+		t.Fatalf("OldestDue(%d) = %d, true; want ok = false (fa's lease end and fb do not count)", at-1, due)
+	}
+	if due, ok := oldestDue(t, s, at+1); !ok || due != at {
+		t.Fatalf("OldestDue(%d) = %d, %v; want %d", at+1, due, ok, at)
+	}
+
+	// A dispatchable head of beta, which is not paused, is due now.
+	enqueueTo(t, s, "e1", "fe", "beta", 0, 4)
+	if due, ok := nextDue(t, s); !ok || due > 4 {
+		t.Fatalf("a head of beta: NextDue = %d, %v; want at most 4", due, ok)
+	}
+	if due, ok := oldestDue(t, s, 5); !ok || due != 4 {
+		t.Fatalf("a head of beta: OldestDue(5) = %d, %v; want 4", due, ok)
+	}
+	c := wantClaim(t, s, "e1", 5)
+	if o := settle(t, s, c.EventID, c.Generation, success, 5); o != queue.Acked {
+		t.Fatalf("Settle(e1) = %q, want acked", o)
+	}
+	if due, ok := nextDue(t, s); !ok || due != at {
+		t.Fatalf("beta served: NextDue = %d, %v; want %d", due, ok, at)
+	}
+
+	if err := ds.ResumeDestination(ctx, "alpha", "alpha is back", 6); err != nil {
+		t.Fatalf("ResumeDestination() error = %v", err)
+	}
+	if due, ok := nextDue(t, s); !ok || due > 6 {
+		t.Fatalf("alpha resumed: NextDue = %d, %v; want at most 6 (fb is dispatchable)", due, ok)
+	}
+	if due, ok := oldestDue(t, s, 6); !ok || due != 1 {
+		t.Fatalf("alpha resumed: OldestDue(6) = %d, %v; want fb's 1", due, ok)
+	}
+	wantClaim(t, s, "b1", 6)
+}

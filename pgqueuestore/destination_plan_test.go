@@ -46,9 +46,7 @@ func destPlans(t *testing.T, rot bool) {
 			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Destination: dest})
 		}
 	}
-	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
-		t.Fatal(err)
-	}
+	enqueueChunks(t, s, es)
 	cs, err := s.ClaimBatch(ctx, 1, 600)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +81,10 @@ func destPlans(t *testing.T, rot bool) {
 		{"registered names", s.q(qDestExists), []any{[]string{"d01", "zz"}}, nil, false},
 		{"record destinations", s.q(qSetSeqDests), []any{[]string{"f0001"}, []string{"d01"}}, []string{"flow_seqs_pkey"}, false},
 		{"flow destination", s.q(qFlowDest), []any{"f0001"}, []string{"flows_pkey"}, false},
+		{"paused destinations", s.q(qPausedDests), nil, nil, false},
+		{"next due ready, some paused", s.q(qNextDueReadyDests), nil, []string{"flows_ready"}, false},
+		{"next due waiting, some paused", s.q(qNextDueWaitingDests), []any{[]string{"d05"}}, []string{"flows_waiting"}, false},
+		{"oldest ready, some paused", s.q(qOldestReadyDests), []any{[]string{"d05"}}, []string{"flows_ready_due"}, false},
 	}
 	for _, c := range cases {
 		nodes := planNodes(t, tx, c.sql, c.args...)

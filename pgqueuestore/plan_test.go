@@ -31,9 +31,7 @@ func TestPlans_IndexDriven(t *testing.T) {
 			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x")})
 		}
 	}
-	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
-		t.Fatal(err)
-	}
+	enqueueChunks(t, s, es)
 	// Some flows in flight, some waiting for a retry, a few quarantined.
 	cs, err := s.ClaimBatch(ctx, 1, 600)
 	if err != nil {
@@ -159,9 +157,7 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Weight: 1 + f%3})
 		}
 	}
-	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
-		t.Fatal(err)
-	}
+	enqueueChunks(t, s, es)
 	cs, err := s.ClaimBatch(ctx, 1, 600)
 	if err != nil {
 		t.Fatal(err)

@@ -261,15 +261,67 @@ ORDER BY ready_at LIMIT 1`
 // (flows_ready_due: the first entry).
 const qOldestReady = `SELECT ready_at FROM {s}.flows WHERE ready ORDER BY ready_at LIMIT 1`
 
+const (
+	// qPausedDests is the names of the paused destinations (NULL when none
+	// is): a read of the destinations table, which holds the operator's
+	// registrations only (empty in a queue without destinations; a claim
+	// reads it whole too).
+	qPausedDests = `SELECT array_agg(name) FROM {s}.destinations WHERE paused IS NOT NULL`
+
+	// qNextDueReadyDests is qNextDueReady leaving out the flows of paused
+	// destinations (docs/contract.md §7.11): the first entry of flows_ready
+	// of each destination that is not paused, the default one included (one
+	// index seek each). Committed arrivals count as in qNextDueReady.
+	qNextDueReadyDests = `(SELECT m.clock_mark FROM {s}.meta AS m,
+    LATERAL (SELECT 1 FROM (SELECT '' COLLATE "C" AS name UNION ALL SELECT name FROM {s}.destinations WHERE paused IS NULL) AS d,
+        LATERAL (SELECT served FROM {s}.flows AS f WHERE f.ready AND f.dest = d.name ORDER BY f.served, f.flow LIMIT 1) AS r
+        LIMIT 1) AS head
+WHERE m.id = 1)
+UNION ALL (SELECT clock_mark FROM {s}.meta WHERE id = 1 AND EXISTS (SELECT 1 FROM {s}.arrivals))
+LIMIT 1`
+
+	// qNextDueWaitingDests is qNextDueWaiting leaving out the flows of the
+	// paused destinations $1: flows_waiting in ready_at order up to the
+	// first flow of a destination not paused. The entries it passes over
+	// are flows of paused destinations whose head waits for a tick: every
+	// write turn promotes the waiting heads due by then, whatever their
+	// destination (qPromote), so they are only those that come due before
+	// the next claim; and when no flow of a destination that is not paused
+	// waits, the paused destinations' waiting flows.
+	qNextDueWaitingDests = `SELECT ready_at FROM {s}.flows WHERE NOT ready AND paused IS NULL AND ready_at IS NOT NULL
+    AND dest <> ALL ($1::text[])
+ORDER BY ready_at LIMIT 1`
+
+	// qOldestReadyDests is qOldestReady leaving out the flows of the paused
+	// destinations $1: flows_ready_due in ready_at order up to the first
+	// flow of a destination not paused. It passes over the paused
+	// destinations' dispatchable flows that became due before it (at most
+	// their number); OldestDue is a gauge's read, never on a claim's path.
+	qOldestReadyDests = `SELECT ready_at FROM {s}.flows WHERE ready AND dest <> ALL ($1::text[])
+ORDER BY ready_at LIMIT 1`
+)
+
+// pausedDests is the names of the paused destinations, nil when none is.
+func (s *Store) pausedDests(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	var names []string
+	if err := tx.QueryRow(ctx, s.q(qPausedDests)).Scan(&names); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
 // OldestDue returns the tick at which the longest-waiting dispatchable head
 // became due, as queuestore.Store.OldestDue does: the smallest ready_at, at
 // or below now, of the flows whose head can be claimed at now (a pending
 // head's available_at, an in-flight head's lease end). now - the tick is
 // how long work has waited for a claim, the lag a relay's gauge reports.
-// ok is false when no head is dispatchable at now. It reads the first
-// entry of two indexes (flows_ready_due, flows_waiting) in one read
-// transaction and writes nothing; now is not checked against the clock
-// mark.
+// ok is false when no head is dispatchable at now. The flows of a paused
+// destination are left out (docs/contract.md §7.11); a destination at its
+// concurrency or rate limit is not (that is transient). It reads the paused
+// destinations' names and the first entry of two indexes (flows_ready_due,
+// flows_waiting), or, when some destination is paused, those indexes up to
+// the first flow of one that is not, in one read transaction, and writes
+// nothing; now is not checked against the clock mark.
 func (s *Store) OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool, error) {
 	var (
 		due clock.Tick
@@ -279,9 +331,17 @@ func (s *Store) OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool
 		return 0, false, fmt.Errorf("oldest due: %w", err)
 	}
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
-		for _, q := range []string{qOldestReady, qNextDueWaiting} {
+		paused, err := s.pausedDests(ctx, tx)
+		if err != nil {
+			return err
+		}
+		qs, args := []string{qOldestReady, qNextDueWaiting}, []any(nil)
+		if paused != nil {
+			qs, args = []string{qOldestReadyDests, qNextDueWaitingDests}, []any{paused}
+		}
+		for _, q := range qs {
 			var at *int64
-			err := tx.QueryRow(ctx, s.q(q)).Scan(&at)
+			err := tx.QueryRow(ctx, s.q(q), args...).Scan(&at)
 			switch {
 			case isNoRows(err):
 				continue
@@ -334,16 +394,30 @@ func (s *Store) OldestWaiting(ctx context.Context) (clock.Tick, bool, error) {
 // dispatchable, as queuestore.Store.NextDue does: the clock mark when a
 // head is dispatchable already, else the earliest available_at of a
 // pending head or lease end of an in-flight head; ok is false when no head
-// is dispatchable and none waits for a tick. It reads two index entries in
-// one read transaction and writes nothing.
+// is dispatchable and none waits for a tick. The flows of a paused
+// destination are left out (docs/contract.md §7.11), as their heads are not
+// claimed; a destination at its concurrency or rate limit still counts as
+// due, since that is transient (a lease end, a few ticks of rate). It reads
+// the paused destinations' names and, when none is paused, two index
+// entries; when some is, one seek into flows_ready per destination that is
+// not paused and flows_waiting up to the first flow of such a destination
+// (qNextDueWaitingDests). One read transaction; it writes nothing.
 func (s *Store) NextDue(ctx context.Context) (clock.Tick, bool, error) {
 	var (
 		due clock.Tick
 		ok  bool
 	)
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
+		paused, err := s.pausedDests(ctx, tx)
+		if err != nil {
+			return err
+		}
+		ready, waiting, args := qNextDueReady, qNextDueWaiting, []any(nil)
+		if paused != nil {
+			ready, waiting, args = qNextDueReadyDests, qNextDueWaitingDests, []any{paused}
+		}
 		var t int64
-		err := tx.QueryRow(ctx, s.q(qNextDueReady)).Scan(&t)
+		err = tx.QueryRow(ctx, s.q(ready)).Scan(&t)
 		if err == nil {
 			due, ok = clock.Tick(t), true
 			return nil
@@ -351,7 +425,7 @@ func (s *Store) NextDue(ctx context.Context) (clock.Tick, bool, error) {
 		if !isNoRows(err) {
 			return err
 		}
-		err = tx.QueryRow(ctx, s.q(qNextDueWaiting)).Scan(&t)
+		err = tx.QueryRow(ctx, s.q(waiting), args...).Scan(&t)
 		if err == nil {
 			due, ok = clock.Tick(t), true
 			return nil

@@ -44,10 +44,10 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"ack events":    {qAckEvents, []any{"[1,2]", 1}, "INTEGER PRIMARY KEY"},
 		"set heads":     {qSetHeads, []any{"[[1,2,0],[2,null,null]]", 1}, "INTEGER PRIMARY KEY"},
 		"settle read":   {qSettleRead, []any{"e1"}, "sqlite_autoindex_events_1"},
-		"ack":           {qAck, []any{"e1", 1}, "sqlite_autoindex_events_1"},
+		"ack":           {qAck, []any{1, 1}, "INTEGER PRIMARY KEY"},
 		"last seq":      {qSettleRead, []any{"e1"}, "sqlite_autoindex_flows_1"},
 		"next avail":    {qSettleRead, []any{"e1"}, "sqlite_autoindex_events_2"},
-		"set head":      {qSetHead, []any{"f1", 2, 0, 1, 0}, "sqlite_autoindex_flows_1"},
+		"set head":      {qSetHead, []any{1, 2, 0, 1, 0}, "INTEGER PRIMARY KEY"},
 		"retry":         {qRetry, []any{"e1", 3, "r"}, "sqlite_autoindex_events_1"},
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
 		"find ev flow":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
@@ -118,6 +118,9 @@ func TestPlan_7_11_DestinationPathUsesIndexes(t *testing.T) {
 	if _, err := s.ClaimBatch(ctx, 1, 20); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.PauseDestination(ctx, "d2", "r", 1); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.db.ExecContext(ctx, "ANALYZE"); err != nil {
 		t.Fatalf("ANALYZE error = %v", err)
 	}
@@ -144,6 +147,12 @@ func TestPlan_7_11_DestinationPathUsesIndexes(t *testing.T) {
 		"list's flows":  {qDestList, nil, "flows_dest (dest=?)"},
 		"list's flight": {qDestList, nil, "events_dest_inflight (dest=? AND lease_until>?)"},
 		"snap dests":    {qSnapDests, nil, ""},
+		"some paused":   {qSomeDestPaused, nil, ""},
+		"due ready ds":  {qNextDueReadyDests, nil, "flows_ready (ready=? AND dest=?)"},
+		"due wait ds":   {qNextDueWaitingDests, nil, "flows_waiting"},
+		"wait's dest":   {qNextDueWaitingDests, nil, "sqlite_autoindex_destinations_1"},
+		"oldest ds":     {qOldestReadyDests, nil, "flows_ready_due"},
+		"oldest's dest": {qOldestReadyDests, nil, "sqlite_autoindex_destinations_1"},
 		"dest count":    {qDestCount, nil, ""},
 	})
 }

@@ -32,15 +32,18 @@ const (
 const (
 	// qSettleRead reads the claimed event and, in the same statement, what
 	// an ack needs to move the head: the flow's last seq and the next
-	// event's available_at and enqueued_at (NULL columns when absent).
+	// event's available_at and enqueued_at (NULL columns when absent), and
+	// the event's and the flow's rowids, by which the ack's two writes find
+	// their rows without a second look in the id and flow indexes.
 	qSettleRead = `SELECT e.flow, e.seq, e.state, e.generation, e.attempts, e.lease_until,
-    f.last_seq, n.available_at, n.enqueued_at
+    f.last_seq, n.available_at, n.enqueued_at, e.rowid, f.rowid
 FROM events AS e
 LEFT JOIN flows AS f ON f.flow = e.flow
 LEFT JOIN events AS n ON n.flow = e.flow AND n.seq = e.seq + 1
 WHERE e.id = ?1`
 
-	qAck = `UPDATE events SET state = 'acked', lease_until = 0, acked_at = ?2 WHERE id = ?1`
+	// qAck acks the event whose rowid is ?1 (read by qSettleRead).
+	qAck = `UPDATE events SET state = 'acked', lease_until = 0, acked_at = ?2 WHERE rowid = ?1`
 
 	qRetry = `UPDATE events SET state = 'pending', lease_until = 0, available_at = ?2, reason = ?3 WHERE id = ?1`
 
@@ -49,9 +52,10 @@ WHERE e.id = ?1`
 	// qSetHead moves the flow's head; ready is set at once when the head is
 	// already dispatchable at now (now is the clock mark in this
 	// transaction, so the flag stays true for every later tick). ?5 is the
-	// new head's enqueue tick (NULL with no head).
+	// new head's enqueue tick (NULL with no head). ?1 is the flow's rowid
+	// (read by qSettleRead).
 	qSetHead = `UPDATE flows SET head_seq = ?2, ready_at = ?3, ready = coalesce(?3 <= ?4, 0), head_enqueued_at = ?5
-WHERE flow = ?1`
+WHERE rowid = ?1`
 
 	qWaitFlow = `UPDATE flows SET ready_at = ?2, ready = 0 WHERE flow = ?1`
 )
@@ -169,8 +173,10 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 		leaseUntil int64
 		last, next sql.NullInt64
 		nextEnq    sql.NullInt64
+		eRowid     int64
+		fRowid     sql.NullInt64
 	)
-	err := tx.QueryRowContext(ctx, qSettleRead, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil, &last, &next, &nextEnq)
+	err := tx.QueryRowContext(ctx, qSettleRead, it.EventID).Scan(&flow, &seq, &state, &gen, &attempts, &leaseUntil, &last, &next, &nextEnq, &eRowid, &fRowid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("%w: event %q", ErrNotFound, it.EventID)
 	}
@@ -183,10 +189,10 @@ func settleOne(ctx context.Context, tx *txn, pol Policy, it SettleItem, now cloc
 	case now >= clock.Tick(leaseUntil):
 		return Expired, nil
 	case it.Result.OK:
-		if _, err := tx.ExecContext(ctx, qAck, it.EventID, int64(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, qAck, eRowid, int64(now)); err != nil {
 			return "", fmt.Errorf("ack: %w", err)
 		}
-		if err := advanceHead(ctx, tx, pol, flow, seq, last, next, nextEnq, now); err != nil {
+		if err := advanceHead(ctx, tx, pol, flow, fRowid.Int64, seq, last, next, nextEnq, now); err != nil {
 			return "", err
 		}
 		return Acked, nil
@@ -254,10 +260,10 @@ func recordFailure(ctx context.Context, tx *txn, eventID string, gen int64, atte
 }
 
 // advanceHead makes the event after seq the flow's head, or leaves the flow
-// without a head when seq was its last event. last is the flow's last seq
-// and next and nextEnq the available_at and enqueued_at of the event after
-// seq, all read by qSettleRead in this transaction.
-func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, seq int64, last, next, nextEnq sql.NullInt64, now clock.Tick) error {
+// without a head when seq was its last event. fRowid is the flow's rowid,
+// last its last seq, and next and nextEnq the available_at and enqueued_at
+// of the event after seq, all read by qSettleRead in this transaction.
+func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, fRowid, seq int64, last, next, nextEnq sql.NullInt64, now clock.Tick) error {
 	if !last.Valid {
 		return fmt.Errorf("read flow %q: %w", flow, sql.ErrNoRows)
 	}
@@ -269,11 +275,11 @@ func advanceHead(ctx context.Context, tx *txn, pol Policy, flow string, seq int6
 		head = sql.NullInt64{Int64: seq + 1, Valid: true}
 		readyAt, enq = next, nextEnq
 	}
-	q := qSetHead
+	q, key := qSetHead, any(fRowid)
 	if isRotation(pol) {
-		q = qRotSetHead // a head ready at once returns: pass = max(pass, vnow)
+		q, key = qRotSetHead, flow // a head ready at once returns: pass = max(pass, vnow)
 	}
-	if _, err := tx.ExecContext(ctx, q, flow, head, readyAt, int64(now), enq); err != nil {
+	if _, err := tx.ExecContext(ctx, q, key, head, readyAt, int64(now), enq); err != nil {
 		return fmt.Errorf("move head of flow %q: %w", flow, err)
 	}
 	return nil

@@ -43,7 +43,7 @@ func ExampleJSONHandler() {
 	fmt.Println(bad.State, bad.Reason, "-", bad.Error)
 	// Output:
 	// o-1: 2 × tea
-	// idle: relay: idle with events not delivered: 1 quarantined during this run, 0 waiting behind quarantined heads or in paused flows
+	// idle: relay: idle with events not delivered: 1 quarantined during this run, 0 waiting behind quarantined heads, in paused flows or in paused destinations
 	// quarantined invalid_body - json: cannot unmarshal string into Go struct field Order.quantity of type int
 }
 

@@ -195,7 +195,19 @@ func (r *Relay) RunUntilIdle(ctx context.Context) error {
 		}
 		u.Waiting = st.Events.Pending
 	}
-	if u.Quarantined > 0 || u.Waiting > 0 {
+	if r.dq != nil {
+		ds, err := r.dq.Destinations(context.WithoutCancel(ctx))
+		if err != nil {
+			return fmt.Errorf("relay: idle; read the queue's destinations: %w", err)
+		}
+		for _, d := range ds {
+			if d.Paused && d.Backlog > 0 {
+				u.PausedDestinations++
+				u.InPausedDestinations += d.Backlog
+			}
+		}
+	}
+	if u.Quarantined > 0 || u.Waiting > 0 || u.InPausedDestinations > 0 {
 		return u
 	}
 	return nil
@@ -207,20 +219,33 @@ var ErrUndelivered = errors.New("relay: idle with events not delivered")
 
 // UndeliveredError is RunUntilIdle's answer when the queue went idle with
 // events not delivered. An operator lists them ('relayctl quarantined',
-// queue.Store.Quarantined) and redrives them, or resumes a paused flow.
+// queue.Store.Quarantined) and redrives them, or resumes a paused flow or
+// destination.
 type UndeliveredError struct {
 	// Quarantined counts the events this run quarantined (Totals.Quarantined).
 	Quarantined int64
 	// Waiting counts the events left pending in the whole queue: behind a
-	// quarantined head (of this run or an earlier one) or in a paused
-	// flow. It is 0 when the queue is not a StatsQueue.
+	// quarantined head (of this run or an earlier one), in a paused flow
+	// or in the flows of a paused destination. It is 0 when the queue is
+	// not a StatsQueue.
 	Waiting int64
+	// PausedDestinations counts the paused destinations with events not
+	// delivered (docs/contract.md §7.11), and InPausedDestinations those
+	// events: the sum of their DestinationState.Backlog (every event of
+	// their flows not acked, a quarantined head included). Both are 0
+	// when the queue is not a DestinationQueue.
+	PausedDestinations   int
+	InPausedDestinations int64
 }
 
 // Error says what was left and what to do.
 func (u *UndeliveredError) Error() string {
-	return fmt.Sprintf("relay: idle with events not delivered: %d quarantined during this run, %d waiting behind quarantined heads or in paused flows",
-		u.Quarantined, u.Waiting)
+	msg := fmt.Sprintf("relay: idle with events not delivered: %d quarantined during this run, %d waiting behind quarantined heads, "+
+		"in paused flows or in paused destinations", u.Quarantined, u.Waiting)
+	if u.PausedDestinations > 0 {
+		msg += fmt.Sprintf(" (%d events in %d paused destinations)", u.InPausedDestinations, u.PausedDestinations)
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrUndelivered) true.
@@ -479,14 +504,25 @@ func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
 		if l.untilIdle && l.goroutines == 0 && len(l.pending) == 0 && len(l.holds) == 0 && len(l.parked) == 0 {
 			l.idle = true
 		}
-	case afterClaim && due <= now && l.filtered:
-		// The due head may be one the filter left out.
+	case afterClaim && due <= now && (l.filtered || l.destMode()):
+		// The due head may be one the filter left out or, in destination
+		// mode, one the store's own limits leave out (a destination at its
+		// concurrency or rate limit counts as due in NextDue: that is
+		// transient); claiming again at the next tick would spin. A paused
+		// destination's heads are not due at all.
 		l.nextClaim = now + destRecheck
 	case afterClaim && due <= now:
 		l.nextClaim = now + 1
 	default:
 		l.nextClaim = due
 	}
+}
+
+// destMode reports whether the relay claims in destination mode: the queue
+// is a DestinationQueue and the relay knows some registered destination
+// (besides the default one, whose breaker it always has).
+func (l *loop) destMode() bool {
+	return l.r.dq != nil && len(l.r.dests.loopView()) > 1
 }
 
 // prune makes one Prune call of a pass, when a pass is under way or its

@@ -290,7 +290,8 @@ func cmdRelay(e *env, args []string) (err error) {
 		return fmt.Errorf("relay: %w", runErr)
 	}
 	if undelivered != nil {
-		return &undeliveredError{quarantined: undelivered.Quarantined, waiting: undelivered.Waiting}
+		return &undeliveredError{quarantined: undelivered.Quarantined, waiting: undelivered.Waiting,
+			pausedDests: undelivered.PausedDestinations, inPausedDests: undelivered.InPausedDestinations}
 	}
 	return nil
 }
@@ -336,11 +337,18 @@ func relayPolicy(c *cmdFlags, lease time.Duration, schedule []spanArg, retryAfte
 // status 3 (exitUndelivered).
 type undeliveredError struct {
 	quarantined, waiting int64
+	pausedDests          int   // paused destinations with events waiting
+	inPausedDests        int64 // their events not delivered
 }
 
 func (u *undeliveredError) Error() string {
-	return fmt.Sprintf("not everything was delivered: %d quarantined during this run, %d waiting behind quarantined heads or in paused flows; "+
-		"run 'relayctl quarantined' to see why, then 'relayctl redrive'", u.quarantined, u.waiting)
+	msg := fmt.Sprintf("not everything was delivered: %d quarantined during this run, %d waiting behind quarantined heads, "+
+		"in paused flows or in paused destinations; run 'relayctl quarantined' to see why, then 'relayctl redrive'", u.quarantined, u.waiting)
+	if u.pausedDests > 0 {
+		msg += fmt.Sprintf("; %d events wait in %d paused destinations: 'relayctl destinations list' shows them, 'relayctl destinations resume' delivers them",
+			u.inPausedDests, u.pausedDests)
+	}
+	return msg
 }
 
 // relayQueue is what 'relayctl relay' needs of its queue: the relay's own

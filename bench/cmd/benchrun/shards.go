@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/fairrelay/fairrelay/bench"
+)
+
+var (
+	shardBackend = flag.String("shard-backend", "", "internal: the shard drain child's backend (sqlite, pg)")
+	shardsOnly   = flag.Bool("shards-only", false, "measure only the shard drains (for working on them)")
+)
+
+// shardCombos are the shard drains measured: processes = shards on the
+// diagonal, plus one process on eight shards and eight processes on one
+// shard (6 of the 16 combinations of 1, 2, 4, 8, to keep the run short).
+var shardCombos = []bench.ShardCombo{{Procs: 1, Shards: 1}, {Procs: 2, Shards: 2}, {Procs: 4, Shards: 4}, {Procs: 8, Shards: 8}, {Procs: 1, Shards: 8}, {Procs: 8, Shards: 1}}
+
+// shardBatch is the claims per SettleClaimBatch of a shard drain child, as
+// the PostgreSQL drains.
+const shardBatch = pgDrainBatch
+
+// shardDrains are the shard drains' results on one backend, or why there
+// are none.
+type shardDrains struct {
+	backend string
+	results map[bench.ShardCombo][]bench.ShardDrainResult
+	skipped string
+}
+
+// shardPer is the events per flow (1,000 flows) of a shard drain's
+// backlog: enough for 15,000 events/s over the whole drain.
+func shardPer(cfg config) int { return max(cfg.drainPer, int(15*cfg.shardFor.Seconds())) }
+
+// measureShards runs the shard drains on SQLite and, when the server is
+// there, on PostgreSQL. A backend whose stores cannot be sharded (a store
+// that records no shard label) is skipped with a line saying so.
+func measureShards(ctx context.Context, dir string, cfg config, pg pgServer) ([]shardDrains, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	backends := []bench.ShardBackend{bench.SQLiteShards()}
+	var out []shardDrains
+	if pg.skipped == "" {
+		backends = append(backends, bench.PGShards(pg.url))
+	} else {
+		out = append(out, shardDrains{backend: "pg", skipped: pg.skipped})
+	}
+	for _, b := range backends {
+		log.Printf("%s shard drains: %d rounds of %d combinations, %s each, 1,000 flows × %d events", b.Name, cfg.shardRnds, len(shardCombos), cfg.shardFor, shardPer(cfg))
+		res, err := bench.MeasureShardDrains(ctx, b, filepath.Join(dir, "shards-"+b.Name), exe, shardCombos, cfg.shardRnds, cfg.drainFlow, shardPer(cfg), shardBatch, cfg.shardFor,
+			func(round int, r bench.ShardDrainResult) {
+				log.Printf("round %d %s shards %d procs × %d shards %6.0f/s, share %.2f–%.2f, served cv %.3f (%d–%d), errors %d",
+					round, b.Name, r.ShardCombo.Procs, r.Shards, r.Rate, r.MinShare, r.MaxShare, r.ServedCV, r.ServedMin, r.ServedMax, r.OtherErrs)
+			})
+		if err != nil {
+			// A backend not yet sharded is a line in the report, not a
+			// failed run; any other error fails it.
+			if s := fmt.Sprint(err); bench.IsShardUnsupported(err) {
+				log.Printf("%s shard drains skipped: %s", b.Name, s)
+				out = append(out, shardDrains{backend: b.Name, skipped: s})
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, shardDrains{backend: b.Name, results: res})
+	}
+	return out, nil
+}
+
+// shardRows are the shard drains' rows: per backend and combination, the
+// total, the ratio to one process on one shard (within the round) and the
+// served-count spread.
+func shardRows(ds []shardDrains) []bench.Row {
+	var rows []bench.Row
+	for _, d := range ds {
+		name := map[string]string{"sqlite": "SQLite", "pg": "PostgreSQL"}[d.backend]
+		if d.skipped != "" {
+			continue // said in the header (shardHeader)
+		}
+		base := d.results[bench.ShardCombo{Procs: 1, Shards: 1}]
+		for _, c := range shardCombos {
+			rs := d.results[c]
+			if len(rs) == 0 {
+				continue
+			}
+			var total, ratio, cv, spread, minShare, errs []float64
+			for i, r := range rs {
+				total = append(total, r.Rate)
+				cv = append(cv, r.ServedCV)
+				spread = append(spread, float64(r.ServedMax-r.ServedMin))
+				minShare = append(minShare, r.MinShare)
+				errs = append(errs, float64(r.OtherErrs))
+				if i < len(base) && base[i].Rate > 0 {
+					ratio = append(ratio, r.Rate/base[i].Rate)
+				}
+			}
+			label := fmt.Sprintf("%s, %d relay process%s on %d shard%s (SettleClaimBatch of %d)", name, c.Procs, plural(c.Procs, "es"), c.Shards, plural(c.Shards, "s"), shardBatch)
+			rows = append(rows, bench.Row{What: label + ": total", Value: bench.Summarize(total), Unit: "events/s"})
+			if c != (bench.ShardCombo{Procs: 1, Shards: 1}) {
+				rows = append(rows, bench.Row{What: label + ": total ÷ 1 process on 1 shard", Value: bench.Summarize(ratio), Verb: "%.2f", Unit: "ratio"})
+			}
+			rows = append(rows,
+				bench.Row{What: label + ": served-count CV over flows", Value: bench.Summarize(cv), Verb: "%.3f", Unit: "ratio"},
+				bench.Row{What: label + ": largest − smallest served count of a flow", Value: bench.Summarize(spread), Unit: "events"})
+			if c.Procs > 1 {
+				rows = append(rows, bench.Row{What: label + ": smallest process share ÷ fair share", Value: bench.Summarize(minShare), Verb: "%.2f", Unit: "ratio"})
+			}
+			if e := bench.Summarize(errs); e.Max > 0 {
+				rows = append(rows, bench.Row{What: label + ": errors per round", Value: e, Unit: "count", Target: "0", Met: "NO", Why: "First error: " + rs[0].FirstError})
+			}
+		}
+	}
+	return rows
+}
+
+func plural(n int, suffix string) string {
+	if n == 1 {
+		return ""
+	}
+	return suffix
+}
+
+// shardHeader is the header's bullet on the shard drains.
+func shardHeader(cfg config, ds []shardDrains) string {
+	h := fmt.Sprintf("- Shard drains: %d rounds; in each, for every combination of relay processes × shards (1×1, 2×2, 4×4, 8×8, 1×8, 8×1; order rotated by round), a fresh set of shards (SQLite: one file each; PostgreSQL: one schema each) is created with shard.Create and loaded through one shard.Store (%s flows × %d events, each flow in its shard), untimed; then that many OS processes, each opening its own shard.Store over the same set, are released together and drain it for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch. A total is events ÷ the longest process's time; its ratio is to 1 process on 1 shard in the same round. The spread is over the flows' served counts when the drain ends (docs/decisions/bench-method.md).\n",
+		cfg.shardRnds, thousands(cfg.drainFlow), shardPer(cfg), cfg.shardFor, shardBatch)
+	for _, d := range ds {
+		if d.skipped != "" {
+			h += fmt.Sprintf("- Shard drains on %s not measured: %s\n", d.backend, d.skipped)
+		}
+	}
+	return h
+}
+
+// shardsReport is the report of a -shards-only run.
+func shardsReport(cfg config, start time.Time, ds []shardDrains) ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "`benchrun -shards-only` (%s mode) on %s UTC; the run took %s. Machine: %s; Go %s.\n\n",
+		cfg.name, start.UTC().Format("2006-01-02 15:04"), time.Since(start).Round(time.Second), bench.Machine(), runtime.Version())
+	b.WriteString(shardHeader(cfg, ds))
+	b.WriteString("\n")
+	if err := bench.WriteTable(&b, shardRows(ds)); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// runShardsOnly measures only the shard drains.
+func runShardsOnly(ctx context.Context, dir string, cfg config) ([]byte, error) {
+	start := time.Now()
+	ds, err := measureShards(ctx, dir, cfg, findPG(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return shardsReport(cfg, start, ds)
+}
