@@ -39,16 +39,46 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
     WHERE f.ready = 1 AND f.dest = ?4 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
 
-	// qPickDestHeads is qPickHeads' first ?2 rows for each destination of
-	// the JSON array ?1, as an array [its index in ?1, rows...]: a few
-	// entries of each destination's range of flows_ready. (group_concat of
-	// the rows' text: json_group_array would parse each row again.)
-	qPickDestHeads = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
-    SELECT group_concat(r, ',') FROM (SELECT json_array(f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until,
-        e.available_at, hex(e.body), e.generation, f.served, f.rowid, e.rowid) AS r
-    FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-    WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.served, f.flow LIMIT ?2)) AS h
+	// qPickDestKeys reads, for each destination of the JSON array ?1, the
+	// keys of its first ?2 ready flows in (served, flow) order, as an array
+	// [its index in ?1, rows...] of rows [flow, served, flow rowid]: a few
+	// entries of each destination's range of flows_ready, read from the
+	// index alone (it holds the key and the rowid). The heads of the flows
+	// the claim takes are read after the merge (qLoadHeads), so a claim over
+	// D destinations reads D short ranges of one index and n heads, not D
+	// heads. (group_concat of the rows' text: json_group_array would parse
+	// each row again.)
+	qPickDestKeys = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
+    SELECT group_concat(r, ',') FROM (SELECT json_array(f.flow, f.served, f.rowid) AS r
+    FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.served, f.flow LIMIT ?2)) AS h
 FROM json_each(?1) AS j)`
+
+	// qPickDestKey is qPickDestKeys with one key each (no ?2): a
+	// scalar subquery per destination, its first entry of flows_ready as
+	// the text of a JSON row, which costs a destination with ready flows
+	// less than qPickDestKeys' subquery and aggregate.
+	qPickDestKey = `SELECT '[' || group_concat('[' || j.key || coalesce(',[' || (SELECT json_quote(f.flow) || ',' || f.served || ',' || f.rowid
+    FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.served, f.flow LIMIT 1) || ']', '') || ']', ',') || ']'
+FROM json_each(?1) AS j`
+
+	// qPickKeys is qPickDestKeys for one destination (?4): the keys of
+	// its next ?3 ready flows after the flow (served ?1, flow ?2), as one
+	// JSON array.
+	qPickKeys = `SELECT json_group_array(json_array(flow, served, frow))
+FROM (SELECT f.flow, f.served, f.rowid AS frow FROM flows AS f
+    WHERE f.ready = 1 AND f.dest = ?4 AND (f.served, f.flow) > (?1, ?2) ORDER BY f.served, f.flow LIMIT ?3)`
+
+	// qLoadHeads reads the heads of the flows whose rowids are the JSON
+	// array ?1 (the flows a claim over destinations picked by their keys),
+	// as one JSON array of rows [the index in ?1, flow, head_seq, the head's
+	// columns with the body in hex, the event's rowid, weight, served]. The
+	// list drives the loop (CROSS JOIN): each flow by its rowid, its head by
+	// events' (flow, seq) key; LEFT JOIN reports a flow without its head
+	// event (corrupt) as NULL event columns.
+	qLoadHeads = `SELECT json_group_array(json_array(j.key, f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until,
+    e.available_at, hex(e.body), e.generation, e.rowid, f.weight, f.served))
+FROM json_each(?1) AS j CROSS JOIN flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
+WHERE f.rowid = j.value`
 
 	qQuarantineExpired = `UPDATE events SET state = 'quarantined', reason = 'lease_expired', lease_until = 0 WHERE id = ?1`
 
@@ -210,16 +240,24 @@ type claimOrder interface {
 	// event's rowids; and, as a second column, whether any destination is
 	// registered.
 	pickSQL() string
-	// headsSQL reads, as one JSON array, the first ?2 ready flows (an
-	// array of rows as pickSQL's) of each destination of the JSON array ?1,
-	// in its order.
-	headsSQL() string
+	// keysSQL is pickSQL's first column with the keys only: rows as
+	// readKeyRow reads them.
+	keysSQL() string
+	// destKeysSQL reads, as one JSON array, the keys of the first ?2 ready
+	// flows (an array of rows as keysSQL's) of each destination of the
+	// JSON array ?1, in its order.
+	destKeysSQL() string
+	// destKeySQL is destKeysSQL for one key of each destination.
+	destKeySQL() string
 	// start is the key (?1, ?2) before every flow; after the key of h.
 	start() (any, any)
 	after(h *headRow) (any, any)
 	// readKey reads the order's own columns of h's row from r (each after
 	// a comma).
 	readKey(r *jsonRows, h *headRow)
+	// readKeyRow reads a whole row of keysSQL from r: the order's key and
+	// the flow's rowid.
+	readKeyRow(r *jsonRows, h *headRow)
 	// less reports whether a comes before b in the order.
 	less(a, b *headRow) bool
 	// claimed records that h's flow was claimed.
@@ -230,7 +268,8 @@ type claimOrder interface {
 	finish(ctx context.Context, tx *txn, lease clock.Tick, ticket int64, claims int, last int64) error
 }
 
-// headRow is one row of a pick: a ready flow and its head event.
+// headRow is one row of a pick: a ready flow and, when full, its head
+// event (a row read by its keys only gets its head from loadHeads).
 type headRow struct {
 	flow                               string
 	headSeq, nAttempts, nLease, nAvail sql.NullInt64
@@ -241,6 +280,7 @@ type headRow struct {
 	k1, k2                             int64 // the order's key: (served, -) then flow, or (pass, joined)
 	weight                             int
 	served                             int64
+	full                               bool // the head's columns are read
 }
 
 // A cursor reads one destination's range of the ready index in the order,
@@ -248,10 +288,10 @@ type headRow struct {
 type cursor struct {
 	dest string
 	room int       // how many more heads the claim may take from it
-	buf  []headRow // the page read last
+	keys bool      // read the keys only: the claim loads the heads it takes
+	buf  []headRow // every row read so far, in order
 	i    int       // the next row of buf
 	done bool      // the last page was short: no more rows
-	last *headRow  // the last row read, for the order check
 
 	// The destination's rate bucket (rate > 0): tokens (thousandths) after
 	// the refill at now; claims taken.
@@ -259,21 +299,36 @@ type cursor struct {
 	took         int64
 }
 
-// fill reads cur's next page of up to limit rows after its last row. It
-// reports whether any destination is registered.
+// last is the last row cur read (nil before its first page).
+func (cur *cursor) last() *headRow {
+	if len(cur.buf) == 0 {
+		return nil
+	}
+	return &cur.buf[len(cur.buf)-1]
+}
+
+// fill reads cur's next page of up to limit rows after its last row: whole
+// rows, or the keys only when cur.keys. It reports whether any destination
+// is registered (a page of keys is read only when one is).
 func fill(ctx context.Context, tx *txn, ord claimOrder, cur *cursor, limit int) (bool, error) {
 	k1, k2 := ord.start()
-	if cur.last != nil {
-		k1, k2 = ord.after(cur.last)
+	if l := cur.last(); l != nil {
+		k1, k2 = ord.after(l)
 	}
 	var (
 		js       []byte
-		hasDests int64
+		hasDests int64 = 1
+		err      error
 	)
-	if err := tx.QueryRowContext(ctx, ord.pickSQL(), k1, k2, limit, cur.dest).Scan(&js, &hasDests); err != nil {
+	if cur.keys {
+		err = tx.QueryRowContext(ctx, ord.keysSQL(), k1, k2, limit, cur.dest).Scan(&js)
+	} else {
+		err = tx.QueryRowContext(ctx, ord.pickSQL(), k1, k2, limit, cur.dest).Scan(&js, &hasDests)
+	}
+	if err != nil {
 		return false, fmt.Errorf("pick flows: %w", err)
 	}
-	cur.buf, cur.i = cur.buf[:0], 0
+	had := len(cur.buf)
 	r := jsonRows{b: js}
 	r.open()
 	for first := true; r.next(first); first = false {
@@ -284,66 +339,61 @@ func fill(ctx context.Context, tx *txn, ord claimOrder, cur *cursor, limit int) 
 	if r.err != nil {
 		return false, r.err
 	}
-	if len(cur.buf) < limit {
+	if len(cur.buf)-had < limit {
 		cur.done = true
 	}
-	cur.keepLast()
 	return hasDests != 0, nil
 }
 
-// keepLast copies the last row read out of buf, which the next page reuses.
-func (cur *cursor) keepLast() {
-	if cur.last != nil {
-		last := *cur.last
-		cur.last = &last
-	}
-}
-
-// readHead reads one pick row from r into cur's page, checking that it
-// comes after the row read before it.
+// readHead reads one pick row from r into cur's rows (a row of keys when
+// cur.keys), checking that it comes after the row read before it.
 func readHead(r *jsonRows, ord claimOrder, cur *cursor) error {
 	var h headRow
-	r.open()
-	h.flow, _ = r.str()
-	r.element(false)
-	h.headSeq.Int64, h.headSeq.Valid = r.int()
-	r.element(false)
-	h.id.String, h.id.Valid = r.str()
-	r.element(false)
-	h.state.String, h.state.Valid = r.str()
-	r.element(false)
-	h.nAttempts.Int64, h.nAttempts.Valid = r.int()
-	r.element(false)
-	h.nLease.Int64, h.nLease.Valid = r.int()
-	r.element(false)
-	h.nAvail.Int64, h.nAvail.Valid = r.int()
-	r.element(false)
-	h.body, _ = r.blob()
-	r.element(false)
-	h.nGen.Int64, h.nGen.Valid = r.int()
-	ord.readKey(r, &h)
-	r.element(false)
-	h.fRowid, _ = r.int()
-	r.element(false)
-	h.eRow.Int64, h.eRow.Valid = r.int()
-	r.end()
+	if cur.keys {
+		ord.readKeyRow(r, &h)
+	} else {
+		h.full = true
+		r.open()
+		h.flow, _ = r.str()
+		r.element(false)
+		h.headSeq.Int64, h.headSeq.Valid = r.int()
+		r.element(false)
+		h.id.String, h.id.Valid = r.str()
+		r.element(false)
+		h.state.String, h.state.Valid = r.str()
+		r.element(false)
+		h.nAttempts.Int64, h.nAttempts.Valid = r.int()
+		r.element(false)
+		h.nLease.Int64, h.nLease.Valid = r.int()
+		r.element(false)
+		h.nAvail.Int64, h.nAvail.Valid = r.int()
+		r.element(false)
+		h.body, _ = r.blob()
+		r.element(false)
+		h.nGen.Int64, h.nGen.Valid = r.int()
+		ord.readKey(r, &h)
+		r.element(false)
+		h.fRowid, _ = r.int()
+		r.element(false)
+		h.eRow.Int64, h.eRow.Valid = r.int()
+		r.end()
+	}
 	if r.err != nil {
 		return r.err
 	}
-	if cur.last != nil && !ord.less(cur.last, &h) {
-		return fmt.Errorf("%w: pick flows: flow %q after %q", ErrCorrupt, h.flow, cur.last.flow)
+	if l := cur.last(); l != nil && !ord.less(l, &h) {
+		return fmt.Errorf("%w: pick flows: flow (rowid %d) after flow (rowid %d) in destination %q", ErrCorrupt, h.fRowid, l.fRowid, cur.dest)
 	}
 	cur.buf = append(cur.buf, h)
-	cur.last = &cur.buf[len(cur.buf)-1]
 	return nil
 }
 
-// fillHeads reads the first ready flows of each of curs (none read yet),
-// all in one statement: a claim over many destinations reads a few index
-// entries of each, not a page. It reads one row of each for a claim of one
-// head, else two, so that a destination just claimed from still has its
-// next key: most claims of a batch then need no other read. A cursor that
-// got fewer rows than asked is done.
+// fillHeads reads the keys of the first ready flows of each of curs (none
+// read yet), all in one statement: a claim over many destinations reads a
+// few index entries of each, not a page, and no head. It reads one key of
+// each for a claim of one head, else two, so that a destination just
+// claimed from still has its next key: most claims of a batch then need
+// no other read. A cursor that got fewer rows than asked is done.
 func fillHeads(ctx context.Context, tx *txn, ord claimOrder, curs []*cursor, n int) error {
 	b := []byte{'['}
 	for i, c := range curs {
@@ -352,9 +402,12 @@ func fillHeads(ctx context.Context, tx *txn, ord claimOrder, curs []*cursor, n i
 		}
 		b = appendJSONString(b, c.dest)
 	}
-	k := min(n, 2)
+	k, q, args := 1, ord.destKeySQL(), []any{string(append(b, ']'))}
+	if n > 1 {
+		k, q, args = 2, ord.destKeysSQL(), append(args, 2)
+	}
 	var js []byte
-	if err := tx.QueryRowContext(ctx, ord.headsSQL(), string(append(b, ']')), k).Scan(&js); err != nil {
+	if err := tx.QueryRowContext(ctx, q, args...).Scan(&js); err != nil {
 		return fmt.Errorf("pick destinations' heads: %w", err)
 	}
 	r := jsonRows{b: js}
@@ -365,7 +418,6 @@ func fillHeads(ctx context.Context, tx *txn, ord claimOrder, curs []*cursor, n i
 			return fmt.Errorf("%w: pick destinations' heads: more rows than destinations", ErrCorrupt)
 		}
 		c := curs[i]
-		c.buf, c.i = c.buf[:0], 0
 		r.open()
 		if k, _ := r.int(); k != int64(i) {
 			return fmt.Errorf("%w: pick destinations' heads: row %d is destination %d's", ErrCorrupt, i, k)
@@ -377,13 +429,90 @@ func fillHeads(ctx context.Context, tx *txn, ord claimOrder, curs []*cursor, n i
 			}
 		}
 		c.done = len(c.buf) < k
-		c.keepLast()
 	}
 	if r.err != nil {
 		return r.err
 	}
 	if i != len(curs) {
 		return fmt.Errorf("%w: pick destinations' heads: %d rows for %d destinations", ErrCorrupt, i, len(curs))
+	}
+	return nil
+}
+
+// A pick is a row the merge took: the i-th row of c.
+type pick struct {
+	c *cursor
+	i int
+}
+
+// loadHeads reads, in one statement, the heads of the picks read by their
+// keys only (none: no statement).
+func loadHeads(ctx context.Context, tx *txn, picks []pick) error {
+	var (
+		rows []byte
+		idx  []int // the picks in the order of rows
+	)
+	for j, p := range picks {
+		if !p.c.buf[p.i].full {
+			rows = appendRowid(rows, p.c.buf[p.i].fRowid)
+			idx = append(idx, j)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	var js []byte
+	if err := tx.QueryRowContext(ctx, qLoadHeads, string(append(rows, ']'))).Scan(&js); err != nil {
+		return fmt.Errorf("read picked heads: %w", err)
+	}
+	r := jsonRows{b: js}
+	r.open()
+	got := 0
+	for first := true; r.next(first); first = false {
+		r.open()
+		k, _ := r.int()
+		if k < 0 || k >= int64(len(idx)) {
+			return fmt.Errorf("%w: read picked heads: row of pick %d of %d", ErrCorrupt, k, len(idx))
+		}
+		p := picks[idx[k]]
+		h := &p.c.buf[p.i]
+		if h.full {
+			return fmt.Errorf("%w: read picked heads: pick %d read twice", ErrCorrupt, k)
+		}
+		r.element(false)
+		h.flow, _ = r.str()
+		r.element(false)
+		h.headSeq.Int64, h.headSeq.Valid = r.int()
+		r.element(false)
+		h.id.String, h.id.Valid = r.str()
+		r.element(false)
+		h.state.String, h.state.Valid = r.str()
+		r.element(false)
+		h.nAttempts.Int64, h.nAttempts.Valid = r.int()
+		r.element(false)
+		h.nLease.Int64, h.nLease.Valid = r.int()
+		r.element(false)
+		h.nAvail.Int64, h.nAvail.Valid = r.int()
+		r.element(false)
+		h.body, _ = r.blob()
+		r.element(false)
+		h.nGen.Int64, h.nGen.Valid = r.int()
+		r.element(false)
+		h.eRow.Int64, h.eRow.Valid = r.int()
+		r.element(false)
+		w, _ := r.int()
+		h.weight = int(w)
+		r.element(false)
+		h.served, _ = r.int()
+		r.end()
+		h.full = true
+		got++
+	}
+	if r.err != nil {
+		return fmt.Errorf("read picked heads: %w", r.err)
+	}
+	if got != len(idx) {
+		return fmt.Errorf("%w: read picked heads: %d rows for %d flows", ErrCorrupt, got, len(idx))
 	}
 	return nil
 }
@@ -404,7 +533,7 @@ const refillPage = 8
 // made at the end, one statement each (a single claim is a batch of one;
 // only its two writes use the one-row statements).
 // A used-up take-over is quarantined at once and counts no claim, so then
-// the read goes on after the last flow read.
+// the picks after it are put back and the merge goes on from it.
 //
 // Destinations (docs/contract.md §7.11): the ready index is
 // destination-prefixed. With no destination registered and an empty
@@ -413,7 +542,10 @@ const refillPage = 8
 // destinations, each destination gets its room (destRooms) and the claim
 // merges the ranges of those with room > 0 in the order's key, taking at
 // most room(d) heads of destination d: the global order restricted to the
-// flows not left out, which keep their served count, pass and place.
+// flows not left out, which keep their served count, pass and place. The
+// ranges are read by their keys only (the index's entries); the heads of
+// the flows the merge picked are then read in one statement (loadHeads),
+// so the claim reads one head per pick, not one per destination.
 func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimFilter, ord claimOrder) ([]Claim, error) {
 	now, pol, ticket := a.now, a.pol, a.ticket
 	if _, err := tx.ExecContext(ctx, ord.promoteSQL(), int64(now)); err != nil {
@@ -431,6 +563,7 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 			return nil, err
 		}
 		if curs = []*cursor{def}; hasDests {
+			def.keys = true // its rows read so far are whole; the next are keys
 			if curs, err = destRooms(ctx, tx, now, n, f, def); err != nil {
 				return nil, err
 			}
@@ -443,7 +576,7 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 	}
 	var fresh []*cursor // the destinations' cursors not read yet
 	for _, c := range curs {
-		if c.last == nil && !c.done {
+		if len(c.buf) == 0 && !c.done {
 			fresh = append(fresh, c)
 		}
 	}
@@ -457,72 +590,96 @@ func claimHeads(ctx context.Context, tx *txn, a admission, n int, f queue.ClaimF
 		evRows             []byte
 		lastERow, lastFRow int64 // the rowids of the last event and flow claimed
 		mixed              bool  // the claims' destinations differ
+		picks              []pick
 	)
 	first := ticket + 1
+merge:
 	for len(out) < n {
-		var best *cursor
-		for _, c := range curs {
-			if c.room == 0 {
-				continue
-			}
-			if c.i == len(c.buf) && !c.done {
-				// A page of the rest of its room, at most refillPage
-				// rows when several destinations share the claim.
-				limit := min(c.room, n-len(out))
-				if len(curs) > 1 {
-					limit = min(limit, refillPage)
+		// The merge picks the next n - len(out) flows by their keys,
+		// taking room as if each were claimed.
+		picks = picks[:0]
+		for len(out)+len(picks) < n {
+			var best *cursor
+			for _, c := range curs {
+				if c.room == 0 {
+					continue
 				}
-				if _, err := fill(ctx, tx, ord, c, limit); err != nil {
+				if c.i == len(c.buf) && !c.done {
+					// A page of the rest of its room, at most refillPage
+					// rows when several destinations share the claim.
+					limit := min(c.room, n-len(out)-len(picks))
+					if len(curs) > 1 {
+						limit = min(limit, refillPage)
+					}
+					if _, err := fill(ctx, tx, ord, c, limit); err != nil {
+						return nil, err
+					}
+				}
+				if c.i < len(c.buf) && (best == nil || ord.less(&c.buf[c.i], &best.buf[best.i])) {
+					best = c
+				}
+			}
+			if best == nil {
+				break // no more ready flows with room
+			}
+			picks = append(picks, pick{c: best, i: best.i})
+			best.i++
+			best.room--
+		}
+		if len(picks) == 0 {
+			break
+		}
+		if err := loadHeads(ctx, tx, picks); err != nil {
+			return nil, err
+		}
+		for j, p := range picks {
+			h := &p.c.buf[p.i]
+			flow := h.flow
+			if !h.headSeq.Valid {
+				return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
+			}
+			if !h.id.Valid {
+				return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, h.headSeq.Int64)
+			}
+			id, state := h.id.String, h.state.String
+			attempts, leaseUntil, availAt := int(h.nAttempts.Int64), clock.Tick(h.nLease.Int64), clock.Tick(h.nAvail.Int64)
+			switch {
+			case state == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
+				if _, err := tx.ExecContext(ctx, qQuarantineExpired, id); err != nil {
+					return nil, fmt.Errorf("quarantine %q: %w", id, err)
+				}
+				if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
+					return nil, fmt.Errorf("block flow %q: %w", flow, err)
+				}
+				if err := recordFailure(ctx, tx, id, h.nGen.Int64, attempts, Quarantined, ReasonLeaseExpired, "", now); err != nil {
 					return nil, err
 				}
+				// It costs no room, and the picks after it were made
+				// with one room less of its destination: put them back
+				// (each is its cursor's last taken) and merge again.
+				p.c.room++
+				for _, q := range picks[j+1:] {
+					q.c.i--
+					q.c.room++
+				}
+				continue merge
+			case state == queue.StateInflight && leaseUntil <= now:
+			case state == queue.StatePending && availAt <= now:
+			default:
+				return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id, state)
 			}
-			if c.i < len(c.buf) && (best == nil || ord.less(&c.buf[c.i], &best.buf[best.i])) {
-				best = c
-			}
+			// qClaimEvents adds one to generation, attempts and lifetime
+			// attempts of the rows just read in this transaction: the claim
+			// reports the same values without reading them back.
+			ticket++
+			out = append(out, Claim{EventID: id, Flow: flow, Seq: h.headSeq.Int64, Body: h.body,
+				Generation: h.nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease, Destination: p.c.dest})
+			mixed = mixed || p.c.dest != out[0].Destination
+			evRows = appendRowid(evRows, h.eRow.Int64)
+			ord.claimed(h)
+			lastERow, lastFRow = h.eRow.Int64, h.fRowid
+			p.c.took++
 		}
-		if best == nil {
-			break // no more ready flows with room
-		}
-		h := &best.buf[best.i]
-		best.i++
-		flow := h.flow
-		if !h.headSeq.Valid {
-			return nil, fmt.Errorf("%w: flow %q is ready without a head", ErrCorrupt, flow)
-		}
-		if !h.id.Valid {
-			return nil, fmt.Errorf("%w: flow %q has no event at its head seq %d", ErrCorrupt, flow, h.headSeq.Int64)
-		}
-		id, state := h.id.String, h.state.String
-		attempts, leaseUntil, availAt := int(h.nAttempts.Int64), clock.Tick(h.nLease.Int64), clock.Tick(h.nAvail.Int64)
-		switch {
-		case state == queue.StateInflight && leaseUntil <= now && attempts >= pol.MaxAttempts:
-			if _, err := tx.ExecContext(ctx, qQuarantineExpired, id); err != nil {
-				return nil, fmt.Errorf("quarantine %q: %w", id, err)
-			}
-			if _, err := tx.ExecContext(ctx, qBlockFlow, flow); err != nil {
-				return nil, fmt.Errorf("block flow %q: %w", flow, err)
-			}
-			if err := recordFailure(ctx, tx, id, h.nGen.Int64, attempts, Quarantined, ReasonLeaseExpired, "", now); err != nil {
-				return nil, err
-			}
-			continue
-		case state == queue.StateInflight && leaseUntil <= now:
-		case state == queue.StatePending && availAt <= now:
-		default:
-			return nil, fmt.Errorf("%w: flow %q is ready but its head %q is %s", ErrCorrupt, flow, id, state)
-		}
-		// qClaimEvents adds one to generation, attempts and lifetime
-		// attempts of the rows just read in this transaction: the claim
-		// reports the same values without reading them back.
-		ticket++
-		out = append(out, Claim{EventID: id, Flow: flow, Seq: h.headSeq.Int64, Body: h.body,
-			Generation: h.nGen.Int64 + 1, Attempts: attempts + 1, Ticket: ticket, LeaseUntil: lease, Destination: best.dest})
-		mixed = mixed || best.dest != out[0].Destination
-		evRows = appendRowid(evRows, h.eRow.Int64)
-		ord.claimed(h)
-		lastERow, lastFRow = h.eRow.Int64, h.fRowid
-		best.room--
-		best.took++
 	}
 	if len(out) == 0 {
 		return out, nil
@@ -570,7 +727,9 @@ type minServedOrder struct {
 
 func (o *minServedOrder) promoteSQL() string          { return qPromote }
 func (o *minServedOrder) pickSQL() string             { return qPickHeads }
-func (o *minServedOrder) headsSQL() string            { return qPickDestHeads }
+func (o *minServedOrder) keysSQL() string             { return qPickKeys }
+func (o *minServedOrder) destKeysSQL() string         { return qPickDestKeys }
+func (o *minServedOrder) destKeySQL() string          { return qPickDestKey }
 func (o *minServedOrder) start() (any, any)           { return int64(-1), "" }
 func (o *minServedOrder) after(h *headRow) (any, any) { return h.k1, h.flow }
 
@@ -578,6 +737,17 @@ func (o *minServedOrder) readKey(r *jsonRows, h *headRow) {
 	r.element(false)
 	h.k1, _ = r.int()
 	h.served = h.k1
+}
+
+func (o *minServedOrder) readKeyRow(r *jsonRows, h *headRow) {
+	r.open()
+	h.flow, _ = r.str()
+	r.element(false)
+	h.k1, _ = r.int()
+	h.served = h.k1
+	r.element(false)
+	h.fRowid, _ = r.int()
+	r.end()
 }
 
 func (o *minServedOrder) less(a, b *headRow) bool {

@@ -81,7 +81,7 @@ FROM destinations AS d ORDER BY d.name`
 )
 
 func init() {
-	writeQueries = append(writeQueries, qClaimEventDest, qClaimEventsDest, qPickDestHeads, qRotPickDestHeads, qClaimEventsDests, qDestRooms, qDestTakeTokens, qEventDest)
+	writeQueries = append(writeQueries, qClaimEventDest, qClaimEventsDest, qPickDestKeys, qRotPickDestKeys, qPickDestKey, qRotPickDestKey, qPickKeys, qRotPickKeys, qLoadHeads, qClaimEventsDests, qDestRooms, qDestTakeTokens, qEventDest)
 	readQueries = append(readQueries, qSnapDests)
 }
 
@@ -105,7 +105,7 @@ func destRooms(ctx context.Context, tx *txn, now clock.Tick, n int, f ClaimFilte
 	var curs []*cursor
 	if def == nil {
 		if r := room(queue.DefaultDestination); r > 0 {
-			curs = append(curs, &cursor{room: r})
+			curs = append(curs, &cursor{room: r, keys: true})
 		}
 	} else {
 		curs = append(curs, def)
@@ -136,7 +136,7 @@ func destRooms(ctx context.Context, tx *txn, now clock.Tick, n int, f ClaimFilte
 		if conc > 0 {
 			r = min(r, int(max(0, conc-inflight)))
 		}
-		c := &cursor{dest: name}
+		c := &cursor{dest: name, keys: true}
 		if rate > 0 {
 			c.rate = rate
 			c.tokens = refill(tokens, at, rate, now)

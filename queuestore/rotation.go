@@ -80,13 +80,23 @@ FROM (SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.ava
     FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
     WHERE f.ready = 1 AND f.dest = ?4 AND (f.pass, f.joined) > (?1, ?2) ORDER BY f.pass, f.joined LIMIT ?3)`
 
-	// qRotPickDestHeads is qPickDestHeads in rotation order.
-	qRotPickDestHeads = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
-    SELECT group_concat(r, ',') FROM (SELECT json_array(f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until,
-        e.available_at, hex(e.body), e.generation, f.pass, f.joined, f.weight, f.served, f.rowid, e.rowid) AS r
-    FROM flows AS f LEFT JOIN events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-    WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.pass, f.joined LIMIT ?2)) AS h
+	// qRotPickDestKeys is qPickDestKeys in rotation order: rows [pass,
+	// joined, flow rowid], all in flows_rotation's entries.
+	qRotPickDestKeys = `SELECT '[' || group_concat('[' || k || coalesce(',' || h, '') || ']', ',') || ']' FROM (SELECT j.key AS k, (
+    SELECT group_concat(r, ',') FROM (SELECT json_array(f.pass, f.joined, f.rowid) AS r
+    FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.pass, f.joined LIMIT ?2)) AS h
 FROM json_each(?1) AS j)`
+
+	// qRotPickDestKey is qPickDestKey in rotation order.
+	qRotPickDestKey = `SELECT '[' || group_concat('[' || j.key || coalesce(',[' || (SELECT f.pass || ',' || f.joined || ',' || f.rowid
+    FROM flows AS f WHERE f.ready = 1 AND f.dest = j.value ORDER BY f.pass, f.joined LIMIT 1) || ']', '') || ']', ',') || ']'
+FROM json_each(?1) AS j`
+
+	// qRotPickKeys is qPickKeys in rotation order: after (pass ?1, joined
+	// ?2).
+	qRotPickKeys = `SELECT json_group_array(json_array(pass, joined, frow))
+FROM (SELECT f.pass, f.joined, f.rowid AS frow FROM flows AS f
+    WHERE f.ready = 1 AND f.dest = ?4 AND (f.pass, f.joined) > (?1, ?2) ORDER BY f.pass, f.joined LIMIT ?3)`
 
 	// qRotServeFlow is qRotServeFlows for one flow (rowid ?1, new pass
 	// ?3), as qServeFlow.
@@ -300,7 +310,9 @@ type rotationOrder struct {
 
 func (o *rotationOrder) promoteSQL() string          { return qRotPromote }
 func (o *rotationOrder) pickSQL() string             { return qRotPickHeads }
-func (o *rotationOrder) headsSQL() string            { return qRotPickDestHeads }
+func (o *rotationOrder) keysSQL() string             { return qRotPickKeys }
+func (o *rotationOrder) destKeysSQL() string         { return qRotPickDestKeys }
+func (o *rotationOrder) destKeySQL() string          { return qRotPickDestKey }
 func (o *rotationOrder) start() (any, any)           { return int64(-1), int64(0) } // passes are >= 0
 func (o *rotationOrder) after(h *headRow) (any, any) { return h.k1, h.k2 }
 
@@ -314,6 +326,16 @@ func (o *rotationOrder) readKey(r *jsonRows, h *headRow) {
 	h.weight = int(w)
 	r.element(false)
 	h.served, _ = r.int()
+}
+
+func (o *rotationOrder) readKeyRow(r *jsonRows, h *headRow) {
+	r.open()
+	h.k1, _ = r.int()
+	r.element(false)
+	h.k2, _ = r.int()
+	r.element(false)
+	h.fRowid, _ = r.int()
+	r.end()
 }
 
 func (o *rotationOrder) less(a, b *headRow) bool {
