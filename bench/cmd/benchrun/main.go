@@ -178,7 +178,7 @@ var (
 		runtimePer: 100, wakeN: 50, wakeOtherN: 10, idleFor: 3 * time.Second,
 		pgFlows: []int{10, 100000}, pgMinEvents: 10000,
 		steadyEvents: 200000,
-		shardFor:     3 * time.Second, shardRnds: 3,
+		shardFor:     2 * time.Second, shardRnds: 3,
 	}
 	quickCfg = config{
 		name:  "quick",
