@@ -132,4 +132,7 @@ var queueClauses = []queueClause{
 	{"Dest_7_11_PauseResumeAudited", queueDest_7_11_PauseResumeAudited},
 	{"Dest_7_11_SetFlowDestinationAudited", queueDest_7_11_SetFlowDestinationAudited},
 	{"Dest_7_11_PausedDestinationNotDue", queueDest_7_11_PausedDestinationNotDue},
+	{"Transplant_7_10_RoundTrip", queueTransplant_7_10_RoundTrip},
+	{"Transplant_7_10_ImportRefusals", queueTransplant_7_10_ImportRefusals},
+	{"Shard_7_10_Label", queueShard_7_10_Label},
 }

@@ -55,6 +55,10 @@ type QueueBackend struct {
 	// (docs/contract.md §7.6); a backend without it must refuse a rotation
 	// policy with ErrInvalid, and the policy clauses check that it does.
 	Rotation bool
+	// Labeled says every store Open returns already carries a shard label
+	// (a shard suite labels each store it opens); the clause of a new
+	// store's label (docs/contract.md §7.10) is skipped then.
+	Labeled bool
 }
 
 // FailWrite names a write that FailWrites makes fail.

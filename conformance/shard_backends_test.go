@@ -25,8 +25,8 @@ import (
 // test is written into its meta row directly, as SetShardLabel writes it
 // but without SetShardLabel's audit row: the suite's clauses read the
 // audit exactly (a new store has none), and the label's row is the one
-// difference a shard shows. SetShardLabel is tested in each store's own
-// tests.
+// difference a shard shows. SetShardLabel is tested by the clause
+// Shard_7_10_Label of the unsharded suites (skipped here: Labeled).
 
 // shardSuites runs the whole suite once more per backend, as a shard
 // (measured: 69 s on SQLite, 460 s on PostgreSQL with
@@ -110,6 +110,7 @@ func shardOf(t *testing.T, b QueueBackend, k int, label func(t testing.TB, loc s
 	}
 	// The model's random sequences run at a tenth of the unsharded count:
 	// the shard is the same store, and the CI budget is shared.
+	b.Labeled = true
 	b.Sequences = max(b.Sequences/10, 20)
 	b.RaceSequences = max(b.RaceSequences/10, 10)
 	return b

@@ -1,4 +1,4 @@
-package pgqueuestore
+package conformance
 
 import (
 	"context"
@@ -11,31 +11,42 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 )
 
+// The clauses of docs/contract.md §7.10 a single store keeps: its shard
+// label (queue.ShardMember) and the moving of flows whole to another store
+// (queue.Transplanter), the store's part of an offline reshard.
+
+// transplanter is s as a queue.Transplanter; the clause is skipped when
+// the backend has none.
+func transplanter(t *testing.T, s Queue) queue.Transplanter {
+	return capability[queue.Transplanter](t, s, "Transplanter")
+}
+
+// shardMember is s as a queue.ShardMember; the clause is skipped when the
+// backend has none.
+func shardMember(t *testing.T, s Queue) queue.ShardMember {
+	return capability[queue.ShardMember](t, s, "ShardMember")
+}
+
+// transplantDest is a destination the transplanted flow e delivers to.
+var transplantDest = queue.Destination{Name: "hooks", URL: "http://127.0.0.1:9/hooks", Secrets: []string{destSecret}}
+
 // richFlows gives s flows in every state an export must carry: acked
 // events, a retried head with history, a quarantined head redriven and
-// quarantined again, an in-flight head, a paused flow, a weight; it
-// returns the tick after.
-func richFlows(t *testing.T, s *Store) clock.Tick {
+// quarantined again, an in-flight head, a paused flow, a weight, a flow
+// of a registered destination; it returns the tick after.
+func richFlows(t *testing.T, s Queue) clock.Tick {
 	t.Helper()
 	ctx := context.Background()
 	now := clock.Tick(1)
-	enq := func(id, flow string) {
-		if _, err := s.Enqueue(ctx, queue.Event{ID: id, Flow: flow, Body: []byte(`{"id":"` + id + `"}`)}, now); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.PutDestination(ctx, hooks, "a second receiver", now); err != nil {
-		t.Fatal(err)
-	}
+	putDest(t, dests(t, s), transplantDest, now)
 	for _, f := range []string{"a", "b", "c", "d"} {
 		for k := 1; k <= 3; k++ {
-			enq(f+string(rune('0'+k)), f)
+			id := f + itoa(k)
+			enqueue(t, s, id, f, `{"id":"`+id+`"}`, now)
 		}
 	}
-	if _, err := s.Enqueue(ctx, queue.Event{ID: "e1", Flow: "e", Body: []byte("{}"), Destination: hooks.Name}, now); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetWeight(ctx, "b", 3, "heavier", now); err != nil {
+	enqueueTo(t, s, "e1", "e", transplantDest.Name, 0, now)
+	if err := capability[queue.Weighter](t, s, "SetWeight").SetWeight(ctx, "b", 3, "heavier", now); err != nil {
 		t.Fatal(err)
 	}
 	// Serve every flow's first event.
@@ -43,13 +54,9 @@ func richFlows(t *testing.T, s *Store) clock.Tick {
 	if err != nil || len(cs) != 4 {
 		t.Fatalf("ClaimBatch = %d, %v", len(cs), err)
 	}
-	for _, c := range cs {
-		if _, err := s.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, now); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ackAll(t, s, cs, now)
 	now++
-	// Fail heads until a2 quarantines (and b2, c2 retry).
+	// Fail heads until a2 quarantines (and b2 retries).
 	for round := 0; round < queue.MaxAttempts; round++ {
 		cs, err := s.ClaimBatch(ctx, now, 4)
 		if err != nil {
@@ -73,7 +80,7 @@ func richFlows(t *testing.T, s *Store) clock.Tick {
 	if err := s.Redrive(ctx, q[0].EventID, q[0].Generation, "fixed", now); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PauseFlow(ctx, "d", "investigating", now); err != nil {
+	if err := pauser(t, s).PauseFlow(ctx, "d", "investigating", now); err != nil {
 		t.Fatal(err)
 	}
 	// An in-flight head in flow c.
@@ -86,7 +93,7 @@ func richFlows(t *testing.T, s *Store) clock.Tick {
 		for _, c := range cs {
 			if c.Flow == "c" {
 				done = true
-			} else if _, err := s.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, now); err != nil {
+			} else if _, err := s.Settle(ctx, c.EventID, c.Generation, success, now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -98,17 +105,17 @@ func richFlows(t *testing.T, s *Store) clock.Tick {
 	return now + 1
 }
 
-// hooks is a destination the transplanted flow e delivers to.
-var hooks = queue.Destination{Name: "hooks", URL: "http://127.0.0.1:9/hooks", Secrets: []string{"s3cret"}}
-
-// flowView is what a flow looks like through the Store's reads.
+// flowView is what a flow looks like through a store's reads.
 type flowView struct {
 	Flow   queue.FlowState
 	Events []queue.EventState
 	Audit  []queue.AuditRecord
 }
 
-func viewFlow(t *testing.T, s *Store, x queue.FlowExport) flowView {
+// viewFlow reads x's flow from s: its row (Flows), its events (FlowEvents,
+// then Event for each) and the audit rows of x with their IDs cleared
+// (IDs are a store's own numbering).
+func viewFlow(t *testing.T, s Queue, x queue.FlowExport) flowView {
 	t.Helper()
 	ctx := context.Background()
 	var v flowView
@@ -140,35 +147,40 @@ func viewFlow(t *testing.T, s *Store, x queue.FlowExport) flowView {
 	return v
 }
 
-func TestTransplantRoundTrip(t *testing.T) {
+// Every flow, exported and imported into another store, reads there as it
+// read in the first (Flows, FlowEvents, Event, its audit rows); FlowNames
+// pages the flows in byte order; the importing store's ticket and clock
+// mark are raised to the highest of the exports, its paused flow stays
+// paused, and its claims go on from the ticket.
+func queueTransplant_7_10_RoundTrip(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
 	ctx := context.Background()
-	src, _, _ := open(t)
+	src := bk.open(t)
 	now := richFlows(t, src)
-	dst, _, _ := open(t)
-	if err := dst.PutDestination(ctx, hooks, "registered first", now); err != nil {
-		t.Fatal(err)
-	}
-	names, err := src.FlowNames(ctx, "", 2)
+	dst := bk.open(t)
+	putDest(t, dests(t, dst), transplantDest, now)
+	from, to := transplanter(t, src), transplanter(t, dst)
+	names, err := from.FlowNames(ctx, "", 2)
 	if err != nil || !reflect.DeepEqual(names, []string{"a", "b"}) {
 		t.Fatalf("FlowNames(\"\", 2) = %v, %v", names, err)
 	}
-	more, err := src.FlowNames(ctx, "b", 10)
+	more, err := from.FlowNames(ctx, "b", 10)
 	if err != nil || !reflect.DeepEqual(more, []string{"c", "d", "e"}) {
 		t.Fatalf("FlowNames(b, 10) = %v, %v", more, err)
 	}
 	var maxTicket int64
 	for _, f := range append(names, more...) {
-		x, err := src.ExportFlow(ctx, f)
+		x, err := from.ExportFlow(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range x.Events {
 			maxTicket = max(maxTicket, e.Ticket)
 		}
-		if err := dst.ImportFlow(ctx, x, now); err != nil {
+		if err := to.ImportFlow(ctx, x, now); err != nil {
 			t.Fatalf("ImportFlow(%s): %v", f, err)
 		}
-		y, err := dst.ExportFlow(ctx, f)
+		y, err := to.ExportFlow(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,8 +192,8 @@ func TestTransplantRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := dst.ExportFlow(ctx, "e"); err != nil || e.Flow.Destination != hooks.Name {
-		t.Errorf("flow e after import: destination %q, %v; want %q", e.Flow.Destination, err, hooks.Name)
+	if e, err := to.ExportFlow(ctx, "e"); err != nil || e.Flow.Destination != transplantDest.Name {
+		t.Errorf("flow e after import: destination %q, %v; want %q", e.Flow.Destination, err, transplantDest.Name)
 	}
 	if st.Ticket != maxTicket || st.ClockMark != now || st.PausedFlows != 1 {
 		t.Errorf("Stats after import = %+v, want ticket %d, mark %d, one paused flow", st, maxTicket, now)
@@ -200,24 +212,33 @@ func TestTransplantRoundTrip(t *testing.T) {
 	}
 }
 
-func TestImportRefusals(t *testing.T) {
+// ExportFlow of an unknown flow is ErrNotFound; ImportFlow refuses an
+// event ID or a flow the store has (ErrConflict), an inconsistent export
+// (ErrInvalid) and an unregistered destination (ErrUnknownDestination);
+// ImportAudit refuses a row about a flow (ErrInvalid), FlowNames a limit
+// of 0 (ErrInvalid). Every refusal changes nothing.
+func queueTransplant_7_10_ImportRefusals(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
 	ctx := context.Background()
-	src, _, _ := open(t)
+	src := bk.open(t)
 	now := richFlows(t, src)
-	x, err := src.ExportFlow(ctx, "a")
+	from := transplanter(t, src)
+	x, err := from.ExportFlow(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.ExportFlow(ctx, "nope"); !errors.Is(err, queue.ErrNotFound) {
-		t.Errorf("ExportFlow(unknown) error = %v, want queue.ErrNotFound", err)
+	if _, err := from.ExportFlow(ctx, "nope"); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("ExportFlow(unknown) error = %v, want ErrNotFound", err)
 	}
-	dst, _, _ := open(t)
-	if _, err := dst.Enqueue(ctx, queue.Event{ID: x.Events[1].ID, Flow: "other", Body: []byte("x")}, now); err != nil {
-		t.Fatal(err)
-	}
-	before := snapOf(t, dst)
+	dst := bk.open(t)
+	to := transplanter(t, dst)
+	enqueue(t, dst, x.Events[1].ID, "other", "x", now)
+	before := snap(t, dst)
 	bad := func(mut func(x *queue.FlowExport)) queue.FlowExport {
-		b, _ := json.Marshal(x)
+		b, err := json.Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var y queue.FlowExport
 		if err := json.Unmarshal(b, &y); err != nil {
 			t.Fatal(err)
@@ -251,80 +272,68 @@ func TestImportRefusals(t *testing.T) {
 		}), queue.ErrUnknownDestination},
 	}
 	for _, c := range cases {
-		if err := dst.ImportFlow(ctx, c.x, now); !errors.Is(err, c.want) {
+		if err := to.ImportFlow(ctx, c.x, now); !errors.Is(err, c.want) {
 			t.Errorf("%s: ImportFlow error = %v, want %v", c.name, err, c.want)
 		}
 	}
-	assertUnchanged(t, "refused imports", before, snapOf(t, dst))
-	if err := dst.ImportAudit(ctx, []queue.AuditRecord{{Kind: queue.AuditRedrive, EventID: "a1", Generation: 1, Reason: "r", At: 1}}, now); !errors.Is(err, queue.ErrInvalid) {
-		t.Errorf("ImportAudit(redrive row) error = %v, want queue.ErrInvalid", err)
+	assertUnchanged(t, "refused imports", before, snap(t, dst))
+	if err := to.ImportAudit(ctx, []queue.AuditRecord{{Kind: queue.AuditRedrive, EventID: "a1", Generation: 1, Reason: "r", At: 1}}, now); !errors.Is(err, queue.ErrInvalid) {
+		t.Errorf("ImportAudit(redrive row) error = %v, want ErrInvalid", err)
 	}
-	if _, err := dst.FlowNames(ctx, "", 0); !errors.Is(err, queue.ErrInvalid) {
-		t.Errorf("FlowNames(limit 0) error = %v, want queue.ErrInvalid", err)
+	if _, err := to.FlowNames(ctx, "", 0); !errors.Is(err, queue.ErrInvalid) {
+		t.Errorf("FlowNames(limit 0) error = %v, want ErrInvalid", err)
 	}
-	assertUnchanged(t, "refused audit import", before, snapOf(t, dst))
+	assertUnchanged(t, "refused audit import", before, snap(t, dst))
 }
 
-func TestShardLabel(t *testing.T) {
+// A new store has no shard label. SetShardLabel refuses an index outside
+// 0..Count-1, a count outside 1..MaxShards, a negative epoch (ErrInvalid)
+// and an empty reason (ErrEmptyReason); it records a label with one audit
+// row of kind shard; the same label again changes nothing, another is
+// ErrShardLabel and changes nothing; the label is kept across a reopen.
+func queueShard_7_10_Label(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	if bk.Labeled {
+		t.Skip("the backend labels every store it opens")
+	}
 	ctx := context.Background()
-	s, url, schema := open(t)
-	if _, ok, err := s.ShardLabel(ctx); ok || err != nil {
+	s, loc := bk.openTest(t)
+	m := shardMember(t, s)
+	if _, ok, err := m.ShardLabel(ctx); ok || err != nil {
 		t.Fatalf("ShardLabel of a new store = %v, %v; want none", ok, err)
 	}
 	for _, l := range []queue.ShardLabel{{Index: 2, Count: 2}, {Index: -1, Count: 2}, {Index: 0, Count: 0}, {Index: 0, Count: queue.MaxShards + 1}, {Index: 0, Count: 1, Epoch: -1}} {
-		if err := s.SetShardLabel(ctx, l, "r", 1); !errors.Is(err, queue.ErrInvalid) {
-			t.Errorf("SetShardLabel(%+v) error = %v, want queue.ErrInvalid", l, err)
+		if err := m.SetShardLabel(ctx, l, "r", 1); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("SetShardLabel(%+v) error = %v, want ErrInvalid", l, err)
 		}
 	}
-	if err := s.SetShardLabel(ctx, queue.ShardLabel{Index: 0, Count: 2}, "", 1); !errors.Is(err, queue.ErrEmptyReason) {
-		t.Errorf("SetShardLabel without reason error = %v, want queue.ErrEmptyReason", err)
+	if err := m.SetShardLabel(ctx, queue.ShardLabel{Index: 0, Count: 2}, "", 1); !errors.Is(err, queue.ErrEmptyReason) {
+		t.Errorf("SetShardLabel without reason error = %v, want ErrEmptyReason", err)
 	}
 	want := queue.ShardLabel{Index: 1, Count: 2, Epoch: 3}
-	if err := s.SetShardLabel(ctx, want, "split", 5); err != nil {
+	if err := m.SetShardLabel(ctx, want, "split", 5); err != nil {
 		t.Fatal(err)
 	}
-	before := snapOf(t, s)
-	if err := s.SetShardLabel(ctx, want, "again", 6); err != nil {
+	before := snap(t, s)
+	if err := m.SetShardLabel(ctx, want, "again", 6); err != nil {
 		t.Errorf("the same label again: %v", err)
 	}
 	for _, l := range []queue.ShardLabel{{Index: 0, Count: 2, Epoch: 3}, {Index: 1, Count: 3, Epoch: 3}, {Index: 1, Count: 2, Epoch: 4}} {
-		if err := s.SetShardLabel(ctx, l, "r", 6); !errors.Is(err, queue.ErrShardLabel) {
+		if err := m.SetShardLabel(ctx, l, "r", 6); !errors.Is(err, queue.ErrShardLabel) {
 			t.Errorf("SetShardLabel(%+v) on a labeled store error = %v, want ErrShardLabel", l, err)
 		}
 	}
-	assertUnchanged(t, "refused labels", before, snapOf(t, s))
+	assertUnchanged(t, "refused labels", before, snap(t, s))
 	all, err := s.AuditAll(ctx)
 	if err != nil || len(all) != 1 || all[0].Kind != queue.AuditShard || all[0].Detail != `{"new":{"index":1,"count":2,"epoch":3}}` || all[0].At != 5 {
 		t.Errorf("AuditAll = %+v, %v; want one shard row", all, err)
 	}
-	// The label is in the file.
-	s2, err := Open(ctx, url, WithSchema(schema))
+	// The label is in the store: another open reads it.
+	again, err := bk.openAt(t, loc)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reopen: %v", err)
 	}
-	defer s2.Close()
-	if l, ok, err := s2.ShardLabel(ctx); !ok || err != nil || l != want {
+	if l, ok, err := shardMember(t, again).ShardLabel(ctx); !ok || err != nil || l != want {
 		t.Errorf("ShardLabel after reopening = %+v, %v, %v; want %+v", l, ok, err, want)
 	}
-}
-
-func snapOf(t *testing.T, s *Store) queue.Snapshot {
-	t.Helper()
-	sn, err := s.Snapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sn
-}
-
-func assertUnchanged(t *testing.T, what string, before, after queue.Snapshot) {
-	t.Helper()
-	if !reflect.DeepEqual(before, after) {
-		t.Errorf("%s changed the store:\nbefore %s\nafter  %s", what, jsonOf(before), jsonOf(after))
-	}
-}
-
-func jsonOf(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }
