@@ -154,10 +154,14 @@ func viewFlow(t *testing.T, s Queue, x queue.FlowExport) flowView {
 // paused, and its claims go on from the ticket.
 func queueTransplant_7_10_RoundTrip(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
+	transplantRoundTrip(t, bk.open(t), bk.open(t))
+}
+
+// transplantRoundTrip is the round trip from src to dst, two new stores
+// of one backend or of two.
+func transplantRoundTrip(t *testing.T, src, dst Queue) {
 	ctx := context.Background()
-	src := bk.open(t)
 	now := richFlows(t, src)
-	dst := bk.open(t)
 	putDest(t, dests(t, dst), transplantDest, now)
 	from, to := transplanter(t, src), transplanter(t, dst)
 	names, err := from.FlowNames(ctx, "", 2)
