@@ -21,8 +21,8 @@ import (
 //   - Exclude names every destination whose breaker is open and not due for
 //     a probe, or probing: its flows are not claimed, so not charged, and
 //     keep their place;
-//   - Room caps each destination the relay knows at its share of the
-//     handler slots left (Options.DestinationSlots, less the slots its
+//   - Room caps each destination the relay knows at what it has left of
+//     its own handler slots (Options.DestinationSlots, less the slots its
 //     flows hold now), and a destination due for a probe at 1 (the probe);
 //
 // and the store adds its own limits (each destination's Concurrency and
@@ -253,10 +253,10 @@ func (l *loop) refreshDests() {
 // the destinations whose probe it carries (only when probes), and whether
 // any destination the relay knows may be claimed at all.
 //
-// While the relay knows more than one destination, each may hold at most
-// Options.DestinationSlots handler slots (running or parked claims): its
-// room in this claim is what it has left of them, and a destination with
-// none left is excluded. A breaker open and not yet due for a probe, or
+// While the relay knows more than one destination, each has
+// Options.DestinationSlots handler slots of its own (running or parked
+// claims; free): its room in this claim is what it has left of them, and a
+// destination with none left is excluded. A breaker open and not yet due for a probe, or
 // probing, excludes its destination; one due for a probe gives it room 1
 // (when probes; else it stays excluded).
 func (l *loop) destFilter(n int, now time.Time, probes bool) (f queue.ClaimFilter, probing []string, ok bool) {

@@ -168,7 +168,7 @@ func TestDestinationsSlowOrDeadNeverHoldUpTheRest(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	const conc, slots, threshold = 16, 4, 2
-	r, err := relay.New(q, router, relay.Options{Concurrency: conc, Clock: clock.Wall{}, Metrics: reg, Poll: 50 * time.Millisecond,
+	r, err := relay.New(q, router, relay.Options{Concurrency: conc, DestinationSlots: slots, Clock: clock.Wall{}, Metrics: reg, Poll: 50 * time.Millisecond,
 		Breaker: relay.BreakerOptions{Threshold: threshold, MinProbe: 50 * time.Millisecond, MaxProbe: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestDestinationsSlowOrDeadNeverHoldUpTheRest(t *testing.T) {
 	q.waitFor(t, "the blackhole's breaker open", func() bool { return r.DestinationBreakers()["blackhole"].Opens > 0 })
 	noQuarantine()
 	if n := servers["blackhole"].maxOpen.Load(); n < 1 || n > slots {
-		t.Errorf("the blackhole held %d requests at once, want 1..%d (its share of %d slots)", n, slots, conc)
+		t.Errorf("the blackhole held %d requests at once, want 1..%d (its slots)", n, slots)
 	}
 	if n := servers["slow"].maxOpen.Load(); n > slots {
 		t.Errorf("the slow destination held %d requests at once, want at most %d", n, slots)
@@ -313,6 +313,81 @@ func TestDestinationsSlowOrDeadNeverHoldUpTheRest(t *testing.T) {
 		if n := s.badSigns.Load(); n > 0 {
 			t.Errorf("%s: %d requests with a bad signature", name, n)
 		}
+	}
+}
+
+// TestDestinationsSlotsAreEachDestinationsOwn: a destination's handlers
+// never take another's slots (docs/contract.md §7.11). Two blackholed
+// destinations hold every slot they have (as many as Concurrency, the
+// default) for the whole test (the relay's timeout is a minute); the
+// healthy one still drains its backlog with up to all of its own. With one
+// pool of Concurrency slots shared by all three, the blackholes would hold
+// it whole and the healthy one would wait for their timeout.
+func TestDestinationsSlotsAreEachDestinationsOwn(t *testing.T) {
+	q := newFakeDest(testPolicy(100000, 50))
+	release := make(chan struct{})
+	defer close(release)
+	hold := func(w http.ResponseWriter, r *http.Request) bool {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		return false
+	}
+	servers := map[string]*destServer{
+		"hole1":   newDestServer(t, "hole1-secret", hold),
+		"hole2":   newDestServer(t, "hole2-secret", hold),
+		"healthy": newDestServer(t, "healthy-secret", ok200),
+	}
+	for name, s := range servers {
+		q.register(queue.Destination{Name: name, URL: s.srv.URL + "/events", Secrets: []string{s.secret}})
+	}
+	const conc = 4
+	for _, name := range []string{"hole1", "hole2", "healthy"} {
+		for i := range 2 * conc {
+			q.enqueueTo(fmt.Sprintf("%s-f%d", name, i), name, 3)
+		}
+	}
+	def := newDestServer(t, "default-secret", ok200)
+	defHTTP, err := relay.NewHTTP(def.srv.URL, []byte("default-secret"), relay.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := relay.NewDestinations(q, defHTTP, relay.DestinationsOptions{HTTP: relay.HTTPOptions{Timeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := relay.New(q, router, relay.Options{Concurrency: conc, Clock: clock.Wall{}, Poll: 50 * time.Millisecond, ShutdownGrace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-runErr // abandoned handlers of the blackholes: not this test's point
+	}()
+	q.waitFor(t, "the healthy destination drained beside two full blackholes", func() bool {
+		for flow, d := range q.dest {
+			if d != "healthy" {
+				continue
+			}
+			for _, e := range q.flows[flow] {
+				if e.state != "acked" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, name := range []string{"hole1", "hole2"} {
+		if n := servers[name].maxOpen.Load(); n != conc {
+			t.Errorf("%s held %d requests at once, want all of its %d slots", name, n, conc)
+		}
+	}
+	if n := servers["healthy"].maxOpen.Load(); n < 1 || n > conc {
+		t.Errorf("healthy held %d requests at once, want 1..%d", n, conc)
 	}
 }
 

@@ -89,8 +89,8 @@
 // With a queue that knows several destinations (docs/contract.md §7.11; a
 // DestinationQueue, as both stores are), NewDestinations returns a Handler
 // that delivers each event to its flow's destination, and the relay gives
-// every destination its own breaker and at most Options.DestinationSlots of
-// its handler slots, leaving the flows of a destination whose breaker is
+// every destination its own breaker and Options.DestinationSlots handler
+// slots of its own, leaving the flows of a destination whose breaker is
 // open out of its claims: a destination that is slow or down never takes
 // the others' capacity (docs/runtime.md "Destinations").
 //

@@ -118,11 +118,12 @@ type Options struct {
 	// the last one answered More. The first pass is at Run's start. See
 	// docs/relay-library.md "Retention".
 	PruneEvery time.Duration
-	// DestinationSlots is the most handler slots the flows of one
-	// destination may hold at once while the relay knows more than one
-	// destination (docs/runtime.md "Destinations"); default
-	// max(1, Concurrency/4). It applies only when the queue is a
-	// DestinationQueue.
+	// DestinationSlots is the number of handler slots of each destination
+	// while the relay knows more than one destination (docs/runtime.md
+	// "Destinations"): each has that many slots of its own, which no other
+	// destination's handlers ever take, so the relay runs at most
+	// DestinationSlots handlers per destination it knows; default
+	// Concurrency. It applies only when the queue is a DestinationQueue.
 	DestinationSlots int
 	// DestinationRefresh is how often the relay rereads the queue's
 	// registered destinations (DestinationQueue.Destinations) to cap
@@ -187,7 +188,7 @@ func New(q Queue, h Handler, o Options) (*Relay, error) {
 		o.Concurrency = DefaultConcurrency
 	}
 	if o.DestinationSlots == 0 {
-		o.DestinationSlots = max(1, o.Concurrency/4)
+		o.DestinationSlots = o.Concurrency
 	}
 	if o.DestinationRefresh == 0 {
 		o.DestinationRefresh = DefaultDestinationRefresh

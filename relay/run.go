@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -421,9 +422,27 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 }
 
-// free is the number of handler slots left; a parked claim holds one.
+// free is the number of handler slots left; a parked claim holds one. In
+// destination mode every destination the relay knows has
+// Options.DestinationSlots slots of its own (docs/contract.md §7.11: a
+// slow or dead destination never takes the capacity of the others), and
+// free is the sum of what each has left.
 func (l *loop) free() int {
-	return l.r.o.Concurrency - l.goroutines - len(l.parked)
+	if !l.destMode() {
+		return l.r.o.Concurrency - l.goroutines - len(l.parked)
+	}
+	used := l.destRun
+	if len(l.parked) > 0 {
+		used = maps.Clone(l.destRun)
+		for _, cl := range l.parked {
+			used[cl.c.Destination]++
+		}
+	}
+	free := 0
+	for name := range l.r.dests.loopView() {
+		free += max(0, l.r.o.DestinationSlots-used[name])
+	}
+	return free
 }
 
 // blocked reports a queue-call backoff in progress.

@@ -77,9 +77,9 @@ func cmdRelay(e *env, args []string) (err error) {
 			"wakes it at once; --poll stays the bound (a lost listener is retried with backoff).\n"+
 			"Destinations ('relayctl destinations', docs/destinations.md): a flow whose first event named a\n"+
 			"registered destination is delivered to its URL, signed with its secrets; --to is the default\n"+
-			"destination of every other flow. Each destination has its own breaker and metrics, holds at most\n"+
-			"--destination-slots of the --concurrency slots, and the queue's limits and pauses apply over every\n"+
-			"relay. The relay reads the destinations again every --destination-refresh.").withQueue()
+			"destination of every other flow. Each destination has its own breaker, metrics and\n"+
+			"--destination-slots handler slots, and the queue's limits and pauses apply over every relay.\n"+
+			"The relay reads the destinations again every --destination-refresh.").withQueue()
 	to := c.String("to", "", "deliver over HTTP to `URL` (the URL 'relayctl receive' prints)")
 	var secrets repeatedFlag
 	c.Var(&secrets, "secret", "signing secret `S` for --to (default $"+secretEnv+"); repeat it to sign with each (a rotation)")
@@ -104,7 +104,7 @@ func cmdRelay(e *env, args []string) (err error) {
 	probeMin := c.Duration("probe-min", 0, "the first wait between probes of an open breaker, doubling (0: the relay's default, 1s)")
 	pruneEvery := c.Duration("prune-every", 0, "delete what the policy's retention no longer keeps, every `D` (0: never; 'relayctl policy set --retention D' sets the window)")
 	probeMax := c.Duration("probe-max", 0, "the longest wait between probes of an open breaker (0: the relay's default, 1m)")
-	destSlots := c.Int("destination-slots", 0, "with destinations: the most handler slots one destination's flows may hold (0: the relay's default, a quarter of --concurrency)")
+	destSlots := c.Int("destination-slots", 0, "with destinations: the handler slots of each destination, its own (0: the relay's default, --concurrency)")
 	destRefresh := c.Duration("destination-refresh", relay.DefaultDestinationRefresh, "with destinations: how often the relay reads them again (new URLs, secrets, destinations)")
 	pos, err := c.parse(args)
 	if err != nil {
