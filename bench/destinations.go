@@ -23,15 +23,11 @@ import (
 // "Destinations"): seven healthy destinations (HTTP receivers on loopback
 // that answer at once), and three bad ones: a blackhole (accepts, never
 // answers: the relay's timeout, destTimeout, applies), one that answers in
-// 2 s, one that answers 503. The relay (Concurrency destConcurrency, twice
-// the default Batch, so that the default share of slots per destination,
-// a quarter, leaves a full batch to the others even while two bad
-// destinations hold theirs: docs/runtime.md "Destinations") drains the
-// healthy seven's
-// backlog once alone and once with the bad three's backlog beside it, each
-// in a queue of its own where all ten are registered, in the same round;
-// the row is the healthy seven's events/s with the bad three ÷ without
-// them.
+// 2 s, one that answers 503. The relay (Concurrency destConcurrency:
+// every destination has that many handler slots of its own) drains the healthy seven's backlog once alone and once with the bad
+// three's backlog beside it, each in a queue of its own where all ten are
+// registered, in the same round; the row is the healthy seven's events/s
+// with the bad three ÷ without them.
 const (
 	destConcurrency = 128
 	destTimeout     = 3 * time.Second
@@ -275,15 +271,16 @@ func MeasureDestinations(ctx context.Context, backend, dir, pgURL string, rounds
 
 // DestinationsRows measures the destinations case on SQLite (under dir)
 // and, unless pgSkipped says why not, on PostgreSQL at pgURL, and returns
-// the report's rows:
+// the report's rows (progress, when not nil, is told each round):
 // per backend the ratio (goal ≥ 0.9) and, as context, both rates. quick
-// runs one round of a smaller backlog instead of nine. Drains are short
-// (a second or a few) and rounds many: a round's two drains then share
-// the machine's load more closely, and the median of nine ratios is
-// steadier than that of a few long ones. A backend whose
-// run fails gives one row saying why.
-func DestinationsRows(ctx context.Context, dir, pgURL, pgSkipped string, quick bool) []Row {
-	rounds, flows, perFlow := 9, 20, 15
+// runs one round of a smaller backlog instead of five. A drain lasts about
+// a second on SQLite and a few on PostgreSQL: long enough that what the
+// bad three cost once (their first requests, the 503 destination's
+// failures until its breaker opens) does not stand for a rate, short
+// enough that a round's two drains share the machine's load. A backend
+// whose run fails gives one row saying why.
+func DestinationsRows(ctx context.Context, dir, pgURL, pgSkipped string, quick bool, progress func(backend string, round int, r DestinationsRound)) []Row {
+	rounds, flows, perFlow := 5, 40, 60
 	if quick {
 		rounds, flows, perFlow = 1, 20, 10
 	}
@@ -293,7 +290,11 @@ func DestinationsRows(ctx context.Context, dir, pgURL, pgSkipped string, quick b
 			continue
 		}
 		label := map[string]string{"sqlite": "SQLite", "postgres": "PostgreSQL"}[backend]
-		rs, err := MeasureDestinations(ctx, backend, filepath.Join(dir, "destinations-"+backend), pgURL, rounds, flows, perFlow, nil)
+		var each func(int, DestinationsRound)
+		if progress != nil {
+			each = func(round int, r DestinationsRound) { progress(backend, round, r) }
+		}
+		rs, err := MeasureDestinations(ctx, backend, filepath.Join(dir, "destinations-"+backend), pgURL, rounds, flows, perFlow, each)
 		if err != nil {
 			rows = append(rows, Row{What: "destinations, " + label + ": healthy seven with the bad three ÷ alone", Unit: "ratio",
 				Target: "≥ 0.9", Met: "NO (failed)", Why: err.Error()})

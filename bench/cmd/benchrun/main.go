@@ -207,6 +207,9 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 	if *shardsOnly {
 		return runShardsOnly(ctx, dir, cfg)
 	}
+	if *destinationsOnly {
+		return runDestinationsOnly(ctx, dir, cfg)
+	}
 	start := time.Now()
 	version, err := sqliteVersion(ctx, dir)
 	if err != nil {
@@ -343,7 +346,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		rows = append(rows, retentionRows(cfg, steady, rates)...)
 		rows = append(rows, runtimeRows(rates, once, sleepTimes.Means())...)
 		rows = append(rows, outageRows(outages)...)
-		rows = append(rows, bench.DestinationsRows(ctx, filepath.Join(dir, "destinations"), pg.url, pg.skipped, cfg.name == "quick")...)
+		rows = append(rows, bench.DestinationsRows(ctx, filepath.Join(dir, "destinations"), pg.url, pg.skipped, cfg.name == "quick", logDestinationsRound)...)
 		rows = append(rows, riverSQLiteRows(rates)...)
 	}
 	if !cfg.drainsOnly {
