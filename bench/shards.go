@@ -128,6 +128,11 @@ type ShardDrainResult struct {
 	// ServedMin and ServedMax are the smallest and largest served count
 	// of a flow.
 	ServedMin, ServedMax int64
+	// CPUBusy and CPUIOWait are the machine's CPU time, all processes
+	// (the PostgreSQL server's included), busy and waiting for I/O, as
+	// shares of all its CPUs' time from the processes' start to their
+	// end; CPUBusy is -1 where the machine does not say (ReadCPUTimes).
+	CPUBusy, CPUIOWait float64
 }
 
 // MakeShardedQueue creates a set of shards named names (shard.Create),
@@ -240,9 +245,14 @@ func shardDrain(ctx context.Context, b ShardBackend, names []string, exe string,
 	if err := MakeShardedQueue(ctx, b, names, flows, perFlow); err != nil {
 		return res, err
 	}
+	t0, cpuErr := ReadCPUTimes()
 	ps, err := SpawnDrain(ctx, exe, ShardChildArgs(b, names, batch), c.Procs, d)
 	if err != nil {
 		return res, err
+	}
+	res.CPUBusy = -1
+	if t1, err := ReadCPUTimes(); err == nil && cpuErr == nil {
+		res.CPUBusy, res.CPUIOWait = t1.Busy(t0)
 	}
 	for _, p := range ps {
 		if p.Empty {

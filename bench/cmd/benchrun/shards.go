@@ -60,8 +60,8 @@ func measureShards(ctx context.Context, dir string, cfg config, pg pgServer) ([]
 		log.Printf("%s shard drains: %d rounds of %d combinations, %s each, 1,000 flows × %d events", b.Name, cfg.shardRnds, len(shardCombos), cfg.shardFor, shardPer(cfg))
 		res, err := bench.MeasureShardDrains(ctx, b, filepath.Join(dir, "shards-"+b.Name), exe, shardCombos, cfg.shardRnds, cfg.drainFlow, shardPer(cfg), shardBatch, cfg.shardFor,
 			func(round int, r bench.ShardDrainResult) {
-				log.Printf("round %d %s shards %d procs × %d shards %6.0f/s, share %.2f–%.2f, served cv %.3f (%d–%d), errors %d",
-					round, b.Name, r.ShardCombo.Procs, r.Shards, r.Rate, r.MinShare, r.MaxShare, r.ServedCV, r.ServedMin, r.ServedMax, r.OtherErrs)
+				log.Printf("round %d %s shards %d procs × %d shards %6.0f/s, share %.2f–%.2f, served cv %.3f (%d–%d), errors %d, CPU busy %.0f%% (I/O wait %.0f%%)",
+					round, b.Name, r.ShardCombo.Procs, r.Shards, r.Rate, r.MinShare, r.MaxShare, r.ServedCV, r.ServedMin, r.ServedMax, r.OtherErrs, 100*r.CPUBusy, 100*r.CPUIOWait)
 			})
 		if err != nil {
 			// A backend not yet sharded is a line in the report, not a
@@ -94,8 +94,11 @@ func shardRows(ds []shardDrains) []bench.Row {
 			if len(rs) == 0 {
 				continue
 			}
-			var total, ratio, cv, spread, minShare, errs []float64
+			var total, ratio, cv, spread, minShare, errs, busy, iowait []float64
 			for i, r := range rs {
+				if r.CPUBusy >= 0 {
+					busy, iowait = append(busy, 100*r.CPUBusy), append(iowait, 100*r.CPUIOWait)
+				}
 				total = append(total, r.Rate)
 				cv = append(cv, r.ServedCV)
 				spread = append(spread, float64(r.ServedMax-r.ServedMin))
@@ -109,6 +112,14 @@ func shardRows(ds []shardDrains) []bench.Row {
 			rows = append(rows, bench.Row{What: label + ": total", Value: bench.Summarize(total), Unit: "events/s"})
 			if c != (bench.ShardCombo{Procs: 1, Shards: 1}) {
 				rows = append(rows, bench.Row{What: label + ": total ÷ 1 process on 1 shard", Value: bench.Summarize(ratio), Verb: "%.2f", Unit: "ratio"})
+			}
+			if len(busy) > 0 {
+				// What explains a total that does not grow with
+				// processes and shards: the machine's CPUs were already
+				// busy (or waiting for the disk) at 1 process on 1 shard.
+				rows = append(rows,
+					bench.Row{What: label + ": machine CPU busy while it ran (every process, the database server's too)", Value: bench.Summarize(busy), Unit: "% of all CPUs"},
+					bench.Row{What: label + ": machine CPU waiting for I/O while it ran", Value: bench.Summarize(iowait), Unit: "% of all CPUs"})
 			}
 			rows = append(rows,
 				bench.Row{What: label + ": served-count CV over flows", Value: bench.Summarize(cv), Verb: "%.3f", Unit: "ratio"},
