@@ -58,6 +58,12 @@ type relayReceiver interface {
 // server's shared lock table (max_locks_per_transaction 64 × 100
 // connections) out of memory while other sessions held thousands.
 func LoadBacklog(ctx context.Context, q BatchEnqueuer, prefix string, flows, perFlow int) error {
+	return loadBacklogTo(ctx, q, prefix, flows, perFlow, nil)
+}
+
+// loadBacklogTo is LoadBacklog whose flow f delivers to destination dest(f)
+// (nil: the default destination).
+func loadBacklogTo(ctx context.Context, q BatchEnqueuer, prefix string, flows, perFlow int, dest func(f int) string) error {
 	const chunk = 250
 	batch := make([]queue.Event, 0, chunk)
 	n := 0
@@ -80,7 +86,11 @@ func LoadBacklog(ctx context.Context, q BatchEnqueuer, prefix string, flows, per
 	for range perFlow {
 		for f := range flows {
 			n++
-			batch = append(batch, queue.Event{ID: fmt.Sprintf("%s%d", prefix, n), Flow: flowName(f), Body: body})
+			e := queue.Event{ID: fmt.Sprintf("%s%d", prefix, n), Flow: flowName(f), Body: body}
+			if dest != nil {
+				e.Destination = dest(f)
+			}
+			batch = append(batch, e)
 			if len(batch) == chunk {
 				if err := flush(); err != nil {
 					return err

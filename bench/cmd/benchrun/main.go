@@ -231,6 +231,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		bench.ClaimSettleRotation(rotHi, (cfg.minEvents+rotHi-1)/rotHi),
 	}
 	cases = append(cases, rotCases...)
+	cases = append(cases, destCostCases(cfg)...)
 	cases = append(cases, pruneCostCases(cfg)...)
 	if cfg.claimSettleOnly {
 		cases = nil
@@ -238,6 +239,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 			cases = append(cases, bench.ClaimSettle(n, (cfg.minEvents+n-1)/n))
 		}
 		cases = append(cases, rotCases...)
+		cases = append(cases, destCostCases(cfg)...)
 		log.Printf("setting up %d cases (loading backlogs)", len(cases))
 		rates, err := bench.Measure(ctx, filepath.Join(dir, "cases"), cases, cfg.plan, progress)
 		if err != nil {
@@ -475,7 +477,38 @@ func claimSettleRows(cfg config, rates bench.Rates) []bench.Row {
 	rows = append(rows, bench.Row{What: fmt.Sprintf("claim+settle cost at %d flows ÷ at %d flows, rotation order", hi, lo), Value: rcost, Verb: "%.2f", Unit: "ratio",
 		Target: "≤ 1.5", Met: bench.AtMost(rcost.Median, 1.5),
 		Why: "The rotation's pick walks flows_rotation (ready, pass, joined) and its clamps read meta by key (queuestore's query-plan tests cover every rotation statement); a miss means a plan regression there or noise."})
-	return rows
+	return append(rows, destCostRows(cfg, rates, "", "claim+settle-dests")...)
+}
+
+// destCostCases are the claim+settle cases over bench.CostDestinations
+// registered destinations (docs/contract.md §7.11) at the smallest and the
+// largest backlog.
+func destCostCases(cfg config) []bench.Case {
+	lo, hi := cfg.flows[0], cfg.flows[len(cfg.flows)-1]
+	return []bench.Case{
+		bench.ClaimSettleDests(lo, (cfg.minEvents+lo-1)/lo, bench.CostDestinations),
+		bench.ClaimSettleDests(hi, (cfg.minEvents+hi-1)/hi, bench.CostDestinations),
+	}
+}
+
+// destCostRows are the rows of the destination claim cases named
+// prefix/<flows> (label: "" or "PostgreSQL: "): the rates at both backlogs
+// and the cost ratio.
+func destCostRows(cfg config, rates bench.Rates, label, prefix string) []bench.Row {
+	flows := cfg.flows
+	if label != "" {
+		flows = cfg.pgFlows
+	}
+	lo, hi := flows[0], flows[len(flows)-1]
+	var rows []bench.Row
+	for _, n := range []int{lo, hi} {
+		rows = append(rows, bench.Row{What: fmt.Sprintf("%sclaim+settle at %s flows over %d destinations", label, thousands(n), bench.CostDestinations),
+			Value: bench.Summarize(rates[fmt.Sprintf("%s/%d", prefix, n)]), Unit: "events/s"})
+	}
+	cost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("%s/%d", prefix, lo)], rates[fmt.Sprintf("%s/%d", prefix, hi)], 1))
+	return append(rows, bench.Row{What: fmt.Sprintf("%sclaim+settle cost at %s flows ÷ at %s flows, over %d destinations", label, thousands(hi), thousands(lo), bench.CostDestinations),
+		Value: cost, Verb: "%.2f", Unit: "ratio", Target: "≤ 1.5", Met: bench.AtMost(cost.Median, 1.5),
+		Why: "Each claim reads one index range per destination with room (the stores' plan tests), so both sizes read 100 ranges; what grows is the depth of each range's index and the pages a commit writes. A miss means a plan regression or noise: compare the range with the rows above."})
 }
 
 // redriveRows are the rows of the bulk redrive: both rates and their ratio.

@@ -72,6 +72,8 @@ func pgCases(cfg config, pg pgServer) []bench.Case {
 		bench.RuntimePGCase(pg.url, bench.RuntimeHTTP, 16, 64, 1000, cfg.runtimePer, cfg.plan.Slice),
 		bench.PGClaimSettle(pg.url, lo, (cfg.pgMinEvents+lo-1)/lo),
 		bench.PGClaimSettle(pg.url, hi, (cfg.pgMinEvents+hi-1)/hi),
+		bench.PGClaimSettleDests(pg.url, lo, (cfg.pgMinEvents+lo-1)/lo, bench.CostDestinations),
+		bench.PGClaimSettleDests(pg.url, hi, (cfg.pgMinEvents+hi-1)/hi, bench.CostDestinations),
 	}
 }
 
@@ -158,6 +160,7 @@ func pgRows(cfg config, rates bench.Rates, drains map[int][]bench.DrainSummary, 
 	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: claim+settle cost at %s flows ÷ at %s flows", thousands(hi), thousands(lo)), Value: cost, Verb: "%.2f", Unit: "ratio",
 		Target: "≤ 1.5", Met: bench.AtMost(cost.Median, 1.5),
 		Why: "Every statement of the claim path is index-driven on an analyzed table (pgqueuestore's TestPlans_IndexDriven); a miss means a plan that changed with the statistics, or noise: compare the range with the other rows of this run."})
+	rows = append(rows, destCostRows(cfg, rates, "PostgreSQL: ", "pg/claim+settle-dests")...)
 	return append(rows, pgDrainRows(drains)...)
 }
 
