@@ -209,10 +209,10 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	m.HandleFunc("POST /login", c.write(c.login, false))
 	m.HandleFunc("POST /redrive", c.write(c.redrive, true))
 	m.HandleFunc("POST /redrive-all", c.write(c.redriveAll, true))
-	m.HandleFunc("POST /pause", c.write(c.pause, true))
-	m.HandleFunc("POST /resume", c.write(c.pause, true))
-	m.HandleFunc("POST /destination/pause", c.write(c.pauseDestination, true))
-	m.HandleFunc("POST /destination/resume", c.write(c.pauseDestination, true))
+	m.HandleFunc("POST /pause", c.write(c.pauser(flowPause), true))
+	m.HandleFunc("POST /resume", c.write(c.pauser(flowPause), true))
+	m.HandleFunc("POST /destination/pause", c.write(c.pauser(destinationPause), true))
+	m.HandleFunc("POST /destination/resume", c.write(c.pauser(destinationPause), true))
 	// A write path asked for with GET (a link, a prefetch, a crawler)
 	// changes nothing.
 	for _, p := range []string{"/redrive", "/redrive-all", "/pause", "/resume", "/destination/pause", "/destination/resume"} {

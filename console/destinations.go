@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -149,74 +148,26 @@ func (c *console) destination(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "destination", d)
 }
 
-// destinationRefusal turns a store's refusal of a destination's pause or
-// resume into a status and plain words; ok is false for an error that is
-// not a refusal.
-func destinationRefusal(err error, verb string) (status int, title, msg string, ok bool) {
-	nothing := " Nothing was " + verb + "d."
-	switch {
-	case errors.Is(err, queue.ErrEmptyReason):
-		return http.StatusBadRequest, "A reason is required", "Say why the destination is " + verb + "d: the reason is kept in the audit." + nothing, true
-	case errors.Is(err, queue.ErrDestinationPaused):
-		return http.StatusConflict, "Already paused", "The destination is already paused (someone paused it since the page was read)." + nothing, true
-	case errors.Is(err, queue.ErrDestinationNotPaused):
-		return http.StatusConflict, "Not paused", "The destination is not paused (someone resumed it since the page was read)." + nothing, true
-	case errors.Is(err, queue.ErrUnknownDestination), errors.Is(err, queue.ErrNotFound):
-		return http.StatusNotFound, "No such destination", "The queue has no destination of this name." + nothing, true
-	case errors.Is(err, queue.ErrTimeRegression):
-		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark." + nothing, true
-	case errors.Is(err, queue.ErrInvalid):
-		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end)." + nothing, true
-	}
-	return 0, "", "", false
-}
-
-// pauseDestination pauses (POST /destination/pause) or resumes (POST
-// /destination/resume) the form's destination with the operator's reason
-// (docs/contract.md §7.11), then sends the browser to its page.
-func (c *console) pauseDestination(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	verb := "pause"
-	if r.URL.Path == "/destination/resume" {
-		verb = "resume"
-	}
-	name := r.PostFormValue("name")
-	if name == "" {
-		c.badInput(w, r, "The form needs the destination's name. Nothing was "+verb+"d.")
-		return
-	}
-	ds, ok := c.q.(Destinations)
-	if !ok {
-		c.fail(w, r, http.StatusNotImplemented, "Cannot pause", "This queue's store has no destinations. Nothing was "+verb+"d.")
-		return
-	}
-	reason := r.PostFormValue("reason")
-	now, err := c.now(ctx)
-	if err != nil {
-		c.internal(w, r, err)
-		return
-	}
-	if verb == "pause" {
-		err = ds.PauseDestination(ctx, name, reason, now)
-	} else {
-		err = ds.ResumeDestination(ctx, name, reason, now)
-	}
-	if err != nil {
-		status, title, msg, ok := destinationRefusal(err, verb)
-		if !ok {
-			c.internal(w, r, err)
-			return
+// destinationPause is a destination as the target of POST
+// /destination/pause and /destination/resume.
+var destinationPause = &pauseTarget{
+	noun: "destination", field: "name", page: "/destination", logVerb: "console: destination ",
+	cannot:  "This queue's store has no destinations.",
+	unknown: "The queue has no destination of this name.",
+	paused:  queue.ErrDestinationPaused, notPaused: queue.ErrDestinationNotPaused,
+	missing: []error{queue.ErrUnknownDestination, queue.ErrNotFound},
+	backOK:  func(name string) bool { return queue.CheckDestinationName(name) == nil },
+	write: func(c *console, ctx context.Context, name, reason string, now clock.Tick, pausing bool) (bool, error) {
+		ds, ok := c.q.(Destinations)
+		switch {
+		case !ok:
+			return false, nil
+		case pausing:
+			return true, ds.PauseDestination(ctx, name, reason, now)
+		default:
+			return true, ds.ResumeDestination(ctx, name, reason, now)
 		}
-		c.log.Info("console: destination "+verb+" refused", "destination", name, "err", err)
-		back := ""
-		if queue.CheckDestinationName(name) == nil {
-			back = pageLink("/destination", "name", name)
-		}
-		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: back})
-		return
-	}
-	c.log.Info("console: destination "+verb, "destination", name, "reason", reason, "tick", now, "remote", r.RemoteAddr)
-	http.Redirect(w, r, pageLink("/destination", "name", name, "done", verb+"d"), http.StatusSeeOther)
+	},
 }
 
 // relayViews sorts the relays' statuses by destination: each row's views,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -140,19 +141,45 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "redriven", d)
 }
 
-// pauseRefusal turns a store's refusal of a pause or resume into a status
+// A pauseTarget is what a pause form pauses or resumes: a flow
+// (docs/contract.md §7.9) or a destination (§7.11).
+type pauseTarget struct {
+	noun    string // "flow" or "destination": messages, and the log's key
+	field   string // the form field that names it
+	page    string // its page, where the browser goes next
+	logVerb string // the log message before the verb ("console: ", "console: destination ")
+	// cannot is the message when the queue's store has no such writes.
+	cannot string
+	// unknown is the message when the store has no such target.
+	unknown string
+	// paused and notPaused are the store's refusals of a pause of one
+	// paused already and a resume of one not paused; missing are its
+	// refusals of a name it does not know.
+	paused, notPaused error
+	missing           []error
+	// backOK says whether the error page links back to the name's page.
+	backOK func(name string) bool
+	// write pauses (pausing) or resumes it; ok is false when the queue's
+	// store has no such writes.
+	write func(c *console, ctx context.Context, name, reason string, now clock.Tick, pausing bool) (ok bool, err error)
+}
+
+// refusal turns a store's refusal of a pause or resume of t into a status
 // and plain words; ok is false for an error that is not a refusal.
-func pauseRefusal(err error, verb string) (status int, title, msg string, ok bool) {
+func (t *pauseTarget) refusal(err error, verb string) (status int, title, msg string, ok bool) {
 	nothing := " Nothing was " + verb + "d."
+	for _, m := range t.missing {
+		if errors.Is(err, m) {
+			return http.StatusNotFound, "No such " + t.noun, t.unknown + nothing, true
+		}
+	}
 	switch {
 	case errors.Is(err, queue.ErrEmptyReason):
-		return http.StatusBadRequest, "A reason is required", "Say why the flow is " + verb + "d: the reason is kept in the audit." + nothing, true
-	case errors.Is(err, queue.ErrFlowPaused):
-		return http.StatusConflict, "Already paused", "The flow is already paused (someone paused it since the page was read)." + nothing, true
-	case errors.Is(err, queue.ErrFlowNotPaused):
-		return http.StatusConflict, "Not paused", "The flow is not paused (someone resumed it since the page was read)." + nothing, true
-	case errors.Is(err, queue.ErrNotFound):
-		return http.StatusNotFound, "No such flow", "The queue has no such flow." + nothing, true
+		return http.StatusBadRequest, "A reason is required", "Say why the " + t.noun + " is " + verb + "d: the reason is kept in the audit." + nothing, true
+	case errors.Is(err, t.paused):
+		return http.StatusConflict, "Already paused", "The " + t.noun + " is already paused (someone paused it since the page was read)." + nothing, true
+	case errors.Is(err, t.notPaused):
+		return http.StatusConflict, "Not paused", "The " + t.noun + " is not paused (someone resumed it since the page was read)." + nothing, true
 	case errors.Is(err, queue.ErrTimeRegression):
 		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark." + nothing, true
 	case errors.Is(err, queue.ErrInvalid):
@@ -161,46 +188,67 @@ func pauseRefusal(err error, verb string) (status int, title, msg string, ok boo
 	return 0, "", "", false
 }
 
-// pause pauses (POST /pause) or resumes (POST /resume) the form's flow
-// with the operator's reason (docs/contract.md §7.9), then sends the
-// browser to the flow's page, which shows the new state.
-func (c *console) pause(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	verb := "pause"
-	if r.URL.Path == "/resume" {
-		verb = "resume"
-	}
-	flow := r.PostFormValue("flow")
-	if flow == "" {
-		c.badInput(w, r, "The form needs the flow's name. Nothing was "+verb+"d.")
-		return
-	}
-	p, ok := c.q.(queue.Pauser)
-	if !ok {
-		c.fail(w, r, http.StatusNotImplemented, "Cannot pause", "This queue's store cannot pause or resume flows. Nothing was "+verb+"d.")
-		return
-	}
-	reason := r.PostFormValue("reason")
-	now, err := c.now(ctx)
-	if err != nil {
-		c.internal(w, r, err)
-		return
-	}
-	if verb == "pause" {
-		err = p.PauseFlow(ctx, flow, reason, now)
-	} else {
-		err = p.ResumeFlow(ctx, flow, reason, now)
-	}
-	if err != nil {
-		status, title, msg, ok := pauseRefusal(err, verb)
-		if !ok {
+// flowPause is a flow as the target of POST /pause and /resume.
+var flowPause = &pauseTarget{
+	noun: "flow", field: "flow", page: "/flow", logVerb: "console: ",
+	cannot:  "This queue's store cannot pause or resume flows.",
+	unknown: "The queue has no such flow.",
+	paused:  queue.ErrFlowPaused, notPaused: queue.ErrFlowNotPaused, missing: []error{queue.ErrNotFound},
+	backOK: func(string) bool { return true },
+	write: func(c *console, ctx context.Context, name, reason string, now clock.Tick, pausing bool) (bool, error) {
+		p, ok := c.q.(queue.Pauser)
+		switch {
+		case !ok:
+			return false, nil
+		case pausing:
+			return true, p.PauseFlow(ctx, name, reason, now)
+		default:
+			return true, p.ResumeFlow(ctx, name, reason, now)
+		}
+	},
+}
+
+// pauser is the handler of a pause form of t: it pauses (POST …/pause) or
+// resumes (POST …/resume) the form's target with the operator's reason,
+// then sends the browser to the target's page, which shows the new state.
+func (c *console) pauser(t *pauseTarget) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		verb := "pause"
+		if strings.HasSuffix(r.URL.Path, "/resume") {
+			verb = "resume"
+		}
+		name := r.PostFormValue(t.field)
+		if name == "" {
+			c.badInput(w, r, "The form needs the "+t.noun+"'s name. Nothing was "+verb+"d.")
+			return
+		}
+		reason := r.PostFormValue("reason")
+		now, err := c.now(ctx)
+		if err != nil {
 			c.internal(w, r, err)
 			return
 		}
-		c.log.Info("console: "+verb+" refused", "flow", flow, "err", err)
-		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: pageLink("/flow", "name", flow)})
-		return
+		ok, err := t.write(c, ctx, name, reason, now, verb == "pause")
+		if !ok {
+			c.fail(w, r, http.StatusNotImplemented, "Cannot pause", t.cannot+" Nothing was "+verb+"d.")
+			return
+		}
+		if err != nil {
+			status, title, msg, ok := t.refusal(err, verb)
+			if !ok {
+				c.internal(w, r, err)
+				return
+			}
+			c.log.Info(t.logVerb+verb+" refused", t.noun, name, "err", err)
+			back := ""
+			if t.backOK(name) {
+				back = pageLink(t.page, "name", name)
+			}
+			c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: back})
+			return
+		}
+		c.log.Info(t.logVerb+verb, t.noun, name, "reason", reason, "tick", now, "remote", r.RemoteAddr)
+		http.Redirect(w, r, pageLink(t.page, "name", name, "done", verb+"d"), http.StatusSeeOther)
 	}
-	c.log.Info("console: "+verb, "flow", flow, "reason", reason, "tick", now, "remote", r.RemoteAddr)
-	http.Redirect(w, r, pageLink("/flow", "name", flow, "done", verb+"d"), http.StatusSeeOther)
 }
