@@ -416,30 +416,12 @@ func cmdDestinationPause(e *env, verb string, args []string) (err error) {
 		about = "Resume lets a paused destination's flows be claimed again, from the next claim\n" +
 			"on, in their places. The reason goes into the audit."
 	}
-	name := "destinations " + verb
-	f := newFlags(e, name, name+" NAME --reason TEXT [--now TICK]", about).withQueue().withNow()
-	reason := f.String("reason", "", "why the destination is "+verb+"d (required; kept in the audit)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) != 1:
-		return usagef("want one destination NAME, got %d arguments", len(pos))
-	case !f.isSet("reason"):
-		return usagef("--reason is required: say why the destination is %sd (it is kept in the audit)", verb)
-	}
-	dest := pos[0]
-	q, err := e.openQueue(false)
+	dest, reason, q, now, err := pauseArgs(e, "destinations "+verb, "NAME", "destination", verb, about, args)
 	if err != nil {
 		return err
 	}
 	defer closeWith(q, &err)
-	now, err := currentTick(e.ctx, q, f.now)
-	if err != nil {
-		return err
-	}
-	if err := q.PauseDestination(e.ctx, dest, *reason, verb == "pause", now); err != nil {
+	if err := q.PauseDestination(e.ctx, dest, reason, verb == "pause", now); err != nil {
 		return explainDestination(e, q, now, dest, "", err)
 	}
 	if verb == "pause" {

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fairrelay/fairrelay/clock"
 )
 
 // cmdPause is `flows pause FLOW --reason TEXT` and `flows resume FLOW
@@ -18,33 +20,15 @@ func cmdPause(e *env, verb string, args []string) (err error) {
 			"the rotation policy the flow rejoins the rotation as a flow that returns with a\n" +
 			"backlog does. The reason goes into the audit in the same transaction."
 	}
-	name := "flows " + verb
-	f := newFlags(e, name, name+" FLOW --reason TEXT [--now TICK]", about).withQueue().withNow()
-	reason := f.String("reason", "", "why the flow is "+verb+"d (required; kept in the audit)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) != 1:
-		return usagef("want one FLOW, got %d arguments", len(pos))
-	case !f.isSet("reason"):
-		return usagef("--reason is required: say why the flow is %sd (it is kept in the audit)", verb)
-	}
-	flow := pos[0]
-	q, err := e.openQueue(false)
+	flow, reason, q, now, err := pauseArgs(e, "flows "+verb, "FLOW", "flow", verb, about, args)
 	if err != nil {
 		return err
 	}
 	defer closeWith(q, &err)
-	now, err := currentTick(e.ctx, q, f.now)
-	if err != nil {
-		return err
-	}
 	if verb == "pause" {
-		err = q.PauseFlow(e.ctx, flow, *reason, now)
+		err = q.PauseFlow(e.ctx, flow, reason, now)
 	} else {
-		err = q.ResumeFlow(e.ctx, flow, *reason, now)
+		err = q.ResumeFlow(e.ctx, flow, reason, now)
 	}
 	if err != nil {
 		switch kindOf(err) {
@@ -88,4 +72,31 @@ func pauseReason(e *env, q *queueDB, flow string) string {
 		}
 	}
 	return ""
+}
+
+// pauseArgs reads the arguments of a pause or resume command (name, such as
+// "flows pause") of one target (its placeholder, such as FLOW, and its noun):
+// the target's name and the required --reason; then it opens the queue for
+// the write, which the caller closes, and reads the write's tick.
+func pauseArgs(e *env, name, placeholder, noun, verb, about string, args []string) (target, reason string, q *queueDB, now clock.Tick, err error) {
+	f := newFlags(e, name, name+" "+placeholder+" --reason TEXT [--now TICK]", about).withQueue().withNow()
+	r := f.String("reason", "", "why the "+noun+" is "+verb+"d (required; kept in the audit)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return "", "", nil, 0, err
+	}
+	switch {
+	case len(pos) != 1:
+		return "", "", nil, 0, usagef("want one %s, got %d arguments", placeholder, len(pos))
+	case !f.isSet("reason"):
+		return "", "", nil, 0, usagef("--reason is required: say why the %s is %sd (it is kept in the audit)", noun, verb)
+	}
+	if q, err = e.openQueue(false); err != nil {
+		return "", "", nil, 0, err
+	}
+	if now, err = currentTick(e.ctx, q, f.now); err != nil {
+		closeWith(q, &err)
+		return "", "", nil, 0, err
+	}
+	return pos[0], *r, q, now, nil
 }
