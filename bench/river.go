@@ -44,7 +44,21 @@ const (
 	// that the workers never wait for an insert: riverWindow).
 	RiverBestWorkers = 2000
 	RiverBestBatch   = 5000
+	// RiverBestMinStep is the shortest step at River's best settings: a
+	// step starts with nothing in flight (the one before waited for its
+	// jobs, untimed), and filling 2,000 workers from inserts of 5,000 and
+	// the completer's first writes take a good part of a second, which a
+	// step of RiverMinStep would count against River.
+	RiverBestMinStep = 5 * time.Second
 )
+
+// riverStep is the step of a River case of workers workers.
+func riverStep(step time.Duration, workers int) time.Duration {
+	if workers >= RiverBestWorkers {
+		return max(step, RiverBestMinStep)
+	}
+	return max(step, RiverMinStep)
+}
 
 // riverName is a River case's name: the backend and the insert size, and
 // the worker count when it is not RiverWorkers.
@@ -122,7 +136,7 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], sc
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	r := &riverRun[TTx]{client: client, step: max(step, RiverMinStep), window: riverWindow(batch), params: make([]river.InsertManyParams, batch), wake: make(chan struct{}, 1)}
+	r := &riverRun[TTx]{client: client, step: riverStep(step, workers), window: riverWindow(batch), params: make([]river.InsertManyParams, batch), wake: make(chan struct{}, 1)}
 	events, unsub := client.SubscribeConfig(&river.SubscribeConfig{
 		ChanSize: 4 * int(riverWindow(batch)),
 		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
@@ -220,7 +234,8 @@ func (r *riverRun[TTx]) Close() error {
 // RiverPG is River on PostgreSQL (riverpgxv5): jobs inserted with InsertMany
 // in batches of batch, worked by workers no-op workers, with riverbench's
 // fetch settings, in a schema of its own (migrated with rivermigrate,
-// dropped on Close). Each Step runs for step, at least RiverMinStep.
+// dropped on Close). Each Step runs for step, at least RiverMinStep (at
+// RiverBestWorkers, RiverBestMinStep).
 func RiverPG(url string, batch, workers int, step time.Duration) Case {
 	return Case{
 		Name: riverName("pg", batch, workers),
