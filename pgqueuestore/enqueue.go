@@ -102,7 +102,11 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 // EnqueueBatch enqueues all events in one transaction: all or nothing, each
 // checked as Enqueue would, in order (an ID repeated inside the batch is a
 // duplicate or a conflict of its first occurrence). An empty batch only
-// checks and records now.
+// checks and records now. A batch of more than 64 distinct event IDs
+// (maxIDLocks) takes one lock, the store's enqueue key exclusive, instead
+// of one per ID (lockSteps): before it begins it waits for every enqueue in
+// flight, callers' open transactions that enqueued included, and the
+// enqueues that come after it wait for it to commit.
 func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
 	for i, e := range es {
 		if err := e.Validate(); err != nil {
