@@ -46,7 +46,9 @@ func destPlans(t *testing.T, rot bool) {
 			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Destination: dest})
 		}
 	}
-	enqueueChunks(t, s, es)
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
 	cs, err := s.ClaimBatch(ctx, 1, 600)
 	if err != nil {
 		t.Fatal(err)

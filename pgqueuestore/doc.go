@@ -29,14 +29,21 @@
 // Every write transaction starts by locking the one meta row (clock mark,
 // ticket, policy) with SELECT … FOR UPDATE, so writes take turns as they
 // do in SQLite; statements after the lock run in READ COMMITTED and see
-// every earlier write. An enqueue first locks its event IDs (advisory
-// locks) and its flows' sequence counters (flow_seqs), in the same round
-// trip, before the meta row: the lock order is IDs, counters, meta, then
-// flows and events, so nothing that holds the meta row waits for a
-// caller's transaction. The turn then promotes the events that callers'
-// transactions committed (arrivals) into their flows. docs/decisions/postgres-one-write-turn.md gives the
-// measurements behind this choice and what fairness means with several
-// claimants.
+// every earlier write. An enqueue first locks the store's enqueue key, its
+// event IDs and its flows' sequence counters (flow_seqs), in the same
+// round trip, before the meta row: the lock order is enqueue key, IDs,
+// counters, meta, then flows and events, so nothing that holds the meta
+// row waits for a caller's transaction. The enqueue key is an advisory
+// lock taken shared by an enqueue of at most 64 distinct IDs, which then
+// locks each ID (exclusive advisory locks), and exclusive, alone, by a
+// bigger one: such a batch waits for every enqueue in flight and holds
+// off the next ones until it commits, and the server's lock table, shared
+// by every session, never holds more than 65 advisory locks of one
+// enqueue (docs/decisions/postgres-enqueue-lock-escalation.md). The turn
+// then promotes the events that callers' transactions committed
+// (arrivals) into their flows. docs/decisions/postgres-one-write-turn.md
+// gives the measurements behind this choice and what fairness means with
+// several claimants.
 //
 // # Schema
 //

@@ -79,54 +79,64 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 	if err := e.Validate(); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueue: %w", err)
 	}
-	var out queue.Enqueued
-	err := s.withTxAfter(ctx, s.lockSteps([]queue.Event{e}), func(tx pgx.Tx, a admission) error {
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
-		if err != nil {
-			return err
-		}
-		rs, err := s.enqueueEvents(ctx, tx, &pp, m.policy, []queue.Event{e}, now, true)
-		if err != nil {
-			return err
-		}
-		out = rs[0]
-		return nil
-	})
+	rs, err := s.enqueue(ctx, []queue.Event{e}, now, true)
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueue %q: %w", e.ID, err)
 	}
-	return out, nil
+	return rs[0], nil
 }
 
 // EnqueueBatch enqueues all events in one transaction: all or nothing, each
 // checked as Enqueue would, in order (an ID repeated inside the batch is a
 // duplicate or a conflict of its first occurrence). An empty batch only
-// checks and records now.
+// checks and records now. A batch of more than 64 distinct event IDs
+// (maxIDLocks) takes one lock, the store's enqueue key exclusive, instead
+// of one per ID (lockSteps): before it begins it waits for every enqueue in
+// flight, callers' open transactions that enqueued included, and the
+// enqueues that come after it wait for it to commit.
 func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
 	for i, e := range es {
 		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("enqueue batch: event %d: %w", i, err)
 		}
 	}
+	out, err := s.enqueue(ctx, es, now, false)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue batch: %w", err)
+	}
+	return out, nil
+}
+
+// enqueue is Enqueue (single) and EnqueueBatch in three round trips: the
+// first locks (lockSteps), locks the meta row and reads what the checks
+// need (enqueueReads), the second writes, the third commits. When the
+// turn promoted arrivals (a flow's row may have moved since it was read),
+// the flows are read again with the writes' first statements, a round
+// trip more.
+func (s *Store) enqueue(ctx context.Context, es []queue.Event, now clock.Tick, single bool) ([]queue.Enqueued, error) {
 	var out []queue.Enqueued
 	var locks []step
 	if len(es) > 0 {
 		locks = s.lockSteps(es)
 	}
-	err := s.withTxAfter(ctx, locks, func(tx pgx.Tx, a admission) error {
+	rd, reads := s.enqueueReads(es)
+	err := s.withTxRead(ctx, locks, reads, func(tx pgx.Tx, a admission, stale bool) error {
 		var pp pipe
 		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
 		if err != nil {
 			return err
 		}
-		out, err = s.enqueueEvents(ctx, tx, &pp, m.policy, es, now, false)
+		if stale && len(es) > 0 {
+			clear(rd.flows)
+			rd.queueFlows(&pp, s.q)
+			if err := pp.send(ctx, tx); err != nil {
+				return err
+			}
+		}
+		out, err = s.enqueueEvents(ctx, tx, &pp, m.policy, es, now, single, rd)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("enqueue batch: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // storedEvent is what qFindEvents read of a stored event (or what this
@@ -146,36 +156,39 @@ type flowRow struct {
 	dest    string
 }
 
-// enqueueEvents enqueues es in order inside tx (after admit) in two round
-// trips, with the results, errors and writes of enqueueing them one after
-// the other (enqueueOne of earlier versions,
-// docs/decisions/postgres-batch-round-trips.md): one pipe reads every stored
-// event with one of the IDs (qFindEvents) and every existing flow of the
-// events (qFindFlows); the checks then run in Go, event by event, on those
-// rows as the earlier events leave them (an insert adds an event; a sequence
-// number moves the flow's last seq and gives it a head; a weight changes its
-// weight), and the writes go to the server in one pipe: without weights
-// under FairMinServed as three set statements (enqueueSets), else per event,
-// in event order, the statements of one Enqueue (take the sequence number,
-// set the weight, join the rotation, the hook, insert the event:
-// enqueueEvent). With single, errors are those of Enqueue; without, each is
-// prefixed with its event's index and ID.
-func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.Policy, es []queue.Event, now clock.Tick, single bool) ([]queue.Enqueued, error) {
-	out := make([]queue.Enqueued, len(es))
-	if len(es) == 0 {
-		return out, pp.send(ctx, tx)
+// enqueueRead is what an enqueue reads before its checks (enqueueReads):
+// the stored events with one of its IDs, the existing flows of its
+// events, and which of the destinations its events name are registered
+// (nil when none names one).
+type enqueueRead struct {
+	flowNames  []string
+	events     map[string]*storedEvent
+	flows      map[string]*flowRow
+	registered map[string]bool
+}
+
+// enqueueReads returns the reads of an enqueue of es, to run once its
+// locks are held (none for no event), and what they fill: every stored
+// event with one of the IDs (qFindEvents), every existing flow of the
+// events (qFindFlows), the registered destinations (queueDestCheck).
+func (s *Store) enqueueReads(es []queue.Event) (*enqueueRead, []step) {
+	rd := &enqueueRead{
+		events: make(map[string]*storedEvent, len(es)),
+		flows:  make(map[string]*flowRow, len(es)),
 	}
-	ids, flowNames := make([]string, 0, len(es)), make([]string, 0, len(es))
-	events := make(map[string]*storedEvent, len(es))
-	flows := make(map[string]*flowRow, len(es))
+	if len(es) == 0 {
+		return rd, nil
+	}
+	ids := make([]string, 0, len(es))
 	seenFlow := make(map[string]bool, len(es))
 	for _, e := range es {
 		ids = append(ids, e.ID)
 		if !seenFlow[e.Flow] {
 			seenFlow[e.Flow] = true
-			flowNames = append(flowNames, e.Flow)
+			rd.flowNames = append(rd.flowNames, e.Flow)
 		}
 	}
+	var pp pipe
 	pp.query("find events", func(r pgx.Rows) error {
 		var (
 			id string
@@ -184,9 +197,16 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 		if err := r.Scan(&id, &e.flow, &e.seq, &e.body); err != nil {
 			return err
 		}
-		events[id] = &e
+		rd.events[id] = &e
 		return nil
 	}, s.q(qFindEvents), ids)
+	rd.queueFlows(&pp, s.q)
+	rd.registered = s.queueDestCheck(&pp, es)
+	return rd, pp.steps
+}
+
+// queueFlows queues the read of the existing flows into rd.flows.
+func (rd *enqueueRead) queueFlows(pp *pipe, q func(string) string) {
 	pp.query("find flows", func(r pgx.Rows) error {
 		var (
 			flow string
@@ -195,13 +215,30 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 		if err := r.Scan(&flow, &f.last, &f.hasHead, &f.weight, &f.dest); err != nil {
 			return err
 		}
-		flows[flow] = &f
+		rd.flows[flow] = &f
 		return nil
-	}, s.q(qFindFlows), flowNames)
-	registered := s.queueDestCheck(pp, es)
-	if err := pp.send(ctx, tx); err != nil {
-		return nil, err
+	}, q(qFindFlows), rd.flowNames)
+}
+
+// enqueueEvents enqueues es in order inside tx (after admit), with the
+// results, errors and writes of enqueueing them one after the other
+// (enqueueOne of earlier versions,
+// docs/decisions/postgres-batch-round-trips.md), on what rd read: the
+// checks run in Go, event by event, on those rows as the earlier events
+// leave them (an insert adds an event; a sequence number moves the flow's
+// last seq and gives it a head; a weight changes its weight), and the
+// writes go to the server in one pipe, after what pp holds: without
+// weights under FairMinServed as three set statements (enqueueSets), else
+// per event, in event order, the statements of one Enqueue (take the
+// sequence number, set the weight, join the rotation, the hook, insert the
+// event: enqueueEvent). With single, errors are those of Enqueue; without,
+// each is prefixed with its event's index and ID.
+func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.Policy, es []queue.Event, now clock.Tick, single bool, rd *enqueueRead) ([]queue.Enqueued, error) {
+	out := make([]queue.Enqueued, len(es))
+	if len(es) == 0 {
+		return out, pp.send(ctx, tx)
 	}
+	events, flows, registered := rd.events, rd.flows, rd.registered
 	// Without weights and rotation an event's writes are its flow's
 	// sequence number and its insert: a batch of those is written by one
 	// statement per kind (enqueueSets).

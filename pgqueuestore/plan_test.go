@@ -31,7 +31,9 @@ func TestPlans_IndexDriven(t *testing.T) {
 			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x")})
 		}
 	}
-	enqueueChunks(t, s, es)
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
 	// Some flows in flight, some waiting for a retry, a few quarantined.
 	cs, err := s.ClaimBatch(ctx, 1, 600)
 	if err != nil {
@@ -157,7 +159,9 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Weight: 1 + f%3})
 		}
 	}
-	enqueueChunks(t, s, es)
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
 	cs, err := s.ClaimBatch(ctx, 1, 600)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,9 @@ func TestPlans_TransplantIndexDriven(t *testing.T) {
 			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%d", f), Body: []byte("x")})
 		}
 	}
-	enqueueChunks(t, s, es)
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.audit (id, kind, reason, detail, at)
 SELECT g, 'weight', 'w', '{"flow":"f' || g || '","old":1,"new":2}', 1 FROM generate_series(1, 2000) AS g`)); err != nil {
 		t.Fatal(err)

@@ -14,17 +14,23 @@ import (
 
 // The statements of the transactional enqueue and of the promotion of its
 // arrivals (docs/decisions/postgres-transactional-enqueue.md). Every
-// enqueue, plain or in a caller's transaction, locks its event IDs
-// (qLockIDs) and its flows' sequence counters (qLockSeqs) before anything
-// else, and a plain one only then the meta row: the lock order is IDs ->
-// flow_seqs -> meta -> flows and events, so nothing that holds the meta row
-// ever waits for a caller's transaction.
+// enqueue, plain or in a caller's transaction, locks the store's enqueue
+// key and its event IDs (qLockIDs) and its flows' sequence counters
+// (qLockSeqs) before anything else, and a plain one only then the meta
+// row: the lock order is enqueue key -> IDs -> flow_seqs -> meta -> flows
+// and events, so nothing that holds the meta row ever waits for a caller's
+// transaction (docs/decisions/postgres-enqueue-lock-escalation.md).
 const (
-	// qLockIDs takes a transaction-level advisory lock on each key of the
-	// array $1 (eventKeys: the event IDs, hashed with the schema, sorted),
-	// in array order: an enqueue of an ID that a caller's open
-	// transaction has enqueued waits here, holding nothing of the store's.
-	qLockIDs = `SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k`
+	// qLockIDs takes transaction-level advisory locks on the keys of the
+	// array $1, in array order (lockSteps): first the store's enqueue
+	// key (enqueueKey), shared when $2 is true, else exclusive; then,
+	// exclusive, each event ID's key (eventKeys: hashed with the schema,
+	// sorted). An enqueue of an ID that a caller's open transaction has
+	// enqueued waits here, holding nothing of the store's; so does an
+	// escalated one (the key exclusive, no ID keys), for every enqueue
+	// in flight.
+	qLockIDs = `SELECT count(CASE WHEN u.n = 1 AND $2::boolean THEN pg_advisory_xact_lock_shared(u.k) ELSE pg_advisory_xact_lock(u.k) END)
+FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, n)`
 
 	// qLockSeqs creates the sequence counter of each new flow of the array
 	// $1 (sorted) and locks every one of them: DO UPDATE with a false
@@ -102,21 +108,50 @@ SELECT flow FROM ins UNION ALL SELECT flow FROM upd WHERE gained ORDER BY flow`
 	qRollbackToSave   = `ROLLBACK TO SAVEPOINT fairrelay_enqueue`
 )
 
+// maxIDLocks is the most distinct event IDs (keys) an enqueue locks one
+// by one; an enqueue of more takes the store's enqueue key exclusive
+// instead, one lock (lock escalation). The server's lock table, shared by
+// every session, is sized for max_locks_per_transaction (64 by default)
+// locks per server process on average: with at most 64 ID locks and the
+// enqueue key, an enqueue stays near its process's share, so enqueues on
+// every connection at once cannot run the table out
+// (docs/decisions/postgres-enqueue-lock-escalation.md).
+const maxIDLocks = 64
+
+// enqueueKey is the advisory lock key of this store's enqueues: every
+// enqueue takes it, shared to lock its IDs one by one, exclusive to
+// stand for all of them.
+func (s *Store) enqueueKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("fairrelay_queue\x00enqueue\x00" + s.schema))
+	return int64(h.Sum64())
+}
+
 // eventKeys are the advisory lock keys of ids in this store's schema,
-// sorted, so that every enqueue takes them in one order.
+// sorted, so that every enqueue takes them in one order. None is the
+// enqueue key (an ID hashed to it takes the next key instead).
 func (s *Store) eventKeys(ids []string) []int64 {
+	ek := s.enqueueKey()
 	keys := make([]int64, 0, len(ids))
 	for _, id := range ids {
 		h := fnv.New64a()
 		h.Write([]byte("fairrelay_queue\x00event\x00" + s.schema + "\x00" + id))
-		keys = append(keys, int64(h.Sum64()))
+		k := int64(h.Sum64())
+		if k == ek {
+			k++
+		}
+		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys)
 }
 
 // lockSteps are the steps that lock the event IDs and the flows' sequence
-// counters of an enqueue of es, flows sorted.
+// counters of an enqueue of es, flows sorted: the enqueue key shared and
+// each ID's key, or, for more than maxIDLocks IDs, the enqueue key
+// exclusive alone, which waits for every enqueue in flight (callers' open
+// transactions that enqueued included) and holds off new ones until this
+// transaction ends.
 func (s *Store) lockSteps(es []queue.Event) []step {
 	ids := make([]string, 0, len(es))
 	flows := make([]string, 0, len(es))
@@ -125,8 +160,14 @@ func (s *Store) lockSteps(es []queue.Event) []step {
 	}
 	slices.Sort(flows)
 	flows = slices.Compact(flows)
+	keys := s.eventKeys(ids)
+	shared := len(keys) <= maxIDLocks
+	if !shared {
+		keys = keys[:0]
+	}
+	keys = append([]int64{s.enqueueKey()}, keys...)
 	return []step{
-		{what: "lock event IDs", sql: qLockIDs, args: []any{s.eventKeys(ids)}, rows: func(pgx.Rows) error { return nil }},
+		{what: "lock event IDs", sql: qLockIDs, args: []any{keys, shared}, rows: func(pgx.Rows) error { return nil }},
 		{what: "lock flows", sql: s.q(qLockSeqs), args: []any{flows}},
 	}
 }
@@ -179,8 +220,10 @@ func (s *Store) promoteWaiting(ctx context.Context) error {
 // tx, with the results and errors of Enqueue. Sequence numbers have no
 // holes: a rolled-back event's number is taken again by the flow's next
 // enqueue. While tx stays open, it holds up only later enqueues into e's
-// flow and of e's ID (they wait for tx to end); claims, settles and
-// enqueues into other flows go on. The event is claimable once tx commits
+// flow and of e's ID (they wait for tx to end), and a batch of more than
+// 64 events (maxIDLocks), which waits for every enqueue in flight, with
+// the enqueues that come after it; claims, settles and enqueues into
+// other flows go on. The event is claimable once tx commits
 // and the store's next write turn (a claim, any write) has promoted it
 // into its flow's row; the commit wakes listeners (Listen).
 //
@@ -198,7 +241,9 @@ func (s *Store) promoteWaiting(ctx context.Context) error {
 // serialization error (tx must be retried). Two EnqueueTx calls in one
 // transaction take their locks in two steps, so a concurrent enqueue of
 // both flows may deadlock with it (the server aborts one): enqueue related
-// events with one EnqueueBatchTx.
+// events with one EnqueueBatchTx; the same holds when a later call in tx
+// enqueues more than 64 events (it asks for the store's enqueue key
+// exclusive, which tx holds shared, while others hold it too).
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, e queue.Event, now clock.Tick) (queue.Enqueued, error) {
 	rs, err := s.enqueueTx(ctx, tx, []queue.Event{e}, now, true)
 	if err != nil {
@@ -209,7 +254,10 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, e queue.Event, now clo
 
 // EnqueueBatchTx is EnqueueTx for a batch, all or nothing, each event
 // checked as EnqueueBatch checks it, in order. An empty batch only checks
-// the tick.
+// the tick. A batch of more than 64 distinct event IDs (maxIDLocks) locks
+// the store's enqueue key exclusive instead of each ID: it waits for every
+// enqueue in flight, and until tx ends every other enqueue, plain or
+// transactional, waits for tx (claims, settles and other writes go on).
 func (s *Store) EnqueueBatchTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now clock.Tick) ([]queue.Enqueued, error) {
 	rs, err := s.enqueueTx(ctx, tx, es, now, false)
 	if err != nil {
