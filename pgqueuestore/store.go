@@ -372,9 +372,10 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) er
 }
 
 // withTxAfter is withTx with the steps locks run before the meta row is
-// locked, in the same round trip: the locks an enqueue takes on its event
-// IDs and flows (lockSteps), which may wait for a caller's transaction
-// (EnqueueTx) and so must never wait while the meta row is held.
+// locked, in the same round trip: locks that may wait for a caller's
+// transaction (EnqueueTx) and so must never wait while the meta row is
+// held, such as those SetFlowDestination takes on a flow's counter. An
+// enqueue's locks (lockSteps) go through withTxRead, with its reads.
 func (s *Store) withTxAfter(ctx context.Context, locks []step, fn func(pgx.Tx, admission) error) error {
 	return s.withTxRead(ctx, locks, nil, func(tx pgx.Tx, a admission, _ bool) error { return fn(tx, a) })
 }
