@@ -89,18 +89,39 @@ func closeAll(ss []queue.Store) {
 
 // ShardChildArgs are the arguments that make a benchrun child (-child
 // shard) drain the sharded queue of shards names on backend b with
-// batches of batch.
-func ShardChildArgs(b ShardBackend, names []string, batch int) []string {
-	return []string{"-child", "shard", "-shard-backend", b.Name, "-pg-url", b.URL, "-db", strings.Join(names, ","), "-batch", strconv.Itoa(batch)}
+// batches of batch; own: each child drains one shard alone (c.PerShard).
+func ShardChildArgs(b ShardBackend, names []string, batch int, own bool) []string {
+	return []string{"-child", "shard", "-shard-backend", b.Name, "-pg-url", b.URL, "-db", strings.Join(names, ","), "-batch", strconv.Itoa(batch),
+		"-shard-own=" + strconv.FormatBool(own)}
 }
 
 // ShardChild is the child side of a shard drain: it opens the shards
 // (comma-separated names) as one shard.Store, as a relay process of a
 // sharded queue does, and calls [ChildDrain] with a [PGBatchClaimant] of
 // batch events (ClaimBatch, then SettleClaimBatch after SettleClaimBatch).
-func ShardChild(ctx context.Context, backend, url, names string, batch int) error {
+// With own, it opens only shard k mod N instead, k its process number
+// (EnvProc), as a relay over one shard does (docs/scale.md "Relays per
+// shard").
+func ShardChild(ctx context.Context, backend, url, names string, batch int, own bool) error {
 	b := ShardBackend{Name: backend, URL: url}
-	ss, err := b.open(ctx, strings.Split(names, ","))
+	all := strings.Split(names, ",")
+	if own {
+		proc, err := strconv.Atoi(os.Getenv(EnvProc))
+		if err != nil {
+			return fmt.Errorf("shard child: %s: %w", EnvProc, err)
+		}
+		ss, err := b.open(ctx, []string{all[proc%len(all)]})
+		if err != nil {
+			return err
+		}
+		defer ss[0].Close()
+		bc, ok := ss[0].(BatchSettleClaimer)
+		if !ok {
+			return fmt.Errorf("shard child: the %s store has no SettleClaimBatch: %w", backend, errors.ErrUnsupported)
+		}
+		return ChildDrain(ctx, PGBatchClaimant{Q: bc, N: batch})
+	}
+	ss, err := b.open(ctx, all)
 	if err != nil {
 		return err
 	}
@@ -114,8 +135,12 @@ func ShardChild(ctx context.Context, backend, url, names string, batch int) erro
 }
 
 // ShardCombo is one shard drain: Procs relay processes on a queue of
-// Shards shards.
-type ShardCombo struct{ Procs, Shards int }
+// Shards shards, each over every shard (a shard.Store), or with PerShard
+// each over one shard alone, process k on shard k mod Shards.
+type ShardCombo struct {
+	Procs, Shards int
+	PerShard      bool
+}
 
 // ShardDrainResult is one shard drain's outcome.
 type ShardDrainResult struct {
@@ -242,11 +267,16 @@ func MeasureShardDrains(ctx context.Context, b ShardBackend, dir, exe string, co
 // shardDrain is one drain of MeasureShardDrains.
 func shardDrain(ctx context.Context, b ShardBackend, names []string, exe string, c ShardCombo, flows, perFlow, batch int, d time.Duration) (ShardDrainResult, error) {
 	res := ShardDrainResult{ShardCombo: c}
+	if c.PerShard {
+		// Each process drains a shard alone: each shard holds what the
+		// whole set holds for one process.
+		perFlow *= c.Shards
+	}
 	if err := MakeShardedQueue(ctx, b, names, flows, perFlow); err != nil {
 		return res, err
 	}
 	t0, cpuErr := ReadCPUTimes()
-	ps, err := SpawnDrain(ctx, exe, ShardChildArgs(b, names, batch), c.Procs, d)
+	ps, err := SpawnDrain(ctx, exe, ShardChildArgs(b, names, batch, c.PerShard), c.Procs, d)
 	if err != nil {
 		return res, err
 	}

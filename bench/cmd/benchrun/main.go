@@ -66,7 +66,7 @@ func main() {
 		case "pg":
 			err = bench.PGQueueChild(ctx, *pgURL, *db, *batch)
 		case "shard":
-			err = bench.ShardChild(ctx, *shardBackend, *pgURL, *db, *batch)
+			err = bench.ShardChild(ctx, *shardBackend, *pgURL, *db, *batch, *shardOwn)
 		case "wake":
 			err = bench.RuntimeWakeChild(ctx)
 		case "raw":

@@ -17,12 +17,16 @@ import (
 var (
 	shardBackend = flag.String("shard-backend", "", "internal: the shard drain child's backend (sqlite, pg)")
 	shardsOnly   = flag.Bool("shards-only", false, "measure only the shard drains (for working on them)")
+	shardOwn     = flag.Bool("shard-own", false, "internal: the shard drain child drains one shard alone")
 )
 
 // shardCombos are the shard drains measured: processes = shards on the
-// diagonal, plus one process on eight shards and eight processes on one
-// shard (6 of the 16 combinations of 1, 2, 4, 8, to keep the run short).
-var shardCombos = []bench.ShardCombo{{Procs: 1, Shards: 1}, {Procs: 2, Shards: 2}, {Procs: 4, Shards: 4}, {Procs: 8, Shards: 8}, {Procs: 1, Shards: 8}, {Procs: 8, Shards: 1}}
+// diagonal, each process over every shard and, again, one relay process
+// per shard; plus one process on eight shards and eight processes on one
+// shard (9 of the combinations of 1, 2, 4, 8, to keep the run short).
+var shardCombos = []bench.ShardCombo{{Procs: 1, Shards: 1}, {Procs: 2, Shards: 2}, {Procs: 4, Shards: 4}, {Procs: 8, Shards: 8},
+	{Procs: 2, Shards: 2, PerShard: true}, {Procs: 4, Shards: 4, PerShard: true}, {Procs: 8, Shards: 8, PerShard: true},
+	{Procs: 1, Shards: 8}, {Procs: 8, Shards: 1}}
 
 // shardBatch is the claims per SettleClaimBatch of a shard drain child, as
 // the PostgreSQL drains.
@@ -109,6 +113,9 @@ func shardRows(ds []shardDrains) []bench.Row {
 				}
 			}
 			label := fmt.Sprintf("%s, %d relay process%s on %d shard%s (SettleClaimBatch of %d)", name, c.Procs, plural(c.Procs, "es"), c.Shards, plural(c.Shards, "s"), shardBatch)
+			if c.PerShard {
+				label = fmt.Sprintf("%s, %d relay processes, one per shard of %d (SettleClaimBatch of %d)", name, c.Procs, c.Shards, shardBatch)
+			}
 			rows = append(rows, bench.Row{What: label + ": total", Value: bench.Summarize(total), Unit: "events/s"})
 			if c != (bench.ShardCombo{Procs: 1, Shards: 1}) {
 				rows = append(rows, bench.Row{What: label + ": total ÷ 1 process on 1 shard", Value: bench.Summarize(ratio), Verb: "%.2f", Unit: "ratio"})
@@ -144,7 +151,7 @@ func plural(n int, suffix string) string {
 
 // shardHeader is the header's bullet on the shard drains.
 func shardHeader(cfg config, ds []shardDrains) string {
-	h := fmt.Sprintf("- Shard drains: %d rounds; in each, for every combination of relay processes × shards (1×1, 2×2, 4×4, 8×8, 1×8, 8×1; order rotated by round), a fresh set of shards (SQLite: one file each; PostgreSQL: one schema each) is created with shard.Create and loaded through one shard.Store (%s flows × %d events, each flow in its shard), untimed; then that many OS processes, each opening its own shard.Store over the same set, are released together and drain it for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch. A total is events ÷ the longest process's time; its ratio is to 1 process on 1 shard in the same round. The spread is over the flows' served counts when the drain ends (docs/decisions/bench-method.md).\n",
+	h := fmt.Sprintf("- Shard drains: %d rounds; in each, for every combination of relay processes × shards (1×1, 2×2, 4×4, 8×8, 1×8, 8×1, and 2, 4 and 8 processes one per shard; order rotated by round), a fresh set of shards (SQLite: one file each; PostgreSQL: one schema each) is created with shard.Create and loaded through one shard.Store (%s flows × %d events, each flow in its shard; × the shard count when one process drains each shard), untimed; then that many OS processes, each opening its own shard.Store over the same set (or, one per shard, process k opening shard k alone, as a relay over one shard does), are released together and drain it for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch. A total is events ÷ the longest process's time; its ratio is to 1 process on 1 shard in the same round. The spread is over the flows' served counts when the drain ends (docs/decisions/bench-method.md).\n",
 		cfg.shardRnds, thousands(cfg.drainFlow), shardPer(cfg), cfg.shardFor, shardBatch)
 	for _, d := range ds {
 		if d.skipped != "" {
