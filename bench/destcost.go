@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -43,55 +41,22 @@ func loadDestBacklog(ctx context.Context, q interface {
 // spread over dests registered destinations (loadDestBacklog): the claim
 // reads one index range per destination.
 func ClaimSettleDests(flows, perFlow, dests int) Case {
-	return Case{
-		Name: fmt.Sprintf("claim+settle-dests/%d", flows),
-		Unit: "events/s",
-		Setup: func(ctx context.Context, dir string) (Workload, error) {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, err
-			}
-			q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
-			if err != nil {
-				return nil, err
-			}
-			if err := loadDestBacklog(ctx, q, flows, perFlow, dests); err != nil {
-				q.Close()
-				return nil, err
-			}
-			return &claimSettle{q: q}, nil
-		},
-	}
+	return sqliteClaimSettle(fmt.Sprintf("claim+settle-dests/%d", flows), func(ctx context.Context, q *queuestore.Store) error {
+		return loadDestBacklog(ctx, q, flows, perFlow, dests)
+	})
 }
 
 // PGClaimSettleDests is ClaimSettleDests on the PostgreSQL server at url
 // (a schema of its own, analyzed after the load, dropped on Close).
 func PGClaimSettleDests(url string, flows, perFlow, dests int) Case {
-	return Case{
-		Name: fmt.Sprintf("pg/claim+settle-dests/%d", flows),
-		Unit: "events/s",
-		Setup: func(ctx context.Context, dir string) (Workload, error) {
-			p, err := openPGQueue(ctx, url)
-			if err != nil {
-				return nil, err
-			}
-			dp, ok := p.Store.(destinationPutter)
-			if !ok {
-				p.Close()
-				return nil, fmt.Errorf("pg claim+settle with destinations: the store has no destinations (queue.DestinationStore)")
-			}
-			q := struct {
-				BatchEnqueuer
-				destinationPutter
-			}{p, dp}
-			if err := loadDestBacklog(ctx, q, flows, perFlow, dests); err != nil {
-				p.Close()
-				return nil, err
-			}
-			if err := analyzePG(ctx, url, p.schema); err != nil {
-				p.Close()
-				return nil, err
-			}
-			return &claimSettle{q: p}, nil
-		},
-	}
+	return pgClaimSettle(url, fmt.Sprintf("pg/claim+settle-dests/%d", flows), func(ctx context.Context, p *pgQueue) error {
+		dp, ok := p.Store.(destinationPutter)
+		if !ok {
+			return fmt.Errorf("pg claim+settle with destinations: the store has no destinations (queue.DestinationStore)")
+		}
+		return loadDestBacklog(ctx, struct {
+			BatchEnqueuer
+			destinationPutter
+		}{p, dp}, flows, perFlow, dests)
+	})
 }

@@ -133,15 +133,24 @@ type pgBatched struct {
 // untimed with [LoadBacklog] and analyzed: the SQLite case's Step on the
 // PostgreSQL queue.
 func PGClaimSettle(url string, flows, perFlow int) Case {
+	return pgClaimSettle(url, fmt.Sprintf("pg/claim+settle/%d", flows), func(ctx context.Context, p *pgQueue) error {
+		return LoadBacklog(ctx, p, "e", flows, perFlow)
+	})
+}
+
+// pgClaimSettle is a claim+settle case named name on a new PostgreSQL
+// queue (a schema of its own, dropped on Close) that load fills; the
+// tables are analyzed after the load.
+func pgClaimSettle(url, name string, load func(ctx context.Context, p *pgQueue) error) Case {
 	return Case{
-		Name: fmt.Sprintf("pg/claim+settle/%d", flows),
+		Name: name,
 		Unit: "events/s",
 		Setup: func(ctx context.Context, dir string) (Workload, error) {
 			p, err := openPGQueue(ctx, url)
 			if err != nil {
 				return nil, err
 			}
-			if err := LoadBacklog(ctx, p, "e", flows, perFlow); err != nil {
+			if err := load(ctx, p); err != nil {
 				p.Close()
 				return nil, err
 			}

@@ -83,21 +83,27 @@ func TestPGCeiling(t *testing.T) {
 
 // claim+settle on PostgreSQL drains exactly the backlog it loaded, then says
 // the backlog is empty.
+// So do the claim+settle cases over registered destinations, on both
+// backends.
 func TestPGClaimSettleDrainsItsBacklog(t *testing.T) {
 	url := pgtest.Require(t)
-	ctx := context.Background()
-	w, err := PGClaimSettle(url, 3, 2).Setup(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	for i := range 6 {
-		if n, err := w.Step(ctx); err != nil || n != 1 {
-			t.Fatalf("step %d: %d, %v", i, n, err)
-		}
-	}
-	if _, err := w.Step(ctx); !errors.Is(err, ErrBacklogEmpty) {
-		t.Fatalf("step after the backlog: %v, want ErrBacklogEmpty", err)
+	for _, c := range []Case{PGClaimSettle(url, 3, 2), PGClaimSettleDests(url, 3, 2, 2), ClaimSettleDests(3, 2, 2)} {
+		t.Run(c.Name, func(t *testing.T) {
+			ctx := context.Background()
+			w, err := c.Setup(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			for i := range 6 {
+				if n, err := w.Step(ctx); err != nil || n != 1 {
+					t.Fatalf("step %d: %d, %v", i, n, err)
+				}
+			}
+			if _, err := w.Step(ctx); !errors.Is(err, ErrBacklogEmpty) {
+				t.Fatalf("step after the backlog: %v, want ErrBacklogEmpty", err)
+			}
+		})
 	}
 }
 

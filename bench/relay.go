@@ -106,8 +106,16 @@ func flowName(i int) string { return fmt.Sprintf("f%06d", i) }
 // ClaimSettle is one Claim and one successful Settle per Step, on a backlog of
 // flows flows loaded with [LoadBacklog], perFlow events each.
 func ClaimSettle(flows, perFlow int) Case {
+	return sqliteClaimSettle(fmt.Sprintf("claim+settle/%d", flows), func(ctx context.Context, q *queuestore.Store) error {
+		return LoadBacklog(ctx, q, "e", flows, perFlow)
+	})
+}
+
+// sqliteClaimSettle is a claim+settle case named name on a new SQLite
+// queue that load fills.
+func sqliteClaimSettle(name string, load func(ctx context.Context, q *queuestore.Store) error) Case {
 	return Case{
-		Name: fmt.Sprintf("claim+settle/%d", flows),
+		Name: name,
 		Unit: "events/s",
 		Setup: func(ctx context.Context, dir string) (Workload, error) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -117,7 +125,7 @@ func ClaimSettle(flows, perFlow int) Case {
 			if err != nil {
 				return nil, err
 			}
-			if err := LoadBacklog(ctx, q, "e", flows, perFlow); err != nil {
+			if err := load(ctx, q); err != nil {
 				q.Close()
 				return nil, err
 			}
