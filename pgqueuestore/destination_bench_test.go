@@ -3,10 +3,8 @@ package pgqueuestore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
@@ -32,16 +30,7 @@ func benchDestClaim(b *testing.B, flows, n int) {
 	ctx := context.Background()
 	// One connection, so that the server's statistics of the reads
 	// (flushed by that session) can be read back (BenchmarkBacklogCycle).
-	url, schema := pgtest.Schema(b)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	s, err := Open(ctx, url+sep+"pool_max_conns=1", WithSchema(schema))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, schema := oneConnStore(b)
 	// read is the index entries read so far from flows' indexes and
 	// events': the claim's work, whatever the machine's load.
 	read := func() (fl, ev int64) {

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
@@ -30,16 +29,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	}{{"single", 1, false}, {"batch64", 64, false}, {"batch1000", 1000, false}, {"tx64", 64, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
-			url, schema := pgtest.Schema(b)
-			sep := "?"
-			if strings.Contains(url, "?") {
-				sep = "&"
-			}
-			s, err := Open(ctx, url+sep+"pool_max_conns=1", WithSchema(schema))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s, _ := oneConnStore(b)
 			conn, err := s.pool.Acquire(ctx)
 			if err != nil {
 				b.Fatal(err)

@@ -22,16 +22,7 @@ import (
 // that these updates write costs (docs/decisions/postgres-paged-reads.md).
 func BenchmarkBacklogCycle(b *testing.B) {
 	ctx := context.Background()
-	url, schema := pgtest.Schema(b)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	s, err := Open(ctx, url+sep+"pool_max_conns=1", WithSchema(schema))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, schema := oneConnStore(b)
 	const n = 64
 	var es []queue.Event
 	for k := range 3 {
@@ -92,4 +83,23 @@ func BenchmarkBacklogCycle(b *testing.B) {
 	if eu > eu0 {
 		b.ReportMetric(100*float64(eh-eh0)/float64(eu-eu0), "events-hot-%")
 	}
+}
+
+// oneConnStore opens a store in a schema of its own on a pool of one
+// connection, so that the session's statistics can be flushed and read
+// back, and the server process's CPU read by its PID; closed at cleanup.
+// It returns the schema too.
+func oneConnStore(b *testing.B) (s *Store, schema string) {
+	b.Helper()
+	url, schema := pgtest.Schema(b)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	s, err := Open(context.Background(), url+sep+"pool_max_conns=1", WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s, schema
 }
