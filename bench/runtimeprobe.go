@@ -230,12 +230,17 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // RuntimeProbe sets up the runtime case (kind, concurrency, batch, flows ×
-// perFlow), changes its relay options with tune (when not nil), runs one
-// relay for d with every queue call, receive batch and handler run timed,
-// and returns the counts. It is the instrument behind the runtime rows'
-// analysis (docs/decisions/relay-waves.md), not a row itself.
-func RuntimeProbe(ctx context.Context, dir string, kind RuntimeKind, concurrency, batch, flows, perFlow int, d time.Duration, tune func(*relayrt.Options)) (ProbeResult, error) {
+// perFlow) on SQLite files in dir or, when pgURL is not empty, on that
+// PostgreSQL server (RuntimePGCase), changes its relay options with tune
+// (when not nil), runs one relay for d with every queue call, receive batch
+// and handler run timed, and returns the counts. It is the instrument
+// behind the runtime rows' analysis (docs/decisions/relay-waves.md), not a
+// row itself.
+func RuntimeProbe(ctx context.Context, dir, pgURL string, kind RuntimeKind, concurrency, batch, flows, perFlow int, d time.Duration, tune func(*relayrt.Options)) (ProbeResult, error) {
 	c := RuntimeCase(kind, concurrency, batch, flows, perFlow, d)
+	if pgURL != "" {
+		c = RuntimePGCase(pgURL, kind, concurrency, batch, flows, perFlow, d)
+	}
 	wl, err := c.Setup(ctx, dir)
 	if err != nil {
 		return ProbeResult{}, err

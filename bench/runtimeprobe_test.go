@@ -11,7 +11,7 @@ import (
 // backlog (4,000 events) outlasts the 150 ms run on a quiet machine, which
 // drained 400 within it.
 func TestRuntimeProbeCountsAgree(t *testing.T) {
-	res, err := RuntimeProbe(context.Background(), t.TempDir(), RuntimeInProcess, 8, 8, 40, 100, 150*time.Millisecond, nil)
+	res, err := RuntimeProbe(context.Background(), t.TempDir(), "", RuntimeInProcess, 8, 8, 40, 100, 150*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

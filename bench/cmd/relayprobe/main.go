@@ -3,7 +3,7 @@
 // counts: where a runtime row's time goes. It measures no row of
 // docs/performance.md; see docs/decisions/relay-waves.md.
 //
-//	go run ./cmd/relayprobe [-for 3s] [-case in-process/16] [-repeat 3]
+//	go run ./cmd/relayprobe [-for 3s] [-case in-process/16] [-repeat 3] [-pg URL]
 package main
 
 import (
@@ -30,6 +30,7 @@ func main() {
 	recvLinger := flag.Duration("receiver-linger", 0, "the in-process receiver's inbox.BatcherOptions.Linger (0, the default: none)")
 	per := flag.Int("per", 200, "events per flow (1000 flows)")
 	tx := flag.Int("tx", 0, "instead: time transactions of 1, 8, 16, 32 and 64 events, this many times each")
+	pgURL := flag.String("pg", "", "run the cases with the queue and the receiver on this PostgreSQL server (a schema each, dropped afterwards), e.g. postgres://postgres@127.0.0.1:5432/test")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole command (backlog loads included) to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -68,7 +69,7 @@ func main() {
 			if err != nil {
 				log.Fatalf("case %q: %v", c, err)
 			}
-			res, err := bench.RuntimeProbe(ctx, filepath.Join(dir, fmt.Sprintf("r%d-c%d", r, i)), bench.RuntimeKind(kind), n, 64, 1000, *per, *d,
+			res, err := bench.RuntimeProbe(ctx, filepath.Join(dir, fmt.Sprintf("r%d-c%d", r, i)), *pgURL, bench.RuntimeKind(kind), n, 64, 1000, *per, *d,
 				func(o *relayrt.Options) {
 					if *linger > 0 {
 						o.Linger = *linger
