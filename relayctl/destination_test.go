@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -26,6 +27,13 @@ type testReceiver struct {
 
 func newTestReceiver(t *testing.T, dir, name, secret string) *testReceiver {
 	t.Helper()
+	return newReceiverBehind(t, dir, name, secret, nil)
+}
+
+// newReceiverBehind is newTestReceiver with its inbox server behind wrap
+// (when not nil): a receiver that answers late, not at all, or 503.
+func newReceiverBehind(t *testing.T, dir, name, secret string, wrap func(http.Handler) http.Handler) *testReceiver {
+	t.Helper()
 	store, err := receiverstore.Open(filepath.Join(dir, name+".db"))
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +43,11 @@ func newTestReceiver(t *testing.T, dir, name, secret string) *testReceiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(inbox.NewServer(store, key, inbox.ServerOptions{}))
+	var h http.Handler = inbox.NewServer(store, key, inbox.ServerOptions{})
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	return &testReceiver{url: ts.URL + "/", store: store}
 }
