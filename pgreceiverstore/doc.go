@@ -28,10 +28,12 @@
 //
 // # Concurrency
 //
-// A write transaction first takes transaction-level advisory locks on its
-// messages' IDs and flows (in ascending key order, so two transactions
-// never wait for each other in a cycle), then reads and writes in READ
-// COMMITTED. Every rule reads only rows keyed by the message's ID or flow,
+// A write transaction first takes the store's write key shared and
+// transaction-level advisory locks on its messages' IDs and flows (in
+// ascending key order, so two transactions never wait for each other in a
+// cycle), then reads and writes in READ COMMITTED. A batch over more than
+// 64 keys takes the write key exclusive instead, one lock whatever its
+// size, and runs alone. Every rule reads only rows keyed by the message's ID or flow,
 // so two transactions that could decide differently in parallel than one
 // after the other always share a lock and run one after the other; others
 // run in parallel. See docs/decisions/postgres-receiver-locks.md.

@@ -50,8 +50,9 @@ const maxPruneFlows = 32
 // batch short: there may be more. A limit outside 1..receiver.MaxPruneBatch
 // is receiver.ErrInvalidOption and changes nothing.
 //
-// The transaction takes the advisory locks of the touched flows, the ones
-// Receive and ReceiveBatch take, in the same ascending order: a receive in
+// The transaction takes the store's write key shared, as Receive and
+// ReceiveBatch do, then the advisory locks of the touched flows, the ones
+// they take, in the same ascending order: a receive in
 // one of those flows waits for the prune to commit (and then answers
 // Pruned for a deleted receipt's message), and neither can deadlock the
 // other. Bounding the flows per transaction bounds the locks it holds.
@@ -100,7 +101,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 			return fmt.Errorf("delete receipts: %w", err)
 		}
 		return nil
-	})
+	}, s.sharedWriteKey())
 	if err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
 	}

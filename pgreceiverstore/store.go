@@ -216,11 +216,29 @@ func lockKey(kind, schema, name string) int64 {
 // there). SET LOCAL ends with the transaction.
 const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 
+// maxKeyLocks is the most per-key advisory locks one write transaction
+// takes. Each is a slot of PostgreSQL's lock table, which every session
+// shares (max_locks_per_transaction × max_connections; 64 a session by
+// default): a batch over more keys takes the store's write key exclusive
+// instead, one lock whatever its size, and runs alone
+// (docs/decisions/postgres-receiver-locks.md).
+const maxKeyLocks = 64
+
+// writeKey is the store's write key: every write transaction holds it,
+// shared beside its per-key locks, or exclusive instead of them.
+func (s *Store) writeKey() int64 { return lockKey("write", s.schema, "") }
+
+// sharedWriteKey is the step that takes the write key shared.
+func (s *Store) sharedWriteKey() batchStep {
+	return batchStep{what: "lock write key", sql: `SELECT pg_advisory_xact_lock_shared($1)`, args: []any{s.writeKey()}}
+}
+
 // withWriteTx runs fn in one READ COMMITTED transaction after taking the
-// advisory locks of the given message IDs and flows, in ascending key
-// order; it commits when fn returns nil and rolls back otherwise. BEGIN,
-// qCustomPlans, the locks and the reads go to the server in one round
-// trip: reads run after the locks are held.
+// store's write key shared and the advisory locks of the given message IDs
+// and flows, in ascending key order, or, over more than maxKeyLocks keys,
+// the write key exclusive alone; it commits when fn returns nil and rolls
+// back otherwise. BEGIN, qCustomPlans, the locks and the reads go to the
+// server in one round trip: reads run after the locks are held.
 func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) error, reads ...batchStep) error {
 	keys := make([]int64, 0, 2*len(ms))
 	for _, m := range ms {
@@ -228,8 +246,13 @@ func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	first := append([]batchStep{{what: "lock", sql: `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, args: []any{keys}}}, reads...)
-	return s.begin(ctx, pgx.TxOptions{}, fn, first...)
+	var first []batchStep
+	if len(keys) > maxKeyLocks {
+		first = []batchStep{{what: "lock write key exclusive", sql: `SELECT pg_advisory_xact_lock($1)`, args: []any{s.writeKey()}}}
+	} else {
+		first = []batchStep{s.sharedWriteKey(), {what: "lock", sql: `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, args: []any{keys}}}
+	}
+	return s.begin(ctx, pgx.TxOptions{}, fn, append(first, reads...)...)
 }
 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction: every
