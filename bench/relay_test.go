@@ -33,21 +33,27 @@ func TestLoadBacklogLoadsEveryFlow(t *testing.T) {
 	}
 }
 
+// The claim+settle cases on SQLite, plain and over registered
+// destinations, step through exactly the backlog they loaded.
 func TestClaimSettleStepsThroughTheWholeBacklog(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	w, err := ClaimSettle(3, 2).Setup(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	for i := range 6 {
-		if n, err := w.Step(ctx); err != nil || n != 1 {
-			t.Fatalf("step %d: Step() = %d, %v; want 1, nil", i+1, n, err)
-		}
-	}
-	if _, err := w.Step(ctx); !errors.Is(err, ErrBacklogEmpty) {
-		t.Fatalf("step 7 on an empty backlog: err = %v, want ErrBacklogEmpty", err)
+	for _, c := range []Case{ClaimSettle(3, 2), ClaimSettleDests(3, 2, 2)} {
+		t.Run(c.Name, func(t *testing.T) {
+			ctx := context.Background()
+			w, err := c.Setup(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			for i := range 6 {
+				if n, err := w.Step(ctx); err != nil || n != 1 {
+					t.Fatalf("step %d: Step() = %d, %v; want 1, nil", i+1, n, err)
+				}
+			}
+			if _, err := w.Step(ctx); !errors.Is(err, ErrBacklogEmpty) {
+				t.Fatalf("step 7 on an empty backlog: err = %v, want ErrBacklogEmpty", err)
+			}
+		})
 	}
 }
 
