@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
@@ -88,8 +89,16 @@ func destPlans(t *testing.T, rot bool) {
 		{"next due waiting, some paused", s.q(qNextDueWaitingDests), []any{[]string{"d05"}}, []string{"flows_waiting"}, false},
 		{"oldest ready, some paused", s.q(qOldestReadyDests), []any{[]string{"d05"}}, []string{"flows_ready_due"}, false},
 	}
-	for _, c := range cases {
-		nodes := planNodes(t, tx, c.sql, c.args...)
+	// Each as the console's reads plan it, then as a write transaction
+	// runs it (qKeyPlans: its generic plan).
+	for i := range 2 * len(cases) {
+		c := cases[i%len(cases)]
+		var nodes []string
+		if i < len(cases) {
+			nodes = planNodes(t, tx, c.sql, c.args...)
+		} else {
+			nodes = pgtest.GenericPlanNodes(t, tx, qKeyPlans, c.sql, c.args...)
+		}
 		joined := strings.Join(nodes, " / ")
 		for _, n := range nodes {
 			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") ||

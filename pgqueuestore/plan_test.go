@@ -76,11 +76,122 @@ ANALYZE {s}.flow_seqs; ANALYZE {s}.acked; ANALYZE {s}.arrivals`)); err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	cases := []struct {
-		name, sql string
-		args      []any
-		want      string // an index the plan must use ("" for any)
-	}{
+	for _, c := range indexCases() {
+		checkPlan(t, c, planNodes(t, tx, s.q(c.sql), c.args...), false)
+	}
+	// A write transaction runs each statement's generic plan
+	// (qKeyPlans): index-driven too.
+	for _, c := range indexCases() {
+		checkPlan(t, c, pgtest.GenericPlanNodes(t, tx, qKeyPlans, s.q(c.sql), c.args...), false)
+	}
+}
+
+// A connection makes a write statement's generic plan once (qKeyPlans)
+// and keeps it while the tables grow: made on a new store, empty and never
+// analyzed, every one still reaches its rows through the index the
+// analyzed store's plans use, so a queue that grows from nothing never
+// scans (docs/decisions/postgres-custom-plans.md).
+func TestPlans_GenericOnEmptyStore(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := open(t)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, c := range indexCases() {
+		checkPlan(t, c, pgtest.GenericPlanNodes(t, tx, qKeyPlans, s.q(c.sql), c.args...), false)
+	}
+	for _, c := range rotationCases() {
+		checkPlan(t, c, pgtest.GenericPlanNodes(t, tx, qKeyPlans, s.q(c.sql), c.args...), true)
+	}
+}
+
+// Under the rotation the claim is index-driven too: with 3,000 flows of
+// 4 events in a rotation queue, analyzed, the pick reads flows_rotation
+// ((pass, joined) order straight from the index, no sort), the promotion
+// flows_waiting, and no statement of the rotation's claim, settle,
+// redrive, enqueue or SetWeight scans flows or events sequentially.
+func TestPlans_RotationIndexDriven(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := open(t, WithPolicy(rotationPolicy()))
+	var es []queue.Event
+	for k := range 4 {
+		for f := range 3000 {
+			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Weight: 1 + f%3})
+		}
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ClaimBatch(ctx, 1, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []queue.SettleItem
+	for i, c := range cs {
+		r := queue.Result{OK: true}
+		if i%3 == 0 {
+			r = queue.Result{Reason: "unavailable"}
+		}
+		items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: r})
+	}
+	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts`)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, c := range rotationCases() {
+		checkPlan(t, c, planNodes(t, tx, s.q(c.sql), c.args...), true)
+	}
+	for _, c := range rotationCases() {
+		checkPlan(t, c, pgtest.GenericPlanNodes(t, tx, qKeyPlans, s.q(c.sql), c.args...), true)
+	}
+}
+
+func ptr(v int64) *int64 { return &v }
+
+// A plan case is a statement, arguments to plan it with, and an index its
+// plan must use ("" for any).
+type planCase struct {
+	name, sql string
+	args      []any
+	want      string
+}
+
+// checkPlan fails t when nodes, the plan of c, scans a table of the
+// queue's sequentially, sorts when noSort says it must not, or misses c's
+// index.
+func checkPlan(t *testing.T, c planCase, nodes []string, noSort bool) {
+	t.Helper()
+	joined := strings.Join(nodes, " / ")
+	for _, n := range nodes {
+		for _, table := range []string{"flows", "events", "attempts", "flow_seqs", "acked", "audit"} {
+			if n == "Seq Scan on "+table {
+				t.Errorf("%s scans: %s", c.name, joined)
+			}
+		}
+		if noSort && n == "Sort" {
+			t.Errorf("%s sorts: %s", c.name, joined)
+		}
+	}
+	if c.want != "" && !strings.Contains(joined, "using "+c.want) {
+		t.Errorf("%s does not use %s: %s", c.name, c.want, joined)
+	}
+	t.Logf("%s: %s", c.name, joined)
+}
+
+// indexCases are the statements of the claim, settle, extend, redrive,
+// enqueue, prune and next-due paths, with arguments for the store
+// TestPlans_IndexDriven builds.
+func indexCases() []planCase {
+	return []planCase{
 		{"promote", qPromote, []any{int64(5)}, "flows_waiting"},
 		// §7.9 and the transactional enqueue.
 		{"lock flows", qLockSeqs, []any{[]string{"f0001", "new"}}, ""},
@@ -129,67 +240,12 @@ ANALYZE {s}.flow_seqs; ANALYZE {s}.acked; ANALYZE {s}.arrivals`)); err != nil {
 		{"event with history", qEventHistory, []any{"e0-0"}, "attempts_pkey"},
 		{"quarantined with errors", `SELECT id, ` + qErrorCol + ` FROM {s}.events WHERE quarantined ORDER BY flow, seq LIMIT 500`, nil, "attempts_pkey"},
 	}
-	for _, c := range cases {
-		nodes := planNodes(t, tx, s.q(c.sql), c.args...)
-		joined := strings.Join(nodes, " / ")
-		for _, n := range nodes {
-			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") || strings.HasPrefix(n, "Seq Scan on attempts") ||
-				strings.HasPrefix(n, "Seq Scan on flow_seqs") || strings.HasPrefix(n, "Seq Scan on acked") || strings.HasPrefix(n, "Seq Scan on audit") {
-				t.Errorf("%s scans: %s", c.name, joined)
-			}
-		}
-		if c.want != "" && !strings.Contains(joined, "using "+c.want) {
-			t.Errorf("%s does not use %s: %s", c.name, c.want, joined)
-		}
-		t.Logf("%s: %s", c.name, joined)
-	}
 }
 
-// Under the rotation the claim is index-driven too: with 3,000 flows of
-// 4 events in a rotation queue, analyzed, the pick reads flows_rotation
-// ((pass, joined) order straight from the index, no sort), the promotion
-// flows_waiting, and no statement of the rotation's claim, settle,
-// redrive, enqueue or SetWeight scans flows or events sequentially.
-func TestPlans_RotationIndexDriven(t *testing.T) {
-	ctx := context.Background()
-	s, _, _ := open(t, WithPolicy(rotationPolicy()))
-	var es []queue.Event
-	for k := range 4 {
-		for f := range 3000 {
-			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Weight: 1 + f%3})
-		}
-	}
-	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := s.ClaimBatch(ctx, 1, 600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var items []queue.SettleItem
-	for i, c := range cs {
-		r := queue.Result{OK: true}
-		if i%3 == 0 {
-			r = queue.Result{Reason: "unavailable"}
-		}
-		items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: r})
-	}
-	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts`)); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	cases := []struct {
-		name, sql string
-		args      []any
-		want      string // an index the plan must use ("" for any)
-	}{
+// rotationCases are the rotation's statements, for the store
+// TestPlans_RotationIndexDriven builds; none may sort.
+func rotationCases() []planCase {
+	return []planCase{
 		{"promote", qRotPromote, []any{int64(5)}, "flows_waiting"},
 		{"pick head", qRotPickHead, nil, "flows_rotation"},
 		{"pick heads (ClaimBatch's page)", qRotPickHeads + " LIMIT 64", nil, "flows_rotation"},
@@ -203,19 +259,4 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 		{"arrive", qRotArrive, []any{"f0001"}, ""},
 		{"set weight", qSetWeight, []any{"f0001", 3}, ""},
 	}
-	for _, c := range cases {
-		nodes := planNodes(t, tx, s.q(c.sql), c.args...)
-		joined := strings.Join(nodes, " / ")
-		for _, n := range nodes {
-			if strings.HasPrefix(n, "Seq Scan on flows") || strings.HasPrefix(n, "Seq Scan on events") || n == "Sort" {
-				t.Errorf("%s scans or sorts: %s", c.name, joined)
-			}
-		}
-		if c.want != "" && !strings.Contains(joined, "using "+c.want) {
-			t.Errorf("%s does not use %s: %s", c.name, c.want, joined)
-		}
-		t.Logf("%s: %s", c.name, joined)
-	}
 }
-
-func ptr(v int64) *int64 { return &v }

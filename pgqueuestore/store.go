@@ -341,16 +341,28 @@ func (s *Store) Policy(ctx context.Context) (queue.Policy, error) {
 	return p, nil
 }
 
-// qCustomPlans makes the server plan each of the transaction's statements
-// for its own arguments and the tables' sizes at that moment, instead of
-// reusing a generic plan made once per connection (after five executions
-// of a prepared statement). A queue's tables grow from empty within
-// seconds: a generic plan made while events was tiny scans the whole table
-// for `id = ANY($1)` until autovacuum analyzes it, which made a batched
-// cycle four times slower after 400 cycles. SET LOCAL ends with the
+// qCustomPlans makes the server plan each statement of a read
+// transaction for its own arguments and the tables' sizes at that moment,
+// instead of reusing a generic plan made once per connection (after five
+// executions of a prepared statement). A queue's tables grow from empty
+// within seconds: a generic plan made while events was tiny scans the
+// whole table until autovacuum analyzes it. SET LOCAL ends with the
 // transaction, so a pool the caller passes to OpenPool keeps its own
 // setting for everything else. See docs/decisions/postgres-custom-plans.md.
 const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+
+// qKeyPlans makes every statement of a write transaction run the generic
+// plan its connection made once, with sequential scans, hash joins and
+// merge joins off for that plan: the plan reaches each row through an
+// index, by key, whatever the tables' size and statistics were when it was
+// made, so it cannot go wrong as the tables grow, and no write pays for
+// planning again (a custom plan cost about as much as running the
+// statement). Every write statement has the index it needs
+// (TestPlans_IndexDriven checks the generic plans, also of an empty store
+// never analyzed). set_config(…, true) ends with the transaction, as SET
+// LOCAL does. See docs/decisions/postgres-custom-plans.md.
+const qKeyPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
 
 // admission is the meta row as the transaction's first statement read and
 // locked it; admit checks a tick against it.
@@ -360,7 +372,7 @@ type admission struct {
 }
 
 // withTx runs fn in one READ COMMITTED transaction and commits it when fn
-// returns nil; any error rolls everything back. BEGIN, qCustomPlans, the
+// returns nil; any error rolls everything back. BEGIN, qKeyPlans, the
 // read of the meta row FOR UPDATE and the taking of the committed
 // arrivals (qTakeArrivals) go to the server in one round trip, so every
 // write's first statement locks the meta row and writes take turns
@@ -407,7 +419,7 @@ func (s *Store) withTxRead(ctx context.Context, locks, reads []step, fn func(tx 
 		return nil
 	}})
 	first = append(first, reads...)
-	return s.begin(ctx, pgx.TxOptions{}, first, func(tx pgx.Tx) error {
+	return s.begin(ctx, pgx.TxOptions{}, qKeyPlans, first, func(tx pgx.Tx) error {
 		if len(arrived) > 0 {
 			if err := s.promoteArrivals(ctx, tx, arrived, a.m.policy); err != nil {
 				return err
@@ -420,16 +432,17 @@ func (s *Store) withTxRead(ctx context.Context, locks, reads []step, fn func(tx 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction, with
 // qCustomPlans sent in the same round trip as BEGIN.
 func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, nil, fn)
+	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, qCustomPlans, nil, fn)
 }
 
-// begin sends BEGIN (with o), qCustomPlans and the steps first in one
-// round trip (pgx.Batch.BeginTx), reads their results, runs fn, and
-// commits when fn returns nil; any error rolls everything back.
-func (s *Store) begin(ctx context.Context, o pgx.TxOptions, first []step, fn func(pgx.Tx) error) (err error) {
+// begin sends BEGIN (with o), plans (qKeyPlans or qCustomPlans) and the
+// steps first in one round trip (pgx.Batch.BeginTx), reads their results,
+// runs fn, and commits when fn returns nil; any error rolls everything
+// back.
+func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, first []step, fn func(pgx.Tx) error) (err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(o)
-	b.Queue(qCustomPlans)
+	b.Queue(plans)
 	for _, st := range first {
 		b.Queue(st.sql, st.args...)
 	}
@@ -440,7 +453,7 @@ func (s *Store) begin(ctx context.Context, o pgx.TxOptions, first []step, fn fun
 			err = fmt.Errorf("rollback: %w", rerr)
 		}
 	}()
-	for _, what := range []string{"begin", "custom plans"} {
+	for _, what := range []string{"begin", "plans"} {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return fmt.Errorf("%s: %w", what, err)

@@ -64,7 +64,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 		n   int64
 		cut bool
 	)
-	err := s.begin(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := s.begin(ctx, pgx.TxOptions{}, qKeyPlans, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, s.q(qPruneBatch), before, limit)
 		var (
 			ids      []string

@@ -208,13 +208,25 @@ func lockKey(kind, schema, name string) int64 {
 	return int64(h.Sum64())
 }
 
-// qCustomPlans makes the server plan each statement of the transaction for
-// the tables' current size: a generic plan, made once per connection after
-// five executions of a prepared statement while a new store's tables were
-// nearly empty, could scan receipts in full for an ID until autovacuum's
-// first analyze (docs/decisions/postgres-custom-plans.md, measured
-// there). SET LOCAL ends with the transaction.
+// qCustomPlans makes the server plan each statement of a read
+// transaction for the tables' current size: a generic plan, made once per
+// connection after five executions of a prepared statement while a new
+// store's tables were nearly empty, could scan receipts in full for an ID
+// until autovacuum's first analyze (docs/decisions/postgres-custom-plans.md,
+// measured there). SET LOCAL ends with the transaction.
 const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+
+// qKeyPlans makes every statement of a write transaction (a receive, a
+// prune) run the generic plan its connection made once, with sequential
+// scans, hash joins and merge joins off for that plan: each row is reached
+// through an index, by key, whatever the tables' size and statistics when
+// the plan was made, and no write pays for planning again (the foreign key
+// checks' own statements included). TestPlans_WriteGeneric checks the
+// plans, also of an empty store never analyzed. set_config(…, true) ends
+// with the transaction, as SET LOCAL does. See
+// docs/decisions/postgres-custom-plans.md.
+const qKeyPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
 
 // maxKeyLocks is the most per-key advisory locks one write transaction
 // takes. Each is a slot of PostgreSQL's lock table, which every session
@@ -237,7 +249,7 @@ func (s *Store) sharedWriteKey() batchStep {
 // store's write key shared and the advisory locks of the given message IDs
 // and flows, in ascending key order, or, over more than maxKeyLocks keys,
 // the write key exclusive alone; it commits when fn returns nil and rolls
-// back otherwise. BEGIN, qCustomPlans, the locks and the reads go to the
+// back otherwise. BEGIN, qKeyPlans, the locks and the reads go to the
 // server in one round trip: reads run after the locks are held.
 func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) error, reads ...batchStep) error {
 	keys := make([]int64, 0, 2*len(ms))
@@ -252,13 +264,13 @@ func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(
 	} else {
 		first = []batchStep{s.sharedWriteKey(), {what: "lock", sql: `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, args: []any{keys}}}
 	}
-	return s.begin(ctx, pgx.TxOptions{}, fn, append(first, reads...)...)
+	return s.begin(ctx, pgx.TxOptions{}, qKeyPlans, fn, append(first, reads...)...)
 }
 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction: every
 // read inside sees the same state.
 func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, qCustomPlans, fn)
 }
 
 // batchStep is a statement sent with BEGIN, what it is for, and, for a
@@ -294,13 +306,13 @@ func (st batchStep) read(br pgx.BatchResults) error {
 	return nil
 }
 
-// begin starts a transaction with BEGIN, qCustomPlans and first in one
-// round trip (pgx.Batch.BeginTx), runs fn, and commits when fn returns nil;
-// any error rolls everything back.
-func (s *Store) begin(ctx context.Context, o pgx.TxOptions, fn func(pgx.Tx) error, first ...batchStep) (err error) {
+// begin starts a transaction with BEGIN, plans (qKeyPlans or
+// qCustomPlans) and first in one round trip (pgx.Batch.BeginTx), runs fn,
+// and commits when fn returns nil; any error rolls everything back.
+func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, fn func(pgx.Tx) error, first ...batchStep) (err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(o)
-	steps := append([]batchStep{{what: "begin"}, {what: "custom plans", sql: qCustomPlans}}, first...)
+	steps := append([]batchStep{{what: "begin"}, {what: "plans", sql: plans}}, first...)
 	for _, st := range steps[1:] {
 		b.Queue(st.sql, st.args...)
 	}

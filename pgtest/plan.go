@@ -2,9 +2,13 @@ package pgtest
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -43,4 +47,106 @@ func PlanNodes(t testing.TB, tx pgx.Tx, sql string, args ...any) []string {
 	}
 	walk(plans[0].Plan)
 	return out
+}
+
+// GenericPlanNodes is PlanNodes of the generic plan of sql, the plan a
+// connection makes once for a prepared statement and reuses for every
+// argument: it runs settings (a statement that sets the transaction's plan
+// settings, as a store's write transactions begin with) inside tx, then
+// PREPARE, EXPLAIN EXECUTE with args written as SQL literals, and
+// DEALLOCATE. Under plan_cache_mode force_generic_plan the plan shown is
+// the generic one, made from the tables as they are now: on an empty store
+// never analyzed it is the plan a new store's connections would keep.
+func GenericPlanNodes(t testing.TB, tx pgx.Tx, settings, sql string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := tx.Exec(ctx, settings); err != nil {
+		t.Fatalf("%s: %v", settings, err)
+	}
+	if _, err := tx.Exec(ctx, "PREPARE fairrelay_generic_plan AS "+sql); err != nil {
+		t.Fatalf("PREPARE %s: %v", sql, err)
+	}
+	defer func() {
+		if _, err := tx.Exec(ctx, "DEALLOCATE fairrelay_generic_plan"); err != nil {
+			t.Fatalf("DEALLOCATE: %v", err)
+		}
+	}()
+	lits := make([]string, len(args))
+	for i, a := range args {
+		lits[i] = literal(t, a)
+	}
+	exec := "EXECUTE fairrelay_generic_plan"
+	if len(lits) > 0 {
+		exec += "(" + strings.Join(lits, ", ") + ")"
+	}
+	return PlanNodes(t, tx, exec)
+}
+
+// literal writes v as an SQL literal of unknown type, which EXECUTE casts
+// to the prepared statement's parameter type: arrays in the array text
+// form, bytea in hex.
+func literal(t testing.TB, v any) string {
+	t.Helper()
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	elem := func(s string) string {
+		return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+	}
+	array := func(es []string) string { return quote("{" + strings.Join(es, ",") + "}") }
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		return quote(x)
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case bool:
+		return strconv.FormatBool(x)
+	case []byte:
+		return quote(`\x` + hex.EncodeToString(x))
+	case time.Time:
+		return quote(x.Format(time.RFC3339Nano))
+	case []string:
+		es := make([]string, len(x))
+		for i, s := range x {
+			es[i] = elem(s)
+		}
+		return array(es)
+	case []int64:
+		es := make([]string, len(x))
+		for i, n := range x {
+			es[i] = strconv.FormatInt(n, 10)
+		}
+		return array(es)
+	case []int:
+		es := make([]string, len(x))
+		for i, n := range x {
+			es[i] = strconv.Itoa(n)
+		}
+		return array(es)
+	case []*int64:
+		es := make([]string, len(x))
+		for i, n := range x {
+			es[i] = "NULL"
+			if n != nil {
+				es[i] = strconv.FormatInt(*n, 10)
+			}
+		}
+		return array(es)
+	case []bool:
+		es := make([]string, len(x))
+		for i, b := range x {
+			es[i] = strconv.FormatBool(b)
+		}
+		return array(es)
+	case [][]byte:
+		es := make([]string, len(x))
+		for i, b := range x {
+			es[i] = elem(`\x` + hex.EncodeToString(b))
+		}
+		return array(es)
+	}
+	t.Fatalf("GenericPlanNodes: no literal for %T", v)
+	return ""
 }
