@@ -25,31 +25,7 @@ func planNodes(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
 func TestPlans_IndexDriven(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := open(t)
-	var es []queue.Event
-	for k := range 4 {
-		for f := range 3000 {
-			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x")})
-		}
-	}
-	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
-		t.Fatal(err)
-	}
-	// Some flows in flight, some waiting for a retry, a few quarantined.
-	cs, err := s.ClaimBatch(ctx, 1, 600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var items []queue.SettleItem
-	for i, c := range cs {
-		r := queue.Result{OK: true}
-		if i%3 == 0 {
-			r = queue.Result{Reason: "unavailable"}
-		}
-		items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: r})
-	}
-	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
-		t.Fatal(err)
-	}
+	fillForPlans(t, s, false)
 	// A history the size of a queue that failed often: three rows for
 	// every event, besides the settles' own.
 	if _, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.attempts (event_id, generation, attempt, at, outcome, reason, error)
@@ -115,10 +91,39 @@ func TestPlans_GenericOnEmptyStore(t *testing.T) {
 func TestPlans_RotationIndexDriven(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := open(t, WithPolicy(rotationPolicy()))
+	fillForPlans(t, s, true)
+	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts`)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, c := range rotationCases() {
+		checkPlan(t, c, planNodes(t, tx, s.q(c.sql), c.args...), true)
+	}
+	for _, c := range rotationCases() {
+		checkPlan(t, c, pgtest.GenericPlanNodes(t, tx, qKeyPlans, s.q(c.sql), c.args...), true)
+	}
+}
+
+func ptr(v int64) *int64 { return &v }
+
+// fillForPlans enqueues 3,000 flows of 4 events into s (weights 1 to 3
+// when weighted), claims 600 heads and settles them: some flows in flight,
+// some waiting for a retry, a few quarantined.
+func fillForPlans(t *testing.T, s *Store, weighted bool) {
+	t.Helper()
+	ctx := context.Background()
 	var es []queue.Event
 	for k := range 4 {
 		for f := range 3000 {
-			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x"), Weight: 1 + f%3})
+			e := queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%04d", f), Body: []byte("x")}
+			if weighted {
+				e.Weight = 1 + f%3
+			}
+			es = append(es, e)
 		}
 	}
 	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
@@ -139,23 +144,7 @@ func TestPlans_RotationIndexDriven(t *testing.T) {
 	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.audit; ANALYZE {s}.meta; ANALYZE {s}.attempts`)); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, c := range rotationCases() {
-		checkPlan(t, c, planNodes(t, tx, s.q(c.sql), c.args...), true)
-	}
-	for _, c := range rotationCases() {
-		checkPlan(t, c, pgtest.GenericPlanNodes(t, tx, qKeyPlans, s.q(c.sql), c.args...), true)
-	}
 }
-
-func ptr(v int64) *int64 { return &v }
 
 // A plan case is a statement, arguments to plan it with, and an index its
 // plan must use ("" for any).
