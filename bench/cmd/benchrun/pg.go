@@ -141,7 +141,7 @@ func pgRows(cfg config, rates bench.Rates, drains map[int][]bench.DrainSummary, 
 		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d (EnqueueBatch → ClaimBatch → SettleBatch)", riverBatch), Value: bench.Summarize(ours), Unit: "events/s"},
 		{What: fmt.Sprintf("PostgreSQL: River %s (riverpgxv5): InsertMany of %d → %d no-op workers → completed", bench.RiverVersion, riverBatch, bench.RiverWorkers), Value: bench.Summarize(rv), Unit: "events/s"},
 		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d ÷ River", riverBatch), Value: ratio, Verb: "%.2f", Unit: "ratio", Target: "≥ 1.5", Met: bench.AtLeast(ratio.Median, 1.5),
-			Why: "Our cycle is three transactions per 64 events in one goroutine, one after the other, each taking the queue's one write turn (the meta row) and a commit; River inserts, fetches and completes from several goroutines on four connections, so its statements and commits overlap, which the contract's one order of writes rules out for ours. Each batch operation is a read over an array and a few set statements in pipelined round trips, every statement planned for the tables as they are now (docs/decisions/postgres-batch-round-trips.md and docs/decisions/postgres-custom-plans.md): the server's own statement time is most of a cycle (5.4 of 7.2 ms in a quiet profile after migration 4, \"Updates that stay on their page\": the three commits, the insert, the claim's event update and the enqueue's flow update are the largest). The ratio follows the machine's load: two runs on a quiet machine gave medians of 1.66 and 1.75. See docs/decisions/river-comparison.md."},
+			Why: "Our cycle is three transactions per 64 events in one goroutine, one after the other, each taking the queue's one write turn (the meta row) and a commit; River inserts, fetches and completes from several goroutines on four connections, so its statements and commits overlap, which the contract's one order of writes rules out for ours. Each batch operation is a read over an array and a few set statements in pipelined round trips, each write running the generic plan that reaches its rows by key (docs/decisions/postgres-batch-round-trips.md and docs/decisions/postgres-custom-plans.md): the server's own statement time is most of a cycle (5.4 of 7.2 ms in a quiet profile after migration 4, with custom plans then, \"Updates that stay on their page\": the three commits, the insert, the claim's event update and the enqueue's flow update are the largest). The ratio follows the machine's load: two runs on a quiet machine gave medians of 1.66 and 1.75. See docs/decisions/river-comparison.md."},
 	}
 	best := rates[fmt.Sprintf("river-pg/w%d-batch-%d", bench.RiverBestWorkers, bench.RiverBestBatch)]
 	rows = append(rows,
@@ -285,8 +285,8 @@ func pgRuntimeRows(rates bench.Rates) []bench.Row {
 		label string
 		probe string // what relayprobe -pg measured of the case
 	}{
-		{bench.RuntimeInProcess, "in process", "a PostgreSQL wave of 13 events took 3.7 ms in the queue and 1.9 ms in the receiver, where SQLite took 1.2 and 0.7 ms for 16"},
-		{bench.RuntimeHTTP, "HTTP on loopback to a receiver server", "a PostgreSQL wave of 10 events took 3.2 ms in the queue and 1.7 ms in the receiver, where SQLite took 1.2 and 0.7 ms for 14"},
+		{bench.RuntimeInProcess, "in process", "a PostgreSQL wave of 13 events took 3.4 ms in the queue and 1.8 ms in the receiver, where SQLite took 1.5 and 0.9 ms for 16"},
+		{bench.RuntimeHTTP, "HTTP on loopback to a receiver server", "a PostgreSQL wave of 9 to 11 events took 2.9 to 3.7 ms in the queue and 1.5 to 2.1 ms in the receiver, where SQLite took 1.8 and 0.9 ms for 11"},
 	} {
 		pg := rates[fmt.Sprintf("runtime-pg/%s/c16-b64", k.kind)]
 		lite := rates[fmt.Sprintf("runtime/%s/c16-b64", k.kind)]
@@ -296,7 +296,7 @@ func pgRuntimeRows(rates bench.Rates) []bench.Row {
 		r := bench.Summarize(bench.Ratio(pg, lite, 1))
 		rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL ÷ SQLite: relay runtime, %s", k.label), Value: r, Verb: "%.2f", Unit: "ratio",
 			Target: "≥ 0.8", Met: bench.AtLeast(r.Median, 0.8),
-			Why: "Each wave is one SettleClaimBatch and then one receiver commit (docs/decisions/relay-waves.md). Timed call by call (bench/cmd/relayprobe -pg, quiet, 2026-12-05), " + k.probe + ": each PostgreSQL transaction pays about 3 ms (queue, four round trips) and 1.4 ms (receiver, three) before its first event, to a server on the same 2 shared cores, and a wave holds at most 16 events. Concurrency 64 gave 0.36 (docs/decisions/postgres-per-event-cost.md). Fewer round trips per transaction (COMMIT in the last pipeline) or overlapping waves remain to try."})
+			Why: "Each wave is one SettleClaimBatch and then one receiver commit (docs/decisions/relay-waves.md). Timed call by call (bench/cmd/relayprobe -pg, 2026-12-05, writes on generic key plans), " + k.probe + ". Writes no longer spend time planning (docs/decisions/postgres-custom-plans.md: 1.75 times the events per second of custom plans, in process); what a PostgreSQL wave still pays is the server's execution (about 1.5 ms in the queue, most of it updates of flows rows whose indexed columns change, so never HOT), two WAL flushes, and four round trips (queue) and three (receiver) to a server on the same 2 shared cores, and a wave holds at most 16 events (docs/decisions/postgres-per-event-cost.md). Fewer index writes per flow update, COMMIT in the last pipeline and overlapping waves remain to try."})
 	}
 	return rows
 }
