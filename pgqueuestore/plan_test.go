@@ -181,6 +181,7 @@ func checkPlan(t *testing.T, c planCase, nodes []string, noSort bool) {
 // TestPlans_IndexDriven builds.
 func indexCases() []planCase {
 	return []planCase{
+		{"take arrivals", qTakeArrivals, nil, ""},
 		{"promote", qPromote, []any{int64(5)}, "flows_waiting"},
 		// §7.9 and the transactional enqueue.
 		{"lock flows", qLockSeqs, []any{[]string{"f0001", "new"}}, ""},

@@ -359,10 +359,14 @@ const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 // planning again (a custom plan cost about as much as running the
 // statement). Every write statement has the index it needs
 // (TestPlans_IndexDriven checks the generic plans, also of an empty store
-// never analyzed). set_config(…, true) ends with the transaction, as SET
-// LOCAL does. See docs/decisions/postgres-custom-plans.md.
+// never analyzed). JIT is off too: a statement with no index to use (the
+// turn's DELETE FROM arrivals) keeps its sequential scan at the disabled
+// scan's cost, far above jit_above_cost, and was compiled on every run,
+// the first in each connection spending 80 ms loading LLVM.
+// set_config(…, true) ends with the transaction, as SET LOCAL does. See
+// docs/decisions/postgres-custom-plans.md.
 const qKeyPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)`
 
 // admission is the meta row as the transaction's first statement read and
 // locked it; admit checks a tick against it.

@@ -79,6 +79,19 @@ func GenericPlanNodes(t testing.TB, tx pgx.Tx, settings, sql string, args ...any
 	if len(lits) > 0 {
 		exec += "(" + strings.Join(lits, ", ") + ")"
 	}
+	var js []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+exec).Scan(&js); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", exec, err)
+	}
+	// A plan whose cost passes jit_above_cost (a disabled scan's cost
+	// does) is compiled on every run: a key lookup never should be.
+	var jit []struct{ JIT any }
+	if err := json.Unmarshal(js, &jit); err != nil {
+		t.Fatal(err)
+	}
+	if jit[0].JIT != nil {
+		t.Errorf("the generic plan of %s would be JIT-compiled: %v", sql, jit[0].JIT)
+	}
 	return PlanNodes(t, tx, exec)
 }
 
