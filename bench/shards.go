@@ -140,6 +140,9 @@ func ShardChild(ctx context.Context, backend, url, names string, batch int, own 
 type ShardCombo struct {
 	Procs, Shards int
 	PerShard      bool
+	// Batch is the claims per SettleClaimBatch of this combination's
+	// processes; 0: the batch MeasureShardDrains was given.
+	Batch int
 }
 
 // ShardDrainResult is one shard drain's outcome.
@@ -267,6 +270,9 @@ func MeasureShardDrains(ctx context.Context, b ShardBackend, dir, exe string, co
 // shardDrain is one drain of MeasureShardDrains.
 func shardDrain(ctx context.Context, b ShardBackend, names []string, exe string, c ShardCombo, flows, perFlow, batch int, d time.Duration) (ShardDrainResult, error) {
 	res := ShardDrainResult{ShardCombo: c}
+	if c.Batch > 0 {
+		batch = c.Batch
+	}
 	if c.PerShard {
 		// Each process drains a shard alone: each shard holds what the
 		// whole set holds for one process.

@@ -23,10 +23,16 @@ var (
 // shardCombos are the shard drains measured: processes = shards on the
 // diagonal, each process over every shard and, again, one relay process
 // per shard; plus one process on eight shards and eight processes on one
-// shard (9 of the combinations of 1, 2, 4, 8, to keep the run short).
+// shard (9 of the combinations of 1, 2, 4, 8, to keep the run short); and
+// four relays on four shards, one per shard, at a relay's concurrency of
+// 64 (shardBestBatch): our best configuration, to set beside River's.
 var shardCombos = []bench.ShardCombo{{Procs: 1, Shards: 1}, {Procs: 2, Shards: 2}, {Procs: 4, Shards: 4}, {Procs: 8, Shards: 8},
 	{Procs: 2, Shards: 2, PerShard: true}, {Procs: 4, Shards: 4, PerShard: true}, {Procs: 8, Shards: 8, PerShard: true},
-	{Procs: 1, Shards: 8}, {Procs: 8, Shards: 1}}
+	{Procs: 1, Shards: 8}, {Procs: 8, Shards: 1}, {Procs: 4, Shards: 4, PerShard: true, Batch: shardBestBatch}}
+
+// shardBestBatch is the batch of the best-configuration combination: the
+// claims per SettleClaimBatch of a relay run with --concurrency 64.
+const shardBestBatch = 64
 
 // shardBatch is the claims per SettleClaimBatch of a shard drain child, as
 // the PostgreSQL drains.
@@ -112,10 +118,7 @@ func shardRows(ds []shardDrains) []bench.Row {
 					ratio = append(ratio, r.Rate/base[i].Rate)
 				}
 			}
-			label := fmt.Sprintf("%s, %d relay process%s on %d shard%s (SettleClaimBatch of %d)", name, c.Procs, plural(c.Procs, "es"), c.Shards, plural(c.Shards, "s"), shardBatch)
-			if c.PerShard {
-				label = fmt.Sprintf("%s, %d relay processes, one per shard of %d (SettleClaimBatch of %d)", name, c.Procs, c.Shards, shardBatch)
-			}
+			label := shardLabel(name, c)
 			rows = append(rows, bench.Row{What: label + ": total", Value: bench.Summarize(total), Unit: "events/s"})
 			if c != (bench.ShardCombo{Procs: 1, Shards: 1}) {
 				rows = append(rows, bench.Row{What: label + ": total ÷ 1 process on 1 shard", Value: bench.Summarize(ratio), Verb: "%.2f", Unit: "ratio"})
@@ -142,6 +145,51 @@ func shardRows(ds []shardDrains) []bench.Row {
 	return rows
 }
 
+// shardLabel names combination c on the backend called name.
+func shardLabel(name string, c bench.ShardCombo) string {
+	batch := shardBatch
+	if c.Batch > 0 {
+		batch = c.Batch
+	}
+	if c.PerShard {
+		return fmt.Sprintf("%s, %d relay processes, one per shard of %d (SettleClaimBatch of %d)", name, c.Procs, c.Shards, batch)
+	}
+	return fmt.Sprintf("%s, %d relay process%s on %d shard%s (SettleClaimBatch of %d)", name, c.Procs, plural(c.Procs, "es"), c.Shards, plural(c.Shards, "s"), batch)
+}
+
+// shardRiverRows set the best PostgreSQL shard drain (the combination
+// with the highest median total) beside River at its own best settings,
+// measured in the same run: round by round, for as many rounds as both
+// have.
+func shardRiverRows(ds []shardDrains, rates bench.Rates) []bench.Row {
+	river := rates[fmt.Sprintf("river-pg/w%d-batch-%d", bench.RiverBestWorkers, bench.RiverBestBatch)]
+	for _, d := range ds {
+		if d.backend != "pg" || d.skipped != "" || len(river) == 0 {
+			continue
+		}
+		var best bench.ShardCombo
+		var bestTotals []float64
+		bestMedian := -1.0
+		for _, c := range shardCombos {
+			var totals []float64
+			for _, r := range d.results[c] {
+				totals = append(totals, r.Rate)
+			}
+			if len(totals) > 0 && bench.Summarize(totals).Median > bestMedian {
+				best, bestTotals, bestMedian = c, totals, bench.Summarize(totals).Median
+			}
+		}
+		if bestMedian < 0 {
+			return nil
+		}
+		r := bench.Summarize(bench.Ratio(bestTotals, river, 1))
+		return []bench.Row{{What: "PostgreSQL: best shard drain (" + shardLabel("", best)[2:] + ") ÷ River at its own best settings", Value: r, Verb: "%.2f", Unit: "ratio",
+			Target: "≥ 1", Met: bench.AtLeast(r.Median, 1),
+			Why: "Both drain the same server on the same 2 shared cores; River completes its jobs in bulk (one UPDATE for thousands of completions), a relay settles and claims at most a batch per transaction, in fair order, with a commit each (docs/decisions/river-comparison.md)."}}
+	}
+	return nil
+}
+
 func plural(n int, suffix string) string {
 	if n == 1 {
 		return ""
@@ -151,7 +199,7 @@ func plural(n int, suffix string) string {
 
 // shardHeader is the header's bullet on the shard drains.
 func shardHeader(cfg config, ds []shardDrains) string {
-	h := fmt.Sprintf("- Shard drains: %d rounds; in each, for every combination of relay processes × shards (1×1, 2×2, 4×4, 8×8, 1×8, 8×1, and 2, 4 and 8 processes one per shard; order rotated by round), a fresh set of shards (SQLite: one file each; PostgreSQL: one schema each) is created with shard.Create and loaded through one shard.Store (%s flows × %d events, each flow in its shard; × the shard count when one process drains each shard), untimed; then that many OS processes, each opening its own shard.Store over the same set (or, one per shard, process k opening shard k alone, as a relay over one shard does), are released together and drain it for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch. A total is events ÷ the longest process's time; its ratio is to 1 process on 1 shard in the same round. The spread is over the flows' served counts when the drain ends (docs/decisions/bench-method.md).\n",
+	h := fmt.Sprintf("- Shard drains: %d rounds; in each, for every combination of relay processes × shards (1×1, 2×2, 4×4, 8×8, 1×8, 8×1, and 2, 4 and 8 processes one per shard, and 4 one per shard at SettleClaimBatch of 64, a relay's --concurrency 64; order rotated by round), a fresh set of shards (SQLite: one file each; PostgreSQL: one schema each) is created with shard.Create and loaded through one shard.Store (%s flows × %d events, each flow in its shard; × the shard count when one process drains each shard), untimed; then that many OS processes, each opening its own shard.Store over the same set (or, one per shard, process k opening shard k alone, as a relay over one shard does), are released together and drain it for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch. A total is events ÷ the longest process's time; its ratio is to 1 process on 1 shard in the same round. The spread is over the flows' served counts when the drain ends (docs/decisions/bench-method.md).\n",
 		cfg.shardRnds, thousands(cfg.drainFlow), shardPer(cfg), cfg.shardFor, shardBatch)
 	for _, d := range ds {
 		if d.skipped != "" {
