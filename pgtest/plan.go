@@ -56,7 +56,9 @@ func PlanNodes(t testing.TB, tx pgx.Tx, sql string, args ...any) []string {
 // PREPARE, EXPLAIN EXECUTE with args written as SQL literals, and
 // DEALLOCATE. Under plan_cache_mode force_generic_plan the plan shown is
 // the generic one, made from the tables as they are now: on an empty store
-// never analyzed it is the plan a new store's connections would keep.
+// never analyzed it is the plan a new store's connections would keep. It
+// fails t when that plan would be JIT-compiled, as a plan whose cost
+// passes jit_above_cost is on every run.
 func GenericPlanNodes(t testing.TB, tx pgx.Tx, settings, sql string, args ...any) []string {
 	t.Helper()
 	ctx := context.Background()
