@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"os"
 	"testing"
@@ -86,22 +85,7 @@ func TestPGCeiling(t *testing.T) {
 func TestPGClaimSettleDrainsItsBacklog(t *testing.T) {
 	url := pgtest.Require(t)
 	for _, c := range []Case{PGClaimSettle(url, 3, 2), PGClaimSettleDests(url, 3, 2, 2)} {
-		t.Run(c.Name, func(t *testing.T) {
-			ctx := context.Background()
-			w, err := c.Setup(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
-			for i := range 6 {
-				if n, err := w.Step(ctx); err != nil || n != 1 {
-					t.Fatalf("step %d: %d, %v", i, n, err)
-				}
-			}
-			if _, err := w.Step(ctx); !errors.Is(err, ErrBacklogEmpty) {
-				t.Fatalf("step after the backlog: %v, want ErrBacklogEmpty", err)
-			}
-		})
+		t.Run(c.Name, func(t *testing.T) { stepThroughBacklog(t, c, 6) })
 	}
 }
 

@@ -38,22 +38,27 @@ func TestLoadBacklogLoadsEveryFlow(t *testing.T) {
 func TestClaimSettleStepsThroughTheWholeBacklog(t *testing.T) {
 	t.Parallel()
 	for _, c := range []Case{ClaimSettle(3, 2), ClaimSettleDests(3, 2, 2)} {
-		t.Run(c.Name, func(t *testing.T) {
-			ctx := context.Background()
-			w, err := c.Setup(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
-			for i := range 6 {
-				if n, err := w.Step(ctx); err != nil || n != 1 {
-					t.Fatalf("step %d: Step() = %d, %v; want 1, nil", i+1, n, err)
-				}
-			}
-			if _, err := w.Step(ctx); !errors.Is(err, ErrBacklogEmpty) {
-				t.Fatalf("step 7 on an empty backlog: err = %v, want ErrBacklogEmpty", err)
-			}
-		})
+		t.Run(c.Name, func(t *testing.T) { stepThroughBacklog(t, c, 6) })
+	}
+}
+
+// stepThroughBacklog sets c up and checks that it steps through exactly
+// n events, one a step, then says its backlog is empty.
+func stepThroughBacklog(t *testing.T, c Case, n int) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := c.Setup(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range n {
+		if got, err := w.Step(ctx); err != nil || got != 1 {
+			t.Fatalf("step %d: Step() = %d, %v; want 1, nil", i+1, got, err)
+		}
+	}
+	if _, err := w.Step(ctx); !errors.Is(err, ErrBacklogEmpty) {
+		t.Fatalf("step %d on an empty backlog: err = %v, want ErrBacklogEmpty", n+1, err)
 	}
 }
 

@@ -20,14 +20,32 @@ import (
 // statement reads through an index, never a sequential scan.
 func PlanNodes(t testing.TB, tx pgx.Tx, sql string, args ...any) []string {
 	t.Helper()
+	return nodes(explain(t, tx, sql, args...).Plan)
+}
+
+// plan is EXPLAIN (FORMAT JSON)'s one element: the plan tree, and the JIT
+// section when the plan would be compiled.
+type plan struct {
+	Plan map[string]any
+	JIT  any
+}
+
+// explain runs EXPLAIN (FORMAT JSON) of sql inside tx.
+func explain(t testing.TB, tx pgx.Tx, sql string, args ...any) plan {
+	t.Helper()
 	var js []byte
 	if err := tx.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&js); err != nil {
 		t.Fatalf("EXPLAIN %s: %v", sql, err)
 	}
-	var plans []struct{ Plan map[string]any }
+	var plans []plan
 	if err := json.Unmarshal(js, &plans); err != nil {
 		t.Fatal(err)
 	}
+	return plans[0]
+}
+
+// nodes lists the plan tree's nodes, depth first, as PlanNodes says.
+func nodes(root map[string]any) []string {
 	var out []string
 	var walk func(n map[string]any)
 	walk = func(n map[string]any) {
@@ -45,7 +63,7 @@ func PlanNodes(t testing.TB, tx pgx.Tx, sql string, args ...any) []string {
 			}
 		}
 	}
-	walk(plans[0].Plan)
+	walk(root)
 	return out
 }
 
@@ -81,20 +99,13 @@ func GenericPlanNodes(t testing.TB, tx pgx.Tx, settings, sql string, args ...any
 	if len(lits) > 0 {
 		exec += "(" + strings.Join(lits, ", ") + ")"
 	}
-	var js []byte
-	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+exec).Scan(&js); err != nil {
-		t.Fatalf("EXPLAIN %s: %v", exec, err)
-	}
+	p := explain(t, tx, exec)
 	// A plan whose cost passes jit_above_cost (a disabled scan's cost
 	// does) is compiled on every run: a key lookup never should be.
-	var jit []struct{ JIT any }
-	if err := json.Unmarshal(js, &jit); err != nil {
-		t.Fatal(err)
+	if p.JIT != nil {
+		t.Errorf("the generic plan of %s would be JIT-compiled: %v", sql, p.JIT)
 	}
-	if jit[0].JIT != nil {
-		t.Errorf("the generic plan of %s would be JIT-compiled: %v", sql, jit[0].JIT)
-	}
-	return PlanNodes(t, tx, exec)
+	return nodes(p.Plan)
 }
 
 // literal writes v as an SQL literal of unknown type, which EXECUTE casts

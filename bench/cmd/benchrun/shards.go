@@ -146,15 +146,18 @@ func shardRows(ds []shardDrains) []bench.Row {
 }
 
 // shardLabel names combination c on the backend called name.
-func shardLabel(name string, c bench.ShardCombo) string {
+func shardLabel(name string, c bench.ShardCombo) string { return name + ", " + comboLabel(c) }
+
+// comboLabel names combination c: its processes, shards and batch.
+func comboLabel(c bench.ShardCombo) string {
 	batch := shardBatch
 	if c.Batch > 0 {
 		batch = c.Batch
 	}
 	if c.PerShard {
-		return fmt.Sprintf("%s, %d relay processes, one per shard of %d (SettleClaimBatch of %d)", name, c.Procs, c.Shards, batch)
+		return fmt.Sprintf("%d relay processes, one per shard of %d (SettleClaimBatch of %d)", c.Procs, c.Shards, batch)
 	}
-	return fmt.Sprintf("%s, %d relay process%s on %d shard%s (SettleClaimBatch of %d)", name, c.Procs, plural(c.Procs, "es"), c.Shards, plural(c.Shards, "s"), batch)
+	return fmt.Sprintf("%d relay process%s on %d shard%s (SettleClaimBatch of %d)", c.Procs, plural(c.Procs, "es"), c.Shards, plural(c.Shards, "s"), batch)
 }
 
 // shardRiverRows set the best PostgreSQL shard drain (the combination
@@ -175,15 +178,18 @@ func shardRiverRows(ds []shardDrains, rates bench.Rates) []bench.Row {
 			for _, r := range d.results[c] {
 				totals = append(totals, r.Rate)
 			}
-			if len(totals) > 0 && bench.Summarize(totals).Median > bestMedian {
-				best, bestTotals, bestMedian = c, totals, bench.Summarize(totals).Median
+			if len(totals) == 0 {
+				continue
+			}
+			if m := bench.Summarize(totals).Median; m > bestMedian {
+				best, bestTotals, bestMedian = c, totals, m
 			}
 		}
 		if bestMedian < 0 {
 			return nil
 		}
 		r := bench.Summarize(bench.Ratio(bestTotals, river, 1))
-		return []bench.Row{{What: "PostgreSQL: best shard drain (" + shardLabel("", best)[2:] + ") ÷ River at its own best settings", Value: r, Verb: "%.2f", Unit: "ratio",
+		return []bench.Row{{What: "PostgreSQL: best shard drain (" + comboLabel(best) + ") ÷ River at its own best settings", Value: r, Verb: "%.2f", Unit: "ratio",
 			Target: "≥ 1", Met: bench.AtLeast(r.Median, 1),
 			Why: "Both drain the same server on the same 2 shared cores; River completes its jobs in bulk (one UPDATE for thousands of completions), a relay settles and claims at most a batch per transaction, in fair order, with a commit each (docs/decisions/river-comparison.md)."}}
 	}
