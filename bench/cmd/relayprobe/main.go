@@ -24,7 +24,7 @@ import (
 
 func main() {
 	d := flag.Duration("for", 3*time.Second, "how long each relay runs")
-	cases := flag.String("case", "in-process/16,in-process/64,sleep-50ms/64", "comma-separated kind/concurrency")
+	cases := flag.String("case", "in-process/16,in-process/64,sleep-50ms/64", "comma-separated kind/concurrency or kind/concurrency/batch (batch 64 when left out)")
 	repeat := flag.Int("repeat", 1, "runs of every case, interleaved")
 	linger := flag.Duration("linger", 0, "Options.Linger (0: the default)")
 	recvLinger := flag.Duration("receiver-linger", 0, "the in-process receiver's inbox.BatcherOptions.Linger (0, the default: none)")
@@ -64,12 +64,19 @@ func main() {
 	}
 	for r := range *repeat {
 		for i, c := range strings.Split(*cases, ",") {
-			kind, conc, _ := strings.Cut(c, "/")
+			kind, rest, _ := strings.Cut(c, "/")
+			conc, batch, hasBatch := strings.Cut(rest, "/")
 			n, err := strconv.Atoi(conc)
 			if err != nil {
 				log.Fatalf("case %q: %v", c, err)
 			}
-			res, err := bench.RuntimeProbe(ctx, filepath.Join(dir, fmt.Sprintf("r%d-c%d", r, i)), *pgURL, bench.RuntimeKind(kind), n, 64, 1000, *per, *d,
+			b := 64
+			if hasBatch {
+				if b, err = strconv.Atoi(batch); err != nil {
+					log.Fatalf("case %q: %v", c, err)
+				}
+			}
+			res, err := bench.RuntimeProbe(ctx, filepath.Join(dir, fmt.Sprintf("r%d-c%d", r, i)), *pgURL, bench.RuntimeKind(kind), n, b, 1000, *per, *d,
 				func(o *relayrt.Options) {
 					if *linger > 0 {
 						o.Linger = *linger
