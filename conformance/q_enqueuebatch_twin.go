@@ -159,26 +159,34 @@ func (m *enqueueModel) refusal(batch []queue.Event) error {
 	return nil
 }
 
-// between does the same to both twins between two batches: claims one or
-// two heads and acks them, and pauses or resumes one flow where the
-// backend has pauses. The claims must be the same on both.
+// between does the same to both twins between two batches: claims one to
+// four heads and acks them, or, one time in three, claims and acks until
+// nothing is due (every flow not paused is left without a head); then it
+// pauses or resumes one flow where the backend has pauses. The claims must
+// be the same on both.
 func (m *enqueueModel) between(t *testing.T, rng *rand.Rand, twins []Queue, now clock.Tick) {
 	t.Helper()
 	ctx := context.Background()
-	var claims [][]queue.Claim
-	n := 1 + rng.IntN(2)
-	for _, s := range twins {
-		cs, err := s.ClaimBatch(ctx, now, n)
-		if err != nil {
-			t.Fatalf("ClaimBatch() error = %v", err)
+	drain := rng.IntN(3) == 0
+	n := 1 + rng.IntN(4)
+	for {
+		var claims [][]queue.Claim
+		for _, s := range twins {
+			cs, err := s.ClaimBatch(ctx, now, n)
+			if err != nil {
+				t.Fatalf("ClaimBatch() error = %v", err)
+			}
+			claims = append(claims, cs)
+			ackAll(t, s, cs, now)
 		}
-		claims = append(claims, cs)
-		ackAll(t, s, cs, now)
+		if !reflect.DeepEqual(claims[0], claims[1]) {
+			t.Fatalf("twins claimed differently: %s and %s", jsonOf(claims[0]), jsonOf(claims[1]))
+		}
+		if !drain || len(claims[0]) == 0 {
+			break
+		}
 	}
-	if !reflect.DeepEqual(claims[0], claims[1]) {
-		t.Fatalf("twins claimed differently: %s and %s", jsonOf(claims[0]), jsonOf(claims[1]))
-	}
-	if _, ok := twins[0].(queue.Pauser); !ok || len(m.flowDest) == 0 || rng.IntN(3) != 0 {
+	if _, ok := twins[0].(queue.Pauser); !ok || len(m.flowDest) == 0 || rng.IntN(2) != 0 {
 		return
 	}
 	flows := slices.Sorted(maps.Keys(m.flowDest))
