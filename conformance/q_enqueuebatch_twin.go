@@ -161,7 +161,8 @@ func (m *enqueueModel) refusal(batch []queue.Event) error {
 
 // between does the same to both twins between two batches: claims one to
 // four heads and acks them, or, one time in three, claims and acks until
-// nothing is due (every flow not paused is left without a head); then it
+// nothing is due (a flow is then left with a head only if it is paused or
+// its next event is scheduled later); then it
 // pauses or resumes one flow where the backend has pauses. The claims must
 // be the same on both.
 func (m *enqueueModel) between(t *testing.T, rng *rand.Rand, twins []Queue, now clock.Tick) {
