@@ -32,7 +32,8 @@ import (
 // (measured: SQLite 100 s under the race detector with a quarter of the
 // model sequences, PostgreSQL 460 s with FAIRRELAY_CONFORMANCE_SEQUENCES=20).
 // With them the conformance module took 18 of a CI run's 30 minutes, so
-// they are behind a flag (go test -run Shard -conformance.shards).
+// they are behind a flag (go test -run Shard -conformance.shards), which
+// .ci/run sets in a run without the race detector (about a minute).
 var shardSuites = flag.Bool("conformance.shards", false, "run the queue suite against a shard of a labeled 2-shard set on each backend")
 
 func TestQueueSQLiteShard1of2(t *testing.T) {
