@@ -15,14 +15,26 @@ import (
 //
 // Each reports items/s (commits or events) besides ns/op; one op is one Step.
 
+// setUp sets c up in a temporary directory of tb and closes the workload
+// when tb ends, failing tb if Close does.
+func setUp(tb testing.TB, c Case) Workload {
+	tb.Helper()
+	w, err := c.Setup(context.Background(), tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			tb.Errorf("close %s: %v", c.Name, err)
+		}
+	})
+	return w
+}
+
 func benchCase(b *testing.B, c Case) {
 	b.Helper()
 	ctx := context.Background()
-	w, err := c.Setup(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
+	w := setUp(b, c)
 	items := 0
 	for b.Loop() {
 		n, err := w.Step(ctx)

@@ -47,11 +47,7 @@ func TestClaimSettleStepsThroughTheWholeBacklog(t *testing.T) {
 func stepThroughBacklog(t *testing.T, c Case, n int) {
 	t.Helper()
 	ctx := context.Background()
-	w, err := c.Setup(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := setUp(t, c)
 	for i := range n {
 		if got, err := w.Step(ctx); err != nil || got != 1 {
 			t.Fatalf("step %d: Step() = %d, %v; want 1, nil", i+1, got, err)
@@ -70,11 +66,7 @@ func TestRelayWorkloadsStep(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			w, err := c.Setup(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
+			w := setUp(t, c)
 			total := 0
 			for range 5 {
 				n, err := w.Step(ctx)

@@ -66,11 +66,7 @@ func TestSteadyLoadRefusesABadSpec(t *testing.T) {
 func TestPruneClaimSettleWithAPruner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	w, err := PruneClaimSettle(10, 60, 50, true).Setup(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := setUp(t, PruneClaimSettle(10, 60, 50, true))
 	c := w.(*pruneClaimSettle)
 	for i := range 3 {
 		if n, err := w.Step(ctx); err != nil || n != pruneSteps {

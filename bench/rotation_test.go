@@ -13,11 +13,7 @@ import (
 // backlog, one event per step, then reports ErrBacklogEmpty.
 func TestClaimSettleRotationStepsThroughTheWholeBacklog(t *testing.T) {
 	ctx := context.Background()
-	w, err := ClaimSettleRotation(3, 2).Setup(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := setUp(t, ClaimSettleRotation(3, 2))
 	p, err := w.(*claimSettle).q.(queue.Store).Policy(ctx)
 	if err != nil || p.Fairness != queuestore.FairRotation {
 		t.Fatalf("policy = %+v, %v; want rotation", p, err)

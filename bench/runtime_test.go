@@ -24,11 +24,7 @@ func TestRuntimeCasesDeliver(t *testing.T) {
 			if kind == RuntimeSleep {
 				flows, per = 10, 40
 			}
-			w, err := RuntimeCase(kind, 16, 8, flows, per, 150*time.Millisecond).Setup(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
+			w := setUp(t, RuntimeCase(kind, 16, 8, flows, per, 150*time.Millisecond))
 			n, err := w.Step(ctx)
 			if err != nil || n == 0 {
 				t.Fatalf("Step() = %d, %v; want deliveries", n, err)
@@ -69,11 +65,7 @@ func TestRuntimeFairnessSmallFlowsFinishFirst(t *testing.T) {
 func TestObservedRuntimeCaseTellsHandlerTimes(t *testing.T) {
 	ctx := context.Background()
 	var ht HandlerTimes
-	w, err := ObservedRuntimeCase(RuntimeSleep, 8, 8, 10, 40, 120*time.Millisecond, &ht).Setup(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := setUp(t, ObservedRuntimeCase(RuntimeSleep, 8, 8, 10, 40, 120*time.Millisecond, &ht))
 	for range 2 {
 		if _, err := w.Step(ctx); err != nil {
 			t.Fatal(err)
@@ -94,11 +86,7 @@ func TestObservedRuntimeCaseTellsHandlerTimes(t *testing.T) {
 // measurement with an error, never a silently lower rate.
 func TestRuntimeCaseFailedDeliveryFailsStep(t *testing.T) {
 	ctx := context.Background()
-	w, err := RuntimeCase(RuntimeSleep, 4, 4, 10, 4, 100*time.Millisecond).Setup(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := setUp(t, RuntimeCase(RuntimeSleep, 4, 4, 10, 4, 100*time.Millisecond))
 	w.(*runtimeRun).h = relayrt.HandlerFunc(func(context.Context, relayrt.Event) error { return errors.New("down") })
 	if n, err := w.Step(ctx); err == nil || errors.Is(err, ErrBacklogEmpty) {
 		t.Fatalf("Step() with a failing handler = %d, %v; want a failure error", n, err)

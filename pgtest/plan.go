@@ -41,6 +41,9 @@ func explain(t testing.TB, tx pgx.Tx, sql string, args ...any) plan {
 	if err := json.Unmarshal(js, &plans); err != nil {
 		t.Fatal(err)
 	}
+	if len(plans) != 1 {
+		t.Fatalf("EXPLAIN %s: %d plans, want 1", sql, len(plans))
+	}
 	return plans[0]
 }
 
