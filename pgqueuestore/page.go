@@ -13,22 +13,19 @@ import (
 )
 
 // Paged reads for an operator's console (queue.Pager), as queuestore's
-// page.go has them: each page is one index range read (keyset paging), so
-// a page costs the same on the first page of 100,000 flows as on the last,
-// and no read scans every flow or every audit row, except a page of flows
-// by backlog (sortKeys). The cursors, orders and tie-breaks are
-// queuestore's; page_plan_test.go shows the plans.
+// page.go has them: a page by name is one range of the primary key (keyset
+// paging), the same cost on the first page of 100,000 flows as on the last;
+// a page in another order reads the flows and keeps the first Limit+1 (a
+// bounded sort), so that no claim or settle pays for an operator's order
+// (docs/decisions/operator-reads-off-the-claim-path.md). The cursors,
+// orders and tie-breaks are queuestore's; page_plan_test.go shows the
+// plans.
 
 // sortKeys are the key expressions of the orders other than by name. The
 // values are queuestore's sort keys, so the cursors' text forms are the
-// same on both backends. The served and blocked orders are backed by an
-// index on (expression, flow) of migration 5; PostgreSQL uses an
-// expression index only for the same expression, so each is written here
-// as in the index (the alias f does not matter; the constants' types do).
-// The backlog order has no index (an index on last_seq would cost every
-// enqueue onto a backlogged flow its heap-only update: see
-// docs/decisions/postgres-paged-reads.md); its page reads every flow and
-// keeps the top Limit+1 (a bounded sort), the same page at any position.
+// same on both backends. No index holds them (migration 10 dropped those
+// of migration 5; the backlog order never had one, see
+// docs/decisions/postgres-paged-reads.md).
 var sortKeys = map[queue.FlowSort]string{
 	// -backlog: a flow's backlog is last_seq - head_seq + 1 (events after
 	// the head are never claimed, so all of them wait).
@@ -97,10 +94,12 @@ const qFlowCols = `f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0), coales
 
 // flowsPageQuery builds the statement of one page of flows: forward
 // (ascending from a cursor) or backward (descending to a cursor, reversed
-// by the caller), and its arguments. In an order by a key the cursor is one
-// row comparison, (key, flow) > ($1, $2), which the server reads as the
-// start of a range of the (key, flow) index (a single seek; SQLite needs
-// two statements for it). The prefix is a range of names, [lo, hi).
+// by the caller), and its arguments. By name the cursor is a range of the
+// primary key. By a key the cursor is one row comparison, (key, flow) >
+// ($1, $2), and the inner statement reads the flows (those of the prefix's
+// range of names with a prefix) and keeps the first rows of them in (key,
+// name) order; only those are joined to their heads' events. The prefix is
+// a range of names, [lo, hi).
 func flowsPageQuery(key string, cur *queue.Cursor, backward bool, prefix []string, rows int) (string, []any) {
 	op, dir := ">", ""
 	if backward {
@@ -112,10 +111,6 @@ func flowsPageQuery(key string, cur *queue.Cursor, backward bool, prefix []strin
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	k := key
-	if k == "" {
-		k = "0::bigint"
-	}
 	if cur != nil {
 		if key == "" {
 			where = append(where, "f.flow "+op+" "+arg(cur.Flow))
@@ -126,28 +121,26 @@ func flowsPageQuery(key string, cur *queue.Cursor, backward bool, prefix []strin
 	if prefix != nil {
 		where = append(where, "f.flow >= "+arg(prefix[0]), "f.flow < "+arg(prefix[1]))
 	}
-	var b strings.Builder
-	b.WriteString("SELECT " + qFlowCols + ", " + k + `
-FROM {s}.flows f LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_seq`)
+	cond := ""
 	if len(where) > 0 {
-		b.WriteString("\nWHERE " + strings.Join(where, " AND "))
+		cond = "\nWHERE " + strings.Join(where, " AND ")
 	}
-	b.WriteString("\nORDER BY ")
-	if key != "" {
-		b.WriteString(key + dir + ", ")
+	const head = `
+LEFT JOIN {s}.events e ON e.flow = f.flow AND e.seq = f.head_seq`
+	if key == "" {
+		return "SELECT " + qFlowCols + ", 0::bigint\nFROM {s}.flows f" + head + cond +
+			"\nORDER BY f.flow" + dir + "\nLIMIT " + arg(rows), args
 	}
-	b.WriteString("f.flow" + dir + "\nLIMIT " + arg(rows))
-	return b.String(), args
+	return "SELECT " + qFlowCols + ", f.k\nFROM (SELECT f.*, " + key + " AS k FROM {s}.flows f" + cond +
+		"\n    ORDER BY k" + dir + ", f.flow" + dir + " LIMIT " + arg(rows) + ") f" + head +
+		"\nORDER BY f.k" + dir + ", f.flow" + dir, args
 }
 
-// FlowsPage returns one page of flows in the query's order, read through an
-// index: a page seeks to its cursor and reads Limit+1 index entries,
-// whatever its position (TestPlans_PagedReads). The backlog order is the
-// exception: its page reads the flows (those of the Prefix when it has
-// one) and keeps the first Limit+1 in order. With a Prefix and an order
-// other than by name the server chooses, by its statistics, between
-// walking the order's index (filtering names) and reading the prefix's
-// range of names and sorting it. Bad input (unknown sort, limit outside
+// FlowsPage returns one page of flows in the query's order. By name it
+// seeks to its cursor and reads Limit+1 entries of the primary key,
+// whatever its position (TestPlans_PagedReads); in another order it reads
+// the flows (those of the Prefix when it has one) and keeps the first
+// Limit+1 past its cursor. Bad input (unknown sort, limit outside
 // 1..MaxPageLimit, a cursor it did not hand out, more than one of
 // After/Before/Last) is queue.ErrInvalid.
 func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPage, error) {

@@ -9,11 +9,14 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 )
 
-// Paged reads for an operator's console ([Pager]): each page is one index
-// range read (keyset paging), so a page costs the same on the first page of
-// 100,000 flows as on the last, and no read scans every flow or every audit
-// row. The queries and pages are the same on every backend; each backend's
-// plan tests show its indexes are used.
+// Paged reads for an operator's console ([Pager]), keyset paging: a page of
+// flows by name, of the audit or of quarantined events is one index range
+// read, the same cost on the first page of 100,000 flows as on the last; a
+// page of flows by backlog, served or blocked reads the flows once and
+// keeps the page's rows (a bounded sort), since an index in those orders
+// would cost every enqueue, claim and ack. No page reads every event or
+// every audit row. The queries and pages are the same on every backend;
+// each backend's plan tests show the plans.
 
 // FlowSort is an order of FlowsPage. Every order breaks ties by flow name.
 type FlowSort string

@@ -102,9 +102,10 @@ type SettleClaimer interface {
 	SettleClaimBatch(ctx context.Context, items []SettleItem, now clock.Tick, n int) ([]SettleResult, []Claim, error)
 }
 
-// Pager is a Store with the paged reads of an operator's console: each
-// page one index range read, whatever its position, so a console stays
-// fast at 100,000 flows. Both backends of this repository are Pagers.
+// Pager is a Store with the paged reads of an operator's console: keyset
+// pages, each a range of an index except the flows in an order other than
+// by name, which read the flows (no enqueue, claim or ack pays for those
+// orders). Both backends of this repository are Pagers.
 type Pager interface {
 	// ClockMark is the highest tick the store has recorded, one row read.
 	ClockMark(ctx context.Context) (clock.Tick, error)

@@ -34,8 +34,8 @@ VALUES (?1, 1, 0, 1, ?2, ?2 <= ?3, ?3, ?4)`
 	// last sequence number of a flow that has a head: the new event waits
 	// behind it. It sets no head column, so SQLite updates none of the
 	// indexes on them (it updates every index of a column the statement
-	// sets, whatever the value): the common enqueue touches the primary key
-	// and flows_by_backlog only.
+	// sets, whatever the value): the common enqueue touches the flows row
+	// alone (no index reads last_seq).
 	qNextSeq = `UPDATE flows SET last_seq = ?2 WHERE flow = ?1`
 
 	// qNextSeqHead is qNextSeq for a flow without a head (every event

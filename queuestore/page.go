@@ -11,10 +11,14 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 )
 
-// Paged reads for an operator's console: each page is one index range read
-// (keyset paging), so a page costs the same on the first page of 100,000
-// flows as on the last, and no read scans every flow or every audit row.
-// See page_plan_test.go for the plans.
+// Paged reads for an operator's console: a page by name is one range of
+// the flows' primary key (keyset paging), the same cost on the first page
+// of 100,000 flows as on the last; a page in another order reads the flows
+// once and keeps the first Limit+1 (a bounded sort), so that no enqueue,
+// claim or ack pays for an operator's order
+// (docs/decisions/operator-reads-off-the-claim-path.md). The audit and the
+// quarantined events are ranges of their indexes. See page_plan_test.go
+// for the plans.
 
 // The paged reads' types are queue's (see the queue module for each one's
 // documentation); the names stay here as aliases for callers of this
@@ -50,11 +54,10 @@ const (
 	MaxPageLimit     = queue.MaxPageLimit
 )
 
-// sortKeys are the key expressions of the orders other than by name, each
-// backed by an index on (expression, flow) that migrations 2 and 3 create
-// (migrations/). The expressions
-// must be written here exactly as in the index for SQLite to use it; their
-// columns are all flows columns (events has none of these names).
+// sortKeys are the key expressions of the orders other than by name, over
+// the columns of flows. No index holds them (migration 8 dropped those of
+// migrations 2 and 3): their columns change with every enqueue, claim and
+// ack.
 var sortKeys = map[FlowSort]string{
 	// -backlog: a flow's backlog is last_seq - head_seq + 1 (events after
 	// the head are never claimed, so all of them wait).
@@ -71,60 +74,48 @@ func prefixEnd(p string) string { return p + "\xf5" }
 const qFlowCols = `f.flow, f.served, f.last_seq, coalesce(f.head_seq, 0), coalesce(e.state, ''), f.ready_at,
     CASE WHEN f.head_seq IS NULL THEN 0 ELSE f.last_seq - f.head_seq + 1 END, f.weight, f.paused, f.dest`
 
-// flowsPageQueries builds the statements of one page, run in order until
-// the page is full: forward (ascending from a cursor) or backward
-// (descending to a cursor, reversed by the caller). A cursor in an order by
-// a key takes two statements, each an index range (SEARCH, never a scan from
-// the index's start): the rest of the cursor's key (key = ?1 and the name
-// past ?2), then the keys past ?1. One row-value comparison, (key, flow) >
-// (?1, ?2), is not a range SQLite can seek to in an expression index: it
-// would walk the index from its start. Parameters: ?1 cursor key, ?2 cursor
-// flow, ?3 prefix, ?4 prefix end, ?5 rows wanted.
-func flowsPageQueries(key string, cursor, backward, prefix bool) []string {
+// flowsPageQuery builds the statement of one page: forward (ascending
+// from a cursor) or backward (descending to a cursor, reversed by the
+// caller). By name it is a range of the primary key. By a key, the inner
+// statement reads the flows (those of the prefix's range of names with a
+// prefix) and keeps the first ?5 in (key, name) order past the cursor, and
+// only those rows are joined to their heads' events. Parameters: ?1 cursor
+// key, ?2 cursor flow, ?3 prefix, ?4 prefix end, ?5 rows wanted.
+func flowsPageQuery(key string, cursor, backward, prefix bool) string {
 	op, dir := ">", ""
 	if backward {
 		op, dir = "<", " DESC"
 	}
-	k := key
-	if k == "" {
-		k = "0"
+	var where []string
+	if cursor && key == "" {
+		where = append(where, "f.flow "+op+" ?2")
 	}
-	build := func(byKey bool, where ...string) string {
-		if prefix {
-			where = append(where, "f.flow >= ?3 AND f.flow < ?4")
-		}
-		var b strings.Builder
-		b.WriteString("SELECT " + qFlowCols + ", " + k + `
-FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq`)
-		if len(where) > 0 {
-			b.WriteString("\nWHERE " + strings.Join(where, " AND "))
-		}
-		b.WriteString("\nORDER BY ")
-		if key != "" && byKey {
-			b.WriteString(key + dir + ", ")
-		}
-		b.WriteString("f.flow" + dir + "\nLIMIT ?5")
-		return b.String()
+	if cursor && key != "" {
+		where = append(where, "("+key+", f.flow) "+op+" (?1, ?2)")
 	}
-	switch {
-	case !cursor:
-		return []string{build(true)}
-	case key == "":
-		return []string{build(true, "f.flow "+op+" ?2")}
+	if prefix {
+		where = append(where, "f.flow >= ?3 AND f.flow < ?4")
 	}
-	// Within one key the order is by name alone (SQLite sorts again when
-	// told to order by a key the WHERE holds constant).
-	return []string{build(false, key+" = ?1", "f.flow "+op+" ?2"), build(true, key+" "+op+" ?1")}
+	cond := ""
+	if len(where) > 0 {
+		cond = "\nWHERE " + strings.Join(where, " AND ")
+	}
+	const head = `
+LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq`
+	if key == "" {
+		return "SELECT " + qFlowCols + ", 0\nFROM flows f" + head + cond + "\nORDER BY f.flow" + dir + "\nLIMIT ?5"
+	}
+	return "SELECT " + qFlowCols + ", f.k\nFROM (SELECT f.*, " + key + " AS k FROM flows f" + cond +
+		"\n    ORDER BY k" + dir + ", f.flow" + dir + " LIMIT ?5) f" + head + "\nORDER BY f.k" + dir + ", f.flow" + dir
 }
 
-// FlowsPage returns one page of flows in the query's order, read through an
-// index: a page seeks to its cursor and reads Limit+1 index entries,
-// whatever its position (BenchmarkFlowsPage). With a
-// Prefix and an order other than by name, SQLite chooses between walking
-// the order's index (filtering names) and reading the prefix's range of
-// names and sorting it; both stay within the prefix's flows or the page.
-// Bad input (unknown sort, limit outside 1..MaxPageLimit, a cursor it did
-// not hand out, more than one of After/Before/Last) is ErrInvalid.
+// FlowsPage returns one page of flows in the query's order. By name it
+// seeks to its cursor and reads Limit+1 entries of the primary key,
+// whatever its position; in another order it reads the flows (those of the
+// Prefix when it has one) and keeps the first Limit+1 past its cursor
+// (BenchmarkFlowsPage). Bad input (unknown sort, limit outside
+// 1..MaxPageLimit, a cursor it did not hand out, more than one of
+// After/Before/Last) is ErrInvalid.
 func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 	n, cur, err := q.Check()
 	if err != nil {
@@ -133,7 +124,7 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 	key := sortKeys[q.Sort] // "" by name
 	cursor := q.After != "" || q.Before != ""
 	backward := q.Before != "" || q.Last
-	stmts := flowsPageQueries(key, cursor, backward, q.Prefix != "")
+	stmt := flowsPageQuery(key, cursor, backward, q.Prefix != "")
 	var page FlowPage
 	var keys []int64
 	err = s.withReadTx(ctx, func(tx *txn) error {
@@ -142,39 +133,28 @@ func (s *Store) FlowsPage(ctx context.Context, q FlowQuery) (FlowPage, error) {
 			return err
 		}
 		page.Mark = clock.Tick(mark)
-		for _, stmt := range stmts {
-			if len(page.Flows) > n {
-				break
-			}
-			rows, err := tx.QueryContext(ctx, stmt, cur.Key, cur.Flow, q.Prefix, prefixEnd(q.Prefix), n+1-len(page.Flows))
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var f FlowState
-				var readyAt sql.NullInt64
-				var paused sql.NullString
-				var k int64
-				if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &paused, &f.Destination, &k); err != nil {
-					rows.Close()
-					return err
-				}
-				f.Paused, f.PauseReason = paused.Valid, paused.String
-				if readyAt.Valid {
-					t := clock.Tick(readyAt.Int64)
-					f.ReadyAt = &t
-				}
-				page.Flows = append(page.Flows, f)
-				keys = append(keys, k)
-			}
-			if err := rows.Close(); err != nil {
-				return err
-			}
-			if err := rows.Err(); err != nil {
-				return err
-			}
+		rows, err := tx.QueryContext(ctx, stmt, cur.Key, cur.Flow, q.Prefix, prefixEnd(q.Prefix), n+1)
+		if err != nil {
+			return err
 		}
-		return nil
+		defer rows.Close()
+		for rows.Next() {
+			var f FlowState
+			var readyAt sql.NullInt64
+			var paused sql.NullString
+			var k int64
+			if err := rows.Scan(&f.Flow, &f.Served, &f.LastSeq, &f.HeadSeq, &f.HeadState, &readyAt, &f.Backlog, &f.Weight, &paused, &f.Destination, &k); err != nil {
+				return err
+			}
+			f.Paused, f.PauseReason = paused.Valid, paused.String
+			if readyAt.Valid {
+				t := clock.Tick(readyAt.Int64)
+				f.ReadyAt = &t
+			}
+			page.Flows = append(page.Flows, f)
+			keys = append(keys, k)
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return FlowPage{}, fmt.Errorf("flows page: %w", err)
