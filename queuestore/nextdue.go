@@ -11,17 +11,17 @@ import (
 
 const (
 	// qNextDueReady finds one flow whose head is dispatchable already
-	// (flows_ready), with the clock mark.
+	// (one seek into flows_due or flows_ready), with the clock mark.
 	qNextDueReady = `SELECT m.clock_mark FROM meta AS m WHERE m.id = 1
     AND EXISTS (SELECT 1 FROM flows WHERE ready = 1)`
 
 	// qNextDueWaiting is the earliest ready_at of the flows whose head waits
-	// for a tick (flows_waiting: the first entry of the index).
+	// for a tick (flows_due: the first entry of its ready = 0 range past NULL).
 	qNextDueWaiting = `SELECT ready_at FROM flows WHERE ready = 0 AND ready_at IS NOT NULL
 ORDER BY ready_at LIMIT 1`
 
 	// qOldestReady is the earliest ready_at of the flows marked
-	// dispatchable (flows_ready_due: the first entry).
+	// dispatchable (flows_due: the first entry of its ready = 1 range).
 	qOldestReady = `SELECT ready_at FROM flows WHERE ready = 1 ORDER BY ready_at LIMIT 1`
 
 	// qSomeDestPaused tells whether some destination is paused: a read of
@@ -38,7 +38,7 @@ ORDER BY ready_at LIMIT 1`
         WHERE EXISTS (SELECT 1 FROM flows AS f WHERE f.ready = 1 AND f.dest = d.name))`
 
 	// qNextDueWaitingDests is qNextDueWaiting leaving out the flows of
-	// paused destinations: flows_waiting in ready_at order, each entry's
+	// paused destinations: flows_due's ready = 0 range in ready_at order, each entry's
 	// destination looked up by its key, up to the first one not paused.
 	// The entries it passes over are flows of paused destinations whose
 	// head waits for a tick: every claim promotes the waiting heads due by
@@ -50,7 +50,7 @@ ORDER BY ready_at LIMIT 1`
 ORDER BY f.ready_at LIMIT 1`
 
 	// qOldestReadyDests is qOldestReady leaving out the flows of paused
-	// destinations: flows_ready_due in ready_at order up to the first flow
+	// destinations: flows_due's ready = 1 range in ready_at order up to the first flow
 	// whose destination is not paused. It passes over the paused
 	// destinations' dispatchable flows that became due before it (at most
 	// their number); OldestDue is a gauge's read, never on a claim's path.
@@ -86,7 +86,7 @@ func nextDueQueries(ctx context.Context, tx *txn) (ready, waiting, oldest string
 // (docs/contract.md §7.11), as their heads are not claimed; a destination at
 // its concurrency or rate limit is not, since that lasts a lease or a few
 // ticks at most. It reads whether some destination is paused and, when none
-// is, the first entry of two indexes (flows_ready_due, flows_waiting); when
+// is, the first entry of two ranges of flows_due; when
 // some is, those indexes up to the first flow of a destination that is not
 // paused (qOldestReadyDests, qNextDueWaitingDests). It writes nothing; now
 // is not checked against the clock mark.
@@ -143,9 +143,9 @@ func (s *Store) OldestDue(ctx context.Context, now clock.Tick) (clock.Tick, bool
 // little before it claims again after a claim that came back short.
 //
 // It reads whether some destination is paused and, when none is (always
-// without destinations), two index entries (flows_ready, flows_waiting);
+// without destinations), two index entries (flows_ready, flows_due);
 // when some is, one seek into flows_ready per destination that is not
-// paused and flows_waiting up to the first flow of such a destination
+// paused and flows_due up to the first flow of such a destination
 // (qNextDueWaitingDests says why that stays short). It writes nothing.
 func (s *Store) NextDue(ctx context.Context) (clock.Tick, bool, error) {
 	var (

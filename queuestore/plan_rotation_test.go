@@ -26,7 +26,7 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		t.Fatalf("ANALYZE error = %v", err)
 	}
 	checkPlans(t, s, map[string]planCase{
-		"promote":       {qRotPromote, []any{1}, "flows_waiting"},
+		"promote":       {qRotPromote, []any{1}, "flows_due"},
 		"pick heads":    {qRotPickHeads, []any{-1, 0, 64, ""}, "flows_rotation (ready=? AND dest=? AND"},
 		"heads' event":  {qRotPickHeads, []any{-1, 0, 64, ""}, "sqlite_autoindex_events_2"},
 		"dests' keys":   {qRotPickDestKeys, []any{`["d1",""]`, 2}, "COVERING INDEX flows_rotation (ready=? AND dest=?)"},
@@ -50,9 +50,9 @@ func TestPlan_7_6_RotationPathUsesIndexes(t *testing.T) {
 		"find ev flow":  {qFindEventFlow, []any{"e1", "f1"}, "sqlite_autoindex_events_1"},
 		"next seq":      {qNextSeq, []any{"f1", 2}, "sqlite_autoindex_flows_1"},
 		"claim events":  {qClaimEvents, []any{"[1,2]", 6, 1}, "INTEGER PRIMARY KEY"},
-		"due ready":     {qNextDueReady, nil, "INDEX flows_r"}, // flows_ready or flows_rotation: both hold exactly the ready flows
-		"due waiting":   {qNextDueWaiting, nil, "flows_waiting"},
-		"oldest ready":  {qOldestReady, nil, "flows_ready_due"},
+		"due ready":     {qNextDueReady, nil, "INDEX flows_"}, // flows_due, flows_ready or flows_rotation: one seek into the ready flows
+		"due waiting":   {qNextDueWaiting, nil, "flows_due"},
+		"oldest ready":  {qOldestReady, nil, "flows_due"},
 		"block flow":    {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"wait flow":     {qWaitFlow, []any{"f1", 3}, "sqlite_autoindex_flows_1"},
 		"claim event":   {qClaimEvent, []any{1, 6, 1}, "INTEGER PRIMARY KEY"},

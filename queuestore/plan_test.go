@@ -28,7 +28,7 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 	queries := map[string]planCase{
 		"admit":         {qAdmit, []any{1}, ""},
 		"admit read":    {qAdmitRead, nil, ""},
-		"promote":       {qPromote, []any{1}, "flows_waiting"},
+		"promote":       {qPromote, []any{1}, "flows_due"},
 		"quarantine":    {qQuarantineExpired, []any{"e1"}, "sqlite_autoindex_events_1"},
 		"block flow":    {qBlockFlow, []any{"f1"}, "sqlite_autoindex_flows_1"},
 		"claim event":   {qClaimEvent, []any{1, 6, 1}, "INTEGER PRIMARY KEY"},
@@ -61,9 +61,9 @@ func TestPlan_ClaimPathUsesIndexes(t *testing.T) {
 		"extend read":   {qExtendRead, []any{"e1"}, "sqlite_autoindex_events_1"},
 		"extend":        {qExtend, []any{"e1", 9}, "sqlite_autoindex_events_1"},
 		"extend flow":   {qExtendFlow, []any{"f1", 9}, "sqlite_autoindex_flows_1"},
-		"due ready":     {qNextDueReady, nil, "flows_ready"},
-		"due waiting":   {qNextDueWaiting, nil, "flows_waiting"},
-		"oldest ready":  {qOldestReady, nil, "flows_ready_due"},
+		"due ready":     {qNextDueReady, nil, "INDEX flows_"}, // flows_due (ready = 1) or flows_ready: one seek either way
+		"due waiting":   {qNextDueWaiting, nil, "flows_due"},
+		"oldest ready":  {qOldestReady, nil, "flows_due"},
 		"policy read":   {qPolicyRead, nil, ""},
 		"policy audit":  {qInsertAuditKind, []any{"policy", "r", "{}", 1}, ""},
 		"redrive all":   {qRedriveAll, nil, "events_quarantined"},
@@ -149,9 +149,9 @@ func TestPlan_7_11_DestinationPathUsesIndexes(t *testing.T) {
 		"snap dests":    {qSnapDests, nil, ""},
 		"some paused":   {qSomeDestPaused, nil, ""},
 		"due ready ds":  {qNextDueReadyDests, nil, "flows_ready (ready=? AND dest=?)"},
-		"due wait ds":   {qNextDueWaitingDests, nil, "flows_waiting"},
+		"due wait ds":   {qNextDueWaitingDests, nil, "flows_due"},
 		"wait's dest":   {qNextDueWaitingDests, nil, "sqlite_autoindex_destinations_1"},
-		"oldest ds":     {qOldestReadyDests, nil, "flows_ready_due"},
+		"oldest ds":     {qOldestReadyDests, nil, "flows_due"},
 		"oldest's dest": {qOldestReadyDests, nil, "sqlite_autoindex_destinations_1"},
 		"dest count":    {qDestCount, nil, ""},
 	})

@@ -11,3 +11,12 @@
 DROP INDEX flows_by_backlog;
 DROP INDEX flows_by_served;
 DROP INDEX flows_by_blocked;
+
+-- flows_waiting (ready = 0) and flows_ready_due (ready = 1) become one index
+-- on the same columns: every claim, and every enqueue into a flow without
+-- a head, moved a flow's entry from one to the other, two B-trees, where
+-- one index moves it within one (a single page while a queue's flows fit
+-- in one). The promotion, NextDue and OldestDue read its two ranges.
+DROP INDEX flows_waiting;
+DROP INDEX flows_ready_due;
+CREATE INDEX flows_due ON flows (ready, ready_at);
