@@ -362,11 +362,14 @@ const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 // never analyzed). JIT is off too: a statement with no index to use (the
 // turn's DELETE FROM arrivals) keeps its sequential scan at the disabled
 // scan's cost, far above jit_above_cost, and was compiled on every run,
-// the first in each connection spending 80 ms loading LLVM.
-// set_config(…, true) ends with the transaction, as SET LOCAL does. See
+// the first in each connection spending 80 ms loading LLVM. Parallel
+// workers are off for the same reason: a disabled scan's cost made the
+// merged pick over 100 destinations start two workers on every run (45 ms
+// against 1). set_config(…, true) ends with the transaction, as SET LOCAL does. See
 // docs/decisions/postgres-custom-plans.md.
 const qKeyPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)`
+set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true),
+set_config('max_parallel_workers_per_gather', '0', true)`
 
 // admission is the meta row as the transaction's first statement read and
 // locked it; admit checks a tick against it.

@@ -221,13 +221,15 @@ const qCustomPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 // scans, hash joins and merge joins off for that plan: each row is reached
 // through an index, by key, whatever the tables' size and statistics when
 // the plan was made, and no write pays for planning again (the foreign key
-// checks' own statements included); JIT is off, as in pgqueuestore, since
-// a disabled scan's cost would otherwise compile a statement on every run. TestPlans_WriteGeneric checks the
+// checks' own statements included); JIT and parallel workers are off, as
+// in pgqueuestore, since a disabled scan's cost would otherwise compile a
+// statement, or start workers for it, on every run. TestPlans_WriteGeneric checks the
 // plans, also of an empty store never analyzed. set_config(…, true) ends
 // with the transaction, as SET LOCAL does. See
 // docs/decisions/postgres-custom-plans.md.
 const qKeyPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
-set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)`
+set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true),
+set_config('max_parallel_workers_per_gather', '0', true)`
 
 // maxKeyLocks is the most per-key advisory locks one write transaction
 // takes. Each is a slot of PostgreSQL's lock table, which every session

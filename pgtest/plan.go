@@ -79,7 +79,8 @@ func nodes(root map[string]any) []string {
 // the generic one, made from the tables as they are now: on an empty store
 // never analyzed it is the plan a new store's connections would keep. It
 // fails t when that plan would be JIT-compiled, as a plan whose cost
-// passes jit_above_cost is on every run.
+// passes jit_above_cost is on every run, or when it would start parallel
+// workers (Gather).
 func GenericPlanNodes(t testing.TB, tx pgx.Tx, settings, sql string, args ...any) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -108,7 +109,15 @@ func GenericPlanNodes(t testing.TB, tx pgx.Tx, settings, sql string, args ...any
 	if p.JIT != nil {
 		t.Errorf("the generic plan of %s would be JIT-compiled: %v", sql, p.JIT)
 	}
-	return nodes(p.Plan)
+	ns := nodes(p.Plan)
+	// A disabled scan's cost also makes a parallel plan look cheap, and
+	// starting its workers costs tens of milliseconds on every run.
+	for _, n := range ns {
+		if strings.HasPrefix(n, "Gather") {
+			t.Errorf("the generic plan of %s starts parallel workers (%s): %v", sql, n, ns)
+		}
+	}
+	return ns
 }
 
 // literal writes v as an SQL literal of unknown type, which EXECUTE casts
