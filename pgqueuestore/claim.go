@@ -95,14 +95,13 @@ func (s *Store) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.
 
 func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error) {
 	var out []queue.Claim
-	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+	err := s.withTxRead(ctx, nil, nil, func(tx pgx.Tx, a admission, _ bool, pp *pipe) error {
 		out = out[:0]
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
+		now, m, err := s.admitPipe(ctx, tx, a, now, pp)
 		if err != nil {
 			return err
 		}
-		out, err = s.claimHeads(ctx, tx, &pp, now, n, m.ticket, m.policy)
+		out, err = s.claimHeads(ctx, tx, pp, now, n, m.ticket, m.policy)
 		return err
 	})
 	if err != nil {
@@ -137,7 +136,8 @@ func withClaimFilter(ctx context.Context, f queue.ClaimFilter) context.Context {
 // out, in a few round trips: the promotion and the first page of picks
 // (the first n ready flows in pick order: pickDefault, or pickMerged once
 // the store has destinations) in one pipe, then the writes of every pick
-// of the page (and the ticket) in a second one. That is n successive
+// of the page (and the ticket) queued on pp, left for the caller to send
+// (begin sends them with COMMIT). That is n successive
 // picks exactly: inside the transaction no flow becomes ready (the
 // promotion comes first), and each pick makes its flow not ready
 // (claimed: served; a used-up take-over: blocked) without changing any
@@ -146,7 +146,7 @@ func withClaimFilter(ctx context.Context, f queue.ClaimFilter) context.Context {
 // room shrinks by one with each claim of its flows, exactly as the next
 // single claim would find it. Only when used-up take-overs leave the page
 // short of n claims (or the page showed that destinations exist) is
-// another page read, after the writes, for the rest.
+// another page read, in the pipe of the writes, for the rest.
 func (s *Store) claimHeadsFor(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, n int, ticket int64, p queue.Policy, f queue.ClaimFilter) ([]queue.Claim, error) {
 	rot := rotation(p)
 	promote := qPromote
@@ -260,9 +260,6 @@ func (s *Store) claimHeadsFor(ctx context.Context, tx pgx.Tx, pp *pipe, now cloc
 		} else {
 			pp.exec("record ticket", s.q(qSetTicket), ticket)
 		}
-	}
-	if err := pp.send(ctx, tx); err != nil {
-		return nil, err
 	}
 	return out, nil
 }

@@ -107,9 +107,9 @@ func (s *Store) EnqueueBatch(ctx context.Context, es []queue.Event, now clock.Ti
 	return out, nil
 }
 
-// enqueue is Enqueue (single) and EnqueueBatch in three round trips: the
+// enqueue is Enqueue (single) and EnqueueBatch in two round trips: the
 // first locks (lockSteps), locks the meta row and reads what the checks
-// need (enqueueReads), the second writes, the third commits. When the
+// need (enqueueReads), the second writes and commits. When the
 // turn promoted arrivals (a flow's row may have moved since it was read),
 // the flows are read again with the writes' first statements, a round
 // trip more.
@@ -120,20 +120,19 @@ func (s *Store) enqueue(ctx context.Context, es []queue.Event, now clock.Tick, s
 		locks = s.lockSteps(es)
 	}
 	rd, reads := s.enqueueReads(es)
-	err := s.withTxRead(ctx, locks, reads, func(tx pgx.Tx, a admission, stale bool) error {
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
+	err := s.withTxRead(ctx, locks, reads, func(tx pgx.Tx, a admission, stale bool, pp *pipe) error {
+		now, m, err := s.admitPipe(ctx, tx, a, now, pp)
 		if err != nil {
 			return err
 		}
 		if stale && len(es) > 0 {
 			clear(rd.flows)
-			rd.queueFlows(&pp, s.q)
+			rd.queueFlows(pp, s.q)
 			if err := pp.send(ctx, tx); err != nil {
 				return err
 			}
 		}
-		out, err = s.enqueueEvents(ctx, tx, &pp, m.policy, es, now, single, rd)
+		out, err = s.enqueueEvents(pp, m.policy, es, now, single, rd)
 		return err
 	})
 	return out, err
@@ -227,16 +226,16 @@ func (rd *enqueueRead) queueFlows(pp *pipe, q func(string) string) {
 // checks run in Go, event by event, on those rows as the earlier events
 // leave them (an insert adds an event; a sequence number moves the flow's
 // last seq and gives it a head; a weight changes its weight), and the
-// writes go to the server in one pipe, after what pp holds: without
+// writes are queued on pp, after what it holds, to go with COMMIT: without
 // weights under FairMinServed as three set statements (enqueueSets), else
 // per event, in event order, the statements of one Enqueue (take the
 // sequence number, set the weight, join the rotation, the hook, insert the
 // event: enqueueEvent). With single, errors are those of Enqueue; without,
 // each is prefixed with its event's index and ID.
-func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.Policy, es []queue.Event, now clock.Tick, single bool, rd *enqueueRead) ([]queue.Enqueued, error) {
+func (s *Store) enqueueEvents(pp *pipe, p queue.Policy, es []queue.Event, now clock.Tick, single bool, rd *enqueueRead) ([]queue.Enqueued, error) {
 	out := make([]queue.Enqueued, len(es))
 	if len(es) == 0 {
-		return out, pp.send(ctx, tx)
+		return out, nil
 	}
 	events, flows, registered := rd.events, rd.flows, rd.registered
 	// Without weights and rotation an event's writes are its flow's
@@ -298,9 +297,6 @@ func (s *Store) enqueueEvents(ctx context.Context, tx pgx.Tx, pp *pipe, p queue.
 	}
 	if added {
 		s.wakePipe(pp, "")
-	}
-	if err := pp.send(ctx, tx); err != nil {
-		return nil, err
 	}
 	return out, nil
 }

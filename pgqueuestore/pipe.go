@@ -72,6 +72,20 @@ func (p *pipe) send(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// commit queues COMMIT after the statements on p and sends them all in
+// one batch: the transaction's last round trip. A statement that fails
+// stops the batch before COMMIT (the caller rolls back); a COMMIT that
+// the server answers with ROLLBACK is pgx.ErrTxCommitRollback.
+func (p *pipe) commit(ctx context.Context, tx pgx.Tx) error {
+	p.execCheck("commit", func(tag pgconn.CommandTag) error {
+		if tag.String() != "COMMIT" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}, "COMMIT")
+	return p.send(ctx, tx)
+}
+
 // read reads the step's result from br.
 func (st step) read(br pgx.BatchResults) error {
 	if st.rows == nil {

@@ -116,13 +116,12 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 	}
 	var o queue.Outcome
 	st := s.newSettles([]queue.SettleItem{it}, true)
-	err := s.withTxRead(ctx, nil, st.reads(), func(tx pgx.Tx, a admission, stale bool) error {
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
+	err := s.withTxRead(ctx, nil, st.reads(), func(tx pgx.Tx, a admission, stale bool, pp *pipe) error {
+		now, m, err := s.admitPipe(ctx, tx, a, now, pp)
 		if err != nil {
 			return err
 		}
-		rs, wrote, err := st.settle(ctx, tx, &pp, now, m.policy, stale, true)
+		rs, wrote, err := st.settle(ctx, tx, pp, now, m.policy, stale)
 		if err != nil {
 			return err
 		}
@@ -253,10 +252,10 @@ func (st *settles) scan(r pgx.Rows) error {
 
 // settle settles the items inside tx (after admit). stale says the events
 // read with BEGIN may have changed since (withTxRead): they are read
-// again. With send the writes are sent before it returns; without they
-// stay queued on pp, for the caller to send (a claim's first statements
-// go with them) before it commits. wrote reports whether any item wrote.
-func (st *settles) settle(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, p queue.Policy, stale, send bool) ([]queue.SettleResult, bool, error) {
+// again. The writes stay queued on pp, for the caller to send: with a
+// claim's first statements, or with COMMIT. wrote reports whether any
+// item wrote.
+func (st *settles) settle(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Tick, p queue.Policy, stale bool) ([]queue.SettleResult, bool, error) {
 	s, items, single := st.s, st.items, st.single
 	out := make([]queue.SettleResult, len(items))
 	if stale && len(st.ids) > 0 {
@@ -298,11 +297,6 @@ func (st *settles) settle(ctx context.Context, tx pgx.Tx, pp *pipe, now clock.Ti
 		wrote = wrote || o.Wrote()
 	}
 	s.queueSettles(pp, ops, now, p)
-	if send {
-		if err := pp.send(ctx, tx); err != nil {
-			return nil, false, err
-		}
-	}
 	return out, wrote, nil
 }
 

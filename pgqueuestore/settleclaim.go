@@ -46,23 +46,23 @@ func (s *Store) SettleClaimBatch(ctx context.Context, items []queue.SettleItem, 
 // to n heads claimed as ClaimBatch claims them. The events are read with
 // BEGIN and the settles' writes go with the claim's first statements:
 // one round trip for BEGIN and the reads, one for the writes and the
-// first page of picks, one for the claims' writes, one for COMMIT.
+// first page of picks, one for the claims' writes and COMMIT.
 func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error) {
 	var (
 		out []queue.SettleResult
 		cs  []queue.Claim
 	)
 	st := s.newSettles(items, false)
-	err := s.withTxRead(ctx, nil, st.reads(), func(tx pgx.Tx, a admission, stale bool) error {
+	err := s.withTxRead(ctx, nil, st.reads(), func(tx pgx.Tx, a admission, stale bool, pp *pipe) error {
 		cs = nil
-		var pp pipe
-		now, m, err := s.admitPipe(ctx, tx, a, now, &pp)
+		now, m, err := s.admitPipe(ctx, tx, a, now, pp)
 		if err != nil {
 			return err
 		}
 		// With a claim to follow, the settles' writes go with its first
-		// statements (claimHeads sends pp first thing).
-		rs, wrote, err := st.settle(ctx, tx, &pp, now, m.policy, stale, n == 0)
+		// statements (claimHeads sends pp first thing); without, with
+		// COMMIT.
+		rs, wrote, err := st.settle(ctx, tx, pp, now, m.policy, stale)
 		if err != nil {
 			return err
 		}
@@ -73,7 +73,7 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 		if n == 0 {
 			return nil
 		}
-		cs, err = s.claimHeads(ctx, tx, &pp, now, n, m.ticket, m.policy)
+		cs, err = s.claimHeads(ctx, tx, pp, now, n, m.ticket, m.policy)
 		return err
 	})
 	if err != nil {

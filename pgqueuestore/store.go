@@ -396,7 +396,7 @@ func (s *Store) withTx(ctx context.Context, fn func(pgx.Tx, admission) error) er
 // held, such as those SetFlowDestination takes on a flow's counter. An
 // enqueue's locks (lockSteps) go through withTxRead, with its reads.
 func (s *Store) withTxAfter(ctx context.Context, locks []step, fn func(pgx.Tx, admission) error) error {
-	return s.withTxRead(ctx, locks, nil, func(tx pgx.Tx, a admission, _ bool) error { return fn(tx, a) })
+	return s.withTxRead(ctx, locks, nil, func(tx pgx.Tx, a admission, _ bool, _ *pipe) error { return fn(tx, a) })
 }
 
 // withTxRead is withTxAfter with reads that go to the server after the
@@ -406,8 +406,9 @@ func (s *Store) withTxAfter(ctx context.Context, locks []step, fn func(pgx.Tx, a
 // (docs/decisions/postgres-per-event-cost.md). What the reads saw is
 // what fn would read, unless the turn promoted arrivals (a flow's last
 // seq, head and readiness may have moved since): fn is told so (stale)
-// and must read again.
-func (s *Store) withTxRead(ctx context.Context, locks, reads []step, fn func(tx pgx.Tx, a admission, stale bool) error) error {
+// and must read again. What fn leaves on last goes to the server with
+// COMMIT (begin).
+func (s *Store) withTxRead(ctx context.Context, locks, reads []step, fn func(tx pgx.Tx, a admission, stale bool, last *pipe) error) error {
 	var a admission
 	var arrived []string
 	first := append(locks, step{what: "read clock mark", sql: s.q(qAdmitRead), rows: func(r pgx.Rows) error {
@@ -426,36 +427,52 @@ func (s *Store) withTxRead(ctx context.Context, locks, reads []step, fn func(tx 
 		return nil
 	}})
 	first = append(first, reads...)
-	return s.begin(ctx, pgx.TxOptions{}, qKeyPlans, first, func(tx pgx.Tx) error {
+	return s.begin(ctx, pgx.TxOptions{}, qKeyPlans, first, func(tx pgx.Tx, last *pipe) error {
 		if len(arrived) > 0 {
 			if err := s.promoteArrivals(ctx, tx, arrived, a.m.policy); err != nil {
 				return err
 			}
 		}
-		return fn(tx, a, len(arrived) > 0)
+		return fn(tx, a, len(arrived) > 0, last)
 	})
 }
 
 // withReadTx runs fn in one read-only REPEATABLE READ transaction, with
 // qCustomPlans sent in the same round trip as BEGIN.
 func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, qCustomPlans, nil, fn)
+	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, qCustomPlans, nil, func(tx pgx.Tx, _ *pipe) error { return fn(tx) })
 }
 
 // begin sends BEGIN (with o), plans (qKeyPlans or qCustomPlans) and the
-// steps first in one round trip (pgx.Batch.BeginTx), reads their results,
-// runs fn, and commits when fn returns nil; any error rolls everything
-// back.
-func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, first []step, fn func(pgx.Tx) error) (err error) {
+// steps first in one round trip (pgx.Batch.BeginTx), reads their results
+// and runs fn; when fn returns nil, the statements it left on last go to
+// the server with COMMIT, in one round trip (pipe.commit): a write's last
+// statements cost no round trip of their own
+// (docs/decisions/postgres-batch-round-trips.md). Any error rolls
+// everything back.
+func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, first []step, fn func(tx pgx.Tx, last *pipe) error) (err error) {
+	// The connection is taken from the pool here, not through a pool
+	// transaction, because a COMMIT sent in a batch leaves that
+	// transaction's wrapper open: only Commit or Rollback would give the
+	// connection back, and each costs a round trip.
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer c.Release() // a connection left inside a transaction is destroyed, not pooled
 	b := &pgx.Batch{}
 	b.BeginTx(o)
 	b.Queue(plans)
 	for _, st := range first {
 		b.Queue(st.sql, st.args...)
 	}
-	br := s.pool.SendBatch(ctx, b)
+	br := c.SendBatch(ctx, b)
 	tx := br.Tx()
+	committed := false
 	defer func() {
+		if committed {
+			return
+		}
 		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) && err == nil {
 			err = fmt.Errorf("rollback: %w", rerr)
 		}
@@ -475,10 +492,15 @@ func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, first 
 	if err := br.Close(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	var last pipe
+	if err := fn(tx, &last); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	if err := last.commit(ctx, tx); err != nil {
+		return err
+	}
+	committed = true
+	return nil
 }
 
 func (s *Store) call(p queue.HookPoint) {

@@ -11,12 +11,12 @@
 // together. Conflicts are recorded once each.
 //
 // A transaction of any number of messages (ReceiveBatch; Receive is a
-// batch of one) costs three round trips: BEGIN, the locks and one read
+// batch of one) costs two round trips: BEGIN, the locks and one read
 // over arrays (the receipts of its IDs and of its (flow, seq) pairs, its
 // flows);
 // then the rules applied in Go, in order, each message seeing the ones
-// before it, and one set statement per table for the writes; then COMMIT
-// (docs/decisions/postgres-per-event-cost.md).
+// before it, and one set statement per table for the writes, sent with
+// COMMIT (docs/decisions/postgres-per-event-cost.md).
 //
 // # Retention
 //

@@ -64,7 +64,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 		n   int64
 		cut bool
 	)
-	err := s.begin(ctx, pgx.TxOptions{}, qKeyPlans, func(tx pgx.Tx) error {
+	prune := func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, s.q(qPruneBatch), before, limit)
 		var (
 			ids      []string
@@ -101,7 +101,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 			return fmt.Errorf("delete receipts: %w", err)
 		}
 		return nil
-	}, s.sharedWriteKey())
+	}
+	err := s.begin(ctx, pgx.TxOptions{}, qKeyPlans, func(tx pgx.Tx) ([]batchStep, error) { return nil, prune(tx) }, s.sharedWriteKey())
 	if err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
 	}

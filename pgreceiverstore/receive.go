@@ -11,12 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// A batch of messages is received in three round trips whatever its size
+// A batch of messages is received in two round trips whatever its size
 // (docs/decisions/postgres-per-event-cost.md): BEGIN, the locks and the
 // read (qRead) in one; then, with
 // the rules applied in Go in the batch's order, every write of the batch
 // as one set statement per table (qInsertReceipts, qInsertFlows,
-// qAdvanceFlows, qInsertConflicts) in one; then COMMIT. The reads run
+// qAdvanceFlows, qInsertConflicts) with COMMIT in the other. The reads run
 // after the locks of every ID and flow of the batch are held, so nothing
 // they read changes before the commit but by the batch itself, which the
 // Go side carries from one message to the next.
@@ -80,7 +80,7 @@ func (s *Store) Receive(ctx context.Context, m receiver.Message) (receiver.Outco
 // message that fails validation gets its own Err and changes nothing; the
 // others go on. The returned error is for the batch as a whole (an SQL
 // error): then nothing changes and the results are nil. The batch costs
-// three round trips to the server, however many messages it holds.
+// two round trips to the server, however many messages it holds.
 func (s *Store) ReceiveBatch(ctx context.Context, ms []receiver.Message) ([]receiver.BatchResult, error) {
 	res := make([]receiver.BatchResult, len(ms))
 	var (
@@ -171,20 +171,17 @@ func (s *Store) receive(ctx context.Context, ms []receiver.Message, deltas []int
 		return nil
 	}}}
 	outs := make([]receiver.Outcome, len(ms))
-	err := s.withWriteTx(ctx, ms, func(tx pgx.Tx) error {
+	err := s.withWriteTx(ctx, ms, func(pgx.Tx) ([]batchStep, error) {
 		var w writes
 		for i, m := range ms {
 			outs[i] = s.apply(m, deltas[i], byID, bySeq, state, &w)
-		}
-		if err := s.write(ctx, tx, &w, state); err != nil {
-			return err
 		}
 		if s.hook != nil {
 			for range w.ids {
 				s.hook(receiver.HookAcceptBeforeCommit)
 			}
 		}
-		return nil
+		return s.writeSteps(&w, state), nil
 	}, reads...)
 	if err != nil {
 		return nil, err
@@ -259,18 +256,13 @@ func (s *Store) apply(m receiver.Message, delta int64, byID map[string]heldRecei
 	return receiver.Accepted
 }
 
-// write sends w's rows and the moves of the flows it accepted messages of,
-// one set statement per table, in one round trip.
-func (s *Store) write(ctx context.Context, tx pgx.Tx, w *writes, state map[string]*flowState) error {
-	b := &pgx.Batch{}
-	var whats []string
-	var checks []func(pgconn.CommandTag) error
-	queue := func(what string, check func(pgconn.CommandTag) error, sql string, args ...any) {
-		b.Queue(sql, args...)
-		whats, checks = append(whats, what), append(checks, check)
-	}
+// writeSteps are the statements that write w's rows and the moves of the
+// flows it accepted messages of, one set statement per table, to go with
+// COMMIT (begin).
+func (s *Store) writeSteps(w *writes, state map[string]*flowState) []batchStep {
+	var steps []batchStep
 	if len(w.ids) > 0 {
-		queue("insert receipts", nil, s.q(qInsertReceipts), w.ids, w.flows, w.seqs, w.bodies, w.deltas, w.at)
+		steps = append(steps, batchStep{what: "insert receipts", sql: s.q(qInsertReceipts), args: []any{w.ids, w.flows, w.seqs, w.bodies, w.deltas, w.at}})
 		var nf, af []string
 		var nNext, nTotal, aWas, aNext, aAdd []int64
 		for f, st := range state {
@@ -283,37 +275,20 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, w *writes, state map[strin
 			}
 		}
 		if len(nf) > 0 {
-			queue("insert flow totals", nil, s.q(qInsertFlows), nf, nNext, nTotal)
+			steps = append(steps, batchStep{what: "insert flow totals", sql: s.q(qInsertFlows), args: []any{nf, nNext, nTotal}})
 		}
 		if len(af) > 0 {
 			want := int64(len(af))
-			queue("update totals", func(t pgconn.CommandTag) error {
+			steps = append(steps, batchStep{what: "update totals", sql: s.q(qAdvanceFlows), args: []any{af, aWas, aNext, aAdd}, tag: func(t pgconn.CommandTag) error {
 				if t.RowsAffected() != want {
 					return fmt.Errorf("%d rows changed, want %d", t.RowsAffected(), want)
 				}
 				return nil
-			}, s.q(qAdvanceFlows), af, aWas, aNext, aAdd)
+			}})
 		}
 	}
 	if len(w.cIDs) > 0 {
-		queue("record conflicts", nil, s.q(qInsertConflicts), w.cIDs, w.cFlows, w.cSeqs, w.cBodies, w.cRules, w.cWIDs, w.cWFlows, w.cWSeqs, w.cNexts)
+		steps = append(steps, batchStep{what: "record conflicts", sql: s.q(qInsertConflicts), args: []any{w.cIDs, w.cFlows, w.cSeqs, w.cBodies, w.cRules, w.cWIDs, w.cWFlows, w.cWSeqs, w.cNexts}})
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	br := tx.SendBatch(ctx, b)
-	for i, what := range whats {
-		t, err := br.Exec()
-		if err == nil && checks[i] != nil {
-			err = checks[i](t)
-		}
-		if err != nil {
-			_ = br.Close()
-			return fmt.Errorf("%s: %w", what, err)
-		}
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
+	return steps
 }

@@ -28,9 +28,9 @@ func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tr
 func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// A batch of receives costs three round trips whatever its size
+// A batch of receives costs two round trips whatever its size
 // (docs/decisions/postgres-per-event-cost.md): BEGIN with the locks and
-// the reads, the writes, COMMIT. Accepts of new and known flows, a
+// the reads, the writes with COMMIT. Accepts of new and known flows, a
 // duplicate, a gap and a conflict all in one batch.
 func TestRoundTrips_ReceiveBatch(t *testing.T) {
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func TestRoundTrips_ReceiveBatch(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("outcomes %v, want %v", got, want)
 	}
-	if n := c.n.Load() - before; n != 3 {
-		t.Errorf("ReceiveBatch of %d: %d round trips, want 3", len(res), n)
+	if n := c.n.Load() - before; n != 2 {
+		t.Errorf("ReceiveBatch of %d: %d round trips, want 2", len(res), n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fairrelay/fairrelay/migration"
 	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -251,10 +252,11 @@ func (s *Store) sharedWriteKey() batchStep {
 // withWriteTx runs fn in one READ COMMITTED transaction after taking the
 // store's write key shared and the advisory locks of the given message IDs
 // and flows, in ascending key order, or, over more than maxKeyLocks keys,
-// the write key exclusive alone; it commits when fn returns nil and rolls
-// back otherwise. BEGIN, qKeyPlans, the locks and the reads go to the
-// server in one round trip: reads run after the locks are held.
-func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) error, reads ...batchStep) error {
+// the write key exclusive alone; when fn returns nil, the steps it
+// returns go with COMMIT (begin), and it rolls back otherwise. BEGIN,
+// qKeyPlans, the locks and the reads go to the server in one round trip:
+// reads run after the locks are held.
+func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) ([]batchStep, error), reads ...batchStep) error {
 	keys := make([]int64, 0, 2*len(ms))
 	for _, m := range ms {
 		keys = append(keys, lockKey("id", s.schema, m.ID), lockKey("flow", s.schema, m.Flow))
@@ -273,22 +275,30 @@ func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(
 // withReadTx runs fn in one read-only REPEATABLE READ transaction: every
 // read inside sees the same state.
 func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, qCustomPlans, fn)
+	return s.begin(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, qCustomPlans, func(tx pgx.Tx) ([]batchStep, error) {
+		return nil, fn(tx)
+	})
 }
 
-// batchStep is a statement sent with BEGIN, what it is for, and, for a
-// query, what reads each of its rows (nil: an Exec).
+// batchStep is a statement sent in a batch (with BEGIN, or with COMMIT),
+// what it is for, and, for a query, what reads each of its rows (nil: an
+// Exec, whose command tag tag checks when not nil).
 type batchStep struct {
 	what string
 	sql  string
 	args []any
 	rows func(pgx.Rows) error
+	tag  func(pgconn.CommandTag) error
 }
 
 // read reads the step's result from br.
 func (st batchStep) read(br pgx.BatchResults) error {
 	if st.rows == nil {
-		if _, err := br.Exec(); err != nil {
+		t, err := br.Exec()
+		if err == nil && st.tag != nil {
+			err = st.tag(t)
+		}
+		if err != nil {
 			return fmt.Errorf("%s: %w", st.what, err)
 		}
 		return nil
@@ -310,35 +320,73 @@ func (st batchStep) read(br pgx.BatchResults) error {
 }
 
 // begin starts a transaction with BEGIN, plans (qKeyPlans or
-// qCustomPlans) and first in one round trip (pgx.Batch.BeginTx), runs fn,
-// and commits when fn returns nil; any error rolls everything back.
-func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, fn func(pgx.Tx) error, first ...batchStep) (err error) {
+// qCustomPlans) and first in one round trip (pgx.Batch.BeginTx) and runs
+// fn; when fn returns nil, the steps it returns go to the server with
+// COMMIT, in one round trip: a write's statements cost no round trip of
+// their own. Any error rolls everything back.
+func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, fn func(pgx.Tx) ([]batchStep, error), first ...batchStep) (err error) {
+	// The connection is taken from the pool here, not through a pool
+	// transaction, because a COMMIT sent in a batch leaves that
+	// transaction's wrapper open: only Commit or Rollback would give the
+	// connection back, and each costs a round trip.
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer c.Release() // a connection left inside a transaction is destroyed, not pooled
 	b := &pgx.Batch{}
 	b.BeginTx(o)
 	steps := append([]batchStep{{what: "begin"}, {what: "plans", sql: plans}}, first...)
 	for _, st := range steps[1:] {
 		b.Queue(st.sql, st.args...)
 	}
-	br := s.pool.SendBatch(ctx, b)
+	br := c.SendBatch(ctx, b)
 	tx := br.Tx()
+	committed := false
 	defer func() {
+		if committed {
+			return
+		}
 		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) && err == nil {
 			err = fmt.Errorf("rollback: %w", rerr)
 		}
 	}()
+	if err := readSteps(br, steps); err != nil {
+		return err
+	}
+	last, err := fn(tx)
+	if err != nil {
+		return err
+	}
+	last = append(last, batchStep{what: "commit", sql: "COMMIT", tag: func(t pgconn.CommandTag) error {
+		if t.String() != "COMMIT" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}})
+	b = &pgx.Batch{}
+	for _, st := range last {
+		b.Queue(st.sql, st.args...)
+	}
+	if err := readSteps(tx.SendBatch(ctx, b), last); err != nil {
+		return err
+	}
+	committed = true
+	return nil
+}
+
+// readSteps reads the results of steps from br and closes it.
+func readSteps(br pgx.BatchResults, steps []batchStep) error {
 	for _, st := range steps {
 		if err := st.read(br); err != nil {
-			_ = br.Close()
+			_ = br.Close() // the step's error is the one to return
 			return err
 		}
 	}
 	if err := br.Close(); err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("send batch: %w", err)
 	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return nil
 }
 
 var errNoRows = pgx.ErrNoRows

@@ -353,6 +353,6 @@ type HookPoint string
 const (
 	HookEnqueueSeqTaken    HookPoint = "queue.enqueue.seq_taken"    // inside the enqueue tx, after the flow's seq number is taken, before commit
 	HookClaimCommitted     HookPoint = "queue.claim.committed"      // after a claim's tx commits, before Claim returns (only when a claim was made)
-	HookSettleBeforeCommit HookPoint = "queue.settle.before_commit" // inside the settle tx, after its writes, before commit (only for acked/retry/quarantined)
+	HookSettleBeforeCommit HookPoint = "queue.settle.before_commit" // inside the settle tx, after its writes are made (or queued to go with COMMIT), before commit (only for acked/retry/quarantined)
 	HookRedriveBeforeAudit HookPoint = "queue.redrive.before_audit" // inside the redrive tx, after the event update, before the audit insert
 )

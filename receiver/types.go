@@ -47,7 +47,8 @@ const MaxEffectBodyLen = 1 << 20
 type HookPoint string
 
 // HookAcceptBeforeCommit is called inside the accept transaction, after the
-// receipt insert and the total update, before commit.
+// receipt insert and the total update are made (or queued, by a store that
+// sends them with COMMIT), before commit.
 const HookAcceptBeforeCommit HookPoint = "receiver.accept.before_commit"
 
 // Message is one delivery of an event to the receiver.
