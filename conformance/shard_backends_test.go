@@ -17,7 +17,7 @@ import (
 )
 
 // Shards (docs/contract.md §7.10): every rule of §2–§3 holds inside a
-// shard. These tests run the whole queue suite against shard k of a
+// shard. These tests run the whole queue suite against each shard k of a
 // labeled 2-shard set, on each backend: the store under test is labeled
 // {k, 2, 0} before the suite's first use of it, its sibling {1-k, 2, 0}
 // (SetShardLabel) beside it, and each store the suite opens must open
@@ -28,49 +28,59 @@ import (
 // difference a shard shows. SetShardLabel is tested by the clause
 // Shard_7_10_Label of the unsharded suites (skipped here: Labeled).
 
-// shardSuites runs the whole suite once more per backend, as a shard
+// shardSuites runs the whole suite once more per shard and backend
 // (measured: SQLite 100 s under the race detector with a quarter of the
-// model sequences, PostgreSQL 460 s with FAIRRELAY_CONFORMANCE_SEQUENCES=20).
-// With them the conformance module took 18 of a CI run's 30 minutes, so
-// they are behind a flag (go test -run Shard -conformance.shards), which
-// .ci/run sets in a run without the race detector (about a minute).
-var shardSuites = flag.Bool("conformance.shards", false, "run the queue suite against a shard of a labeled 2-shard set on each backend")
+// model sequences, PostgreSQL 460 s with FAIRRELAY_CONFORMANCE_SEQUENCES=20,
+// for one shard). With them the conformance module took 18 of a CI run's
+// 30 minutes, so they are behind a flag (go test -run Shard
+// -conformance.shards), which .ci/run sets in a run without the race
+// detector.
+var shardSuites = flag.Bool("conformance.shards", false, "run the queue suite against each shard of a labeled 2-shard set on each backend")
 
-func TestQueueSQLiteShard1of2(t *testing.T) {
+func TestQueueSQLiteShards(t *testing.T) {
 	if !*shardSuites {
-		t.Skip("-conformance.shards runs the suite against shard 1 of 2")
+		t.Skip("-conformance.shards runs the suite against each shard of a set of 2")
 	}
-	// A quarter of the unsharded run's model sequences: the store's code is
-	// the same, what differs is the label, which every clause sees.
-	b := sqliteQueue()
-	b.Sequences, b.RaceSequences = b.Sequences/4, b.RaceSequences/4
-	RunQueue(t, shardOf(t, b, 1, func(t testing.TB, loc string, l queue.ShardLabel) {
-		db, err := sql.Open("sqlite", loc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if _, err := db.Exec(`PRAGMA busy_timeout = 10000`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec(qLabel, l.Index, l.Count, l.Epoch); err != nil {
-			t.Fatalf("label: %v", err)
-		}
-	}))
+	for k := range 2 {
+		t.Run(fmt.Sprintf("shard%dof2", k), func(t *testing.T) {
+			// A quarter of the unsharded run's model sequences: the store's
+			// code is the same, what differs is the label, which every
+			// clause sees.
+			b := sqliteQueue()
+			b.Sequences, b.RaceSequences = b.Sequences/4, b.RaceSequences/4
+			RunQueue(t, shardOf(t, b, k, func(t testing.TB, loc string, l queue.ShardLabel) {
+				db, err := sql.Open("sqlite", loc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if _, err := db.Exec(`PRAGMA busy_timeout = 10000`); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.Exec(qLabel, l.Index, l.Count, l.Epoch); err != nil {
+					t.Fatalf("label: %v", err)
+				}
+			}))
+		})
+	}
 }
 
-func TestQueuePostgresShard0of2(t *testing.T) {
+func TestQueuePostgresShards(t *testing.T) {
 	if !*shardSuites {
-		t.Skip("-conformance.shards runs the suite against shard 0 of 2")
+		t.Skip("-conformance.shards runs the suite against each shard of a set of 2")
 	}
 	pgtest.Require(t)
-	RunQueue(t, shardOf(t, pgQueue(), 0, func(t testing.TB, loc string, l queue.ShardLabel) {
-		q := strings.Replace(qLabel, "meta", pgx.Identifier{loc}.Sanitize()+".meta", 1)
-		q = strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3").Replace(q)
-		if _, err := pgtest.Pool(t).Exec(context.Background(), q, l.Index, l.Count, l.Epoch); err != nil {
-			t.Fatalf("label: %v", err)
-		}
-	}))
+	for k := range 2 {
+		t.Run(fmt.Sprintf("shard%dof2", k), func(t *testing.T) {
+			RunQueue(t, shardOf(t, pgQueue(), k, func(t testing.TB, loc string, l queue.ShardLabel) {
+				q := strings.Replace(qLabel, "meta", pgx.Identifier{loc}.Sanitize()+".meta", 1)
+				q = strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3").Replace(q)
+				if _, err := pgtest.Pool(t).Exec(context.Background(), q, l.Index, l.Count, l.Epoch); err != nil {
+					t.Fatalf("label: %v", err)
+				}
+			}))
+		})
+	}
 }
 
 // qLabel records a shard label in a store's meta row, where
