@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -511,7 +512,10 @@ func RuntimeWakeChild(ctx context.Context) error {
 }
 
 // RuntimeIdleCPU runs an idle relay (nothing to do, poll interval 1 s) for
-// d and returns the CPU time this process used per second meanwhile.
+// d and returns the CPU time this process used per second meanwhile. A
+// garbage collection runs first, so that what the cases before it left to
+// collect is not charged to the idle relay (benchrun measures it after
+// them, in the same process).
 func RuntimeIdleCPU(ctx context.Context, dir string, d time.Duration) (time.Duration, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
@@ -529,6 +533,7 @@ func RuntimeIdleCPU(ctx context.Context, dir string, d time.Duration) (time.Dura
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx) }()
 	time.Sleep(100 * time.Millisecond)
+	runtime.GC()
 	c0 := cpuTime()
 	t0 := time.Now()
 	time.Sleep(d)
