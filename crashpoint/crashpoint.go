@@ -18,13 +18,14 @@ const (
 	// event is sent to the receiver.
 	ClaimCommitted Point = "claim-committed"
 	// ReceiveBeforeCommit is inside the receiver's accept transaction, after
-	// its writes and before the commit.
+	// its writes are made (or queued to go with COMMIT) and before the
+	// commit.
 	ReceiveBeforeCommit Point = "receive-before-commit"
 	// ReceiveCommitted is after the receiver has committed an accepted
 	// message and before the relay settles the event in the queue.
 	ReceiveCommitted Point = "receive-committed"
-	// SettleBeforeCommit is inside the settle transaction, after its writes and
-	// before the commit.
+	// SettleBeforeCommit is inside the settle transaction, after its writes
+	// are made (or queued to go with COMMIT) and before the commit.
 	SettleBeforeCommit Point = "settle-before-commit"
 	// RedriveBeforeAudit is inside the redrive transaction, after the event
 	// update and before the audit row is inserted.

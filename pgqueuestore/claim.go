@@ -9,7 +9,6 @@ import (
 	"github.com/fairrelay/fairrelay/fairness"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The claim path; every statement is index-driven (plan_test.go).
@@ -223,25 +222,20 @@ func (s *Store) claimHeadsFor(ctx context.Context, tx pgx.Tx, pp *pipe, now cloc
 			// The page's claims in two set statements: their events and
 			// flows are all distinct, so one statement per table leaves
 			// the rows as the claims one after the other would.
+			// Each updates one row per claim, which the server checks
+			// (checkedRows): they may go with COMMIT.
 			lease, first := int64(now+p.Lease), out[len(out)-len(ids)].Ticket
-			want := int64(len(ids))
-			check := func(tag pgconn.CommandTag) error {
-				if tag.RowsAffected() != want {
-					return fmt.Errorf("updated %d rows, want %d", tag.RowsAffected(), want)
-				}
-				return nil
-			}
 			if len(spend) > 0 {
 				// Events of registered destinations record theirs, which
 				// the in-flight index counts (events_inflight_dest).
-				pp.execCheck("claim events", check, s.q(qClaimEventsDest), ids, lease, first, dests)
+				pp.exec("claim events", checkedRows(s.q(qClaimEventsDest)), ids, lease, first, dests)
 				counts := make([]int64, len(spend))
 				for k, d := range spend {
 					counts[k] = int64(pageCount(dests, d))
 				}
 				pp.exec("spend rate tokens", s.q(qSpendTokens), spend, counts, int64(now))
 			} else {
-				pp.execCheck("claim events", check, s.q(qClaimEvents), ids, lease, first)
+				pp.exec("claim events", checkedRows(s.q(qClaimEvents)), ids, lease, first)
 			}
 			if rot {
 				pp.exec("serve flows", s.q(qRotServeFlows), flows, lease, passes)

@@ -73,10 +73,22 @@ func (p *pipe) send(ctx context.Context, tx pgx.Tx) error {
 }
 
 // commit queues COMMIT after the statements on p and sends them all in
-// one batch: the transaction's last round trip. A statement that fails
-// stops the batch before COMMIT (the caller rolls back); a COMMIT that
-// the server answers with ROLLBACK is pgx.ErrTxCommitRollback.
+// one batch: the transaction's last round trip. A statement that fails on
+// the server stops the batch before COMMIT (the caller rolls back); a
+// COMMIT that the server answers with ROLLBACK is pgx.ErrTxCommitRollback.
+// The server runs COMMIT before Go reads the first result of the batch,
+// so a step whose result Go checks or reads (execCheck, query) cannot
+// stop it: such steps are sent first, in a round trip of their own. A
+// check that must go with COMMIT is made by the server (checkedRows).
 func (p *pipe) commit(ctx context.Context, tx pgx.Tx) error {
+	for _, st := range p.steps {
+		if st.tag != nil || st.rows != nil {
+			if err := p.send(ctx, tx); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	p.execCheck("commit", func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
 			return pgx.ErrTxCommitRollback
@@ -84,6 +96,16 @@ func (p *pipe) commit(ctx context.Context, tx pgx.Tx) error {
 		return nil
 	}, "COMMIT")
 	return p.send(ctx, tx)
+}
+
+// checkedRows wraps sql, a set UPDATE that changes one row for each
+// element of its array $1, so that the server itself fails it, and with
+// it the transaction, when it changes another number of rows: the error
+// is the cast of "N rows changed, want M" to an integer. Go's check of
+// the command tag would come too late in a batch that ends with COMMIT.
+func checkedRows(sql string) string {
+	return "WITH w AS (" + sql + "\nRETURNING 1)\nSELECT CASE WHEN count(*) = cardinality($1::text[]) THEN 0\n" +
+		"    ELSE (count(*) || ' rows changed, want ' || cardinality($1::text[]))::integer END FROM w"
 }
 
 // read reads the step's result from br.

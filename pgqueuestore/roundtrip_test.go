@@ -14,7 +14,8 @@ import (
 
 // tripCounter counts the round trips a pool makes: each query, Exec and
 // batch (a batch goes in one round trip once its statements are
-// prepared) is one; COMMIT is an Exec.
+// prepared) is one; COMMIT goes in the batch of a write's last
+// statements.
 type tripCounter struct{ n atomic.Int64 }
 
 func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {

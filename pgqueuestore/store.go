@@ -448,7 +448,7 @@ func (s *Store) withReadTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // and runs fn; when fn returns nil, the statements it left on last go to
 // the server with COMMIT, in one round trip (pipe.commit): a write's last
 // statements cost no round trip of their own
-// (docs/decisions/postgres-batch-round-trips.md). Any error rolls
+// (docs/decisions/postgres-commit-in-the-last-batch.md). Any error rolls
 // everything back.
 func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, first []step, fn func(tx pgx.Tx, last *pipe) error) (err error) {
 	// The connection is taken from the pool here, not through a pool
@@ -532,7 +532,8 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, a admission, now clock.Tic
 // admitPipe is admit, but with a pipe the write of the new clock mark is
 // queued on pp, to go with the caller's next statements in one round trip
 // (the batch operations: docs/decisions/postgres-batch-round-trips.md);
-// the caller must send pp before it commits.
+// the caller sends pp, or leaves it to go with COMMIT when pp is the
+// transaction's last pipe (begin).
 func (s *Store) admitPipe(ctx context.Context, tx pgx.Tx, a admission, now clock.Tick, pp *pipe) (clock.Tick, meta, error) {
 	mark, m := a.mark, a.m
 	if err := m.policy.CheckTick(now); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // tripCounter counts the round trips a pool makes: each query, Exec and
-// batch is one; COMMIT is an Exec.
+// batch is one; COMMIT goes in the batch of the writes.
 type tripCounter struct{ n atomic.Int64 }
 
 func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {

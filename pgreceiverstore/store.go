@@ -358,6 +358,26 @@ func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, fn fun
 	if err != nil {
 		return err
 	}
+	// The server runs COMMIT before Go reads the first result of the
+	// batch, so a step whose result Go checks or reads cannot stop it:
+	// such steps go first, in a round trip of their own. The receive's
+	// check runs on the server (qAdvanceFlows).
+	read := 0 // the steps up to the last one Go reads
+	for i, st := range last {
+		if st.tag != nil || st.rows != nil {
+			read = i + 1
+		}
+	}
+	if read > 0 {
+		b = &pgx.Batch{}
+		for _, st := range last[:read] {
+			b.Queue(st.sql, st.args...)
+		}
+		if err := readSteps(tx.SendBatch(ctx, b), last[:read]); err != nil {
+			return err
+		}
+		last = last[read:]
+	}
 	last = append(last, batchStep{what: "commit", sql: "COMMIT", tag: func(t pgconn.CommandTag) error {
 		if t.String() != "COMMIT" {
 			return pgx.ErrTxCommitRollback

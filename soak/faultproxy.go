@@ -108,7 +108,9 @@ func (p *FaultProxy) Cut() int {
 
 // CutAtCommit arms the proxy to cut the connection of the next n
 // PostgreSQL COMMITs it sees from a client (a simple-protocol Query
-// "commit", which is how pgx commits). With after false the COMMIT is not
+// "commit", which is how pgx's Tx.Commit commits, or a COMMIT in a batch,
+// as the PostgreSQL stores send theirs with a write's last statements:
+// pgStream). With after false the COMMIT is not
 // forwarded (the server rolls the transaction back when the connection
 // drops); with after true it is forwarded and the connection cut before
 // the reply (the transaction is committed). Either way the client gets an
@@ -274,12 +276,19 @@ func (c *proxyConn) cut() {
 // pgStream follows the message boundaries of a PostgreSQL client's
 // stream: the first message (startup, or an SSL/GSS request and then the
 // startup) has no type byte, every later one is a type byte and a length.
+// It finds a COMMIT in either protocol: a simple Query "commit", or the
+// Bind and Execute of a statement whose Parse was COMMIT (a COMMIT in a
+// batch, the extended protocol; pgx prepares it once per connection and
+// binds it by name afterwards, so the names are kept).
 type pgStream struct {
-	started bool   // the startup message is behind
-	pending []byte // bytes of a message header or of a Query not yet whole
-	left    int    // bytes of the current message still to skip
-	inQuery bool   // pending holds a Query message being gathered
-	want    int    // total length of that Query message
+	started bool            // the startup message is behind
+	pending []byte          // bytes of a message header or of a message being gathered whole
+	left    int             // bytes of the current message still to skip
+	gather  bool            // pending holds a message being gathered whole
+	want    int             // total length of that message, its type byte included
+	commits map[string]bool // prepared statements whose query is COMMIT
+	bound   bool            // a COMMIT was bound; its Execute is still to come
+	bindAt  int             // where that Bind began in the current chunk (0: in an earlier one)
 }
 
 const (
@@ -287,8 +296,39 @@ const (
 	gssRequestCode = 80877104
 )
 
+// gathered says which messages commitAt reads whole: a type and a length
+// that may be a COMMIT's Query, Parse, Bind or Execute (a Bind of COMMIT
+// has no parameters, so it is small). Every Parse is read, to keep the
+// names of the statements prepared as COMMIT right.
+func gathered(typ byte, n int) bool {
+	switch typ {
+	case 'Q', 'E':
+		return n < 64
+	case 'B':
+		return n < 512
+	case 'P':
+		return true
+	}
+	return false
+}
+
+// isCommit says whether query is COMMIT.
+func isCommit(query []byte) bool {
+	return bytes.EqualFold(bytes.TrimSpace(bytes.TrimRight(query, "\x00")), []byte("commit"))
+}
+
+// cstring splits b after its first NUL-terminated string.
+func cstring(b []byte) (string, []byte) {
+	k := bytes.IndexByte(b, 0)
+	if k < 0 {
+		return string(b), nil
+	}
+	return string(b[:k]), b[k+1:]
+}
+
 // commitAt feeds chunk to the stream and reports the offset in chunk
-// where a Query message "commit" starts, if one ends in this chunk (a
+// where a COMMIT starts, if one is complete in this chunk: a Query
+// "commit", or a COMMIT's Bind whose Execute ends in this chunk (a
 // COMMIT split across chunks is found too; its offset is then 0).
 func (s *pgStream) commitAt(chunk []byte) (int, bool) {
 	at, found := -1, false
@@ -300,7 +340,7 @@ func (s *pgStream) commitAt(chunk []byte) (int, bool) {
 			i += k
 			continue
 		}
-		if len(s.pending) == 0 && !s.inQuery {
+		if len(s.pending) == 0 && !s.gather {
 			start = i
 		}
 		s.pending = append(s.pending, chunk[i])
@@ -318,32 +358,56 @@ func (s *pgStream) commitAt(chunk []byte) (int, bool) {
 			s.pending = s.pending[:0]
 			continue
 		}
-		if !s.inQuery {
+		if !s.gather {
 			if len(s.pending) < 5 {
 				continue
 			}
 			typ := s.pending[0]
 			n := int(binary.BigEndian.Uint32(s.pending[1:5]))
-			if typ == 'Q' && n < 64 {
-				s.inQuery, s.want = true, n+1
-				if len(s.pending) < s.want {
-					continue
-				}
-			} else {
+			if !gathered(typ, n) {
 				s.left = max(n-4, 0)
 				s.pending = s.pending[:0]
 				continue
 			}
+			s.gather, s.want = true, n+1
 		}
 		if len(s.pending) < s.want {
 			continue
 		}
-		q := bytes.TrimRight(s.pending[5:], "\x00")
-		if bytes.EqualFold(bytes.TrimSpace(q), []byte("commit")) && !found {
-			at, found = max(start, 0), true
+		body := s.pending[5:]
+		switch s.pending[0] {
+		case 'Q':
+			if isCommit(body) && !found {
+				at, found = start, true
+			}
+		case 'P':
+			name, rest := cstring(body)
+			query, _ := cstring(rest)
+			if s.commits == nil {
+				s.commits = make(map[string]bool)
+			}
+			if isCommit([]byte(query)) {
+				s.commits[name] = true
+			} else {
+				delete(s.commits, name)
+			}
+		case 'B':
+			_, rest := cstring(body) // the portal
+			stmt, _ := cstring(rest)
+			if s.commits[stmt] {
+				s.bound, s.bindAt = true, start
+			}
+		case 'E':
+			if s.bound && !found {
+				at, found = s.bindAt, true
+			}
+			s.bound = false
 		}
-		s.inQuery = false
+		s.gather = false
 		s.pending = s.pending[:0]
+	}
+	if s.bound {
+		s.bindAt = 0 // its Execute comes in a later chunk
 	}
 	return at, found
 }
