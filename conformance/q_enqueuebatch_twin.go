@@ -26,11 +26,11 @@ import (
 // backend has them, pause and resume the same flows (§7.9); events may be
 // scheduled (NotBefore) and name a destination, registered or not. 40
 // seeds, a quarter under the race detector (mage test runs the 40 again
-// without it).
+// without it), or the backend's TwinSeeds.
 func queueEnqueueBatch_TwinOfSuccessiveEnqueues(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
-	for seed := range uint64(sequences(40)) {
+	for seed := range uint64(bk.twinSeeds(40)) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		batchStore, single := bk.open(t), bk.open(t)
 		twins := []Queue{batchStore, single}

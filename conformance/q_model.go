@@ -1206,6 +1206,15 @@ func sequences(def int) int {
 	return def
 }
 
+// twinSeeds is the number of random seeds of a twin clause whose default
+// is def: the backend's TwinSeeds when set, else sequences(def).
+func (bk *QueueBackend) twinSeeds(def int) int {
+	if bk.TwinSeeds > 0 && os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES") == "" {
+		return bk.TwinSeeds
+	}
+	return sequences(def)
+}
+
 // sequences is the backend's count of model sequences: sequences(Sequences),
 // or RaceSequences under the race detector when the backend sets it.
 func (bk *QueueBackend) sequences() int {

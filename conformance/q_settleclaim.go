@@ -48,7 +48,7 @@ func errText(rs []queue.SettleResult) []string {
 func queueSettleClaimBatch_TwinOfSettleBatchThenClaimBatch(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
-	seeds := uint64(sequences(12))
+	seeds := uint64(bk.twinSeeds(12))
 	fairs := []queue.Fairness{queue.FairMinServed}
 	if bk.Rotation {
 		fairs = append(fairs, queue.FairRotation)

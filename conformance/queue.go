@@ -51,6 +51,12 @@ type QueueBackend struct {
 	// most (SQLite's is Go code) runs fewer there, and its full count
 	// without the detector (mage test does).
 	RaceSequences int
+	// TwinSeeds, when not 0, is how many random seeds each twin clause
+	// runs (a batch call against the calls it stands for:
+	// EnqueueBatch_TwinOfSuccessiveEnqueues, 40 by default, and
+	// SettleClaimBatch_TwinOfSettleBatchThenClaimBatch, 12);
+	// FAIRRELAY_CONFORMANCE_SEQUENCES overrides it as it does Sequences.
+	TwinSeeds int
 	// Rotation says the backend implements the rotation order
 	// (docs/contract.md §7.6); a backend without it must refuse a rotation
 	// policy with ErrInvalid, and the policy clauses check that it does.
