@@ -360,39 +360,33 @@ func (s *Store) begin(ctx context.Context, o pgx.TxOptions, plans string, fn fun
 	}
 	// The server runs COMMIT before Go reads the first result of the
 	// batch, so a step whose result Go checks or reads cannot stop it:
-	// such steps go first, in a round trip of their own. The receive's
-	// check runs on the server (qAdvanceFlows).
-	read := 0 // the steps up to the last one Go reads
-	for i, st := range last {
-		if st.tag != nil || st.rows != nil {
-			read = i + 1
-		}
-	}
-	if read > 0 {
-		b = &pgx.Batch{}
-		for _, st := range last[:read] {
-			b.Queue(st.sql, st.args...)
-		}
-		if err := readSteps(tx.SendBatch(ctx, b), last[:read]); err != nil {
+	// then the steps go first, in a round trip of their own. The
+	// receive's check runs on the server (qAdvanceFlows).
+	if slices.ContainsFunc(last, func(st batchStep) bool { return st.tag != nil || st.rows != nil }) {
+		if err := sendSteps(ctx, tx, last); err != nil {
 			return err
 		}
-		last = last[read:]
+		last = nil
 	}
-	last = append(last, batchStep{what: "commit", sql: "COMMIT", tag: func(t pgconn.CommandTag) error {
+	if err := sendSteps(ctx, tx, append(last, batchStep{what: "commit", sql: "COMMIT", tag: func(t pgconn.CommandTag) error {
 		if t.String() != "COMMIT" {
 			return pgx.ErrTxCommitRollback
 		}
 		return nil
-	}})
-	b = &pgx.Batch{}
-	for _, st := range last {
-		b.Queue(st.sql, st.args...)
-	}
-	if err := readSteps(tx.SendBatch(ctx, b), last); err != nil {
+	}})); err != nil {
 		return err
 	}
 	committed = true
 	return nil
+}
+
+// sendSteps sends steps in one batch inside tx and reads their results.
+func sendSteps(ctx context.Context, tx pgx.Tx, steps []batchStep) error {
+	b := &pgx.Batch{}
+	for _, st := range steps {
+		b.Queue(st.sql, st.args...)
+	}
+	return readSteps(tx.SendBatch(ctx, b), steps)
 }
 
 // readSteps reads the results of steps from br and closes it.
