@@ -17,6 +17,10 @@ import (
 const (
 	riverBatch   = 64 // InsertMany batch, and our cycle's batch
 	pgDrainBatch = 16 // the claims per SettleClaimBatch of the PostgreSQL drain children
+	// pgDrainRate is the events/s a PostgreSQL drain's template has
+	// events for over the whole drain (2 processes drained 13,000/s on a
+	// quiet machine, where the template held 12,000/s).
+	pgDrainRate = 25000
 )
 
 // pgDrainCounts are the process counts of the PostgreSQL drains.
@@ -87,9 +91,9 @@ func measurePGDrains(ctx context.Context, cfg config, pg pgServer) (map[int][]be
 	if err != nil {
 		return nil, err
 	}
-	// Enough for 12,000 events/s over the whole drain: it must not run dry
-	// (a child that finds it empty fails the run).
-	per := max(cfg.drainPer, int(12*cfg.drainFor.Seconds()))
+	// Enough for pgDrainRate events/s over the whole drain: it must not run
+	// dry (a child that finds it empty fails the run).
+	per := max(cfg.drainPer, int(pgDrainRate/1000*cfg.drainFor.Seconds()))
 	tmpl := bench.NewPGSchema()
 	defer bench.DropPGSchema(ctx, pg.url, tmpl)
 	log.Printf("loading the PostgreSQL drain template (%d flows × %d events)", cfg.drainFlow, per)
@@ -230,9 +234,9 @@ func pgHeader(cfg config, pg pgServer) string {
 		return fmt.Sprintf("- %s. River on SQLite: River %s (riversqlite) on a file with the stores' pragmas and one connection, InsertMany of %d, %d no-op workers, FetchCooldown %s, FetchPollInterval %s (River's `river bench` settings); a step inserts while at most %d jobs are outstanding and counts the jobs completed within its %s (at least %s); the ratio is taken within the round.\n",
 			pg.skipped, bench.RiverVersion, riverBatch, bench.RiverWorkers, bench.RiverFetchCooldown, bench.RiverFetchPoll, bench.RiverWindow, cfg.plan.Slice, bench.RiverMinStep)
 	}
-	return fmt.Sprintf("- PostgreSQL %s at %s (fsync and synchronous_commit as the server has them), every case in a schema of its own, dropped afterwards. River %s (riverpgxv5 on PostgreSQL, riversqlite on a SQLite file with the stores' pragmas and one connection, as River's CLI opens SQLite), migrated with rivermigrate: InsertMany of %d, %d no-op workers, FetchCooldown %s, FetchPollInterval %s (River's `river bench` settings); a River step inserts while at most %d jobs are outstanding and counts the jobs completed (River's completed events) within its %s (at least %s; at River's best settings, at least %s), then waits untimed for the rest. Our side is one goroutine, three transactions per %d events. PostgreSQL claim+settle backlogs: at least %s events, loaded untimed with EnqueueBatch, then ANALYZE. PostgreSQL drains: %d rounds; in each, 1, 2, 4 and 8 OS processes (order rotated by round) drain a fresh copy of one template (%s flows, enough events for 12,000 events/s over the whole drain) for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch (ack the last batch, claim the next, one transaction), as a relay does.\n",
+	return fmt.Sprintf("- PostgreSQL %s at %s (fsync and synchronous_commit as the server has them), every case in a schema of its own, dropped afterwards. River %s (riverpgxv5 on PostgreSQL, riversqlite on a SQLite file with the stores' pragmas and one connection, as River's CLI opens SQLite), migrated with rivermigrate: InsertMany of %d, %d no-op workers, FetchCooldown %s, FetchPollInterval %s (River's `river bench` settings); a River step inserts while at most %d jobs are outstanding and counts the jobs completed (River's completed events) within its %s (at least %s; at River's best settings, at least %s), then waits untimed for the rest. Our side is one goroutine, three transactions per %d events. PostgreSQL claim+settle backlogs: at least %s events, loaded untimed with EnqueueBatch, then ANALYZE. PostgreSQL drains: %d rounds; in each, 1, 2, 4 and 8 OS processes (order rotated by round) drain a fresh copy of one template (%s flows, enough events for %s events/s over the whole drain) for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch (ack the last batch, claim the next, one transaction), as a relay does.\n",
 		pg.version, pg.url, bench.RiverVersion, riverBatch, bench.RiverWorkers, bench.RiverFetchCooldown, bench.RiverFetchPoll, bench.RiverWindow, cfg.plan.Slice, bench.RiverMinStep, bench.RiverBestMinStep,
-		riverBatch, thousands(cfg.pgMinEvents), cfg.drainRnds, thousands(cfg.drainFlow), cfg.drainFor, pgDrainBatch)
+		riverBatch, thousands(cfg.pgMinEvents), cfg.drainRnds, thousands(cfg.drainFlow), thousands(pgDrainRate), cfg.drainFor, pgDrainBatch)
 }
 
 // runPGOnly measures only the PostgreSQL rows and the River rows (with the
