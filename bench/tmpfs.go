@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 )
 
@@ -10,17 +11,21 @@ import (
 // Linux, where a write is a copy into memory and fsync costs nothing.
 const TmpfsDir = "/dev/shm"
 
-// OnTmpfs returns c with its files in a fresh directory under TmpfsDir,
-// removed when the workload closes, and its name suffixed "/tmpfs": the
-// same work without the cost of durable writes, so its rate is what the
-// case's CPU alone allows on this machine. ok is false when TmpfsDir is
-// not a directory here (the case is then not measured).
+// TmpfsName is the name OnTmpfs gives the case called name.
+func TmpfsName(name string) string { return name + "/tmpfs" }
+
+// OnTmpfs returns c, named TmpfsName(c.Name), with its files in a fresh
+// directory under TmpfsDir, removed when the workload closes: the same
+// work without the cost of durable writes, so its rate is what the case's
+// CPU alone allows on this machine. ok is false when TmpfsDir is not a
+// directory here (the case is then not measured). c's workload must not
+// be a TimedWorkload (Setup fails): the wrapper would hide its timing.
 func OnTmpfs(c Case) (Case, bool) {
 	if fi, err := os.Stat(TmpfsDir); err != nil || !fi.IsDir() {
 		return Case{}, false
 	}
 	return Case{
-		Name: c.Name + "/tmpfs",
+		Name: TmpfsName(c.Name),
 		Unit: c.Unit,
 		Setup: func(ctx context.Context, _ string) (Workload, error) {
 			dir, err := os.MkdirTemp(TmpfsDir, "fairrelay-bench-")
@@ -32,10 +37,11 @@ func OnTmpfs(c Case) (Case, bool) {
 				os.RemoveAll(dir)
 				return nil, err
 			}
-			if t, ok := w.(TimedWorkload); ok {
-				return &timedTmpfs{t, dir}, nil
+			tw := &tmpfsWorkload{w, dir}
+			if _, timed := w.(TimedWorkload); timed {
+				return nil, errors.Join(fmt.Errorf("bench: %s times its own steps; OnTmpfs takes untimed cases", c.Name), tw.Close())
 			}
-			return &tmpfsWorkload{w, dir}, nil
+			return tw, nil
 		},
 	}, true
 }
@@ -49,15 +55,4 @@ type tmpfsWorkload struct {
 // Close closes the workload and removes its directory.
 func (w *tmpfsWorkload) Close() error {
 	return errors.Join(w.Workload.Close(), os.RemoveAll(w.dir))
-}
-
-// timedTmpfs is tmpfsWorkload for a TimedWorkload.
-type timedTmpfs struct {
-	TimedWorkload
-	dir string
-}
-
-// Close closes the workload and removes its directory.
-func (w *timedTmpfs) Close() error {
-	return errors.Join(w.TimedWorkload.Close(), os.RemoveAll(w.dir))
 }

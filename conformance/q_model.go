@@ -1197,7 +1197,7 @@ func runSequences(t *testing.T, bk *QueueBackend, p queue.Policy, n, steps int, 
 // it under the race detector), or FAIRRELAY_CONFORMANCE_SEQUENCES when set
 // (100000 for a long run).
 func sequences(def int) int {
-	if n, err := strconv.Atoi(os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES")); err == nil && n > 0 {
+	if n, ok := sequencesSet(); ok {
 		return n
 	}
 	if raceDetector {
@@ -1206,10 +1206,18 @@ func sequences(def int) int {
 	return def
 }
 
+// sequencesSet is FAIRRELAY_CONFORMANCE_SEQUENCES, and whether it is set
+// to a count (a number above 0): the one override of every count of
+// random sequences or seeds, the backends' own included.
+func sequencesSet() (int, bool) {
+	n, err := strconv.Atoi(os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES"))
+	return n, err == nil && n > 0
+}
+
 // twinSeeds is the number of random seeds of a twin clause whose default
 // is def: the backend's TwinSeeds when set, else sequences(def).
 func (bk *QueueBackend) twinSeeds(def int) int {
-	if bk.TwinSeeds > 0 && os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES") == "" {
+	if _, set := sequencesSet(); bk.TwinSeeds > 0 && !set {
 		return bk.TwinSeeds
 	}
 	return sequences(def)
@@ -1218,7 +1226,7 @@ func (bk *QueueBackend) twinSeeds(def int) int {
 // sequences is the backend's count of model sequences: sequences(Sequences),
 // or RaceSequences under the race detector when the backend sets it.
 func (bk *QueueBackend) sequences() int {
-	if raceDetector && bk.RaceSequences > 0 && os.Getenv("FAIRRELAY_CONFORMANCE_SEQUENCES") == "" {
+	if _, set := sequencesSet(); raceDetector && bk.RaceSequences > 0 && !set {
 		return bk.RaceSequences
 	}
 	return sequences(bk.Sequences)

@@ -100,17 +100,12 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-errc; err != nil {
 			t.Errorf("Run() = %v", err)
 		}
-	}
+	})
 	defer stop()
 
 	q.waitFor(t, "five probes", func() bool { return r.Breaker().Probes >= 5 })
