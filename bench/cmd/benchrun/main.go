@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/fairrelay/fairrelay/bench"
@@ -298,6 +299,15 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 		return b.Bytes(), nil
 	}
 
+	// What each cycle's commits write to the WAL: part of the
+	// explanations of the single-event and goqite goals.
+	var pages walPageSets
+	if !cfg.drainsOnly && !cfg.redriveOnly {
+		if pages, err = measureWALPages(ctx, filepath.Join(dir, "walpages")); err != nil {
+			return nil, err
+		}
+	}
+
 	// Bulk redrive against one Redrive call per event.
 	var redrives []bench.BulkRedriveRound
 	if !cfg.drainsOnly {
@@ -352,7 +362,7 @@ func run(ctx context.Context, dir string, cfg config) ([]byte, error) {
 
 	var rows []bench.Row
 	if !cfg.drainsOnly && !cfg.redriveOnly {
-		rows = singleRows(cfg, rates)
+		rows = singleRows(cfg, rates, pages)
 		rows = append(rows, retentionRows(cfg, steady, rates)...)
 		rows = append(rows, runtimeRows(rates, once, sleepTimes.Means())...)
 		rows = append(rows, outageRows(outages)...)
@@ -436,8 +446,9 @@ func measureDrains(ctx context.Context, dir string, cfg config) (map[string][]be
 	return drains, err
 }
 
-// singleRows are the rows of the single-process cases.
-func singleRows(cfg config, rates bench.Rates) []bench.Row {
+// singleRows are the rows of the single-process cases, with what their
+// commits write to the WAL (pages).
+func singleRows(cfg config, rates bench.Rates, pages walPageSets) []bench.Row {
 	ceil := rates["ceiling"]
 	goq := rates["goqite"]
 	rows := []bench.Row{
@@ -451,7 +462,7 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 	rows = append(rows, bench.Row{What: "single-event relay cycle (enqueue → claim → receive → settle)", Value: bench.Summarize(relay), Unit: "events/s"})
 	r := bench.Summarize(bench.Ratio(relay, ceil, 4))
 	rows = append(rows, bench.Row{What: "single-event relay cycle ÷ (ceiling/4)", Value: r, Verb: "%.2f", Unit: "ratio", Target: "≥ 0.8", Met: bench.AtLeast(r.Median, 0.8),
-		Why: "The cycle's four commits write 22 WAL pages in all (enqueue 7, claim 5, receive 5, settle 5; 30 before the queue's migration 8 took the console's sort indexes off the path and merged two due indexes: docs/decisions/operator-reads-off-the-claim-path.md) where four ceiling commits write 4, and run about 250 µs of SQLite CPU (on /dev/shm: enqueue 69, claim 68, receive 55, settle 55 µs) where a ceiling commit runs about 30; on 2 shared cores that CPU is not hidden behind the fsync. Figures: docs/decisions/write-transactions-on-the-driver.md. The wider the range, the more of the gap is noise."})
+		Why: singleWhy(pages)})
 	for _, size := range cfg.batches {
 		name := fmt.Sprintf("relay/batch-%d", size)
 		rows = append(rows, bench.Row{What: fmt.Sprintf("batched relay cycle at %d (EnqueueBatch → ClaimBatch → ReceiveBatch → SettleBatch)", size), Value: bench.Summarize(rates[name]), Unit: "events/s"})
@@ -464,7 +475,7 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 			shm := rates[bench.TmpfsName(name)]
 			bound := bench.Summarize(bench.Ratio(shm, goq, 1))
 			row.Target, row.Met = "≥ 10", bench.AtLeast(g.Median, 10)
-			row.Why = "At 64 events a transaction the stores are bound by CPU on per-event SQL, goqite by fsync (three commits per event), so the ratio moves with the machine: a quiet disk speeds goqite up, busy cores slow the stores down. " + tmpfsBound(bound) + "A run on a slower disk met it (10.65, goqite 552 events/s). Multi-row statements are in: ClaimBatch and SettleBatch run set statements; EnqueueBatch as set statements was tried twice and saved about 2% of its cost, so it stays per event (docs/decisions/sqlite-batch-statements.md). What is left is the B-tree work of each event's rows and index entries: the queue's migration 8 took four of them off each event's path (docs/decisions/operator-reads-off-the-claim-path.md); those left serve the claim, the head lookup, OldestWaiting and retention."
+			row.Why = goqiteWhy(bound, bench.Summarize(rates[name]), bench.Summarize(shm), pages)
 			if bound.N > 0 {
 				extra = []bench.Row{
 					{What: "batched relay cycle at 64 with its files on /dev/shm (fsync costs nothing)", Value: bench.Summarize(shm), Unit: "events/s"},
@@ -473,19 +484,41 @@ func singleRows(cfg config, rates bench.Rates) []bench.Row {
 		}
 		rows = append(append(rows, row), extra...)
 	}
-	return rows
+	return append(rows, walPageRows(pages)...)
 }
 
-// tmpfsBound is the sentence of the goqite goal's explanation that the
-// batched cycle at 64 on /dev/shm measured in this run (bound, its ratio
-// to goqite), or that it was not measured (bound of no rounds).
-func tmpfsBound(bound bench.Summary) string {
-	if bound.N == 0 {
-		return "The same cycle on /dev/shm, where fsync costs nothing, was not measured in this run (no /dev/shm here). "
-	}
-	return fmt.Sprintf("In this run the same cycle with its files on /dev/shm, where fsync costs nothing, ran %.2f× goqite (the rows after this one): that is the most the stores' CPU allows against this run's goqite, and on disk the four commits of a batch cost the rest. A profile on /dev/shm (2026-12-02, 77 µs of CPU an event) gave each of the four batch operations 20–27%%, WAL frame writes 17%%, SQLite's mutexes and allocator about 15%%. ",
-		bound.Median)
+// singleWhy explains a miss of the single-event cycle's goal with the
+// pages its commits wrote in this run.
+func singleWhy(pages walPageSets) string {
+	return fmt.Sprintf("The cycle's four commits write %s WAL pages an event (%s; the WAL page rows below) where a ceiling commit writes %s, "+
+		"and run about 250 µs of SQLite CPU (on /dev/shm: enqueue 69, claim 68, receive 55, settle 55 µs, docs/decisions/write-transactions-on-the-driver.md) where a ceiling commit runs about 30; "+
+		"on 2 shared cores that CPU is not hidden behind the fsync. The wider the range, the more of the gap is noise.",
+		medianOf(pagesPer(pages.single, false)), opPages(pages.single), medianOf(pagesPer(pages.ceiling, false)))
 }
+
+// goqiteWhy explains a miss of the goqite goal with this run's figures:
+// the bound the same cycle on /dev/shm sets (bound, its ratio to goqite),
+// the time a batch of 64 took on disk and on /dev/shm (from their rates),
+// and the pages each commit wrote.
+func goqiteWhy(bound, disk, shm bench.Summary, pages walPageSets) string {
+	var b strings.Builder
+	b.WriteString("At 64 events a transaction the stores are bound by CPU on per-event SQL and by what their commits write, goqite by fsync (three commits per event), so the ratio moves with the machine. ")
+	if bound.N == 0 {
+		b.WriteString("The same cycle on /dev/shm, where fsync costs nothing, was not measured in this run (no /dev/shm here). ")
+	} else {
+		fmt.Fprintf(&b, "In this run the same cycle with its files on /dev/shm, where fsync costs nothing, ran %.2f× goqite (the rows after this one): the most the stores' CPU allows against this run's goqite. ", bound.Median)
+		fmt.Fprintf(&b, "On disk a batch took %.1f ms, on /dev/shm %.1f ms (medians): the difference is its four fsyncs and the %s pages its commits write to the WAL (%s), %s of them leaves of the (flow, seq) indexes of events and receipts. "+
+			"The enqueue and the receive each add one entry to each flow of the batch and a flow's entries sit together, so a batch of 64 flows dirties at least one leaf per flow in each file, a whole page written for an entry of a few bytes; goqite writes %s pages an event in three commits (%s). ",
+			64e3/disk.Median, 64e3/shm.Median, medianOf(pagesPer(pages.batch64, false)), opPages(pages.batch64),
+			medianOf(pagesPer(pages.batch64, true)), medianOf(pagesPer(pages.goqite, false)), opPages(pages.goqite))
+	}
+	b.WriteString("Multi-row statements are in: ClaimBatch and SettleBatch run set statements; EnqueueBatch as set statements was tried twice and saved about 2% of its cost, so it stays per event (docs/decisions/sqlite-batch-statements.md). " +
+		"What is left: on disk, a layout whose new entries do not take one leaf per flow (it must keep the per-flow lookups that the index serves: a head's successor, a flow's events in order); in CPU, the B-tree work of each event's rows and index entries (the queue's migration 8 took four of them off each event's path, docs/decisions/operator-reads-off-the-claim-path.md; those left serve the claim, the head lookup, OldestWaiting and retention).")
+	return b.String()
+}
+
+// medianOf formats the median of xs as a whole number.
+func medianOf(xs []float64) string { return fmt.Sprintf("%.0f", bench.Summarize(xs).Median) }
 
 // claimSettleRows are the claim+settle rows: the default order at every
 // backlog and its cost ratio, then the rotation order (docs/contract.md
