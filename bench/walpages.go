@@ -35,17 +35,12 @@ type WALPages struct {
 // What a commit writes follows from the schema and the data, not from the
 // disk.
 func BatchedCycleWALPages(ctx context.Context, dir string, size, warm, rounds int) (_ [][]WALPages, err error) {
-	rl, qw, rw, err := openWatchedRelay(dir, size)
+	x, err := setupWatchedRelay(ctx, BatchedRelayCycle(size), dir, warm)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, qw.Close(), rw.Close(), rl.Close()) }()
-	b := &batched{relay: rl, size: size, es: make([]queue.Event, size), ms: make([]receiver.Message, size), items: make([]queue.SettleItem, size)}
-	for range warm {
-		if _, err := b.Step(ctx); err != nil {
-			return nil, err
-		}
-	}
+	defer func() { err = errors.Join(err, x.Close()) }()
+	b, qw, rw := x.w.(*batched), x.q, x.r
 	var cs []queue.Claim
 	return measureRounds(ctx, rounds, func() {
 		for i := range b.es {
@@ -74,17 +69,12 @@ func BatchedCycleWALPages(ctx context.Context, dir string, size, warm, rounds in
 // cycle ([RelayCycle]: Enqueue, Claim, Receive, Settle of one event, over
 // 16 flows).
 func SingleCycleWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WALPages, err error) {
-	rl, qw, rw, err := openWatchedRelay(dir, 16)
+	x, err := setupWatchedRelay(ctx, RelayCycle(), dir, warm)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, qw.Close(), rw.Close(), rl.Close()) }()
-	s := &single{rl}
-	for range warm {
-		if _, err := s.Step(ctx); err != nil {
-			return nil, err
-		}
-	}
+	defer func() { err = errors.Join(err, x.Close()) }()
+	s, qw, rw := x.w.(*single), x.q, x.r
 	var (
 		e queue.Event
 		c queue.Claim
@@ -113,28 +103,51 @@ func SingleCycleWALPages(ctx context.Context, dir string, warm, rounds int) (_ [
 	})
 }
 
-// openWatchedRelay opens a relay of flows flows in dir and a watch on each
-// of its two files.
-func openWatchedRelay(dir string, flows int) (*relay, *walWatch, *walWatch, error) {
-	rl, err := openRelay(dir, flows)
+// setupWarm sets c up in dir and runs warm of its steps.
+func setupWarm(ctx context.Context, c Case, dir string, warm int) (Workload, error) {
+	w, err := c.Setup(ctx, dir)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	qw, err := openWALWatch(filepath.Join(dir, "queue.db"), "events")
-	if err != nil {
-		return nil, nil, nil, errors.Join(err, rl.Close())
+	for range warm {
+		if _, err := w.Step(ctx); err != nil {
+			return nil, errors.Join(err, w.Close())
+		}
 	}
-	rw, err := openWALWatch(filepath.Join(dir, "receiver.db"), "receipts")
-	if err != nil {
-		return nil, nil, nil, errors.Join(err, qw.Close(), rl.Close())
-	}
-	return rl, qw, rw, nil
+	return w, nil
 }
+
+// watchedRelay is a relay cycle's workload with a watch on each of its
+// two files.
+type watchedRelay struct {
+	w    Workload
+	q, r *walWatch // queue.db's, receiver.db's
+}
+
+// setupWatchedRelay sets c, a relay cycle, up in dir, runs warm of its
+// steps and opens the watches.
+func setupWatchedRelay(ctx context.Context, c Case, dir string, warm int) (*watchedRelay, error) {
+	w, err := setupWarm(ctx, c, dir, warm)
+	if err != nil {
+		return nil, err
+	}
+	x := &watchedRelay{w: w}
+	if x.q, err = openWALWatch(filepath.Join(dir, "queue.db"), "events"); err != nil {
+		return nil, errors.Join(err, w.Close())
+	}
+	if x.r, err = openWALWatch(filepath.Join(dir, "receiver.db"), "receipts"); err != nil {
+		return nil, errors.Join(err, x.q.Close(), w.Close())
+	}
+	return x, nil
+}
+
+// Close closes the watches and the workload.
+func (x *watchedRelay) Close() error { return errors.Join(x.q.Close(), x.r.Close(), x.w.Close()) }
 
 // GoqiteWALPages is [BatchedCycleWALPages] for goqite's cycle ([Goqite]):
 // send, receive and delete of one message, in a new goqite file in dir.
 func GoqiteWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WALPages, err error) {
-	w, err := setupGoqite(ctx, dir)
+	w, err := setupWarm(ctx, Goqite(), dir, warm)
 	if err != nil {
 		return nil, err
 	}
@@ -144,11 +157,6 @@ func GoqiteWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WA
 		return nil, errors.Join(err, g.Close())
 	}
 	defer func() { err = errors.Join(err, gw.Close(), g.Close()) }()
-	for range warm {
-		if _, err := g.Step(ctx); err != nil {
-			return nil, err
-		}
-	}
 	var m *goqite.Message
 	return measureRounds(ctx, rounds, func() {}, []walOp{
 		{"send", gw, func() error { return g.q.Send(ctx, goqite.Message{Body: g.body}) }},
@@ -166,7 +174,7 @@ func GoqiteWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WA
 // CeilingWALPages is [BatchedCycleWALPages] for the storage ceiling
 // ([Ceiling]): one one-row commit, in a new file in dir.
 func CeilingWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WALPages, err error) {
-	w, err := setupCeiling(ctx, dir)
+	w, err := setupWarm(ctx, Ceiling(), dir, warm)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +183,6 @@ func CeilingWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]W
 		return nil, errors.Join(err, w.Close())
 	}
 	defer func() { err = errors.Join(err, cw.Close(), w.Close()) }()
-	for range warm {
-		if _, err := w.Step(ctx); err != nil {
-			return nil, err
-		}
-	}
 	return measureRounds(ctx, rounds, func() {}, []walOp{
 		{"commit", cw, func() error { _, err := w.Step(ctx); return err }},
 	})
