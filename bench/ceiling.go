@@ -23,7 +23,7 @@ func setupCeiling(ctx context.Context, dir string) (Workload, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	db, err := OpenDB(filepath.Join(dir, "ceiling.db"))
+	db, err := OpenDB(filepath.Join(dir, ceilingFile))
 	if err != nil {
 		return nil, err
 	}
@@ -37,18 +37,28 @@ func setupCeiling(ctx context.Context, dir string) (Workload, error) {
 
 // Step commits one row.
 func (c *ceiling) Step(ctx context.Context) (int, error) {
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO t (body) VALUES (?)`, c.row); err != nil {
-		return 0, fmt.Errorf("insert: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+	if err := runPhases(ctx, c.phases()); err != nil {
+		return 0, err
 	}
 	return 1, nil
+}
+
+// phases are Step's one commit.
+func (c *ceiling) phases() []phase {
+	return []phase{{"commit", ceilingFile, func(ctx context.Context) error {
+		tx, err := c.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO t (body) VALUES (?)`, c.row); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	}}}
 }
 
 // Close closes the database.

@@ -27,13 +27,14 @@ type goqiteCycle struct {
 	db   *sql.DB
 	q    *goqite.Queue
 	body []byte
+	m    *goqite.Message // the message the current Step received
 }
 
 func setupGoqite(ctx context.Context, dir string) (Workload, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	db, err := OpenDB(filepath.Join(dir, "goqite.db"))
+	db, err := OpenDB(filepath.Join(dir, goqiteFile))
 	if err != nil {
 		return nil, err
 	}
@@ -47,20 +48,39 @@ func setupGoqite(ctx context.Context, dir string) (Workload, error) {
 
 // Step sends, receives and deletes one message.
 func (g *goqiteCycle) Step(ctx context.Context) (int, error) {
-	if err := g.q.Send(ctx, goqite.Message{Body: g.body}); err != nil {
-		return 0, fmt.Errorf("goqite send: %w", err)
-	}
-	m, err := g.q.Receive(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("goqite receive: %w", err)
-	}
-	if m == nil {
-		return 0, fmt.Errorf("goqite receive: no message right after a send")
-	}
-	if err := g.q.Delete(ctx, m.ID); err != nil {
-		return 0, fmt.Errorf("goqite delete: %w", err)
+	if err := runPhases(ctx, g.phases()); err != nil {
+		return 0, err
 	}
 	return 1, nil
+}
+
+// phases are Step's three commits.
+func (g *goqiteCycle) phases() []phase {
+	return []phase{
+		{"send", goqiteFile, func(ctx context.Context) error {
+			if err := g.q.Send(ctx, goqite.Message{Body: g.body}); err != nil {
+				return fmt.Errorf("goqite send: %w", err)
+			}
+			return nil
+		}},
+		{"receive", goqiteFile, func(ctx context.Context) error {
+			m, err := g.q.Receive(ctx)
+			if err != nil {
+				return fmt.Errorf("goqite receive: %w", err)
+			}
+			if m == nil {
+				return fmt.Errorf("goqite receive: no message right after a send")
+			}
+			g.m = m
+			return nil
+		}},
+		{"delete", goqiteFile, func(ctx context.Context) error {
+			if err := g.q.Delete(ctx, g.m.ID); err != nil {
+				return fmt.Errorf("goqite delete: %w", err)
+			}
+			return nil
+		}},
+	}
 }
 
 // Close closes the database.

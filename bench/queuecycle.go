@@ -79,10 +79,8 @@ func (b *batchedCycle) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for i, s := range ss {
-		if s.Err != nil || s.Outcome != queue.Acked {
-			return 0, fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
-		}
+	if err := allAcked(ss); err != nil {
+		return 0, err
 	}
 	return b.size, nil
 }

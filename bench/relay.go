@@ -181,11 +181,11 @@ func openRelay(dir string, flows int) (*relay, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	q, err := queuestore.Open(filepath.Join(dir, "queue.db"))
+	q, err := queuestore.Open(filepath.Join(dir, queueFile))
 	if err != nil {
 		return nil, err
 	}
-	r, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
+	r, err := receiverstore.Open(filepath.Join(dir, receiverFile))
 	if err != nil {
 		q.Close()
 		return nil, err
@@ -208,42 +208,66 @@ func RelayCycle() Case {
 			if err != nil {
 				return nil, err
 			}
-			return &single{rl}, nil
+			return &single{relay: rl}, nil
 		},
 	}
 }
 
-type single struct{ *relay }
+type single struct {
+	*relay
+	e queue.Event // the event of the current Step
+	c queue.Claim // its claim
+}
 
 // Step relays one event, one operation at a time.
 func (s *single) Step(ctx context.Context) (int, error) {
-	s.n++
-	e := queue.Event{ID: fmt.Sprintf("e%d", s.n), Flow: flowName(s.n % s.flows), Body: body}
-	if _, err := s.q.Enqueue(ctx, e, now); err != nil {
+	if err := runPhases(ctx, s.phases()); err != nil {
 		return 0, err
-	}
-	c, ok, err := s.q.Claim(ctx, now)
-	if err != nil {
-		return 0, err
-	}
-	if !ok || c.EventID != e.ID {
-		return 0, fmt.Errorf("claim after enqueueing %s: got %q, %v", e.ID, c.EventID, ok)
-	}
-	out, err := s.r.Receive(ctx, receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
-	if err != nil {
-		return 0, err
-	}
-	if out != receiver.Accepted {
-		return 0, fmt.Errorf("receive %s: %s, want accepted", c.EventID, out)
-	}
-	so, err := s.q.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, now)
-	if err != nil {
-		return 0, err
-	}
-	if so != queue.Acked {
-		return 0, fmt.Errorf("settle %s: %s, want acked", c.EventID, so)
 	}
 	return 1, nil
+}
+
+// phases are Step's four operations.
+func (s *single) phases() []phase {
+	return []phase{
+		{"Enqueue", queueFile, func(ctx context.Context) error {
+			s.n++
+			s.e = queue.Event{ID: fmt.Sprintf("e%d", s.n), Flow: flowName(s.n % s.flows), Body: body}
+			_, err := s.q.Enqueue(ctx, s.e, now)
+			return err
+		}},
+		{"Claim", queueFile, func(ctx context.Context) error {
+			c, ok, err := s.q.Claim(ctx, now)
+			if err != nil {
+				return err
+			}
+			if !ok || c.EventID != s.e.ID {
+				return fmt.Errorf("claim after enqueueing %s: got %q, %v", s.e.ID, c.EventID, ok)
+			}
+			s.c = c
+			return nil
+		}},
+		{"Receive", receiverFile, func(ctx context.Context) error {
+			out, err := s.r.Receive(ctx, receiver.Message{ID: s.c.EventID, Flow: s.c.Flow, Seq: s.c.Seq, Body: s.c.Body})
+			if err != nil {
+				return err
+			}
+			if out != receiver.Accepted {
+				return fmt.Errorf("receive %s: %s, want accepted", s.c.EventID, out)
+			}
+			return nil
+		}},
+		{"Settle", queueFile, func(ctx context.Context) error {
+			so, err := s.q.Settle(ctx, s.c.EventID, s.c.Generation, queue.Result{OK: true}, now)
+			if err != nil {
+				return err
+			}
+			if so != queue.Acked {
+				return fmt.Errorf("settle %s: %s, want acked", s.c.EventID, so)
+			}
+			return nil
+		}},
+	}
 }
 
 // BatchedRelayCycle is the batched relay cycle: EnqueueBatch → ClaimBatch →
@@ -275,41 +299,72 @@ type batched struct {
 
 // Step relays one batch of size events.
 func (b *batched) Step(ctx context.Context) (int, error) {
-	for i := range b.es {
-		b.n++
-		b.es[i] = queue.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
-	}
-	if _, err := b.q.EnqueueBatch(ctx, b.es, now); err != nil {
+	if err := runPhases(ctx, b.phases()); err != nil {
 		return 0, err
-	}
-	cs, err := b.q.ClaimBatch(ctx, now, b.size)
-	if err != nil {
-		return 0, err
-	}
-	if len(cs) != b.size {
-		return 0, fmt.Errorf("claim batch: %d claims, want %d", len(cs), b.size)
-	}
-	for i, c := range cs {
-		b.ms[i] = receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
-	}
-	rs, err := b.r.ReceiveBatch(ctx, b.ms)
-	if err != nil {
-		return 0, err
-	}
-	for i, r := range rs {
-		if r.Err != nil || r.Outcome != receiver.Accepted {
-			return 0, fmt.Errorf("receive batch item %d: %s, %v, want accepted", i, r.Outcome, r.Err)
-		}
-		b.items[i] = queue.SettleItem{EventID: cs[i].EventID, Generation: cs[i].Generation, Result: queue.Result{OK: true}}
-	}
-	ss, err := b.q.SettleBatch(ctx, b.items, now)
-	if err != nil {
-		return 0, err
-	}
-	for i, s := range ss {
-		if s.Err != nil || s.Outcome != queue.Acked {
-			return 0, fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
-		}
 	}
 	return b.size, nil
+}
+
+// phases are Step's four operations.
+func (b *batched) phases() []phase {
+	return []phase{
+		{"EnqueueBatch", queueFile, func(ctx context.Context) error {
+			for i := range b.es {
+				b.n++
+				b.es[i] = queue.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
+			}
+			_, err := b.q.EnqueueBatch(ctx, b.es, now)
+			return err
+		}},
+		{"ClaimBatch", queueFile, func(ctx context.Context) error {
+			cs, err := b.q.ClaimBatch(ctx, now, b.size)
+			if err != nil {
+				return err
+			}
+			if len(cs) != b.size {
+				return fmt.Errorf("claim batch: %d claims, want %d", len(cs), b.size)
+			}
+			for i, c := range cs {
+				b.ms[i] = receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
+				b.items[i] = queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}}
+			}
+			return nil
+		}},
+		{"ReceiveBatch", receiverFile, func(ctx context.Context) error {
+			rs, err := b.r.ReceiveBatch(ctx, b.ms)
+			if err != nil {
+				return err
+			}
+			return allAccepted(rs)
+		}},
+		{"SettleBatch", queueFile, func(ctx context.Context) error {
+			ss, err := b.q.SettleBatch(ctx, b.items, now)
+			if err != nil {
+				return err
+			}
+			return allAcked(ss)
+		}},
+	}
+}
+
+// allAccepted is nil when every item of a ReceiveBatch was accepted, else
+// an error naming the first that was not.
+func allAccepted(rs []receiver.BatchResult) error {
+	for i, r := range rs {
+		if r.Err != nil || r.Outcome != receiver.Accepted {
+			return fmt.Errorf("receive batch item %d: %s, %v, want accepted", i, r.Outcome, r.Err)
+		}
+	}
+	return nil
+}
+
+// allAcked is nil when every item of a SettleBatch was acked, else an
+// error naming the first that was not.
+func allAcked(ss []queue.SettleResult) error {
+	for i, s := range ss {
+		if s.Err != nil || s.Outcome != queue.Acked {
+			return fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
+		}
+	}
+	return nil
 }

@@ -222,22 +222,17 @@ func relayCycle(ctx context.Context, q steadyQueue, r steadyReceiver, es []queue
 	if err != nil {
 		return err
 	}
-	for i, x := range rs {
-		if x.Err != nil || x.Outcome != receiver.Accepted {
-			return fmt.Errorf("receive batch item %d: %s, %v, want accepted", i, x.Outcome, x.Err)
-		}
-		items[i] = queue.SettleItem{EventID: cs[i].EventID, Generation: cs[i].Generation, Result: queue.Result{OK: true}}
+	if err := allAccepted(rs); err != nil {
+		return err
+	}
+	for i, c := range cs {
+		items[i] = queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}}
 	}
 	ss, err := q.SettleBatch(ctx, items, tick)
 	if err != nil {
 		return err
 	}
-	for i, s := range ss {
-		if s.Err != nil || s.Outcome != queue.Acked {
-			return fmt.Errorf("settle batch item %d: %s, %v, want acked", i, s.Outcome, s.Err)
-		}
-	}
-	return nil
+	return allAcked(ss)
 }
 
 // prunePass prunes the queue at tick and the receipts accepted before the

@@ -8,10 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/fairrelay/fairrelay/queue"
-	"github.com/fairrelay/fairrelay/receiver"
-	"maragu.dev/goqite"
 )
 
 // WALPages is what one operation wrote to its file's write-ahead log: its
@@ -24,168 +20,95 @@ type WALPages struct {
 	FlowSeqLeaves int
 }
 
-// BatchedCycleWALPages relays warm batches of size events in a new relay in
-// dir, as [BatchedRelayCycle] does (one event in each of size flows), then
-// rounds more with each of their four operations (EnqueueBatch,
-// ClaimBatch, ReceiveBatch, SettleBatch) alone in its file's write-ahead
-// log, and counts the pages each wrote: a TRUNCATE checkpoint empties the
-// log before the operation, and the frame headers in the -wal file
-// afterwards name its pages (one frame each), which SQLite's dbstat table
-// places in their B-trees. It returns one cycle's operations per round.
-// What a commit writes follows from the schema and the data, not from the
-// disk.
-func BatchedCycleWALPages(ctx context.Context, dir string, size, warm, rounds int) (_ [][]WALPages, err error) {
-	x, err := setupWatchedRelay(ctx, BatchedRelayCycle(size), dir, warm)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, x.Close()) }()
-	b, qw, rw := x.w.(*batched), x.q, x.r
-	var cs []queue.Claim
-	return measureRounds(ctx, rounds, func() {
-		for i := range b.es {
-			b.n++
-			b.es[i] = queue.Event{ID: fmt.Sprintf("e%d", b.n), Flow: flowName(i), Body: body}
+// The files of the cases whose operations CycleWALPages counts.
+const (
+	queueFile    = "queue.db"
+	receiverFile = "receiver.db"
+	goqiteFile   = "goqite.db"
+	ceilingFile  = "ceiling.db"
+)
+
+// flowSeqTables names, for a file, the table whose (flow, seq) index
+// CycleWALPages counts the leaves of.
+var flowSeqTables = map[string]string{queueFile: "events", receiverFile: "receipts"}
+
+// phase is one operation of a case's Step: a name, the file (in the
+// case's directory) it writes, and the operation.
+type phase struct {
+	name string
+	file string
+	run  func(ctx context.Context) error
+}
+
+// runPhases runs ps in order: one Step.
+func runPhases(ctx context.Context, ps []phase) error {
+	for _, p := range ps {
+		if err := p.run(ctx); err != nil {
+			return err
 		}
-	}, []walOp{
-		{"EnqueueBatch", qw, func() error { _, err := b.q.EnqueueBatch(ctx, b.es, now); return err }},
-		{"ClaimBatch", qw, func() error {
-			var err error
-			if cs, err = b.q.ClaimBatch(ctx, now, size); err == nil && len(cs) != size {
-				err = fmt.Errorf("claim batch: %d claims, want %d", len(cs), size)
-			}
-			for i, c := range cs {
-				b.ms[i] = receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body}
-				b.items[i] = queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}}
-			}
-			return err
-		}},
-		{"ReceiveBatch", rw, func() error { _, err := b.r.ReceiveBatch(ctx, b.ms); return err }},
-		{"SettleBatch", qw, func() error { _, err := b.q.SettleBatch(ctx, b.items, now); return err }},
-	})
-}
-
-// SingleCycleWALPages is [BatchedCycleWALPages] for the single-event
-// cycle ([RelayCycle]: Enqueue, Claim, Receive, Settle of one event, over
-// 16 flows).
-func SingleCycleWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WALPages, err error) {
-	x, err := setupWatchedRelay(ctx, RelayCycle(), dir, warm)
-	if err != nil {
-		return nil, err
 	}
-	defer func() { err = errors.Join(err, x.Close()) }()
-	s, qw, rw := x.w.(*single), x.q, x.r
-	var (
-		e queue.Event
-		c queue.Claim
-	)
-	return measureRounds(ctx, rounds, func() {
-		s.n++
-		e = queue.Event{ID: fmt.Sprintf("e%d", s.n), Flow: flowName(s.n % s.flows), Body: body}
-	}, []walOp{
-		{"Enqueue", qw, func() error { _, err := s.q.Enqueue(ctx, e, now); return err }},
-		{"Claim", qw, func() error {
-			var ok bool
-			var err error
-			if c, ok, err = s.q.Claim(ctx, now); err == nil && (!ok || c.EventID != e.ID) {
-				err = fmt.Errorf("claim after enqueueing %s: got %q, %v", e.ID, c.EventID, ok)
-			}
-			return err
-		}},
-		{"Receive", rw, func() error {
-			_, err := s.r.Receive(ctx, receiver.Message{ID: c.EventID, Flow: c.Flow, Seq: c.Seq, Body: c.Body})
-			return err
-		}},
-		{"Settle", qw, func() error {
-			_, err := s.q.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, now)
-			return err
-		}},
-	})
+	return nil
 }
 
-// setupWarm sets c up in dir and runs warm of its steps.
-func setupWarm(ctx context.Context, c Case, dir string, warm int) (Workload, error) {
+// phased is a workload whose Step is its phases run in order: the
+// ceiling, goqite's cycle and the relay cycles.
+type phased interface {
+	Workload
+	phases() []phase
+}
+
+// CycleWALPages sets c up in dir, runs warm of its steps, then rounds more
+// with each of their operations alone in its file's write-ahead log, and
+// counts the pages each wrote: a TRUNCATE checkpoint empties the log
+// before the operation, and the frame headers in the -wal file afterwards
+// name its pages (one frame each), which SQLite's dbstat table places in
+// their B-trees. It returns one step's operations per round. c must be
+// [Ceiling], [Goqite], [RelayCycle] or [BatchedRelayCycle]. What a commit
+// writes follows from the schema and the data, not from the disk.
+func CycleWALPages(ctx context.Context, c Case, dir string, warm, rounds int) (_ [][]WALPages, err error) {
 	w, err := c.Setup(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
+	watches := map[string]*walWatch{}
+	defer func() {
+		for _, ww := range watches {
+			err = errors.Join(err, ww.Close())
+		}
+		err = errors.Join(err, w.Close())
+	}()
+	pw, ok := w.(phased)
+	if !ok {
+		return nil, fmt.Errorf("wal pages: %s does not name its operations", c.Name)
+	}
 	for range warm {
 		if _, err := w.Step(ctx); err != nil {
-			return nil, errors.Join(err, w.Close())
+			return nil, err
 		}
 	}
-	return w, nil
-}
-
-// watchedRelay is a relay cycle's workload with a watch on each of its
-// two files.
-type watchedRelay struct {
-	w    Workload
-	q, r *walWatch // queue.db's, receiver.db's
-}
-
-// setupWatchedRelay sets c, a relay cycle, up in dir, runs warm of its
-// steps and opens the watches.
-func setupWatchedRelay(ctx context.Context, c Case, dir string, warm int) (*watchedRelay, error) {
-	w, err := setupWarm(ctx, c, dir, warm)
-	if err != nil {
-		return nil, err
-	}
-	x := &watchedRelay{w: w}
-	if x.q, err = openWALWatch(filepath.Join(dir, "queue.db"), "events"); err != nil {
-		return nil, errors.Join(err, w.Close())
-	}
-	if x.r, err = openWALWatch(filepath.Join(dir, "receiver.db"), "receipts"); err != nil {
-		return nil, errors.Join(err, x.q.Close(), w.Close())
-	}
-	return x, nil
-}
-
-// Close closes the watches and the workload.
-func (x *watchedRelay) Close() error { return errors.Join(x.q.Close(), x.r.Close(), x.w.Close()) }
-
-// GoqiteWALPages is [BatchedCycleWALPages] for goqite's cycle ([Goqite]):
-// send, receive and delete of one message, in a new goqite file in dir.
-func GoqiteWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WALPages, err error) {
-	w, err := setupWarm(ctx, Goqite(), dir, warm)
-	if err != nil {
-		return nil, err
-	}
-	g := w.(*goqiteCycle)
-	gw, err := openWALWatch(filepath.Join(dir, "goqite.db"), "")
-	if err != nil {
-		return nil, errors.Join(err, g.Close())
-	}
-	defer func() { err = errors.Join(err, gw.Close(), g.Close()) }()
-	var m *goqite.Message
-	return measureRounds(ctx, rounds, func() {}, []walOp{
-		{"send", gw, func() error { return g.q.Send(ctx, goqite.Message{Body: g.body}) }},
-		{"receive", gw, func() error {
-			var err error
-			if m, err = g.q.Receive(ctx); err == nil && m == nil {
-				err = errors.New("goqite receive: no message right after a send")
+	ps := pw.phases()
+	for _, p := range ps {
+		if watches[p.file] == nil {
+			ww, err := openWALWatch(filepath.Join(dir, p.file), flowSeqTables[p.file])
+			if err != nil {
+				return nil, err
 			}
-			return err
-		}},
-		{"delete", gw, func() error { return g.q.Delete(ctx, m.ID) }},
-	})
-}
-
-// CeilingWALPages is [BatchedCycleWALPages] for the storage ceiling
-// ([Ceiling]): one one-row commit, in a new file in dir.
-func CeilingWALPages(ctx context.Context, dir string, warm, rounds int) (_ [][]WALPages, err error) {
-	w, err := setupWarm(ctx, Ceiling(), dir, warm)
-	if err != nil {
-		return nil, err
+			watches[p.file] = ww
+		}
 	}
-	cw, err := openWALWatch(filepath.Join(dir, "ceiling.db"), "")
-	if err != nil {
-		return nil, errors.Join(err, w.Close())
+	var out [][]WALPages
+	for range rounds {
+		var step []WALPages
+		for _, p := range ps {
+			m, err := watches[p.file].measure(ctx, p.name, func() error { return p.run(ctx) })
+			if err != nil {
+				return nil, err
+			}
+			step = append(step, m)
+		}
+		out = append(out, step)
 	}
-	defer func() { err = errors.Join(err, cw.Close(), w.Close()) }()
-	return measureRounds(ctx, rounds, func() {}, []walOp{
-		{"commit", cw, func() error { _, err := w.Step(ctx); return err }},
-	})
+	return out, nil
 }
 
 // TotalPages is the pages that the operations of one cycle wrote, and how
@@ -196,31 +119,6 @@ func TotalPages(ops []WALPages) (pages, leaves int) {
 		leaves += p.FlowSeqLeaves
 	}
 	return pages, leaves
-}
-
-// walOp is one operation of a cycle and the watch on the file it writes.
-type walOp struct {
-	name string
-	w    *walWatch
-	run  func() error
-}
-
-// measureRounds runs next and then ops, each measured, rounds times.
-func measureRounds(ctx context.Context, rounds int, next func(), ops []walOp) ([][]WALPages, error) {
-	var out [][]WALPages
-	for range rounds {
-		next()
-		var cycle []WALPages
-		for _, op := range ops {
-			p, err := op.w.measure(ctx, op.name, op.run)
-			if err != nil {
-				return nil, err
-			}
-			cycle = append(cycle, p)
-		}
-		out = append(out, cycle)
-	}
-	return out, nil
 }
 
 // walWatch is a second connection to an SQLite file in WAL mode, which

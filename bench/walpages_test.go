@@ -51,7 +51,7 @@ func TestWALFramePages(t *testing.T) {
 // (flow, seq) entry, write none.
 func TestBatchedCycleWALPages(t *testing.T) {
 	const size = 16
-	cycles, err := BatchedCycleWALPages(context.Background(), t.TempDir(), size, 400, 2)
+	cycles, err := CycleWALPages(context.Background(), BatchedRelayCycle(size), t.TempDir(), 400, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestBatchedCycleWALPages(t *testing.T) {
 // new (flow, seq) entry in the enqueue and one in the receive, so exactly
 // one leaf each unless the entry split its leaf.
 func TestSingleCycleWALPages(t *testing.T) {
-	cycles, err := SingleCycleWALPages(context.Background(), t.TempDir(), 200, 3)
+	cycles, err := CycleWALPages(context.Background(), RelayCycle(), t.TempDir(), 200, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +113,11 @@ func TestSingleCycleWALPages(t *testing.T) {
 // seq) leaf: neither has such an index.
 func TestGoqiteAndCeilingWALPages(t *testing.T) {
 	ctx := context.Background()
-	goq, err := GoqiteWALPages(ctx, t.TempDir(), 20, 2)
+	goq, err := CycleWALPages(ctx, Goqite(), t.TempDir(), 20, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ceil, err := CeilingWALPages(ctx, t.TempDir(), 20, 2)
+	ceil, err := CycleWALPages(ctx, Ceiling(), t.TempDir(), 20, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,5 +134,13 @@ func TestGoqiteAndCeilingWALPages(t *testing.T) {
 	}
 	if n := len(goq[0]); n != 3 {
 		t.Errorf("goqite: %d operations, want 3", n)
+	}
+}
+
+// TestCycleWALPagesRefusesAnUnnamedStep checks that a case whose Step does
+// not name its operations is refused, not measured as one.
+func TestCycleWALPagesRefusesAnUnnamedStep(t *testing.T) {
+	if _, err := CycleWALPages(context.Background(), ClaimSettle(2, 2), t.TempDir(), 0, 1); err == nil {
+		t.Error("claim+settle measured; want an error: its Step names no operations")
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // walPageSets are the WAL pages of the ceiling, goqite's cycle and the
 // single-event and batched relay cycles, operation by operation, round by
-// round (bench.BatchedCycleWALPages): what each commit writes, which on
+// round (bench.CycleWALPages): what each commit writes, which on
 // disk is part of its cost.
 type walPageSets struct {
 	ceiling, goqite, single, batch64 [][]bench.WALPages
@@ -28,16 +28,16 @@ const walPageRounds = 5
 func measureWALPages(ctx context.Context, dir string) (walPageSets, error) {
 	var w walPageSets
 	var err error
-	if w.ceiling, err = bench.CeilingWALPages(ctx, filepath.Join(dir, "ceiling"), 100, walPageRounds); err != nil {
+	if w.ceiling, err = bench.CycleWALPages(ctx, bench.Ceiling(), filepath.Join(dir, "ceiling"), 100, walPageRounds); err != nil {
 		return w, err
 	}
-	if w.goqite, err = bench.GoqiteWALPages(ctx, filepath.Join(dir, "goqite"), 100, walPageRounds); err != nil {
+	if w.goqite, err = bench.CycleWALPages(ctx, bench.Goqite(), filepath.Join(dir, "goqite"), 100, walPageRounds); err != nil {
 		return w, err
 	}
-	if w.single, err = bench.SingleCycleWALPages(ctx, filepath.Join(dir, "single"), 1000, walPageRounds); err != nil {
+	if w.single, err = bench.CycleWALPages(ctx, bench.RelayCycle(), filepath.Join(dir, "single"), 1000, walPageRounds); err != nil {
 		return w, err
 	}
-	if w.batch64, err = bench.BatchedCycleWALPages(ctx, filepath.Join(dir, "batch-64"), 64, 500, walPageRounds); err != nil {
+	if w.batch64, err = bench.CycleWALPages(ctx, bench.BatchedRelayCycle(64), filepath.Join(dir, "batch-64"), 500, walPageRounds); err != nil {
 		return w, err
 	}
 	for _, c := range []struct {
