@@ -93,6 +93,11 @@ func (s *Store) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.
 }
 
 func (s *Store) claim(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error) {
+	if s.oneCallable(ctx, nil, now) {
+		if _, cs, ok, err := s.oneCall(ctx, nil, now, n); err != nil || ok {
+			return cs, err
+		}
+	}
 	var out []queue.Claim
 	err := s.withTxRead(ctx, nil, nil, func(tx pgx.Tx, a admission, _ bool, pp *pipe) error {
 		out = out[:0]

@@ -57,12 +57,25 @@
 // its index for OldestWaiting (docs/decisions/postgres-failure-detail.md),
 // 0007 the life of an event: retention in meta, acked_at and the acked
 // table Prune deletes through, the audit's tick index, paused flows, the
-// sequence counters in flow_seqs and the arrivals of EnqueueTx.
+// sequence counters in flow_seqs and the arrivals of EnqueueTx, 0008
+// destinations, 0009 the shard label, 0010 the operator's sorted pages off
+// the claim path, 0011 the function settle_claim (below).
 // Open creates the schema
 // (default "fairrelay_queue", WithSchema to choose) and runs the
 // migrations past its version, each recording the version it reaches in
 // schema_migrations, in one transaction under an advisory lock. The
 // policy is recorded in meta when the schema is created (WithPolicy).
+//
+// # One call
+//
+// Claim, ClaimBatch, Settle, SettleBatch and SettleClaimBatch whose
+// results are all successes are one call of settle_claim when nothing but
+// the common case can happen: one round trip and one commit, the same
+// statements run by the server. Anything else (a time regression, the
+// rotation, destinations, arrivals, a failure result, two items of one
+// flow, a used-up take-over, a hook) takes the general path: the
+// statements sent from Go, in three round trips at most. Both leave the
+// same rows (docs/decisions/postgres-server-side-transitions.md).
 //
 // # Wake-ups
 //

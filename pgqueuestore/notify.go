@@ -42,6 +42,22 @@ func (n *notifier) due() bool {
 	return true
 }
 
+// open reports whether a wake-up may be sent now, as due does, without
+// recording one: settle_claim is told so and sends at most one, and sent
+// records it (onecall.go).
+func (n *notifier) open() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.last.IsZero() || time.Since(n.last) >= n.every
+}
+
+// sent records a wake-up that settle_claim sent.
+func (n *notifier) sent() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.last = time.Now()
+}
+
 // channelPrefix begins every store's notification channel.
 const channelPrefix = "fairrelay_queue."
 

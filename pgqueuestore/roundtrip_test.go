@@ -31,8 +31,14 @@ func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatch
 func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // openCounted opens a store on a one-connection pool whose round trips c
-// counts.
-func openCounted(t *testing.T, c *tripCounter) *Store {
+// counts, with opts.
+func openCounted(t *testing.T, c *tripCounter, opts ...Option) *Store {
+	return openTraced(t, c, 1, opts...)
+}
+
+// openTraced opens a store with opts in a schema of its own, on a pool of
+// at most maxConns connections (0: pgxpool's default) traced by tr.
+func openTraced(t *testing.T, tr pgx.QueryTracer, maxConns int32, opts ...Option) *Store {
 	t.Helper()
 	ctx := context.Background()
 	url, schema := pgtest.Schema(t)
@@ -40,32 +46,56 @@ func openCounted(t *testing.T, c *tripCounter) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 1
-	cfg.ConnConfig.Tracer = c
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	cfg.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := OpenPool(ctx, pool, WithSchema(schema))
+	s, err := OpenPool(ctx, pool, append([]Option{WithSchema(schema)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
+// withGeneralPath keeps a store's every call on the general path: the
+// statements sent from Go, never settle_claim (onecall.go).
+func withGeneralPath() Option { return func(o *options) { o.general = true } }
+
 // The per-event cost on PostgreSQL is mostly round trips
-// (docs/decisions/postgres-per-event-cost.md): a settle and claim of 16
-// events of 16 flows takes three (BEGIN with the locked meta row and the
-// settles' read; the settles' writes with the promotion and the picks;
-// the claims' writes with COMMIT), a Settle two (BEGIN with the read; the
-// writes with COMMIT) and a Claim three (BEGIN with the locked meta row;
-// the promotion and the pick; the claim's writes with COMMIT), whatever
-// the batch's size.
+// (docs/decisions/postgres-per-event-cost.md). On the one-call path a
+// settle and claim of 16 events of 16 flows, a Settle and a Claim each
+// take one: the call of settle_claim
+// (docs/decisions/postgres-server-side-transitions.md). On the general
+// path a settle and claim takes three (BEGIN with the locked meta row and
+// the settles' read; the settles' writes with the promotion and the
+// picks; the claims' writes with COMMIT), a Settle two (BEGIN with the
+// read; the writes with COMMIT) and a Claim three (BEGIN with the locked
+// meta row; the promotion and the pick; the claim's writes with COMMIT),
+// whatever the batch's size.
 func TestRoundTrips_SettleAndClaim(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		opts                []Option
+		wave, settle, claim int64
+	}{
+		{"one call", nil, 1, 1, 1},
+		{"general path", []Option{withGeneralPath()}, 3, 2, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) { roundTrips(t, c.opts, c.wave, c.settle, c.claim) })
+	}
+}
+
+// roundTrips checks the round trips of a SettleClaimBatch of 16 and 16,
+// a Settle and a Claim on a store opened with opts.
+func roundTrips(t *testing.T, opts []Option, wave, settle, claim int64) {
 	ctx := context.Background()
 	var c tripCounter
-	s := openCounted(t, &c)
+	s := openCounted(t, &c, opts...)
 	var es []queue.Event
 	for k := range 3 {
 		for f := range 16 {
@@ -101,8 +131,8 @@ func TestRoundTrips_SettleAndClaim(t *testing.T) {
 			t.Fatalf("SettleClaimBatch item = %+v", r)
 		}
 	}
-	if got := c.n.Load() - before; got != 3 {
-		t.Errorf("SettleClaimBatch of 16 and 16: %d round trips, want 3", got)
+	if got := c.n.Load() - before; got != wave {
+		t.Errorf("SettleClaimBatch of 16 and 16: %d round trips, want %d", got, wave)
 	}
 	if _, err := s.Settle(ctx, cs[0].EventID, cs[0].Generation, queue.Result{OK: true}, 4); err != nil {
 		t.Fatal(err)
@@ -111,8 +141,8 @@ func TestRoundTrips_SettleAndClaim(t *testing.T) {
 	if o, err := s.Settle(ctx, cs[1].EventID, cs[1].Generation, queue.Result{OK: true}, 4); err != nil || o != queue.Acked {
 		t.Fatalf("Settle = %v, %v", o, err)
 	}
-	if got := c.n.Load() - before; got != 2 {
-		t.Errorf("Settle: %d round trips, want 2", got)
+	if got := c.n.Load() - before; got != settle {
+		t.Errorf("Settle: %d round trips, want %d", got, settle)
 	}
 	if _, err := s.EnqueueBatch(ctx, []queue.Event{{ID: "n1", Flow: "n1", Body: []byte("x")}, {ID: "n2", Flow: "n2", Body: []byte("x")}}, 4); err != nil {
 		t.Fatal(err)
@@ -122,8 +152,8 @@ func TestRoundTrips_SettleAndClaim(t *testing.T) {
 		if _, ok, err := s.Claim(ctx, 5); err != nil || !ok {
 			t.Fatalf("Claim %d = %v, %v", i, ok, err)
 		}
-		if got := c.n.Load() - before; i == 1 && got != 3 {
-			t.Errorf("Claim: %d round trips, want 3", got)
+		if got := c.n.Load() - before; i == 1 && got != claim {
+			t.Errorf("Claim: %d round trips, want %d", got, claim)
 		}
 	}
 }

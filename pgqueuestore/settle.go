@@ -114,6 +114,15 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 	if err := it.Validate(); err != nil {
 		return "", fmt.Errorf("settle: %w", err)
 	}
+	if s.oneCallable(ctx, []queue.SettleItem{it}, now) {
+		out, _, ok, err := s.oneCall(ctx, []queue.SettleItem{it}, now, 0)
+		if err != nil {
+			return "", fmt.Errorf("settle %q: %w", eventID, err)
+		}
+		if ok {
+			return out[0].Outcome, nil
+		}
+	}
 	var o queue.Outcome
 	st := s.newSettles([]queue.SettleItem{it}, true)
 	err := s.withTxRead(ctx, nil, st.reads(), func(tx pgx.Tx, a admission, stale bool, pp *pipe) error {
@@ -189,8 +198,9 @@ type settleEvent struct {
 	nextID  *string
 }
 
-// settles is one transaction's settle of items, in two round trips at
-// most, with the outcomes, Errs and writes of settling them one after the
+// settles is one transaction's settle of items on the general path
+// (onecall.go), in two round trips at most, with the outcomes, Errs and
+// writes of settling them one after the
 // other (settleOne of earlier versions,
 // docs/decisions/postgres-batch-round-trips.md): one qSettleReadMany
 // reads every item's event, its flow's last seq and its next event (sent

@@ -48,6 +48,11 @@ func (s *Store) SettleClaimBatch(ctx context.Context, items []queue.SettleItem, 
 // one round trip for BEGIN and the reads, one for the writes and the
 // first page of picks, one for the claims' writes and COMMIT.
 func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error) {
+	if s.oneCallable(ctx, items, now) {
+		if out, cs, ok, err := s.oneCall(ctx, items, now, n); err != nil || ok {
+			return out, cs, err
+		}
+	}
 	var (
 		out []queue.SettleResult
 		cs  []queue.Claim

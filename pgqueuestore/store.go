@@ -20,7 +20,7 @@ import (
 
 // SchemaVersion is the newest migration this package knows: the number of
 // migration files.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
@@ -61,6 +61,9 @@ type options struct {
 	// version, when not 0, is the migration Open stops at: a schema as an
 	// older build made it, for the migration tests.
 	version int
+	// general, set by tests, keeps every call on the general path: the
+	// statements sent from Go, never settle_claim (onecall.go).
+	general bool
 }
 
 // WithSchema sets the PostgreSQL schema the store lives in (created when
@@ -101,6 +104,7 @@ type Store struct {
 	skew     clock.Tick
 	notify   *notifier
 	dests    atomic.Bool // destinations exist (destination_claim.go)
+	general  bool        // never settle_claim (options.general)
 }
 
 // Open connects to the database at url (a postgres:// URL or DSN that
@@ -160,7 +164,8 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 		every = o.notifyEvery
 	}
 	s := &Store{pool: pool, schema: o.schema, hook: o.hook, realTime: o.realTime, skew: o.skew, notify: &notifier{every: every},
-		q: func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
+		general: o.general || (o.version != 0 && o.version < oneCallVersion),
+		q:       func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
 	if err := s.migrate(ctx, o.policy, o.version); err != nil {
 		return nil, fmt.Errorf("open schema %s: %w", o.schema, err)
 	}
