@@ -61,8 +61,7 @@ func riverSQLiteCases(cfg config) []bench.Case {
 }
 
 // pgCases are the single-process PostgreSQL cases: the batched cycle, River,
-// claim+settle at the smallest and the largest backlog, and the control
-// of claim+settle at the smallest one as one function call per transition.
+// and claim+settle at the smallest and the largest backlog.
 func pgCases(cfg config, pg pgServer) []bench.Case {
 	if pg.skipped != "" {
 		return nil
@@ -76,7 +75,6 @@ func pgCases(cfg config, pg pgServer) []bench.Case {
 		bench.RuntimePGCase(pg.url, bench.RuntimeInProcess, 16, 64, 1000, cfg.runtimePer, cfg.plan.Slice),
 		bench.RuntimePGCase(pg.url, bench.RuntimeHTTP, 16, 64, 1000, cfg.runtimePer, cfg.plan.Slice),
 		bench.PGClaimSettle(pg.url, lo, (cfg.pgMinEvents+lo-1)/lo),
-		bench.PGFunctionClaimSettle(pg.url, lo, (cfg.pgMinEvents+lo-1)/lo),
 		bench.PGClaimSettle(pg.url, hi, (cfg.pgMinEvents+hi-1)/hi),
 		bench.PGClaimSettleDests(pg.url, lo, (cfg.pgMinEvents+lo-1)/lo, bench.CostDestinations),
 		bench.PGClaimSettleDests(pg.url, hi, (cfg.pgMinEvents+hi-1)/hi, bench.CostDestinations),
@@ -147,7 +145,7 @@ func pgRows(cfg config, rates bench.Rates, drains map[int][]bench.DrainSummary, 
 		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d (EnqueueBatch → ClaimBatch → SettleBatch)", riverBatch), Value: bench.Summarize(ours), Unit: "events/s"},
 		{What: fmt.Sprintf("PostgreSQL: River %s (riverpgxv5): InsertMany of %d → %d no-op workers → completed", bench.RiverVersion, riverBatch, bench.RiverWorkers), Value: bench.Summarize(rv), Unit: "events/s"},
 		{What: fmt.Sprintf("PostgreSQL: queue cycle at %d ÷ River", riverBatch), Value: ratio, Verb: "%.2f", Unit: "ratio", Target: "≥ 1.5", Met: bench.AtLeast(ratio.Median, 1.5),
-			Why: "Our cycle is three transactions per 64 events in one goroutine, one after the other, each taking the queue's one write turn (the meta row) and a commit; River inserts, fetches and completes from several goroutines on four connections, so its statements and commits overlap, which the contract's one order of writes rules out for ours. Each batch operation is a read over an array and a few set statements in pipelined round trips, each write running the generic plan that reaches its rows by key (docs/decisions/postgres-batch-round-trips.md and docs/decisions/postgres-custom-plans.md): the server's own statement time is most of a cycle (5.4 of 7.2 ms in a quiet profile after migration 4, with custom plans then, \"Updates that stay on their page\": the three commits, the insert, the claim's event update and the enqueue's flow update are the largest). The ratio follows the machine's load: two runs on a quiet machine gave medians of 1.66 and 1.75. See docs/decisions/river-comparison.md."},
+			Why: "Our cycle is three transactions per 64 events in one goroutine, one after the other, each taking the queue's one write turn (the meta row) and a commit; River inserts, fetches and completes from several goroutines on four connections, so its statements and commits overlap, which the contract's one order of writes rules out for ours. The enqueue is a read over an array and a few set statements in pipelined round trips, each write running the generic plan that reaches its rows by key (docs/decisions/postgres-batch-round-trips.md and docs/decisions/postgres-custom-plans.md); the claim and the settle are one call of settle_claim each (docs/decisions/postgres-server-side-transitions.md): the server's own statement time is most of a cycle (5.4 of 7.2 ms in a quiet profile after migration 4, with custom plans then, \"Updates that stay on their page\": the three commits, the insert, the claim's event update and the enqueue's flow update are the largest). The ratio follows the machine's load: two runs on a quiet machine gave medians of 1.66 and 1.75. See docs/decisions/river-comparison.md."},
 	}
 	best := rates[fmt.Sprintf("river-pg/w%d-batch-%d", bench.RiverBestWorkers, bench.RiverBestBatch)]
 	rows = append(rows,
@@ -161,14 +159,9 @@ func pgRows(cfg config, rates bench.Rates, drains map[int][]bench.DrainSummary, 
 		rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: claim+settle at %s flows", thousands(n)), Value: bench.Summarize(rates[fmt.Sprintf("pg/claim+settle/%d", n)]), Unit: "events/s"})
 	}
 	single := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("pg/claim+settle/%d", lo)], ceil, 2))
-	fn := rates[fmt.Sprintf("pg/claim+settle-functions/%d", lo)]
-	control := bench.Summarize(bench.Ratio(fn, ceil, 2))
-	rows = append(rows,
-		bench.Row{What: fmt.Sprintf("PostgreSQL: single-event claim+settle at %s flows ÷ (ceiling ÷ 2)", thousands(lo)), Value: single, Verb: "%.2f", Unit: "ratio",
-			Target: "≥ 0.5", Met: bench.AtLeast(single.Median, 0.5), Why: pgSingleWhy(control.Median)},
-		bench.Row{What: fmt.Sprintf("PostgreSQL control: claim+settle at %s flows, each claim and each ack one PL/pgSQL function call (the store's statements for this workload, one round trip and one commit each)", thousands(lo)), Value: bench.Summarize(fn), Unit: "events/s"},
-		bench.Row{What: "  the control ÷ (ceiling ÷ 2)", Value: control, Verb: "%.2f", Unit: "ratio"},
-		bench.Row{What: "  the control ÷ the store's single-event claim+settle", Value: bench.Summarize(bench.Ratio(fn, rates[fmt.Sprintf("pg/claim+settle/%d", lo)], 1)), Verb: "%.2f", Unit: "ratio"})
+	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: single-event claim+settle at %s flows ÷ (ceiling ÷ 2)", thousands(lo)), Value: single, Verb: "%.2f", Unit: "ratio",
+		Target: "≥ 0.5", Met: bench.AtLeast(single.Median, 0.5),
+		Why: "An event is two transactions and two commits, as the target allows, and since migration 11 each is one call of settle_claim: one round trip, its statements planned once per connection (docs/decisions/postgres-server-side-transitions.md). What is left is the server's own work for each transition: the meta row locked and written, the flows row and the event rewritten, and their index entries (the flows row's indexed columns change at every claim and ack, so its update is never heap-only), then the commit; on a 2-core machine the server's backend and the client also share the cores."})
 	rows = append(rows, pgRuntimeRows(rates)...)
 	cost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("pg/claim+settle/%d", lo)], rates[fmt.Sprintf("pg/claim+settle/%d", hi)], 1))
 	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: claim+settle cost at %s flows ÷ at %s flows", thousands(hi), thousands(lo)), Value: cost, Verb: "%.2f", Unit: "ratio",
@@ -310,14 +303,7 @@ func pgRuntimeRows(rates bench.Rates) []bench.Row {
 		r := bench.Summarize(bench.Ratio(pg, lite, 1))
 		rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL ÷ SQLite: relay runtime, %s", k.label), Value: r, Verb: "%.2f", Unit: "ratio",
 			Target: "≥ 0.8", Met: bench.AtLeast(r.Median, 0.8),
-			Why: "Each wave is one SettleClaimBatch and then one receiver commit (docs/decisions/relay-waves.md). Timed call by call (bench/cmd/relayprobe -pg, 2026-12-05, writes on generic key plans), " + k.probe + ". Writes no longer spend time planning (docs/decisions/postgres-custom-plans.md: 1.75 times the events per second of custom plans, in process); what a PostgreSQL wave still pays is the server's execution (about 1.5 ms in the queue, most of it updates of flows rows whose indexed columns change, so never HOT), two WAL flushes, and three round trips (queue) and two (receiver) to a server on the same 2 shared cores, and a wave holds at most 16 events (docs/decisions/postgres-per-event-cost.md). Fewer index writes per flow update and overlapping waves remain to try."})
+			Why: "Each wave is one SettleClaimBatch and then one receiver commit (docs/decisions/relay-waves.md). Timed call by call before the queue's one-call path (bench/cmd/relayprobe -pg, 2026-12-05, writes on generic key plans), " + k.probe + ". Since then the queue's SettleClaimBatch is one call of settle_claim, one round trip where it was three (docs/decisions/postgres-server-side-transitions.md); what a PostgreSQL wave still pays is the server's execution (most of it updates of flows rows whose indexed columns change, so never HOT), two WAL flushes, one round trip (queue) and two (receiver) to a server on the same 2 shared cores, and a wave holds at most 16 events (docs/decisions/postgres-per-event-cost.md). The receiver as one call, fewer index writes per flow update and overlapping waves remain to try."})
 	}
 	return rows
-}
-
-// pgSingleWhy explains a miss of the single-event claim+settle goal from
-// the control measured in the same rounds: the same statements and row
-// writes, one function call per transition.
-func pgSingleWhy(control float64) string {
-	return fmt.Sprintf("An event is two transactions and two commits, as the target allows, but the store sends each transition as its statements one by one: a Claim in three round trips, a Settle in two, each statement bound, planned (generic plans, docs/decisions/postgres-custom-plans.md) and run on its own. The control below runs the same statements on the same schema and rows, with the same row writes, as one PL/pgSQL function call per transition (one round trip, plans kept by the server's session), and reached %.2f of ceiling ÷ 2 in this run: the gap is the protocol around the statements, not the rows they write. The lever is Claim and Settle as server-side functions (docs/decisions/postgres-server-side-transitions.md); not built yet.", control)
 }
