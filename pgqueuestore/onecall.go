@@ -34,10 +34,12 @@ const oneCallVersion = 11
 // oneCallable reports whether a call at now settling items may take the
 // one-call path as far as Go can tell: no hook to call inside the
 // transaction, a tick that is not negative and not ahead of the wall
-// clock (real time), no destination filter, no destinations, and every
+// clock (real time), no destination filter, no destinations and no
+// rotation as far as the store last saw (dests; rotating, which every
+// write on the general path sets from the policy it reads), and every
 // item valid with a success result. settle_claim checks the rest.
 func (s *Store) oneCallable(ctx context.Context, items []queue.SettleItem, now clock.Tick) bool {
-	if s.general || s.hook != nil || now < 0 || s.dests.Load() {
+	if s.general || s.hook != nil || now < 0 || s.dests.Load() || s.rotating.Load() {
 		return false
 	}
 	if s.realTime != nil && now > satAdd(s.realTime.Now(), s.skew) {
@@ -102,6 +104,12 @@ func (s *Store) oneCall(ctx context.Context, items []queue.SettleItem, now clock
 	if err := rows.Err(); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == fallbackCode {
+			switch pe.Detail {
+			case "rotation":
+				s.rotating.Store(true)
+			case "destinations":
+				s.dests.Store(true) // never removed
+			}
 			return nil, nil, false, nil
 		}
 		return nil, nil, false, fmt.Errorf("settle_claim: %w", err)

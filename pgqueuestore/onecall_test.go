@@ -292,3 +292,70 @@ func TestOneCall_TwoItemsOfOneFlow(t *testing.T) {
 		t.Fatalf("settle_claim called %d times, %d without falling back; want the ClaimBatch's call alone taken", c.calls.Load(), c.taken.Load())
 	}
 }
+
+// Under the rotation the one-call path always falls back: the store learns
+// so from its first call and stops calling settle_claim until a write on
+// the general path reads the policy back at MinServed; a store with
+// destinations stops calling it for good. Every call is still answered.
+func TestOneCall_SkippedWhileItCannotApply(t *testing.T) {
+	ctx := context.Background()
+	var c callCounter
+	s := openTraced(t, &c, 0, WithPolicy(rotationPolicy()))
+	if _, err := s.EnqueueBatch(ctx, []queue.Event{{ID: "a1", Flow: "a", Body: []byte("x")}, {ID: "a2", Flow: "a", Body: []byte("x")}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	c.calls.Store(0)
+	claimAck := func(now clock.Tick) {
+		t.Helper()
+		cl, ok, err := s.Claim(ctx, now)
+		if err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if o, err := s.Settle(ctx, cl.EventID, cl.Generation, queue.Result{OK: true}, now); err != nil || o != queue.Acked {
+			t.Fatalf("Settle = %v, %v", o, err)
+		}
+	}
+	claimAck(2)
+	if got := c.calls.Load(); got != 0 {
+		t.Fatalf("under the rotation, after a general-path enqueue: settle_claim called %d times, want 0", got)
+	}
+	p := queue.DefaultPolicy()
+	if err := s.SetPolicy(ctx, p, "back to min_served", 3); err != nil {
+		t.Fatal(err)
+	}
+	// SetPolicy read the old policy; the enqueue after it, on the general
+	// path, reads MinServed, so the claim and the settle take one call each.
+	if _, err := s.EnqueueBatch(ctx, []queue.Event{{ID: "b1", Flow: "b", Body: []byte("x")}, {ID: "b2", Flow: "b", Body: []byte("x")}}, 4); err != nil {
+		t.Fatal(err)
+	}
+	c.calls.Store(0)
+	c.taken.Store(0)
+	claimAck(5)
+	if c.calls.Load() != 2 || c.taken.Load() != 2 {
+		t.Fatalf("under MinServed again: settle_claim called %d times, %d taken; want 2 and 2", c.calls.Load(), c.taken.Load())
+	}
+	if err := s.PutDestination(ctx, queue.Destination{Name: "d", URL: "http://127.0.0.1:1/x", Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, "add", 6); err != nil {
+		t.Fatal(err)
+	}
+	// The store that added the destination knows; another Store on the
+	// schema (another process) learns it from its first call.
+	other, err := OpenPool(ctx, s.pool, WithSchema(s.schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.calls.Store(0)
+	c.taken.Store(0)
+	claimAck(7)
+	if c.calls.Load() != 0 {
+		t.Fatalf("with a destination it added: settle_claim called %d times, want 0", c.calls.Load())
+	}
+	if o, err := other.Settle(ctx, "b1", 1, queue.Result{OK: true}, 8); err != nil || o != queue.Stale {
+		t.Fatalf("Settle = %v, %v", o, err)
+	}
+	if _, err := other.ClaimBatch(ctx, 9, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c.calls.Load() != 1 || c.taken.Load() != 0 {
+		t.Fatalf("another store, with a destination: settle_claim called %d times, %d taken; want 1 (the first, which falls back) and 0", c.calls.Load(), c.taken.Load())
+	}
+}

@@ -104,6 +104,7 @@ type Store struct {
 	skew     clock.Tick
 	notify   *notifier
 	dests    atomic.Bool // destinations exist (destination_claim.go)
+	rotating atomic.Bool // the policy last read is the rotation (onecall.go)
 	general  bool        // never settle_claim (options.general)
 }
 
@@ -422,6 +423,7 @@ func (s *Store) withTxRead(ctx context.Context, locks, reads []step, fn func(tx 
 			return err
 		}
 		a.m.policy = pr.policy()
+		s.rotating.Store(rotation(a.m.policy))
 		return nil
 	}}, step{what: "take arrivals", sql: s.q(qTakeArrivals), rows: func(r pgx.Rows) error {
 		var f string

@@ -57,8 +57,15 @@ BEGIN
         greatest(mt.lease, mt.backoff_cap, mt.retry_after_cap) < 4611686018427387904
             AND 4611686018427387904 > ALL (mt.schedule) AS short
         INTO m FROM meta AS mt WHERE mt.id = 1 FOR UPDATE;
-    IF m.fairness <> 'min_served' OR tick < m.clock_mark OR tick >= 4611686018427387904 OR NOT m.short
-        OR EXISTS (SELECT 1 FROM arrivals) OR EXISTS (SELECT 1 FROM destinations) THEN
+    -- The detail of these two tells the store to skip this call while
+    -- they last (onecall.go).
+    IF m.fairness <> 'min_served' THEN
+        RAISE EXCEPTION 'settle_claim: the general path' USING ERRCODE = 'FR001', DETAIL = 'rotation';
+    END IF;
+    IF EXISTS (SELECT 1 FROM destinations) THEN
+        RAISE EXCEPTION 'settle_claim: the general path' USING ERRCODE = 'FR001', DETAIL = 'destinations';
+    END IF;
+    IF tick < m.clock_mark OR tick >= 4611686018427387904 OR NOT m.short OR EXISTS (SELECT 1 FROM arrivals) THEN
         RAISE EXCEPTION 'settle_claim: the general path' USING ERRCODE = 'FR001';
     END IF;
     IF tick > m.clock_mark THEN
