@@ -24,7 +24,8 @@ import (
 // ends the session (and rolls back its transaction) at once.
 //
 // On a PostgreSQL connection the proxy can also cut at the client's COMMIT
-// (CutAtCommit): the outcome of that commit is then unknown to the client.
+// (CutAtCommit), or at a call of pgqueuestore's settle_claim, which commits
+// on its own: the outcome of that commit is then unknown to the client.
 type FaultProxy struct {
 	ln     net.Listener
 	target string
@@ -108,9 +109,10 @@ func (p *FaultProxy) Cut() int {
 
 // CutAtCommit arms the proxy to cut the connection of the next n
 // PostgreSQL COMMITs it sees from a client (a simple-protocol Query
-// "commit", which is how pgx's Tx.Commit commits, or a COMMIT in a batch,
-// as the PostgreSQL stores send theirs with a write's last statements:
-// pgStream). With after false the COMMIT is not
+// "commit", which is how pgx's Tx.Commit commits, a COMMIT in a batch,
+// as the PostgreSQL stores send theirs with a write's last statements, or
+// a call of settle_claim, the queue's claim and ack in one autocommitted
+// statement: pgStream). With after false the COMMIT is not
 // forwarded (the server rolls the transaction back when the connection
 // drops); with after true it is forwarded and the connection cut before
 // the reply (the transaction is committed). Either way the client gets an
@@ -279,7 +281,8 @@ func (c *proxyConn) cut() {
 // It finds a COMMIT in either protocol: a simple Query "commit", or the
 // Bind and Execute of a statement whose Parse was COMMIT (a COMMIT in a
 // batch, the extended protocol; pgx prepares it once per connection and
-// binds it by name afterwards, so the names are kept).
+// binds it by name afterwards, so the names are kept). A statement that
+// calls settle_claim counts as a COMMIT (isCommit).
 type pgStream struct {
 	started bool            // the startup message is behind
 	pending []byte          // bytes of a message header or of a message being gathered whole
@@ -297,24 +300,26 @@ const (
 )
 
 // gathered says which messages commitAt reads whole: a type and a length
-// that may be a COMMIT's Query, Parse, Bind or Execute (a Bind of COMMIT
-// has no parameters, so it is small). Every Parse is read, to keep the
-// names of the statements prepared as COMMIT right.
+// that may be a COMMIT's Query or Execute, and every Parse and Bind (a
+// Bind of settle_claim carries the arrays of a whole batch), to keep the
+// names of the statements prepared as a COMMIT right.
 func gathered(typ byte, n int) bool {
 	switch typ {
 	case 'Q', 'E':
 		return n < 64
-	case 'B':
-		return n < 512
-	case 'P':
+	case 'B', 'P':
 		return true
 	}
 	return false
 }
 
-// isCommit says whether query is COMMIT.
+// isCommit says whether query commits: COMMIT, or a call of
+// pgqueuestore's settle_claim, which the store sends alone, outside any
+// transaction, so that it commits when the statement ends
+// (docs/decisions/postgres-server-side-transitions.md).
 func isCommit(query []byte) bool {
-	return bytes.EqualFold(bytes.TrimSpace(bytes.TrimRight(query, "\x00")), []byte("commit"))
+	q := bytes.TrimSpace(bytes.TrimRight(query, "\x00"))
+	return bytes.EqualFold(q, []byte("commit")) || bytes.Contains(q, []byte(".settle_claim("))
 }
 
 // cstring splits b after its first NUL-terminated string.

@@ -83,3 +83,31 @@ func TestPgStream_FindsCommitInEitherProtocol(t *testing.T) {
 		}
 	}
 }
+
+// A call of settle_claim commits on its own (autocommit): pgStream finds
+// it where its Bind begins, also when the Bind carries a batch's arrays
+// (larger than any COMMIT's), and not another statement bound the same
+// way.
+func TestPgStream_FindsTheSettleClaimCall(t *testing.T) {
+	startup := make([]byte, 8)
+	binary.BigEndian.PutUint32(startup, 8)
+	binary.BigEndian.PutUint32(startup[4:], 196608)
+	params := make([]byte, 4096) // the arrays of a batch
+	prepare := append(msg('P', cs("s_call"), cs(`SELECT o_k FROM "q".settle_claim($1::text[], $2::bigint[], $3::bigint, $4::integer, $5::text)`), []byte{0, 0}), msg('S')...)
+	other := append(msg('P', cs("s_read"), cs(`SELECT id FROM "q".events WHERE id = ANY($1)`), []byte{0, 0}), msg('S')...)
+	exec := append(msg('E', cs(""), []byte{0, 0, 0, 0}), msg('S')...)
+	var stream []byte
+	stream = append(stream, startup...)
+	stream = append(stream, prepare...)
+	stream = append(stream, other...)
+	stream = append(stream, msg('B', cs(""), cs("s_read"), params)...)
+	stream = append(stream, exec...)
+	call := len(stream)
+	stream = append(stream, msg('B', cs(""), cs("s_call"), params)...)
+	stream = append(stream, exec...)
+	var s pgStream
+	at, ok := s.commitAt(stream)
+	if !ok || at != call {
+		t.Fatalf("settle_claim call: at %d, %v; want %d", at, ok, call)
+	}
+}
