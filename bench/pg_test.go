@@ -240,8 +240,9 @@ func TestMeasurePGDrains(t *testing.T) {
 	defer DropPGSchema(ctx, url, tmpl)
 	// Many more flows than events in flight (2 processes × 4): a flow's head
 	// in flight blocks the flow, and a claim that finds no head reads as an
-	// empty backlog.
-	if err := MakePGTemplate(ctx, url, tmpl, 40, 30); err != nil {
+	// empty backlog. 8,000 events: a drain of 300 ms must not run dry (1,200
+	// did, at the one-call path's speed, under the race detector).
+	if err := MakePGTemplate(ctx, url, tmpl, 40, 200); err != nil {
 		t.Fatal(err)
 	}
 	before := schemaCount(t, url)
