@@ -3,7 +3,6 @@ package pgqueuestore
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/queue"
@@ -65,21 +64,8 @@ func TestSettleBatchEqualsSettles(t *testing.T) {
 						t.Errorf("item %d: SettleBatch %v %v, Settle %v %v", i, got[i].Outcome, got[i].Err, o, err)
 					}
 				}
-				sa, err := a.Snapshot(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sb, err := b.Snapshot(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(sa, sb) {
-					t.Errorf("snapshots differ:\nbatch   %+v\nsettles %+v", sa, sb)
-				}
-				fa, _ := a.Flows(ctx)
-				fb, _ := b.Flows(ctx)
-				if !reflect.DeepEqual(fa, fb) {
-					t.Errorf("flows differ:\nbatch   %+v\nsettles %+v", fa, fb)
+				if d := stateDiff(t, a, b); d != "" {
+					t.Errorf("a: the batch, b: the settles: %s", d)
 				}
 				t.Logf("outcomes: %v", got)
 			})

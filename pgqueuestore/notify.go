@@ -31,11 +31,12 @@ type notifier struct {
 	last  time.Time
 }
 
+// due reports whether a wake-up may be sent now and, if so, records it.
 func (n *notifier) due() bool {
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.last.IsZero() && now.Sub(n.last) < n.every {
+	if !n.openAt(now) {
 		return false
 	}
 	n.last = now
@@ -48,7 +49,13 @@ func (n *notifier) due() bool {
 func (n *notifier) open() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.last.IsZero() || time.Since(n.last) >= n.every
+	return n.openAt(time.Now())
+}
+
+// openAt is the interval's rule: no wake-up sent yet, or the last one at
+// least every before now. n.mu is held.
+func (n *notifier) openAt(now time.Time) bool {
+	return n.last.IsZero() || now.Sub(n.last) >= n.every
 }
 
 // sent records a wake-up that settle_claim sent.

@@ -207,29 +207,40 @@ func runTwin(t *testing.T, seed uint64, a, b *Store) {
 			}
 		}
 		same(log[len(log)-1], x, y, ex, ey)
-		sa, err := a.Snapshot(ctx)
-		if err != nil {
-			fail("snapshot: %v", err)
-		}
-		sb, err := b.Snapshot(ctx)
-		if err != nil {
-			fail("snapshot: %v", err)
-		}
-		if !reflect.DeepEqual(sa, sb) {
-			fail("after step %d the snapshots differ:\none call %+v\ngeneral  %+v", step, sa, sb)
-		}
-		fa, err := a.Flows(ctx)
-		if err != nil {
-			fail("flows: %v", err)
-		}
-		fb, err := b.Flows(ctx)
-		if err != nil {
-			fail("flows: %v", err)
-		}
-		if !reflect.DeepEqual(fa, fb) {
-			fail("after step %d the flows differ:\none call %+v\ngeneral  %+v", step, fa, fb)
+		if d := stateDiff(t, a, b); d != "" {
+			fail("after step %d (a: one call, b: general path) %s", step, d)
 		}
 	}
+}
+
+// stateDiff compares what two stores hold (Snapshot and Flows): "" when
+// both are the same, else which differs, with both sides.
+func stateDiff(t *testing.T, a, b *Store) string {
+	t.Helper()
+	ctx := context.Background()
+	sa, err := a.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sa, sb) {
+		return fmt.Sprintf("snapshots differ:\na %+v\nb %+v", sa, sb)
+	}
+	fa, err := a.Flows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := b.Flows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fa, fb) {
+		return fmt.Sprintf("flows differ:\na %+v\nb %+v", fa, fb)
+	}
+	return ""
 }
 
 // enqueueInTx enqueues e with EnqueueTx in a transaction of s's pool,
