@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,8 +25,9 @@ import (
 // ends the session (and rolls back its transaction) at once.
 //
 // On a PostgreSQL connection the proxy can also cut at the client's COMMIT
-// (CutAtCommit), or at a call of pgqueuestore's settle_claim, which commits
-// on its own: the outcome of that commit is then unknown to the client.
+// (CutAtCommit), or at a call of a function that commits on its own
+// (selfCommitting): the outcome of that commit is then unknown to the
+// client.
 type FaultProxy struct {
 	ln     net.Listener
 	target string
@@ -111,7 +113,7 @@ func (p *FaultProxy) Cut() int {
 // PostgreSQL COMMITs it sees from a client (a simple-protocol Query
 // "commit", which is how pgx's Tx.Commit commits, a COMMIT in a batch,
 // as the PostgreSQL stores send theirs with a write's last statements, or
-// a call of settle_claim, the queue's claim and ack in one autocommitted
+// a call of one of selfCommitting's functions, in one autocommitted
 // statement: pgStream). With after false the COMMIT is not
 // forwarded (the server rolls the transaction back when the connection
 // drops); with after true it is forwarded and the connection cut before
@@ -282,7 +284,7 @@ func (c *proxyConn) cut() {
 // Bind and Execute of a statement whose Parse was COMMIT (a COMMIT in a
 // batch, the extended protocol; pgx prepares it once per connection and
 // binds it by name afterwards, so the names are kept). A statement that
-// calls settle_claim counts as a COMMIT (isCommit).
+// calls one of selfCommitting's functions counts as a COMMIT (isCommit).
 type pgStream struct {
 	started bool            // the startup message is behind
 	pending []byte          // bytes of a message header or of a message being gathered whole
@@ -301,8 +303,8 @@ const (
 
 // gathered says which messages commitAt reads whole: a type and a length
 // that may be a COMMIT's Query or Execute, and every Parse and Bind (a
-// Bind of settle_claim carries the arrays of a whole batch), to keep the
-// names of the statements prepared as a COMMIT right.
+// Bind of a selfCommitting call carries the arrays of a whole batch), to
+// keep the names of the statements prepared as a COMMIT right.
 func gathered(typ byte, n int) bool {
 	switch typ {
 	case 'Q', 'E':
@@ -313,13 +315,20 @@ func gathered(typ byte, n int) bool {
 	return false
 }
 
-// isCommit says whether query commits: COMMIT, or a call of
-// pgqueuestore's settle_claim, which the store sends alone, outside any
+// selfCommitting are the calls of the PostgreSQL stores' functions that
+// commit by themselves: each store sends its call alone, outside any
 // transaction, so that it commits when the statement ends
-// (docs/decisions/postgres-server-side-transitions.md).
+// (docs/decisions/postgres-server-side-transitions.md). pgqueuestore's
+// settle_claim is a claim and an ack, pgreceiverstore's receive_accepted a
+// receive. A new such function belongs here, or the commit cut misses it.
+var selfCommitting = [][]byte{[]byte(".settle_claim("), []byte(".receive_accepted(")}
+
+// isCommit says whether query commits: COMMIT, or a call of one of
+// selfCommitting's functions.
 func isCommit(query []byte) bool {
 	q := bytes.TrimSpace(bytes.TrimRight(query, "\x00"))
-	return bytes.EqualFold(q, []byte("commit")) || bytes.Contains(q, []byte(".settle_claim("))
+	return bytes.EqualFold(q, []byte("commit")) ||
+		slices.ContainsFunc(selfCommitting, func(call []byte) bool { return bytes.Contains(q, call) })
 }
 
 // cstring splits b after its first NUL-terminated string.

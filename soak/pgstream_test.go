@@ -84,30 +84,36 @@ func TestPgStream_FindsCommitInEitherProtocol(t *testing.T) {
 	}
 }
 
-// A call of settle_claim commits on its own (autocommit): pgStream finds
-// it where its Bind begins, also when the Bind carries a batch's arrays
-// (larger than any COMMIT's), and not another statement bound the same
-// way.
-func TestPgStream_FindsTheSettleClaimCall(t *testing.T) {
-	startup := make([]byte, 8)
-	binary.BigEndian.PutUint32(startup, 8)
-	binary.BigEndian.PutUint32(startup[4:], 196608)
-	params := make([]byte, 4096) // the arrays of a batch
-	prepare := append(msg('P', cs("s_call"), cs(`SELECT o_k FROM "q".settle_claim($1::text[], $2::bigint[], $3::bigint, $4::integer, $5::text)`), []byte{0, 0}), msg('S')...)
-	other := append(msg('P', cs("s_read"), cs(`SELECT id FROM "q".events WHERE id = ANY($1)`), []byte{0, 0}), msg('S')...)
-	exec := append(msg('E', cs(""), []byte{0, 0, 0, 0}), msg('S')...)
-	var stream []byte
-	stream = append(stream, startup...)
-	stream = append(stream, prepare...)
-	stream = append(stream, other...)
-	stream = append(stream, msg('B', cs(""), cs("s_read"), params)...)
-	stream = append(stream, exec...)
-	call := len(stream)
-	stream = append(stream, msg('B', cs(""), cs("s_call"), params)...)
-	stream = append(stream, exec...)
-	var s pgStream
-	at, ok := s.commitAt(stream)
-	if !ok || at != call {
-		t.Fatalf("settle_claim call: at %d, %v; want %d", at, ok, call)
+// A call of settle_claim (the queue's claim and ack) or of
+// receive_accepted (the receiver's receive) commits on its own
+// (autocommit): pgStream finds it where its Bind begins, also when the
+// Bind carries a batch's arrays (larger than any COMMIT's), and not
+// another statement bound the same way.
+func TestPgStream_FindsTheSelfCommittingCalls(t *testing.T) {
+	for _, call := range []string{
+		`SELECT o_k FROM "q".settle_claim($1::text[], $2::bigint[], $3::bigint, $4::integer, $5::text)`,
+		`SELECT "r".receive_accepted($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigint[], $6::timestamptz[], $7::bigint, $8::bigint[])`,
+	} {
+		startup := make([]byte, 8)
+		binary.BigEndian.PutUint32(startup, 8)
+		binary.BigEndian.PutUint32(startup[4:], 196608)
+		params := make([]byte, 4096) // the arrays of a batch
+		prepare := append(msg('P', cs("s_call"), cs(call), []byte{0, 0}), msg('S')...)
+		other := append(msg('P', cs("s_read"), cs(`SELECT id FROM "q".events WHERE id = ANY($1)`), []byte{0, 0}), msg('S')...)
+		exec := append(msg('E', cs(""), []byte{0, 0, 0, 0}), msg('S')...)
+		var stream []byte
+		stream = append(stream, startup...)
+		stream = append(stream, prepare...)
+		stream = append(stream, other...)
+		stream = append(stream, msg('B', cs(""), cs("s_read"), params)...)
+		stream = append(stream, exec...)
+		at := len(stream)
+		stream = append(stream, msg('B', cs(""), cs("s_call"), params)...)
+		stream = append(stream, exec...)
+		var s pgStream
+		got, ok := s.commitAt(stream)
+		if !ok || got != at {
+			t.Errorf("%s: at %d, %v; want %d", call, got, ok, at)
+		}
 	}
 }
