@@ -10,13 +10,22 @@
 // accepted: receipt, total += delta and next-expected += 1 commit
 // together. Conflicts are recorded once each.
 //
-// A transaction of any number of messages (ReceiveBatch; Receive is a
-// batch of one) costs two round trips: BEGIN, the locks and one read
-// over arrays (the receipts of its IDs and of its (flow, seq) pairs, its
-// flows);
-// then the rules applied in Go, in order, each message seeing the ones
-// before it, and one set statement per table for the writes, sent with
-// COMMIT (docs/decisions/postgres-per-event-cost.md).
+// A batch of any number of messages (ReceiveBatch; Receive is a batch of
+// one) whose every message is accepted costs one round trip and one
+// commit: one call of receive_accepted (migration 3), which takes the
+// locks, reads, checks that every message is accepted and writes, on the
+// server, in one autocommitted statement
+// (docs/decisions/postgres-server-side-transitions.md). When any message
+// would get another answer, the call writes nothing (SQLSTATE FR001) and
+// the batch takes the general path, two round trips more: BEGIN, the
+// locks and one read over arrays (the receipts of its IDs and of its
+// (flow, seq) pairs, its flows); then the rules applied in Go, in order,
+// each message seeing the ones before it, and one set statement per table
+// for the writes, sent with COMMIT
+// (docs/decisions/postgres-per-event-cost.md). A batch with a delta above
+// MaxDelta, and every batch of a store opened WithHook (the hook runs
+// inside the transaction), takes the general path alone. Both paths take
+// the same locks and leave the same rows.
 //
 // # Retention
 //
@@ -50,6 +59,7 @@
 // # Crash injection
 //
 // WithHook installs a callback run at receiver.HookAcceptBeforeCommit,
-// inside the accept transaction; a process that exits there leaves the
-// server to roll the transaction back.
+// inside the accept transaction (on the general path, which such a store
+// always takes); a process that exits there leaves the server to roll the
+// transaction back.
 package pgreceiverstore

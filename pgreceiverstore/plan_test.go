@@ -12,6 +12,7 @@ import (
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // planNodes is pgtest.PlanNodes: the plan's nodes, run inside tx.
@@ -174,4 +175,106 @@ func TestPlans_ReceiveWithoutStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// receive_accepted's statements run under the plan settings of a write
+// transaction (its SET clauses, as qKeyPlans): each statement that reads
+// receipts or flows reaches them through their keys (the read's three
+// probes, the flows' update, the receipts' foreign key check, which the
+// function runs before it returns), with generic plans, never
+// JIT-compiled. On a
+// store with a few rows, never analyzed and analyzed (where a sequential
+// scan of a one-page table looks cheapest), and on 4,000 receipts over
+// 1,000 flows. auto_explain (a superuser's LOAD; the test is skipped without
+// it) sends the plans of the function's statements, as they run, to the
+// client as notices. Migration 3.
+func TestPlans_OneCall(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		flows   int
+		analyze bool
+	}{{"a few rows", 4, false}, {"a few rows, analyzed", 4, true}, {"4,000 receipts", 1000, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			s, url, _ := open(t)
+			var ms []receiver.Message
+			for j := range 4 * c.flows {
+				ms = append(ms, msg(fmt.Sprintf("e%d", j), fmt.Sprintf("f%03d", j%c.flows), int64(j/c.flows+1), 1))
+			}
+			for len(ms) > 0 {
+				n := min(len(ms), 500)
+				if _, err := s.ReceiveBatch(ctx, ms[:n]); err != nil {
+					t.Fatal(err)
+				}
+				ms = ms[n:]
+			}
+			if c.analyze {
+				if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.receipts; ANALYZE {s}.flows`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			plans := oneCallPlans(t, url, s, []receiver.Message{msg("n1", "f001", 5, 1), msg("n2", "f002", 5, 2), msg("n3", "f002", 6, 3), msg("n4", "new", 1, 1)})
+			stmts := map[string]string{ // the statement, by its first words, and what its plan must use
+				"SELECT bool_and":    " receipts_pkey | receipts_flow_seq_key | flows_pkey ",
+				"UPDATE flows":       " flows_pkey |ANY ($",      // a parameter, not the array's value: the generic plan
+				"SELECT 1 FROM ONLY": " flows_pkey |(flow = $1)", // the receipts' foreign key
+			}
+			for _, p := range plans {
+				t.Logf("%s", p)
+				if strings.Contains(p, "Seq Scan") || strings.Contains(p, "JIT:") || strings.Contains(p, "Gather") {
+					t.Errorf("a plan with a sequential scan, JIT or parallel workers:\n%s", p)
+				}
+				for first, wants := range stmts {
+					if !strings.Contains(p, "Query Text: "+first) {
+						continue
+					}
+					delete(stmts, first)
+					for _, w := range strings.Split(wants, "|") {
+						if !strings.Contains(p, w) {
+							t.Errorf("the plan of %s… lacks %q:\n%s", first, w, p)
+						}
+					}
+				}
+			}
+			for first := range stmts {
+				t.Errorf("no plan of %s…", first)
+			}
+		})
+	}
+}
+
+// oneCallPlans calls receive_accepted for ms, every one accepted, on a
+// connection of its own with auto_explain on, and returns the plans of
+// its statements.
+func oneCallPlans(t *testing.T, url string, s *Store, ms []receiver.Message) []string {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { plans = append(plans, n.Message) }
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
+		t.Skipf("no auto_explain: %v", err)
+	}
+	if _, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+SET auto_explain.log_level = notice`); err != nil {
+		t.Fatal(err)
+	}
+	deltas := make([]int64, len(ms))
+	for i, m := range ms {
+		if deltas[i], err = receiver.Validate(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := s.oneCall(ctx, c, ms, deltas); err != nil || !ok {
+		t.Fatalf("receive_accepted = %v, %v", ok, err)
+	}
+	return plans
 }

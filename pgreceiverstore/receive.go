@@ -10,15 +10,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A batch of messages is received in two round trips whatever its size
-// (docs/decisions/postgres-per-event-cost.md): BEGIN, the locks and the
-// read (qRead) in one; then, with
-// the rules applied in Go in the batch's order, every write of the batch
-// as one set statement per table (qInsertReceipts, qInsertFlows,
-// qAdvanceFlows, qInsertConflicts) with COMMIT in the other. The reads run
-// after the locks of every ID and flow of the batch are held, so nothing
-// they read changes before the commit but by the batch itself, which the
-// Go side carries from one message to the next.
+// On the general path a batch of messages is received in two round trips
+// whatever its size (docs/decisions/postgres-per-event-cost.md): BEGIN,
+// the locks and the read (qRead) in one; then, with the rules applied in
+// Go in the batch's order, every write of the batch as one set statement
+// per table (qInsertReceipts, qInsertFlows, qAdvanceFlows,
+// qInsertConflicts) with COMMIT in the other. The reads run after the
+// locks of every ID and flow of the batch are held, so nothing they read
+// changes before the commit but by the batch itself, which the Go side
+// carries from one message to the next. A batch whose every message is
+// accepted is one round trip instead: the same locks, read and writes run
+// by the server in one call of receive_accepted (onecall.go).
 const (
 	// qRead reads, for each message of the arrays (ID, flow, seq), what
 	// rules 1 to 4 need, in one statement: the receipt with its ID, the ID
@@ -68,13 +70,15 @@ ON CONFLICT (id, flow, seq, body) DO NOTHING`
 // docs/contract.md §3 in their order (see the package doc). A bad body is
 // receiver.ErrInvalidBody, a bad ID, flow or seq receiver.ErrInvalid; both
 // change nothing. SQL errors are returned wrapped, the transaction rolled
-// back.
+// back. An accepted message costs one round trip to the server, another
+// answer three: the call that finds it, then the general path's two (see
+// ReceiveBatch).
 func (s *Store) Receive(ctx context.Context, m receiver.Message) (receiver.Outcome, error) {
 	delta, err := receiver.Validate(m)
 	if err != nil {
 		return "", fmt.Errorf("receive: %w", err)
 	}
-	outs, err := s.receive(ctx, []receiver.Message{m}, []int64{delta})
+	outs, err := s.receiveAny(ctx, []receiver.Message{m}, []int64{delta})
 	if err != nil {
 		return "", fmt.Errorf("receive: %w", err)
 	}
@@ -85,8 +89,18 @@ func (s *Store) Receive(ctx context.Context, m receiver.Message) (receiver.Outco
 // that len(ms) successive Receive calls, in slice order, would give. A
 // message that fails validation gets its own Err and changes nothing; the
 // others go on. The returned error is for the batch as a whole (an SQL
-// error): then nothing changes and the results are nil. The batch costs
-// two round trips to the server, however many messages it holds.
+// error): then nothing changes and the results are nil.
+//
+// The batch costs one round trip to the server, however many messages it
+// holds, when every valid message is accepted: one call of a function on
+// the server that locks, reads, checks and writes, and commits as one
+// statement (docs/decisions/postgres-server-side-transitions.md). When
+// the server finds that any message would get another answer, the call
+// writes nothing and the batch runs as statements sent from Go, in two
+// more round trips: BEGIN with the locks and one read, then the writes
+// with COMMIT. A batch with a delta above WithMaxDelta's, and every batch
+// of a store opened WithHook (whose hook runs inside the transaction),
+// takes those two round trips alone.
 func (s *Store) ReceiveBatch(ctx context.Context, ms []receiver.Message) ([]receiver.BatchResult, error) {
 	res := make([]receiver.BatchResult, len(ms))
 	var (
@@ -105,7 +119,7 @@ func (s *Store) ReceiveBatch(ctx context.Context, ms []receiver.Message) ([]rece
 	if len(valid) == 0 {
 		return res, nil
 	}
-	outs, err := s.receive(ctx, valid, deltas)
+	outs, err := s.receiveAny(ctx, valid, deltas)
 	if err != nil {
 		return nil, fmt.Errorf("receive batch: %w", err)
 	}
@@ -141,8 +155,8 @@ type flowState struct {
 
 // receive applies validated messages (ms, with their deltas) in one
 // transaction, in order, each by the rules of docs/contract.md §3 as if
-// alone, later ones seeing earlier ones. The hook runs once per accepted
-// message, after the batch's writes, before the commit.
+// alone, later ones seeing earlier ones: the general path. The hook runs
+// once per accepted message, after the batch's writes, before the commit.
 func (s *Store) receive(ctx context.Context, ms []receiver.Message, deltas []int64) ([]receiver.Outcome, error) {
 	ids := make([]string, len(ms))
 	flows := make([]string, len(ms))

@@ -20,7 +20,7 @@ import (
 // SchemaVersion is the newest migration this package knows (the number of
 // migration files). Snapshots report receiver.SnapshotFormat, as
 // receiverstore's do, so the two backends' snapshots are equal.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
@@ -49,6 +49,9 @@ type options struct {
 	maxDelta int
 	hook     func(receiver.HookPoint)
 	now      func() time.Time
+	// general, set by tests, keeps every receive on the general path: the
+	// statements sent from Go, never receive_accepted (onecall.go).
+	general bool
 }
 
 // WithSchema sets the PostgreSQL schema the store lives in (created when
@@ -64,7 +67,10 @@ func WithMaxDelta(n int) Option { return func(o *options) { o.maxDelta = n } }
 // WithHook makes the store call fn at receiver.HookAcceptBeforeCommit,
 // inside the accept transaction. fn must not use the store; it may end the
 // process (that is how crashes are injected). ReceiveBatch calls it once
-// per accepted message, before its one commit.
+// per accepted message, before its one commit. A store with a hook
+// receives every batch on the general path, as statements sent from Go,
+// since the one-call path commits on the server with no turn for Go
+// before the commit (two round trips a batch, not one).
 func WithHook(fn func(receiver.HookPoint)) Option { return func(o *options) { o.hook = fn } }
 
 // WithNow replaces the store's clock, time.Now, with now: the wall-clock
@@ -84,6 +90,7 @@ type Store struct {
 	maxDelta int64
 	hook     func(receiver.HookPoint)
 	now      func() time.Time // the clock of receipts' accepted_at (WithNow)
+	general  bool             // never receive_accepted (options.general)
 }
 
 // Open connects to the database at url (a postgres:// URL or DSN that
@@ -127,7 +134,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 		o.now = time.Now
 	}
 	quoted := pgx.Identifier{o.schema}.Sanitize()
-	s := &Store{pool: pool, schema: o.schema, maxDelta: int64(o.maxDelta), hook: o.hook, now: o.now,
+	s := &Store{pool: pool, schema: o.schema, maxDelta: int64(o.maxDelta), hook: o.hook, now: o.now, general: o.general,
 		q: func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
 	if err := s.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("open schema %s: %w", o.schema, err)
@@ -249,6 +256,25 @@ func (s *Store) sharedWriteKey() batchStep {
 	return batchStep{what: "lock write key", sql: `SELECT pg_advisory_xact_lock_shared($1)`, args: []any{s.writeKey()}}
 }
 
+// keyLocks are the advisory keys a write of ms locks beside the write key
+// shared: the keys of its IDs and flows, in ascending order, each once; nil
+// over maxKeyLocks keys, when the write takes the write key exclusive
+// instead. Both paths of a receive take their locks from here
+// (withWriteTx, receive_accepted), so that they take the same locks in the
+// same order.
+func (s *Store) keyLocks(ms []receiver.Message) []int64 {
+	keys := make([]int64, 0, 2*len(ms))
+	for _, m := range ms {
+		keys = append(keys, lockKey("id", s.schema, m.ID), lockKey("flow", s.schema, m.Flow))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if len(keys) > maxKeyLocks {
+		return nil
+	}
+	return keys
+}
+
 // withWriteTx runs fn in one READ COMMITTED transaction after taking the
 // store's write key shared and the advisory locks of the given message IDs
 // and flows, in ascending key order, or, over more than maxKeyLocks keys,
@@ -257,14 +283,9 @@ func (s *Store) sharedWriteKey() batchStep {
 // qKeyPlans, the locks and the reads go to the server in one round trip:
 // reads run after the locks are held.
 func (s *Store) withWriteTx(ctx context.Context, ms []receiver.Message, fn func(pgx.Tx) ([]batchStep, error), reads ...batchStep) error {
-	keys := make([]int64, 0, 2*len(ms))
-	for _, m := range ms {
-		keys = append(keys, lockKey("id", s.schema, m.ID), lockKey("flow", s.schema, m.Flow))
-	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
 	var first []batchStep
-	if len(keys) > maxKeyLocks {
+	keys := s.keyLocks(ms)
+	if keys == nil {
 		first = []batchStep{{what: "lock write key exclusive", sql: `SELECT pg_advisory_xact_lock($1)`, args: []any{s.writeKey()}}}
 	} else {
 		first = []batchStep{s.sharedWriteKey(), {what: "lock", sql: `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, args: []any{keys}}}
