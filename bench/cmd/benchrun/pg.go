@@ -161,7 +161,7 @@ func pgRows(cfg config, rates bench.Rates, drains map[int][]bench.DrainSummary, 
 	single := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("pg/claim+settle/%d", lo)], ceil, 2))
 	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: single-event claim+settle at %s flows ÷ (ceiling ÷ 2)", thousands(lo)), Value: single, Verb: "%.2f", Unit: "ratio",
 		Target: "≥ 0.5", Met: bench.AtLeast(single.Median, 0.5),
-		Why: "An event is two transactions and two commits, as the target allows, and since migration 11 each is one call of settle_claim: one round trip, its statements planned once per connection (docs/decisions/postgres-server-side-transitions.md). What is left is the server's own work for each transition: the meta row locked and written, the flows row and the event rewritten, and their index entries (the flows row's indexed columns change at every claim and ack, so its update is never heap-only), then the commit; on a 2-core machine the server's backend and the client also share the cores."})
+		Why: "An event is two transactions and two commits, as the target allows, and since migration 11 each is one call of settle_claim: one round trip, its statements planned once per connection (docs/decisions/postgres-server-side-transitions.md). What is left is the server's own work for each transition: the meta row locked and written, the flows row and the event rewritten, and their index entries (the flows row's indexed columns change at every claim and ack, so its update is never heap-only), then the commit; on a 2-core machine the server's backend and the client also share the cores. Measured on this workload (2026-12-06, pg_stat_user_functions and auto_explain): a call spent 0.27 to 0.39 ms inside settle_claim, each of its row updates 0.05 to 0.07 ms, where the ceiling's whole commit took 0.23 ms; with synchronous_commit off a call took 0.36 ms against 0.72 with it, and a ceiling commit 0.07 against 0.23."})
 	rows = append(rows, pgRuntimeRows(rates)...)
 	cost := bench.Summarize(bench.Ratio(rates[fmt.Sprintf("pg/claim+settle/%d", lo)], rates[fmt.Sprintf("pg/claim+settle/%d", hi)], 1))
 	rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL: claim+settle cost at %s flows ÷ at %s flows", thousands(hi), thousands(lo)), Value: cost, Verb: "%.2f", Unit: "ratio",
@@ -292,8 +292,8 @@ func pgRuntimeRows(rates bench.Rates) []bench.Row {
 		label string
 		probe string // what relayprobe -pg measured of the case
 	}{
-		{bench.RuntimeInProcess, "in process", "a PostgreSQL wave of 13 events took 3.4 ms in the queue and 1.8 ms in the receiver, where SQLite took 1.5 and 0.9 ms for 16"},
-		{bench.RuntimeHTTP, "HTTP on loopback to a receiver server", "a PostgreSQL wave of 9 to 11 events took 2.9 to 3.7 ms in the queue and 1.5 to 2.1 ms in the receiver, where SQLite took 1.8 and 0.9 ms for 11"},
+		{bench.RuntimeInProcess, "in process", "a PostgreSQL wave of 15.3 to 15.7 events took 2.25 to 2.48 ms in the queue and 1.28 to 1.34 ms in the receiver (medians), where SQLite took 1.06 to 1.38 and 0.67 to 0.96 ms for 15.8"},
+		{bench.RuntimeHTTP, "HTTP on loopback to a receiver server", "a PostgreSQL wave of 9.9 to 10.6 events took 2.36 to 2.43 ms in the queue and 1.25 to 1.32 ms in the receiver (medians), where SQLite took 1.28 to 1.64 and 0.75 to 0.93 ms for 11.1 to 12.3"},
 	} {
 		pg := rates[fmt.Sprintf("runtime-pg/%s/c16-b64", k.kind)]
 		lite := rates[fmt.Sprintf("runtime/%s/c16-b64", k.kind)]
@@ -303,7 +303,7 @@ func pgRuntimeRows(rates bench.Rates) []bench.Row {
 		r := bench.Summarize(bench.Ratio(pg, lite, 1))
 		rows = append(rows, bench.Row{What: fmt.Sprintf("PostgreSQL ÷ SQLite: relay runtime, %s", k.label), Value: r, Verb: "%.2f", Unit: "ratio",
 			Target: "≥ 0.8", Met: bench.AtLeast(r.Median, 0.8),
-			Why: "Each wave is one SettleClaimBatch and then one receiver commit (docs/decisions/relay-waves.md). Timed call by call before the queue's one-call path (bench/cmd/relayprobe -pg, 2026-12-05, writes on generic key plans), " + k.probe + ". Since then the queue's SettleClaimBatch is one call of settle_claim, one round trip where it was three (docs/decisions/postgres-server-side-transitions.md); what a PostgreSQL wave still pays is the server's execution (most of it updates of flows rows whose indexed columns change, so never HOT), two WAL flushes, one round trip (queue) and two (receiver) to a server on the same 2 shared cores, and a wave holds at most 16 events (docs/decisions/postgres-per-event-cost.md). The receiver as one call, fewer index writes per flow update and overlapping waves remain to try."})
+			Why: "Each wave is one SettleClaimBatch and then one receive batch, each one call on the server and one commit on the common path (docs/decisions/relay-waves.md, docs/decisions/postgres-server-side-transitions.md). Timed call by call (bench/cmd/relayprobe -pg, 2026-12-06, two alternated runs), " + k.probe + ". So both halves cost about twice SQLite's, and round trips are not the reason: the receive measured the same with two round trips as with one, and inside a wave's settle_claim the server's own statements took 1.55 to 1.68 ms of the 2.24 to 2.40 ms the client saw (pg_stat_user_functions, BenchmarkSettleClaimWave, 16 events). That work is mostly row updates and their index entries (a flows row is updated twice per event and its indexed columns change each time, so never heap-only), then two WAL flushes, on a server that shares the relay's 2 cores. A wave holds at most 16 events here (docs/decisions/postgres-per-event-cost.md). Fewer index writes per flow update and overlapping waves remain to try."})
 	}
 	return rows
 }
