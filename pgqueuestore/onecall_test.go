@@ -7,38 +7,16 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
-	"github.com/jackc/pgx/v5"
 )
-
-// callCounter counts the calls of settle_claim that a pool made, and
-// those that ended without an error (the one-call path taken).
-type callCounter struct{ calls, taken atomic.Int64 }
-
-type callKey struct{}
-
-func (c *callCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, ".settle_claim(") && !strings.Contains(d.SQL, "CREATE FUNCTION") {
-		c.calls.Add(1)
-		return context.WithValue(ctx, callKey{}, true)
-	}
-	return ctx
-}
-
-func (c *callCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
-	if ctx.Value(callKey{}) == true && d.Err == nil {
-		c.taken.Add(1)
-	}
-}
 
 // twinStores opens a store with the one-call path, whose calls c counts,
 // and one on the general path only, both with opts.
-func twinStores(t *testing.T, c *callCounter, opts ...Option) (one, general *Store) {
+func twinStores(t *testing.T, c *pgtest.CallCounter, opts ...Option) (one, general *Store) {
 	t.Helper()
 	one = openTraced(t, c, 0, opts...)
 	general, _, _ = open(t, append([]Option{withGeneralPath()}, opts...)...)
@@ -65,15 +43,15 @@ func TestOneCall_SameAsTheGeneralPath(t *testing.T) {
 		{"lease 5, two attempts", []Option{WithPolicy(short)}},
 	} {
 		t.Run(pc.name, func(t *testing.T) {
-			var c callCounter
+			c := pgtest.NewCallCounter("settle_claim")
 			for seed := uint64(1); seed <= 8; seed++ {
-				one, general := twinStores(t, &c, pc.opts...)
+				one, general := twinStores(t, c, pc.opts...)
 				runTwin(t, seed, one, general)
 			}
-			if c.taken.Load() == 0 || c.taken.Load() == c.calls.Load() {
-				t.Fatalf("settle_claim called %d times, %d without falling back: want both paths", c.calls.Load(), c.taken.Load())
+			if c.Taken() == 0 || c.Taken() == c.Calls() {
+				t.Fatalf("settle_claim called %d times, %d without falling back: want both paths", c.Calls(), c.Taken())
 			}
-			t.Logf("settle_claim called %d times, %d without falling back", c.calls.Load(), c.taken.Load())
+			t.Logf("settle_claim called %d times, %d without falling back", c.Calls(), c.Taken())
 		})
 	}
 }
@@ -264,8 +242,8 @@ func enqueueInTx(ctx context.Context, s *Store, e queue.Event, now clock.Tick) (
 // and rows are the general path's.
 func TestOneCall_TwoItemsOfOneFlow(t *testing.T) {
 	ctx := context.Background()
-	var c callCounter
-	one, general := twinStores(t, &c)
+	c := pgtest.NewCallCounter("settle_claim")
+	one, general := twinStores(t, c)
 	var rows []string
 	for _, s := range []*Store{one, general} {
 		es := []queue.Event{{ID: "f1", Flow: "f", Body: []byte("1")}, {ID: "f2", Flow: "f", Body: []byte("2")}, {ID: "g1", Flow: "g", Body: []byte("3")}}
@@ -299,8 +277,8 @@ func TestOneCall_TwoItemsOfOneFlow(t *testing.T) {
 	if rows[0] != rows[1] {
 		t.Fatalf("one call:\n%s\ngeneral path:\n%s", rows[0], rows[1])
 	}
-	if c.calls.Load() == 0 || c.taken.Load() != 1 { // the ClaimBatch only
-		t.Fatalf("settle_claim called %d times, %d without falling back; want the ClaimBatch's call alone taken", c.calls.Load(), c.taken.Load())
+	if c.Calls() == 0 || c.Taken() != 1 { // the ClaimBatch only
+		t.Fatalf("settle_claim called %d times, %d without falling back; want the ClaimBatch's call alone taken", c.Calls(), c.Taken())
 	}
 }
 
@@ -310,12 +288,12 @@ func TestOneCall_TwoItemsOfOneFlow(t *testing.T) {
 // destinations stops calling it for good. Every call is still answered.
 func TestOneCall_SkippedWhileItCannotApply(t *testing.T) {
 	ctx := context.Background()
-	var c callCounter
-	s := openTraced(t, &c, 0, WithPolicy(rotationPolicy()))
+	c := pgtest.NewCallCounter("settle_claim")
+	s := openTraced(t, c, 0, WithPolicy(rotationPolicy()))
 	if _, err := s.EnqueueBatch(ctx, []queue.Event{{ID: "a1", Flow: "a", Body: []byte("x")}, {ID: "a2", Flow: "a", Body: []byte("x")}}, 1); err != nil {
 		t.Fatal(err)
 	}
-	c.calls.Store(0)
+	c.Reset()
 	claimAck := func(now clock.Tick) {
 		t.Helper()
 		cl, ok, err := s.Claim(ctx, now)
@@ -327,7 +305,7 @@ func TestOneCall_SkippedWhileItCannotApply(t *testing.T) {
 		}
 	}
 	claimAck(2)
-	if got := c.calls.Load(); got != 0 {
+	if got := c.Calls(); got != 0 {
 		t.Fatalf("under the rotation, after a general-path enqueue: settle_claim called %d times, want 0", got)
 	}
 	p := queue.DefaultPolicy()
@@ -339,11 +317,10 @@ func TestOneCall_SkippedWhileItCannotApply(t *testing.T) {
 	if _, err := s.EnqueueBatch(ctx, []queue.Event{{ID: "b1", Flow: "b", Body: []byte("x")}, {ID: "b2", Flow: "b", Body: []byte("x")}}, 4); err != nil {
 		t.Fatal(err)
 	}
-	c.calls.Store(0)
-	c.taken.Store(0)
+	c.Reset()
 	claimAck(5)
-	if c.calls.Load() != 2 || c.taken.Load() != 2 {
-		t.Fatalf("under MinServed again: settle_claim called %d times, %d taken; want 2 and 2", c.calls.Load(), c.taken.Load())
+	if c.Calls() != 2 || c.Taken() != 2 {
+		t.Fatalf("under MinServed again: settle_claim called %d times, %d taken; want 2 and 2", c.Calls(), c.Taken())
 	}
 	if err := s.PutDestination(ctx, queue.Destination{Name: "d", URL: "http://127.0.0.1:1/x", Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, "add", 6); err != nil {
 		t.Fatal(err)
@@ -354,11 +331,10 @@ func TestOneCall_SkippedWhileItCannotApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.calls.Store(0)
-	c.taken.Store(0)
+	c.Reset()
 	claimAck(7)
-	if c.calls.Load() != 0 {
-		t.Fatalf("with a destination it added: settle_claim called %d times, want 0", c.calls.Load())
+	if c.Calls() != 0 {
+		t.Fatalf("with a destination it added: settle_claim called %d times, want 0", c.Calls())
 	}
 	if o, err := other.Settle(ctx, "b1", 1, queue.Result{OK: true}, 8); err != nil || o != queue.Stale {
 		t.Fatalf("Settle = %v, %v", o, err)
@@ -366,7 +342,7 @@ func TestOneCall_SkippedWhileItCannotApply(t *testing.T) {
 	if _, err := other.ClaimBatch(ctx, 9, 1); err != nil {
 		t.Fatal(err)
 	}
-	if c.calls.Load() != 1 || c.taken.Load() != 0 {
-		t.Fatalf("another store, with a destination: settle_claim called %d times, %d taken; want 1 (the first, which falls back) and 0", c.calls.Load(), c.taken.Load())
+	if c.Calls() != 1 || c.Taken() != 0 {
+		t.Fatalf("another store, with a destination: settle_claim called %d times, %d taken; want 1 (the first, which falls back) and 0", c.Calls(), c.Taken())
 	}
 }

@@ -67,15 +67,15 @@ func TestReceiveBatch_LockEscalation(t *testing.T) {
 		{"general path", []Option{withGeneralPath()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var calls callCounter
-			s := openTraced(t, &calls, 0, c.opts...)
+			calls := pgtest.NewCallCounter("receive_accepted")
+			s := openTraced(t, calls, 0, c.opts...)
 			lockEscalation(t, s)
 			want := int64(0)
 			if !s.general {
 				want = 7 // three batches, the first message of each and the other receive, one call each
 			}
-			if calls.taken.Load() != want || calls.calls.Load() != want {
-				t.Errorf("receive_accepted called %d times, %d taken; want %d and %d", calls.calls.Load(), calls.taken.Load(), want, want)
+			if calls.Taken() != want || calls.Calls() != want {
+				t.Errorf("receive_accepted called %d times, %d taken; want %d and %d", calls.Calls(), calls.Taken(), want, want)
 			}
 		})
 	}

@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/jackc/pgx/v5"
 )
@@ -17,26 +17,6 @@ import (
 // withGeneralPath keeps a store's every receive on the general path: the
 // statements sent from Go, never receive_accepted (onecall.go).
 func withGeneralPath() Option { return func(o *options) { o.general = true } }
-
-// callCounter counts the calls of receive_accepted that a pool made, and
-// those that ended without an error (the one-call path taken).
-type callCounter struct{ calls, taken atomic.Int64 }
-
-type callKey struct{}
-
-func (c *callCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, ".receive_accepted(") && !strings.Contains(d.SQL, "CREATE FUNCTION") {
-		c.calls.Add(1)
-		return context.WithValue(ctx, callKey{}, true)
-	}
-	return ctx
-}
-
-func (c *callCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
-	if ctx.Value(callKey{}) == true && d.Err == nil {
-		c.taken.Add(1)
-	}
-}
 
 // TestOneCall_SameAsTheGeneralPath: random sequences of Receive and
 // ReceiveBatch run on a store that takes the one-call path and on one that
@@ -52,20 +32,20 @@ func (c *callCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 // step. Over the sequences every answer and conflict rule occurs, and
 // receive_accepted both takes batches and sends some to the general path.
 func TestOneCall_SameAsTheGeneralPath(t *testing.T) {
-	var c callCounter
+	c := pgtest.NewCallCounter("receive_accepted")
 	seen := map[string]int{}
 	for seed := uint64(1); seed <= 8; seed++ {
 		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		clock := func() time.Time { return at }
 		opts := []Option{WithMaxDelta(5), WithNow(clock)}
-		one := openTraced(t, &c, 0, opts...)
+		one := openTraced(t, c, 0, opts...)
 		general, _, _ := open(t, append([]Option{withGeneralPath()}, opts...)...)
 		runTwin(t, seed, one, general, func() { at = at.Add(time.Second) }, seen)
 	}
-	if c.taken.Load() == 0 || c.taken.Load() == c.calls.Load() {
-		t.Fatalf("receive_accepted called %d times, %d without falling back: want both paths", c.calls.Load(), c.taken.Load())
+	if c.Taken() == 0 || c.Taken() == c.Calls() {
+		t.Fatalf("receive_accepted called %d times, %d without falling back: want both paths", c.Calls(), c.Taken())
 	}
-	t.Logf("receive_accepted called %d times, %d without falling back; answers %v", c.calls.Load(), c.taken.Load(), seen)
+	t.Logf("receive_accepted called %d times, %d without falling back; answers %v", c.Calls(), c.Taken(), seen)
 	for _, k := range []string{string(receiver.Accepted), string(receiver.Duplicate), string(receiver.Gap), string(receiver.Pruned),
 		string(receiver.UnsupportedDelta), "invalid", receiver.RuleIDReused, receiver.RuleSeqTaken, receiver.RuleSeqBehind} {
 		if seen[k] == 0 {
@@ -335,8 +315,8 @@ func TestOneCall_AFlowThatDidNotMove(t *testing.T) {
 		{"general path", []Option{withGeneralPath()}, "update totals: ", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var calls callCounter
-			s := openTraced(t, &calls, 0, c.opts...)
+			calls := pgtest.NewCallCounter("receive_accepted")
+			s := openTraced(t, calls, 0, c.opts...)
 			if o, err := s.Receive(ctx, msg("a", "f", 1, 3)); err != nil || o != receiver.Accepted {
 				t.Fatalf("Receive = %s, %v", o, err)
 			}
@@ -348,7 +328,7 @@ CREATE TRIGGER skip BEFORE UPDATE ON {s}.flows FOR EACH ROW EXECUTE FUNCTION {s}
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls.calls.Store(0)
+			calls.Reset()
 			_, err = s.ReceiveBatch(ctx, []receiver.Message{msg("b", "f", 2, 1), msg("c", "g", 1, 1)})
 			if err == nil || !strings.Contains(err.Error(), c.from) || !strings.Contains(err.Error(), "0 rows changed, want 1") {
 				t.Fatalf("ReceiveBatch: error %v, want %q… 0 rows changed, want 1", err, c.from)
@@ -360,8 +340,8 @@ CREATE TRIGGER skip BEFORE UPDATE ON {s}.flows FOR EACH ROW EXECUTE FUNCTION {s}
 			if !reflect.DeepEqual(after, before) {
 				t.Fatalf("the failed receive changed the store:\n%+v\nwant\n%+v", after, before)
 			}
-			if calls.calls.Load() != c.calls {
-				t.Fatalf("receive_accepted called %d times, want %d", calls.calls.Load(), c.calls)
+			if calls.Calls() != c.calls {
+				t.Fatalf("receive_accepted called %d times, want %d", calls.Calls(), c.calls)
 			}
 		})
 	}
@@ -372,9 +352,9 @@ CREATE TRIGGER skip BEFORE UPDATE ON {s}.flows FOR EACH ROW EXECUTE FUNCTION {s}
 // message, as the contract says.
 func TestOneCall_NotWithAHook(t *testing.T) {
 	ctx := context.Background()
-	var calls callCounter
+	calls := pgtest.NewCallCounter("receive_accepted")
 	var hooks int
-	s := openTraced(t, &calls, 0, WithHook(func(receiver.HookPoint) { hooks++ }))
+	s := openTraced(t, calls, 0, WithHook(func(receiver.HookPoint) { hooks++ }))
 	res, err := s.ReceiveBatch(ctx, []receiver.Message{msg("a", "f", 1, 1), msg("b", "f", 2, 1), msg("c", "g", 1, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +364,7 @@ func TestOneCall_NotWithAHook(t *testing.T) {
 			t.Fatalf("ReceiveBatch = %+v", res)
 		}
 	}
-	if hooks != 3 || calls.calls.Load() != 0 {
-		t.Fatalf("hook called %d times, receive_accepted %d; want 3 and 0", hooks, calls.calls.Load())
+	if hooks != 3 || calls.Calls() != 0 {
+		t.Fatalf("hook called %d times, receive_accepted %d; want 3 and 0", hooks, calls.Calls())
 	}
 }
