@@ -3,6 +3,7 @@ package pgreceiverstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -261,6 +262,9 @@ func oneCallPlans(t *testing.T, url string, s *Store, ms []receiver.Message) []s
 	}
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
+		if os.Getenv(pgtest.EnvRequire) == "1" { // CI's server must run it
+			t.Fatalf("no auto_explain, with %s=1: %v", pgtest.EnvRequire, err)
+		}
 		t.Skipf("no auto_explain: %v", err)
 	}
 	if _, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
