@@ -95,15 +95,26 @@ func Require(t testing.TB) string {
 	if err := probe(); err != nil {
 		msg := fmt.Sprintf("PostgreSQL tests skipped: no server at %s (%v); start one or set %s=postgres://…, and %s=1 to make this a failure",
 			URL(), err, EnvURL, EnvRequire)
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatal(msg)
+		if os.Getenv(EnvRequire) != "1" {
+			// One line per test binary, on stderr, which go test shows
+			// without -v; each test's own skip says it again under -v.
+			skipOnce.Do(func() { fmt.Fprintln(os.Stderr, msg) })
 		}
-		// One line per test binary, on stderr, which go test shows
-		// without -v; each test's own skip says it again under -v.
-		skipOnce.Do(func() { fmt.Fprintln(os.Stderr, msg) })
-		t.Skip(msg)
+		Missing(t, msg)
 	}
 	return URL()
+}
+
+// Missing ends t because something the PostgreSQL tests need is not
+// there (the server, its binaries, an extension): it skips t with msg,
+// or fails it with FAIRRELAY_REQUIRE_POSTGRES=1, where nothing may be
+// missing (CI).
+func Missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv(EnvRequire) == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // Pool returns the test binary's shared pool (at most PoolSize

@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -35,5 +36,40 @@ func TestSchemaIsDropped(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("schema %s still exists", schema)
+	}
+}
+
+// endRecorder is a testing.TB that records how Missing ended it. A real
+// Fatal or Skip stops the test; the recorder returns, so it keeps the
+// first end only.
+type endRecorder struct {
+	testing.TB
+	ended string
+}
+
+func (r *endRecorder) Helper()           {}
+func (r *endRecorder) Fatal(args ...any) { r.end("fatal: " + fmt.Sprint(args...)) }
+func (r *endRecorder) Skip(args ...any)  { r.end("skip: " + fmt.Sprint(args...)) }
+
+func (r *endRecorder) end(how string) {
+	if r.ended == "" {
+		r.ended = how
+	}
+}
+
+// TestMissing_SkipsOrFails: what a test needs is missing; it is skipped
+// on a user's machine and fails where PostgreSQL is required.
+func TestMissing_SkipsOrFails(t *testing.T) {
+	for _, c := range []struct{ env, want string }{
+		{"", "skip: no x"},
+		{"0", "skip: no x"},
+		{"1", "fatal: no x"},
+	} {
+		t.Setenv(EnvRequire, c.env)
+		r := &endRecorder{}
+		Missing(r, "no x")
+		if r.ended != c.want {
+			t.Errorf("%s=%q: Missing ended the test with %q, want %q", EnvRequire, c.env, r.ended, c.want)
+		}
 	}
 }
