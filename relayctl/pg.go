@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -340,4 +341,60 @@ func (c *replyConn) SetReadDeadline(t time.Time) error {
 	defer c.mu.Unlock()
 	c.own = t
 	return c.apply()
+}
+
+// autovacuumWarning is what relayctl relay and receive log at start for a
+// PostgreSQL server whose autovacuum is off (docs/postgres.md, "Vacuum").
+const autovacuumWarning = "PostgreSQL's autovacuum is off: every claim and settle rewrites a row of the queue's flows and meta tables, and every receive one of the receiver's flows; nothing reclaims their dead rows, and the tables and their indexes grow until a VACUUM runs"
+
+// warnAutovacuum logs autovacuumWarning once for each PostgreSQL server
+// among vals (--queue and --receiver values; a SQLite path is skipped)
+// that runs with autovacuum off. It reads the setting on a connection of
+// its own, closed at once, within 5 s; a server it cannot ask is logged,
+// not fatal: the relay's own connections report a server that is down.
+func warnAutovacuum(ctx context.Context, log *slog.Logger, vals ...string) {
+	seen := map[string]bool{}
+	for _, raw := range vals {
+		if !isPostgres(raw) {
+			continue
+		}
+		conn, _, reply, err := pgTargetReply(raw, "", "queue")
+		if err != nil {
+			continue // the store's own open has already refused it
+		}
+		cfg, err := pgxpool.ParseConfig(conn)
+		if err != nil {
+			continue
+		}
+		key := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		configureNetwork(cfg, conn, reply)
+		off, err := autovacuumOff(ctx, cfg.ConnConfig)
+		switch {
+		case err != nil:
+			log.Warn("could not read the PostgreSQL server's autovacuum setting", "server", shown(raw), "err", err)
+		case off:
+			log.Warn(autovacuumWarning, "server", shown(raw), "docs", `docs/postgres.md, "Vacuum"`)
+		}
+	}
+}
+
+// autovacuumOff reports whether the server cc connects to runs with
+// autovacuum off.
+func autovacuumOff(ctx context.Context, cc *pgx.ConnConfig) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close(ctx)
+	var v string
+	if err := c.QueryRow(ctx, "SHOW autovacuum").Scan(&v); err != nil {
+		return false, err
+	}
+	return v == "off", nil
 }

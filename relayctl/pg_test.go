@@ -245,6 +245,7 @@ func startReceive(t *testing.T, bin, receiverURL, secret string) (*child, string
 // enqueued for it. The receiver accepts only a flow's next expected seq (a
 // later one is a gap, answered without a receipt), so 1..15 all received
 // means received in order.
+// Each process warns once, at start, when its server's autovacuum is off.
 func TestPostgres_EndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: real processes, 3,000 events")
@@ -290,7 +291,9 @@ func TestPostgres_EndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 		if !strings.Contains(r.stderr.String(), `"msg":"relay: idle: nothing dispatchable, in flight or waiting"`) {
 			t.Errorf("%s did not log its idle exit:\n%s", r.name, r.stderr)
 		}
+		expectAutovacuumWarning(t, r)
 	}
+	expectAutovacuumWarning(t, recv)
 
 	st, err := qs.Stats(ctx)
 	if err != nil {
@@ -339,7 +342,8 @@ func TestPostgres_EndToEnd_TwoRelaysOneReceiver(t *testing.T) {
 // enqueued only once the relay is idle: the previous one delivered and
 // acked, and every connection of the relay idle, one of them LISTENing.
 // Before the last one the LISTEN connection is terminated on the server:
-// the relay must listen again by itself, and not crash.
+// the relay must listen again by itself, and not crash. At start it warns,
+// once for its one server, when autovacuum is off there.
 func TestPostgres_EnqueueWakesIdleRelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real relay process")
@@ -437,5 +441,26 @@ func TestPostgres_EnqueueWakesIdleRelay(t *testing.T) {
 	rl.wait(t, time.Minute)
 	if !strings.Contains(rl.stderr.String(), `"msg":"wake-ups: listener lost; relying on --poll until it is back"`) {
 		t.Errorf("the relay did not log the lost listener:\n%s", rl.stderr)
+	}
+	// Queue and receiver are on one server: one warning.
+	expectAutovacuumWarning(t, rl)
+}
+
+// expectAutovacuumWarning fails t unless c, a relayctl relay or receive
+// with --json on stores of one PostgreSQL server, logged the autovacuum
+// warning once when that server has autovacuum off (this project's
+// machines do), and never when it is on.
+func expectAutovacuumWarning(t *testing.T, c *child) {
+	t.Helper()
+	var av string
+	if err := pgtest.Pool(t).QueryRow(context.Background(), `SHOW autovacuum`).Scan(&av); err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	if av == "off" {
+		want = 1
+	}
+	if got := strings.Count(c.stderr.String(), `"level":"WARN","msg":"`+autovacuumWarning+`"`); got != want {
+		t.Errorf("autovacuum %s: %s logged its warning %d times, want %d:\n%s", av, c.name, got, want, c.stderr)
 	}
 }

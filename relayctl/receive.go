@@ -131,6 +131,7 @@ func cmdReceive(e *env, args []string) (err error) {
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintln(e.stdout, url)
 	log.Info("receiving", "url", url, "receiver", shown(e.receiverPath), "metrics", url+"metrics", "secrets", len(secrets))
+	warnAutovacuum(e.ctx, log, e.receiverPath) // after "receiving", as relay's
 
 	select {
 	case err := <-served: // Serve failed on its own

@@ -261,6 +261,13 @@ func cmdRelay(e *env, args []string) (err error) {
 		go func() { liveLine(e.stderr, q, delivered, liveStop); close(liveDone) }()
 	}
 	log.Info("relaying", "queue", shown(e.queuePath), "to", dest, "concurrency", *concurrency, "batch", *batch)
+	// After "relaying", which supervisors (the soak) wait for: a server
+	// that stops answering here delays the start, never refuses it.
+	if *to == "" {
+		warnAutovacuum(e.ctx, log, e.queuePath, e.receiverPath)
+	} else {
+		warnAutovacuum(e.ctx, log, e.queuePath)
+	}
 	// --exit-when-idle is the library's RunUntilIdle: idle, it returns nil
 	// or an *relay.UndeliveredError (exit 3,
 	// docs/decisions/relayctl-exit-status.md).
