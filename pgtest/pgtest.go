@@ -95,11 +95,9 @@ func Require(t testing.TB) string {
 	if err := probe(); err != nil {
 		msg := fmt.Sprintf("PostgreSQL tests skipped: no server at %s (%v); start one or set %s=postgres://…, and %s=1 to make this a failure",
 			URL(), err, EnvURL, EnvRequire)
-		if os.Getenv(EnvRequire) != "1" {
-			// One line per test binary, on stderr, which go test shows
-			// without -v; each test's own skip says it again under -v.
-			skipOnce.Do(func() { fmt.Fprintln(os.Stderr, msg) })
-		}
+		// One line per test binary, on stderr, which go test shows
+		// without -v; each test's own skip (or failure) says it again.
+		skipOnce.Do(func() { fmt.Fprintln(os.Stderr, msg) })
 		Missing(t, msg)
 	}
 	return URL()

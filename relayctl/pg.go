@@ -83,6 +83,22 @@ func pgTargetReply(raw, def, flagName string) (conn, schema string, reply time.D
 	return u.String(), schema, reply, nil
 }
 
+// pgConfig is the connection configuration of a --queue or --receiver
+// URL, with relayctl's network settings (configureNetwork), the URL pgx
+// parsed (without schema= and reply_timeout=) and the schema.
+func pgConfig(raw, def, flagName string) (cfg *pgxpool.Config, conn, schema string, err error) {
+	conn, schema, reply, err := pgTargetReply(raw, def, flagName)
+	if err != nil {
+		return nil, "", "", err
+	}
+	cfg, err = pgxpool.ParseConfig(conn)
+	if err != nil {
+		return nil, "", "", usagef("--%s %s: %v", flagName, shown(raw), err)
+	}
+	configureNetwork(cfg, conn, reply)
+	return cfg, conn, schema, nil
+}
+
 // errNoSchema is pgOpen's refusal of a schema that does not exist.
 var errNoSchema = errors.New("does not exist")
 
@@ -92,15 +108,10 @@ var errNoSchema = errors.New("does not exist")
 // raises the pool's size when the URL does not set pool_max_conns (the
 // relay holds one connection for LISTEN).
 func pgOpen(ctx context.Context, raw, def, what, flagName string, create bool, minConns int32) (*pgxpool.Pool, string, error) {
-	conn, schema, reply, err := pgTargetReply(raw, def, flagName)
+	cfg, conn, schema, err := pgConfig(raw, def, flagName)
 	if err != nil {
 		return nil, "", err
 	}
-	cfg, err := pgxpool.ParseConfig(conn)
-	if err != nil {
-		return nil, "", usagef("--%s %s: %v", flagName, shown(raw), err)
-	}
-	configureNetwork(cfg, conn, reply)
 	if !strings.Contains(conn, "pool_max_conns") && cfg.MaxConns < minConns {
 		cfg.MaxConns = minConns
 	}
@@ -358,20 +369,15 @@ func warnAutovacuum(ctx context.Context, log *slog.Logger, vals ...string) {
 		if !isPostgres(raw) {
 			continue
 		}
-		conn, _, reply, err := pgTargetReply(raw, "", "queue")
+		cfg, _, _, err := pgConfig(raw, "", "queue")
 		if err != nil {
 			continue // the store's own open has already refused it
-		}
-		cfg, err := pgxpool.ParseConfig(conn)
-		if err != nil {
-			continue
 		}
 		key := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		configureNetwork(cfg, conn, reply)
 		off, err := autovacuumOff(ctx, cfg.ConnConfig)
 		switch {
 		case err != nil:
