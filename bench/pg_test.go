@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -92,7 +94,8 @@ func TestPGClaimSettleDrainsItsBacklog(t *testing.T) {
 // checkRiver runs two timed steps of a River case: together they count some
 // jobs and no more than were inserted, each reports about its window, not
 // the untimed wait for its last jobs, and after each every job inserted has
-// completed.
+// completed and the client has stopped (so that it polls nothing during
+// other cases' slices), to start again for the next step.
 func checkRiver(t *testing.T, c Case) {
 	t.Helper()
 	ctx := context.Background()
@@ -123,11 +126,33 @@ func checkRiver(t *testing.T, c Case) {
 		if done != inserted || int64(total) > inserted {
 			t.Fatalf("after the step: %d completed, %d inserted, %d counted", done, inserted, total)
 		}
+		if !riverStopped(w) {
+			t.Fatal("the River client still runs after the step")
+		}
 	}
 	// River takes a moment to start fetching after Start, so one short
 	// step may count nothing; two must count something.
 	if total == 0 {
 		t.Fatal("two steps counted no completed job")
+	}
+}
+
+// riverStopped reports whether a River case's client has stopped.
+func riverStopped(w Workload) bool {
+	var stopped <-chan struct{}
+	switch r := w.(type) {
+	case *riverRun[pgx.Tx]:
+		stopped = r.client.Stopped()
+	case *riverRun[*sql.Tx]:
+		stopped = r.client.Stopped()
+	default:
+		panic(fmt.Sprintf("%T is not a River case", w))
+	}
+	select {
+	case <-stopped:
+		return true
+	default:
+		return false
 	}
 }
 

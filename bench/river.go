@@ -96,11 +96,13 @@ func riverLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// riverRun is a started River client with a no-op worker, fed by InsertMany
-// in batches. Each TimedStep inserts for step, counts the jobs completed in
-// that window (River's completed events, which come after its completer has
-// written them, as riverbench counts), then waits, untimed, for every job it
-// inserted to complete, so that nothing of it runs into the next case.
+// riverRun is a River client with a no-op worker, fed by InsertMany in
+// batches. The client runs only inside a step: each TimedStep starts it
+// (untimed), inserts for step, counts the jobs completed in that window
+// (River's completed events, which come after its completer has written
+// them, as riverbench counts), then waits, untimed, for every job it
+// inserted to complete and stops the client, so that neither its jobs nor
+// its fetch loop's polling run into the next case's slice.
 type riverRun[TTx any] struct {
 	client  *river.Client[TTx]
 	step    time.Duration
@@ -111,11 +113,13 @@ type riverRun[TTx any] struct {
 	done    atomic.Int64
 	failed  atomic.Int64
 	wake    chan struct{}
-	unsub   func()
+	events  chan struct{} // closed when the running client's subscription ends
 	closers []func() error
 }
 
-func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, batch, workers int, step time.Duration) (*riverRun[TTx], error) {
+// newRiver migrates River's schema and makes a client, not started: each
+// step starts and stops it.
+func newRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, batch, workers int, step time.Duration) (*riverRun[TTx], error) {
 	m, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: riverLogger()})
 	if err != nil {
 		return nil, fmt.Errorf("river migrator: %w", err)
@@ -136,13 +140,21 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], sc
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	r := &riverRun[TTx]{client: client, step: riverStep(step, workers), window: riverWindow(batch), params: make([]river.InsertManyParams, batch), wake: make(chan struct{}, 1)}
-	events, unsub := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: 4 * int(riverWindow(batch)),
+	return &riverRun[TTx]{client: client, step: riverStep(step, workers), window: riverWindow(batch), params: make([]river.InsertManyParams, batch), wake: make(chan struct{}, 1)}, nil
+}
+
+// start subscribes to the client's job events and starts it. River closes
+// a subscription when its client stops, so each start subscribes again; the
+// goroutine counting the events ends with the subscription, and closes
+// r.events.
+func (r *riverRun[TTx]) start(ctx context.Context) error {
+	events, unsub := r.client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: 4 * int(r.window),
 		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
 	})
-	r.unsub = unsub
-	go func() {
+	r.events = make(chan struct{})
+	go func(ended chan struct{}) {
+		defer close(ended)
 		for ev := range events {
 			if ev.Kind == river.EventKindJobCompleted {
 				r.done.Add(1)
@@ -154,17 +166,42 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], sc
 			default:
 			}
 		}
-	}()
-	if err := client.Start(ctx); err != nil {
+	}(r.events)
+	if err := r.client.Start(ctx); err != nil {
 		unsub()
-		return nil, fmt.Errorf("river start: %w", err)
+		<-r.events
+		r.events = nil
+		return fmt.Errorf("river start: %w", err)
 	}
-	return r, nil
+	return nil
 }
 
-// TimedStep inserts in batches while fewer than the window are outstanding,
-// for r.step, and returns the jobs completed meanwhile and the time.
+// stop stops the client, if it runs, and waits for its subscription's
+// events to be counted.
+func (r *riverRun[TTx]) stop(ctx context.Context) error {
+	if r.events == nil {
+		return nil
+	}
+	if err := r.client.Stop(ctx); err != nil {
+		return fmt.Errorf("river stop: %w", err)
+	}
+	select {
+	case <-r.events:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.events = nil
+	return nil
+}
+
+// TimedStep starts the client (untimed), inserts in batches while fewer
+// than the window are outstanding, for r.step, and returns the jobs
+// completed meanwhile and the time; then, untimed, it waits for the jobs
+// still in flight and stops the client.
 func (r *riverRun[TTx]) TimedStep(ctx context.Context) (int, time.Duration, error) {
+	if err := r.start(ctx); err != nil {
+		return 0, 0, err
+	}
 	start := time.Now()
 	deadline := start.Add(r.step)
 	before := r.done.Load()
@@ -207,6 +244,13 @@ func (r *riverRun[TTx]) TimedStep(ctx context.Context) (int, time.Duration, erro
 			return 0, 0, ctx.Err()
 		}
 	}
+	// Untimed: the client stops, so that its fetch loop does not poll
+	// through the other cases' slices.
+	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := r.stop(stopCtx); err != nil {
+		return 0, 0, err
+	}
 	return int(n), took, nil
 }
 
@@ -219,12 +263,12 @@ func (r *riverRun[TTx]) Step(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// Close stops the client and closes what the case opened, in reverse order.
+// Close stops the client, if a failed step left it running, and closes
+// what the case opened, in reverse order.
 func (r *riverRun[TTx]) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	errs := []error{r.client.Stop(ctx)}
-	r.unsub()
+	errs := []error{r.stop(ctx)}
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		errs = append(errs, r.closers[i]())
 	}
@@ -254,7 +298,7 @@ func RiverPG(url string, batch, workers int, step time.Duration) Case {
 				cleanup()
 				return nil, fmt.Errorf("create schema: %w", err)
 			}
-			r, err := startRiver(ctx, riverpgxv5.New(pool), schema, batch, workers, step)
+			r, err := newRiver(ctx, riverpgxv5.New(pool), schema, batch, workers, step)
 			if err != nil {
 				cleanup()
 				return nil, err
@@ -282,7 +326,7 @@ func RiverSQLite(batch, workers int, step time.Duration) Case {
 				return nil, err
 			}
 			db.SetMaxOpenConns(1)
-			r, err := startRiver[*sql.Tx](ctx, riversqlite.New(db), "", batch, workers, step)
+			r, err := newRiver[*sql.Tx](ctx, riversqlite.New(db), "", batch, workers, step)
 			if err != nil {
 				db.Close()
 				return nil, err
