@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"database/sql"
 	"flag"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -126,7 +124,7 @@ func checkRiver(t *testing.T, c Case) {
 		if done != inserted || int64(total) > inserted {
 			t.Fatalf("after the step: %d completed, %d inserted, %d counted", done, inserted, total)
 		}
-		if !riverStopped(w) {
+		if !w.(interface{ clientStopped() bool }).clientStopped() {
 			t.Fatal("the River client still runs after the step")
 		}
 	}
@@ -134,25 +132,6 @@ func checkRiver(t *testing.T, c Case) {
 	// step may count nothing; two must count something.
 	if total == 0 {
 		t.Fatal("two steps counted no completed job")
-	}
-}
-
-// riverStopped reports whether a River case's client has stopped.
-func riverStopped(w Workload) bool {
-	var stopped <-chan struct{}
-	switch r := w.(type) {
-	case *riverRun[pgx.Tx]:
-		stopped = r.client.Stopped()
-	case *riverRun[*sql.Tx]:
-		stopped = r.client.Stopped()
-	default:
-		panic(fmt.Sprintf("%T is not a River case", w))
-	}
-	select {
-	case <-stopped:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -257,6 +257,17 @@ func (r *riverRun[TTx]) TimedStep(ctx context.Context) (int, time.Duration, erro
 // counts returns the jobs completed and inserted so far.
 func (r *riverRun[TTx]) counts() (done, inserted int64) { return r.done.Load(), r.insert }
 
+// clientStopped reports whether River's client has stopped, by River's own
+// account (false before its first start).
+func (r *riverRun[TTx]) clientStopped() bool {
+	select {
+	case <-r.client.Stopped():
+		return true
+	default:
+		return false
+	}
+}
+
 // Step is TimedStep without the time.
 func (r *riverRun[TTx]) Step(ctx context.Context) (int, error) {
 	n, _, err := r.TimedStep(ctx)
