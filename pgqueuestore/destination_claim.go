@@ -85,7 +85,7 @@ ORDER BY p.served, p.flow`
 	qRotPickMerged = `WITH ` + qRoom + `, h AS MATERIALIZED (
     SELECT r.name, r.room, k.pass, k.joined FROM r CROSS JOIN LATERAL (
         SELECT f.pass, f.joined FROM {s}.flows AS f
-        WHERE f.ready AND f.dest = r.name ORDER BY f.pass, f.joined LIMIT 1) AS k
+        WHERE f.ready AND f.joined > 0 AND f.dest = r.name ORDER BY f.pass, f.joined LIMIT 1) AS k
     WHERE r.room > 0
 ), b AS (
     SELECT x.pass, x.joined FROM (
@@ -95,7 +95,7 @@ ORDER BY p.served, p.flow`
 ), p AS (
     SELECT k.* FROM h CROSS JOIN b CROSS JOIN LATERAL (
         SELECT f.flow, f.head_seq, f.pass, f.joined, f.served, f.weight, f.dest FROM {s}.flows AS f
-        WHERE f.ready AND f.dest = h.name AND (f.pass, f.joined) <= (b.pass, b.joined)
+        WHERE f.ready AND f.joined > 0 AND f.dest = h.name AND (f.pass, f.joined) <= (b.pass, b.joined)
         ORDER BY f.pass, f.joined LIMIT h.room) AS k
     WHERE (h.pass, h.joined) <= (b.pass, b.joined)
     ORDER BY k.pass, k.joined, k.flow LIMIT $2)

@@ -59,7 +59,8 @@
 // table Prune deletes through, the audit's tick index, paused flows, the
 // sequence counters in flow_seqs and the arrivals of EnqueueTx, 0008
 // destinations, 0009 the shard label, 0010 the operator's sorted pages off
-// the claim path, 0011 the function settle_claim (below).
+// the claim path, 0011 the function settle_claim (below), 0012
+// flows_rotation narrowed to the flows that joined the rotation.
 // Open creates the schema
 // (default "fairrelay_queue", WithSchema to choose) and runs the
 // migrations past its version, each recording the version it reaches in

@@ -41,18 +41,20 @@ WHERE NOT ready AND ready_at <= $1 AND paused IS NULL`
 
 	// qRotPickHead is qPickHead in rotation order: the smallest (pass,
 	// joined), straight from flows_rotation, with what the claim's stride
-	// needs.
+	// needs. Under rotation every flow with a head has joined the rotation
+	// (joined > 0: qRotArrive, qRotRejoin, an import), which the index's
+	// predicate asks of its rows (migration 12).
 	qRotPickHead = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
     e.body, e.generation, f.pass, f.weight, f.served
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready AND f.dest = '' ORDER BY f.pass, f.joined LIMIT 1`
+WHERE f.ready AND f.joined > 0 AND f.dest = '' ORDER BY f.pass, f.joined LIMIT 1`
 
 	// qRotPickHeads is qRotPickHead without its LIMIT, its columns in
 	// qPickHeads's order (pickDefault appends "LIMIT n").
 	qRotPickHeads = `SELECT f.flow, f.head_seq, e.id, e.state, e.attempts, e.lease_until, e.available_at,
     e.body, e.generation, f.pass, f.served, f.weight, f.dest
 FROM {s}.flows AS f LEFT JOIN {s}.events AS e ON e.flow = f.flow AND e.seq = f.head_seq
-WHERE f.ready AND f.dest = '' ORDER BY f.pass, f.joined`
+WHERE f.ready AND f.joined > 0 AND f.dest = '' ORDER BY f.pass, f.joined`
 
 	// qRotServeFlows is qRotServeFlow for the flows of the array $1, the
 	// k-th getting the k-th pass of $3.
@@ -99,7 +101,9 @@ func rotation(p queue.Policy) bool { return p.Fairness == queue.FairRotation }
 // flow with a head joins the tail in flow ID order (pass = max(pass,
 // vtail), joined = joins + 1, 2, …); back to FairMinServed, pass, joined,
 // vnow, vtail and joins are kept as they are (min_served never reads
-// them). flows_rotation exists under every policy (migration 2).
+// them). flows_rotation exists under every policy (migration 2) and holds
+// only the flows that have joined the rotation (migration 12), so a queue
+// that never used the rotation writes no entry in it.
 func (s *Store) switchFairness(ctx context.Context, tx pgx.Tx, old, neu queue.Fairness) error {
 	if old == "" {
 		old = queue.FairMinServed

@@ -15,7 +15,8 @@ import (
 // commit paid once per 8 events, so that the statements, not the fsync,
 // weigh); an op is one event.
 //
-//   - min_served: the store as shipped (flows_rotation kept).
+//   - min_served: the store as shipped (flows_rotation kept, and empty:
+//     no flow has joined the rotation, migration 12).
 //   - min_served_no_index: flows_rotation dropped, as SQLite has it under
 //     min_served.
 //   - rotation: the rotation policy.

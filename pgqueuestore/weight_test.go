@@ -268,3 +268,68 @@ func TestMigrationFromVersion2(t *testing.T) {
 		t.Fatalf("OldestDue = %d, %v, %v; want b's 3", due, ok, err)
 	}
 }
+
+// flows_rotation holds only the flows that joined the rotation (migration
+// 12): a min_served queue that enqueues, claims and acks through every
+// path writes no entry in it (the index keeps only its metapage, one
+// block), and the switch to the rotation puts the flows with a head in
+// it, from which the next claim picks.
+func TestRotationIndexOnlyForJoinedFlows(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := open(t)
+	blocks := func() int64 {
+		t.Helper()
+		var n int64
+		if err := s.pool.QueryRow(ctx, `SELECT pg_relation_size(to_regclass(quote_ident($1) || '.flows_rotation'))
+    / current_setting('block_size')::bigint`, s.schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var es []queue.Event
+	for k := range 3 {
+		for f := range 40 {
+			es = append(es, queue.Event{ID: fmt.Sprintf("e%d-%d", f, k), Flow: fmt.Sprintf("f%02d", f), Body: []byte("x")})
+		}
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "one", Flow: "g", Body: []byte("x")}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Single claims and settles, then batches, then one SettleClaimBatch:
+	// each flow's head moves and turns ready again.
+	for now := clock.Tick(2); now < 12; now++ {
+		c, ok, err := s.Claim(ctx, now)
+		if err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if o, err := s.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, now); err != nil || o != queue.Acked {
+			t.Fatalf("Settle = %s, %v", o, err)
+		}
+	}
+	cs, err := s.ClaimBatch(ctx, 12, 30)
+	if err != nil || len(cs) != 30 {
+		t.Fatalf("ClaimBatch = %d claims, %v", len(cs), err)
+	}
+	var items []queue.SettleItem
+	for _, c := range cs {
+		items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}})
+	}
+	if _, cs, err = s.SettleClaimBatch(ctx, items, 13, 30); err != nil || len(cs) != 30 {
+		t.Fatalf("SettleClaimBatch = %d claims, %v", len(cs), err)
+	}
+	if n := blocks(); n != 1 {
+		t.Fatalf("flows_rotation has %d blocks under min_served, want 1 (its metapage): flows that never joined the rotation have entries", n)
+	}
+	if err := s.SetPolicy(ctx, rotationPolicy(), "bounded waits", 14); err != nil {
+		t.Fatal(err)
+	}
+	if n := blocks(); n < 2 {
+		t.Fatalf("flows_rotation has %d blocks after the switch to rotation, want entries for the flows with a head", n)
+	}
+	if _, ok, err := s.Claim(ctx, 15); err != nil || !ok {
+		t.Fatalf("Claim under rotation = %v, %v", ok, err)
+	}
+}
