@@ -69,3 +69,50 @@ func BenchmarkBatchCycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSettleBatchSize times one SettleBatch acking n claimed events
+// of n flows, at n = 64, 1,000 and 10,000 (the enqueue and the claim
+// untimed; an op is one batch): its cost per event must not grow with the
+// batch
+// (docs/decisions/postgres-server-side-transitions.md: before queue
+// migration 13 the one call's check for two items of one flow searched
+// the flows before each item, and 10,000 acks took 1 s instead of 0.2).
+func BenchmarkSettleBatchSize(b *testing.B) {
+	for _, n := range []int{64, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			ctx := context.Background()
+			s, _, _ := open(b)
+			es := make([]queue.Event, n)
+			items := make([]queue.SettleItem, 0, n)
+			b.StopTimer()
+			for i := range b.N {
+				for f := range n {
+					es[f] = queue.Event{ID: fmt.Sprintf("c%d-%d", i, f), Flow: fmt.Sprintf("f%05d", f), Body: []byte("x")}
+				}
+				if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+					b.Fatal(err)
+				}
+				cs, err := s.ClaimBatch(ctx, 0, n)
+				if err != nil || len(cs) != n {
+					b.Fatalf("ClaimBatch = %d claims, %v", len(cs), err)
+				}
+				items = items[:0]
+				for _, c := range cs {
+					items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}})
+				}
+				b.StartTimer()
+				rs, err := s.SettleBatch(ctx, items, 0)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range rs {
+					if r.Err != nil || r.Outcome != queue.Acked {
+						b.Fatalf("settle: %v %v", r.Outcome, r.Err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*b.N), "µs/event")
+		})
+	}
+}

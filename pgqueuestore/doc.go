@@ -60,7 +60,8 @@
 // sequence counters in flow_seqs and the arrivals of EnqueueTx, 0008
 // destinations, 0009 the shard label, 0010 the operator's sorted pages off
 // the claim path, 0011 the function settle_claim (below), 0012
-// flows_rotation narrowed to the flows that joined the rotation.
+// flows_rotation narrowed to the flows that joined the rotation, 0013
+// settle_claim's check for two items of one flow made linear.
 // Open creates the schema
 // (default "fairrelay_queue", WithSchema to choose) and runs the
 // migrations past its version, each recording the version it reaches in

@@ -35,10 +35,10 @@ func (c *CallCounter) Reset() {
 
 type callKey struct{}
 
-// TraceQueryStart counts a statement that calls the function (not the
-// migration that creates it).
+// TraceQueryStart counts a statement that calls the function (not a
+// migration that creates or replaces it).
 func (c *CallCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, c.call) && !strings.Contains(d.SQL, "CREATE FUNCTION") {
+	if strings.Contains(d.SQL, c.call) && !strings.Contains(d.SQL, "CREATE FUNCTION") && !strings.Contains(d.SQL, "CREATE OR REPLACE FUNCTION") {
 		c.calls.Add(1)
 		return context.WithValue(ctx, callKey{}, c)
 	}
