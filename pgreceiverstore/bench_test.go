@@ -67,3 +67,40 @@ func BenchmarkReceive(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReceiveBatchSize is one ReceiveBatch of n accepted messages of
+// n flows that each have a row already (the flows' update moves every one
+// of them), at n = 64, 1,000 and 10,000, on each path; an op is one batch,
+// and its cost per message must not grow with the batch
+// (docs/decisions/postgres-server-side-transitions.md, "Large batches").
+func BenchmarkReceiveBatchSize(b *testing.B) {
+	for _, p := range benchPaths {
+		for _, n := range []int{64, 1000, 10000} {
+			b.Run(fmt.Sprintf("%s/%d", p.name, n), func(b *testing.B) {
+				ctx := context.Background()
+				s, _, _ := open(b, p.opts...)
+				ms := make([]receiver.Message, n)
+				receive := func(i int) {
+					for f := range ms {
+						ms[f] = msg(fmt.Sprintf("e%d-%d", f, i), fmt.Sprintf("f%05d", f), int64(i+1), 1)
+					}
+					res, err := s.ReceiveBatch(ctx, ms)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, r := range res {
+						if r.Err != nil || r.Outcome != receiver.Accepted {
+							b.Fatalf("%+v", r)
+						}
+					}
+				}
+				receive(0) // untimed: it makes the flows' rows
+				b.ResetTimer()
+				for i := range b.N {
+					receive(i + 1)
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*b.N), "µs/msg")
+			})
+		}
+	}
+}

@@ -12,9 +12,9 @@
 //
 // A batch of any number of messages (ReceiveBatch; Receive is a batch of
 // one) whose every message is accepted costs one round trip and one
-// commit: one call of receive_accepted (migration 3), which takes the
-// locks, reads, checks that every message is accepted and writes, on the
-// server, in one autocommitted statement
+// commit: one call of receive_accepted (migration 3, replaced by 4),
+// which takes the locks, reads, checks that every message is accepted and
+// writes, on the server, in one autocommitted statement
 // (docs/decisions/postgres-server-side-transitions.md). When any message
 // would get another answer, the call writes nothing (SQLSTATE FR001) and
 // the batch takes the general path, two round trips more: BEGIN, the

@@ -46,17 +46,21 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bigi
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`
 	// qAdvanceFlows moves the flows that had a row by what the batch
 	// accepted of them, each only from the next expected seq the batch
-	// read (the flow's lock is held: every row matches). No join: flow =
-	// ANY finds the rows through the key, statistics or not, and each
-	// takes its values from the arrays at its flow's position. The server
-	// checks that every flow moved, and fails the statement otherwise
-	// (the cast of "N rows changed, want M" to an integer): the statement
-	// goes with COMMIT, which a check of the command tag in Go would come
-	// after (docs/decisions/postgres-commit-in-the-last-batch.md).
+	// read (the flow's lock is held: every row matches). Each element of
+	// the arrays finds its row through the key (a nested loop of key
+	// probes under qKeyPlans, statistics or not: TestPlans_*), so the
+	// statement's cost grows with the batch, not with its square as a
+	// search of the arrays for each row would
+	// (docs/decisions/postgres-server-side-transitions.md, "Large
+	// batches"). The server checks that every flow moved, and fails the
+	// statement otherwise (the cast of "N rows changed, want M" to an
+	// integer): the statement goes with COMMIT, which a check of the
+	// command tag in Go would come after
+	// (docs/decisions/postgres-commit-in-the-last-batch.md).
 	qAdvanceFlows = `WITH a AS (UPDATE {s}.flows AS f
-SET total = f.total + ($4::bigint[])[array_position($1::text[], f.flow)],
-    next_expected = ($3::bigint[])[array_position($1::text[], f.flow)]
-WHERE f.flow = ANY($1::text[]) AND f.next_expected = ($2::bigint[])[array_position($1::text[], f.flow)]
+SET total = f.total + u.add, next_expected = u.next
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(flow, was, next, add)
+WHERE f.flow = u.flow AND f.next_expected = u.was
 RETURNING 1)
 SELECT CASE WHEN count(*) = cardinality($1::text[]) THEN 0
     ELSE (count(*) || ' rows changed, want ' || cardinality($1::text[]))::integer END FROM a`
