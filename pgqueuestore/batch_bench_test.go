@@ -83,23 +83,12 @@ func BenchmarkSettleBatchSize(b *testing.B) {
 			ctx := context.Background()
 			s, _, _ := open(b)
 			es := make([]queue.Event, n)
-			items := make([]queue.SettleItem, 0, n)
 			b.StopTimer()
 			for i := range b.N {
 				for f := range n {
 					es[f] = queue.Event{ID: fmt.Sprintf("c%d-%d", i, f), Flow: fmt.Sprintf("f%05d", f), Body: []byte("x")}
 				}
-				if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
-					b.Fatal(err)
-				}
-				cs, err := s.ClaimBatch(ctx, 0, n)
-				if err != nil || len(cs) != n {
-					b.Fatalf("ClaimBatch = %d claims, %v", len(cs), err)
-				}
-				items = items[:0]
-				for _, c := range cs {
-					items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}})
-				}
+				items := enqueueClaimAll(b, s, es)
 				b.StartTimer()
 				rs, err := s.SettleBatch(ctx, items, 0)
 				b.StopTimer()
@@ -115,4 +104,23 @@ func BenchmarkSettleBatchSize(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*b.N), "µs/event")
 		})
 	}
+}
+
+// enqueueClaimAll enqueues es (one event in each of len(es) flows) at
+// tick 0, claims len(es) heads and returns the items that ack them.
+func enqueueClaimAll(b *testing.B, s *Store, es []queue.Event) []queue.SettleItem {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
+		b.Fatal(err)
+	}
+	cs, err := s.ClaimBatch(ctx, 0, len(es))
+	if err != nil || len(cs) != len(es) {
+		b.Fatalf("ClaimBatch = %d claims, %v", len(cs), err)
+	}
+	items := make([]queue.SettleItem, 0, len(cs))
+	for _, c := range cs {
+		items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}})
+	}
+	return items
 }

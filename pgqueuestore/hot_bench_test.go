@@ -53,24 +53,12 @@ func BenchmarkBacklogCycle(b *testing.B) {
 	}
 	fu0, fh0, eu0, eh0 := stats()
 	es = es[:n]
-	items := make([]queue.SettleItem, 0, n)
 	b.ResetTimer()
 	for i := range b.N {
 		for f := range n {
 			es[f] = queue.Event{ID: fmt.Sprintf("c%d-%d", i, f), Flow: fmt.Sprintf("f%02d", f), Body: []byte("x")}
 		}
-		if _, err := s.EnqueueBatch(ctx, es, 0); err != nil {
-			b.Fatal(err)
-		}
-		cs, err := s.ClaimBatch(ctx, 0, n)
-		if err != nil || len(cs) != n {
-			b.Fatalf("ClaimBatch = %d claims, %v", len(cs), err)
-		}
-		items = items[:0]
-		for _, c := range cs {
-			items = append(items, queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}})
-		}
-		if _, err := s.SettleBatch(ctx, items, 0); err != nil {
+		if _, err := s.SettleBatch(ctx, enqueueClaimAll(b, s, es), 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -26,7 +26,6 @@ var benchPaths = []struct {
 func BenchmarkReceiveBatch(b *testing.B) {
 	for _, p := range benchPaths {
 		b.Run(p.name, func(b *testing.B) {
-			ctx := context.Background()
 			s, _, _ := open(b, p.opts...)
 			ms := make([]receiver.Message, 16)
 			b.ResetTimer()
@@ -35,15 +34,7 @@ func BenchmarkReceiveBatch(b *testing.B) {
 					j := i*16 + k
 					ms[k] = msg(fmt.Sprintf("e%d", j), fmt.Sprintf("f%03d", j%1000), int64(j/1000+1), 1)
 				}
-				res, err := s.ReceiveBatch(ctx, ms)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, r := range res {
-					if r.Err != nil || r.Outcome != receiver.Accepted {
-						b.Fatalf("%+v", r)
-					}
-				}
+				receiveAccepted(b, s, ms)
 			}
 			b.ReportMetric(float64(16*b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
@@ -77,22 +68,13 @@ func BenchmarkReceiveBatchSize(b *testing.B) {
 	for _, p := range benchPaths {
 		for _, n := range []int{64, 1000, 10000} {
 			b.Run(fmt.Sprintf("%s/%d", p.name, n), func(b *testing.B) {
-				ctx := context.Background()
 				s, _, _ := open(b, p.opts...)
 				ms := make([]receiver.Message, n)
 				receive := func(i int) {
 					for f := range ms {
 						ms[f] = msg(fmt.Sprintf("e%d-%d", f, i), fmt.Sprintf("f%05d", f), int64(i+1), 1)
 					}
-					res, err := s.ReceiveBatch(ctx, ms)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, r := range res {
-						if r.Err != nil || r.Outcome != receiver.Accepted {
-							b.Fatalf("%+v", r)
-						}
-					}
+					receiveAccepted(b, s, ms)
 				}
 				receive(0) // untimed: it makes the flows' rows
 				b.ResetTimer()
@@ -101,6 +83,21 @@ func BenchmarkReceiveBatchSize(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*b.N), "µs/msg")
 			})
+		}
+	}
+}
+
+// receiveAccepted receives ms in one ReceiveBatch and fails b unless every
+// message is accepted.
+func receiveAccepted(b *testing.B, s *Store, ms []receiver.Message) {
+	b.Helper()
+	res, err := s.ReceiveBatch(context.Background(), ms)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil || r.Outcome != receiver.Accepted {
+			b.Fatalf("%+v", r)
 		}
 	}
 }
