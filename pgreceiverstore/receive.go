@@ -48,7 +48,8 @@ SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`
 	// accepted of them, each only from the next expected seq the batch
 	// read (the flow's lock is held: every row matches). Each element of
 	// the arrays finds its row through the key (a nested loop of key
-	// probes under qKeyPlans, statistics or not: TestPlans_*), so the
+	// probes under qKeyPlans, statistics or not:
+	// TestPlans_ReceiveWithoutStatistics), so the
 	// statement's cost grows with the batch, not with its square as a
 	// search of the arrays for each row would
 	// (docs/decisions/postgres-server-side-transitions.md, "Large
