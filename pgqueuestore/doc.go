@@ -61,7 +61,9 @@
 // destinations, 0009 the shard label, 0010 the operator's sorted pages off
 // the claim path, 0011 the function settle_claim (below), 0012
 // flows_rotation narrowed to the flows that joined the rotation, 0013
-// settle_claim's check for two items of one flow made linear.
+// settle_claim's check for two items of one flow made linear, 0014 meta's
+// rules on the policy and the shard label checked by a trigger when those
+// columns are written (docs/decisions/postgres-check-constraints.md).
 // Open creates the schema
 // (default "fairrelay_queue", WithSchema to choose) and runs the
 // migrations past its version, each recording the version it reaches in

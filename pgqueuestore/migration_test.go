@@ -489,3 +489,64 @@ func TestMigrationFromVersion5(t *testing.T) {
 		t.Fatalf("Policy = %+v, %v; want %+v", p, err, want)
 	}
 }
+
+// TestMetaRules: since migration 14 meta's rules on the policy and the
+// shard label are a trigger's, fired when a statement writes a column
+// they read; each still refuses what it refused as a CHECK (SQLSTATE
+// 23514, the constraint's name), and a refused write changes nothing. The
+// clock and the ticket, which every write turn sets, are meta's only
+// CHECKs: one more would be prepared again at every turn
+// (docs/decisions/postgres-check-constraints.md).
+func TestMetaRules(t *testing.T) {
+	ctx := context.Background()
+	s, _, schema := open(t)
+	for _, c := range []struct{ set, rule string }{
+		{`id = 2`, "meta_id_check"},
+		{`lease = 0`, "meta_lease_check"},
+		{`max_attempts = 101`, "meta_max_attempts_check"},
+		{`backoff_base = 0, backoff_cap = 0`, "meta_backoff_base_check"},
+		{`backoff_cap = backoff_base - 1`, "meta_check"},
+		{`backoff_base = backoff_cap + 1`, "meta_check"},
+		{`fairness = 'fifo'`, "meta_fairness_check"},
+		{`schedule = '{5}'`, "meta_check1"}, // max_attempts is not 2
+		{`schedule = '{5, 0}', max_attempts = 3`, "meta_check1"},
+		{`schedule = '{5, NULL}', max_attempts = 3`, "meta_check1"},
+		{`schedule = '{5, 7}', max_attempts = 5`, "meta_check1"},
+		{`schedule = '{{5}, {7}}', max_attempts = 3`, "meta_check1"},
+		{`retry_after_cap = -1`, "meta_retry_after_cap_check"},
+		{`retention = -1`, "meta_retention_check"},
+		{`shard_index = -1, shard_count = 2, shard_epoch = 1`, "meta_shard_index_check"},
+		{`shard_index = 0, shard_count = 257, shard_epoch = 1`, "meta_shard_count_check"},
+		{`shard_index = 0, shard_count = 2, shard_epoch = -1`, "meta_shard_epoch_check"},
+		{`shard_index = 0, shard_count = 2`, "meta_shard_label_whole"},
+		{`shard_index = 2, shard_count = 2, shard_epoch = 1`, "meta_shard_label_whole"},
+		{`clock_mark = -1`, "meta_clock_mark_check"},
+		{`ticket = -1`, "meta_ticket_check"},
+	} {
+		_, err := s.pool.Exec(ctx, s.q(`UPDATE {s}.meta SET `+c.set+` WHERE id = 1`))
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "23514" || pe.ConstraintName != c.rule {
+			t.Errorf("meta SET %s: %v; want a violation of %s", c.set, err, c.rule)
+		}
+	}
+	_, err := s.pool.Exec(ctx, s.q(`INSERT INTO {s}.meta SELECT * FROM {s}.meta`))
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.ConstraintName != "meta_pkey" {
+		t.Errorf("a second meta row: %v; want a violation of meta_pkey", err)
+	}
+	_, err = s.pool.Exec(ctx, s.q(`INSERT INTO {s}.meta (id, clock_mark, ticket, lease, max_attempts, backoff_base, backoff_cap, jitter, fairness)
+		VALUES (2, 0, 0, 1, 1, 1, 1, false, 'min_served')`))
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.ConstraintName != "meta_id_check" {
+		t.Errorf("a meta row of id 2: %v; want a violation of meta_id_check", err)
+	}
+	if p, err := s.Policy(ctx); err != nil || !p.Equal(queue.DefaultPolicy()) {
+		t.Fatalf("Policy = %+v, %v; want the default, unchanged", p, err)
+	}
+	var checks []string
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(array_agg(conname::text ORDER BY conname), '{}') FROM pg_constraint
+		WHERE conrelid = (quote_ident($1) || '.meta')::regclass AND contype = 'c'`, schema).Scan(&checks); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(checks, []string{"meta_clock_mark_check", "meta_ticket_check"}) {
+		t.Fatalf("meta's CHECKs = %v; want the clock's and the ticket's alone", checks)
+	}
+}

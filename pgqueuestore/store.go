@@ -20,7 +20,7 @@ import (
 
 // SchemaVersion is the newest migration this package knows: the number of
 // migration files.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.
