@@ -250,3 +250,92 @@ func rotationCases() []planCase {
 		{"set weight", qSetWeight, []any{"f0001", 3}, ""},
 	}
 }
+
+// settle_claim's statements run under the plan settings of a write
+// transaction (its SET clauses, as qKeyPlans), with generic plans: each
+// reaches flows and events through the index the Go statements of the
+// same step use (TestPlans_IndexDriven), never by a sequential scan,
+// never JIT-compiled or in parallel, on the store fillForPlans makes,
+// analyzed and never analyzed. auto_explain sends the plans of the
+// function's statements, as they run, to the client (pgtest.ExplainNested;
+// the test is skipped without it). A ClaimBatch, a SettleClaimBatch, a
+// Claim and a Settle run, each one call (migrations 11 and 13).
+func TestPlans_SettleClaim(t *testing.T) {
+	for _, analyze := range []bool{false, true} {
+		t.Run(fmt.Sprintf("analyzed=%v", analyze), func(t *testing.T) {
+			ctx := context.Background()
+			s, url, schema := open(t)
+			fillForPlans(t, s, false)
+			if analyze {
+				if _, err := s.pool.Exec(ctx, s.q(`ANALYZE {s}.flows; ANALYZE {s}.events; ANALYZE {s}.meta; ANALYZE {s}.acked`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := pgtest.NewCallCounter("settle_claim")
+			n := pgtest.ExplainNested(t, url, c)
+			e, err := OpenPool(ctx, n.Pool, WithSchema(schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Plans()
+			cs, err := e.ClaimBatch(ctx, 2, 16)
+			if err != nil || len(cs) != 16 {
+				t.Fatalf("ClaimBatch = %d claims, %v", len(cs), err)
+			}
+			items := make([]queue.SettleItem, len(cs))
+			for i, cl := range cs {
+				items[i] = queue.SettleItem{EventID: cl.EventID, Generation: cl.Generation, Result: queue.Result{OK: true}}
+			}
+			if _, cs, err = e.SettleClaimBatch(ctx, items, 3, 16); err != nil || len(cs) != 16 {
+				t.Fatalf("SettleClaimBatch = %d claims, %v", len(cs), err)
+			}
+			one, ok, err := e.Claim(ctx, 4)
+			if err != nil || !ok {
+				t.Fatalf("Claim = %v, %v", ok, err)
+			}
+			if o, err := e.Settle(ctx, one.EventID, one.Generation, queue.Result{OK: true}, 4); err != nil || o != queue.Acked {
+				t.Fatalf("Settle = %v, %v", o, err)
+			}
+			if c.Calls() != 4 || c.Taken() != 4 {
+				t.Fatalf("settle_claim called %d times, %d without falling back; want 4 and 4", c.Calls(), c.Taken())
+			}
+			stmts := map[string]string{ // the statement, by its first words, and the indexes its plan must use
+				"SELECT mt.clock_mark":           "meta_pkey",
+				"UPDATE meta SET clock_mark":     "meta_pkey",
+				"SELECT u.k, u.id":               "events_pkey|flows_pkey|events_flow_seq_key",
+				"UPDATE events SET state":        "events_pkey",
+				"UPDATE flows AS f SET head_seq": "flows_pkey",
+				"UPDATE flows SET ready = true":  "flows_waiting",
+				"SELECT f.flow, f.head_seq":      "flows_ready|events_flow_seq_key",
+				"UPDATE events AS ev SET state":  "events_pkey",
+				"UPDATE flows SET served":        "flows_pkey",
+				"UPDATE meta SET ticket":         "meta_pkey",
+			}
+			for _, p := range n.Plans() {
+				t.Logf("%s", p)
+				for _, table := range []string{"flows", "events", "acked", "flow_seqs", "attempts"} {
+					if strings.Contains(p, "Seq Scan on "+table+" ") {
+						t.Errorf("a plan that scans %s:\n%s", table, p)
+					}
+				}
+				if strings.Contains(p, "JIT:") || strings.Contains(p, "Gather") {
+					t.Errorf("a plan with JIT or parallel workers:\n%s", p)
+				}
+				for first, wants := range stmts {
+					if !strings.Contains(p, "Query Text: "+first) {
+						continue
+					}
+					delete(stmts, first)
+					for _, w := range strings.Split(wants, "|") {
+						if !strings.Contains(p, " "+w+" ") {
+							t.Errorf("the plan of %s… does not use %s:\n%s", first, w, p)
+						}
+					}
+				}
+			}
+			for first := range stmts {
+				t.Errorf("no plan of %s…", first)
+			}
+		})
+	}
+}

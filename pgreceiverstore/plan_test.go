@@ -12,7 +12,6 @@ import (
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/receiver"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // planNodes is pgtest.PlanNodes: the plan's nodes, run inside tx.
@@ -255,32 +254,16 @@ func TestPlans_OneCall(t *testing.T) {
 func oneCallPlans(t *testing.T, url string, s *Store, ms []receiver.Message) []string {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { plans = append(plans, n.Message) }
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
-		pgtest.Missing(t, fmt.Sprintf("no auto_explain (%v); %s=1 makes this a failure", err, pgtest.EnvRequire))
-	}
-	if _, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
-SET auto_explain.log_level = notice`); err != nil {
-		t.Fatal(err)
-	}
+	n := pgtest.ExplainNested(t, url, nil)
 	deltas := make([]int64, len(ms))
 	for i, m := range ms {
+		var err error
 		if deltas[i], err = receiver.Validate(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := s.oneCall(ctx, c, ms, deltas); err != nil || !ok {
+	if ok, err := s.oneCall(ctx, n.Pool, ms, deltas); err != nil || !ok {
 		t.Fatalf("receive_accepted = %v, %v", ok, err)
 	}
-	return plans
+	return n.Plans()
 }

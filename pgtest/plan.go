@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // PlanNodes returns every node of the JSON plan of sql, depth first, as
@@ -187,4 +191,65 @@ func literal(t testing.TB, v any) string {
 	}
 	t.Fatalf("GenericPlanNodes: no literal for %T", v)
 	return ""
+}
+
+// NestedPlans is a pool of one connection whose server session sends the
+// plan of every statement it runs, those inside a function too, to the
+// client as it runs (auto_explain: a superuser's LOAD; t is ended with
+// Missing without it). A store opened on Pool runs its functions there,
+// and Plans returns the plans sent so far, each as auto_explain's text:
+// "Query Text: …" and the plan. The pool is closed when t ends.
+type NestedPlans struct {
+	Pool  *pgxpool.Pool
+	mu    sync.Mutex
+	plans []string
+}
+
+// ExplainNested returns a NestedPlans on the server at url, its
+// connection traced by tracer unless it is nil (a CallCounter, say).
+func ExplainNested(t testing.TB, url string, tracer pgx.QueryTracer) *NestedPlans {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &NestedPlans{}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.Tracer = tracer
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, m *pgconn.Notice) {
+		n.mu.Lock()
+		n.plans = append(n.plans, m.Message)
+		n.mu.Unlock()
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
+			return fmt.Errorf("%w: %w", errNoAutoExplain, err)
+		}
+		_, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+SET auto_explain.log_level = notice`)
+		return err
+	}
+	if n.Pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Pool.Close)
+	if err := n.Pool.Ping(ctx); errors.Is(err, errNoAutoExplain) {
+		Missing(t, fmt.Sprintf("no auto_explain (%v); %s=1 makes this a failure", err, EnvRequire))
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// errNoAutoExplain marks a connection that could not load auto_explain.
+var errNoAutoExplain = errors.New("auto_explain")
+
+// Plans returns the plans sent so far and forgets them.
+func (n *NestedPlans) Plans() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.plans
+	n.plans = nil
+	return p
 }
