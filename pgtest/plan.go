@@ -253,3 +253,37 @@ func (n *NestedPlans) Plans() []string {
 	n.plans = nil
 	return p
 }
+
+// CheckPlans fails t unless every statement of stmts, named by the first
+// words of its text, has a plan among plans (NestedPlans.Plans) that
+// holds each of the strings its entry lists, separated by "|", and unless
+// no plan holds any of bad. It logs every plan.
+func CheckPlans(t testing.TB, plans []string, stmts map[string]string, bad ...string) {
+	t.Helper()
+	left := make(map[string]string, len(stmts))
+	for first, wants := range stmts {
+		left[first] = wants
+	}
+	for _, p := range plans {
+		t.Logf("%s", p)
+		for _, b := range bad {
+			if strings.Contains(p, b) {
+				t.Errorf("a plan holds %q:\n%s", b, p)
+			}
+		}
+		for first, wants := range left {
+			if !strings.Contains(p, "Query Text: "+first) {
+				continue
+			}
+			delete(left, first)
+			for _, w := range strings.Split(wants, "|") {
+				if !strings.Contains(p, w) {
+					t.Errorf("the plan of %s… lacks %q:\n%s", first, w, p)
+				}
+			}
+		}
+	}
+	for first := range left {
+		t.Errorf("no plan of %s…", first)
+	}
+}
