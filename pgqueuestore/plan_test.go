@@ -256,7 +256,7 @@ func rotationCases() []planCase {
 // reaches flows and events through the index the Go statements of the
 // same step use (TestPlans_IndexDriven), never by a sequential scan,
 // never JIT-compiled or in parallel, on the store fillForPlans makes,
-// analyzed and never analyzed. auto_explain sends the plans of the
+// with and without an ANALYZE first. auto_explain sends the plans of the
 // function's statements, as they run, to the client (pgtest.ExplainNested;
 // the test is skipped without it). A ClaimBatch, a SettleClaimBatch, a
 // Claim and a Settle run, each one call (migrations 11 and 13).
