@@ -8,8 +8,9 @@
 -- check_violation (SQLSTATE 23514) with the constraint's name, and fires
 -- on an INSERT or on an UPDATE that sets one of the columns they read;
 -- the clock and the ticket keep their CHECKs. A later migration that adds
--- a column to meta with a rule on other columns adds the rule here and the
--- column to the trigger's list.
+-- a column to meta with a rule replaces meta_rules with a body that checks
+-- it too and recreates the trigger with the column in its list
+-- (TestMetaRules fails on a CHECK added to meta instead).
 ALTER TABLE {s}.meta
     DROP CONSTRAINT meta_id_check,
     DROP CONSTRAINT meta_lease_check,
