@@ -303,7 +303,7 @@ func (s *Store) enqueueEvents(pp *pipe, p queue.Policy, es []queue.Event, now cl
 
 // enqueueSets gathers the writes of a batch of events without weights
 // under FairMinServed: the new flows (qNewFlows), the existing flows'
-// sequence numbers (qNextSeqs), the events (qInsertEvents). One statement
+// sequence numbers (qNextSeqs), the events (qInsertEventsAt). One statement
 // per kind leaves the rows as the events' statements one after the other
 // would: a new flow ends with last_seq at its number of events and head
 // 1; an existing flow with last_seq at its last event's seq, and a head,

@@ -54,8 +54,9 @@ FROM unnest($1::text[], $2::bigint[]) AS u(flow, last) WHERE q.flow = u.flow`
 	// transaction on the store's pool.
 	qRaiseMark = `UPDATE {s}.meta SET clock_mark = $1 WHERE id = 1 AND clock_mark < $1`
 
-	// qInsertEventsAt is qInsertEvents with each event's available_at
-	// (its NotBefore, or the tick) in $5 and the tick in $6.
+	// qInsertEventsAt inserts a batch of events over unnest, each with
+	// its available_at (its NotBefore, or the tick) in $5 and the tick in
+	// $6.
 	qInsertEventsAt = `INSERT INTO {s}.events
     (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
      available_at, lease_until, ticket, reason, enqueued_at)
