@@ -133,6 +133,9 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	mustRun(t, dir, "enqueue", "--id", "e1", "--flow", "f", "--body", `{"delta":1}`, "--now", "1")
+	// A window, so that a dry run reads what it would prune (the policy
+	// row of the audit).
+	mustRun(t, dir, "policy", "set", "--retention", "1", "--reason", "a window", "--now", "2")
 	rs, err := receiverstore.Open(filepath.Join(dir, "receiver.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -161,9 +164,14 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 	for _, args := range [][]string{
 		{"status"}, {"flows"}, {"events", "--flow", "f"}, {"quarantined"}, {"audit"},
 		{"receiver", "totals"}, {"receiver", "conflicts"}, {"snapshot"},
-		{"status", "--json"}, {"flows", "--json"},
+		{"status", "--json"}, {"flows", "--json"}, {"event", "e1"}, {"policy"}, {"policy", "--json"},
+		{"prune", "--dry-run", "--now", "10"}, {"prune", "--dry-run", "--json", "--now", "10"}, {"prune", "receiver", "--dry-run", "--retention", "1h"},
+		{"destinations"},
 	} {
-		mustRun(t, dir, args...)
+		out := mustRun(t, dir, args...)
+		if args[0] == "prune" && len(args) > 2 && args[2] == "--now" && !strings.Contains(out, "1 audit row") {
+			t.Errorf("relayctl %s: %q, want the policy's audit row counted", strings.Join(args, " "), out)
+		}
 		if after := names(t, dir); !slices.Equal(before, after) {
 			t.Errorf("relayctl %s changed the folder: %v -> %v", strings.Join(args, " "), before, after)
 		}

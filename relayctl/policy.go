@@ -33,7 +33,7 @@ func cmdPolicy(e *env, args []string) (err error) {
 	if len(pos) > 0 {
 		return usagef("unknown subcommand %q: want 'policy' or 'policy set'", pos[0])
 	}
-	q, err := e.openQueue(false)
+	q, err := e.readQueue()
 	if err != nil {
 		return err
 	}

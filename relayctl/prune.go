@@ -62,7 +62,11 @@ func cmdPrune(e *env, args []string) (err error) {
 	if err := queue.CheckPruneLimit(*batch); err != nil {
 		return usagef("--batch %d: want 1..%d", *batch, queue.MaxPruneBatch)
 	}
-	q, err := e.openQueue(false)
+	open := e.openQueue
+	if *dryRun {
+		open = func(bool) (*queueDB, error) { return e.readQueue() }
+	}
+	q, err := open(false)
 	if err != nil {
 		return err
 	}
