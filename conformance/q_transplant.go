@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -293,8 +294,10 @@ func queueTransplant_7_10_ImportRefusals(t *testing.T, bk *QueueBackend) {
 // A new store has no shard label. SetShardLabel refuses an index outside
 // 0..Count-1, a count outside 1..MaxShards, a negative epoch (ErrInvalid)
 // and an empty reason (ErrEmptyReason); it records a label with one audit
-// row of kind shard; the same label again changes nothing, another is
-// ErrShardLabel and changes nothing; the label is kept across a reopen.
+// row of kind shard. Like every write (§2.6) it refuses a tick below the
+// mark before looking at the label, and records its tick: the same label
+// again changes nothing but the mark; another is ErrShardLabel and changes
+// nothing. The label is kept across a reopen.
 func queueShard_7_10_Label(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	if bk.Labeled {
@@ -319,11 +322,18 @@ func queueShard_7_10_Label(t *testing.T, bk *QueueBackend) {
 		t.Fatal(err)
 	}
 	before := snap(t, s)
+	for _, l := range []queue.ShardLabel{want, {Index: 0, Count: 2, Epoch: 3}} {
+		err := m.SetShardLabel(ctx, l, "r", 4)
+		wantErr(t, fmt.Sprintf("SetShardLabel(%+v) at a past tick", l), err, queue.ErrTimeRegression)
+	}
+	assertUnchanged(t, "labels at a past tick", before, snap(t, s))
 	if err := m.SetShardLabel(ctx, want, "again", 6); err != nil {
 		t.Errorf("the same label again: %v", err)
 	}
+	assertOnlyMark(t, "the same label again", before, snap(t, s), 6)
+	before = snap(t, s)
 	for _, l := range []queue.ShardLabel{{Index: 0, Count: 2, Epoch: 3}, {Index: 1, Count: 3, Epoch: 3}, {Index: 1, Count: 2, Epoch: 4}} {
-		if err := m.SetShardLabel(ctx, l, "r", 6); !errors.Is(err, queue.ErrShardLabel) {
+		if err := m.SetShardLabel(ctx, l, "r", 7); !errors.Is(err, queue.ErrShardLabel) {
 			t.Errorf("SetShardLabel(%+v) on a labeled store error = %v, want ErrShardLabel", l, err)
 		}
 	}

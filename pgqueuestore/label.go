@@ -3,7 +3,6 @@ package pgqueuestore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -56,13 +55,12 @@ func (s *Store) ShardLabel(ctx context.Context) (l queue.ShardLabel, ok bool, er
 	return l, ok, nil
 }
 
-// errSameLabel ends SetShardLabel's transaction without a write.
-var errSameLabel = errors.New("same shard label")
-
 // SetShardLabel records l with an AuditShard row carrying reason, as
-// queuestore's does: the same label again changes nothing; another label on
-// a labeled store is ErrShardLabel; a label out of range ErrInvalid, an
-// empty reason ErrEmptyReason: each changes nothing.
+// queuestore's does: like every write it is refused with ErrTimeRegression
+// below the clock mark and records now (docs/contract.md §2.6); the same
+// label again changes nothing else; another label on a labeled store is
+// ErrShardLabel; a label out of range ErrInvalid, an empty reason
+// ErrEmptyReason: each changes nothing.
 func (s *Store) SetShardLabel(ctx context.Context, l queue.ShardLabel, reason string, now clock.Tick) error {
 	if err := checkShardLabel(l); err != nil {
 		return err
@@ -71,20 +69,20 @@ func (s *Store) SetShardLabel(ctx context.Context, l queue.ShardLabel, reason st
 		return err
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx, a admission) error {
+		now, _, err := s.admit(ctx, tx, a, now)
+		if err != nil {
+			return err
+		}
 		old, ok, err := s.readShardLabel(ctx, tx)
 		if err != nil {
 			return err
 		}
 		if ok {
 			if old == l {
-				return errSameLabel
+				return nil
 			}
 			return fmt.Errorf("%w: the store is shard %d of %d (epoch %d), not shard %d of %d (epoch %d)",
 				queue.ErrShardLabel, old.Index, old.Count, old.Epoch, l.Index, l.Count, l.Epoch)
-		}
-		now, _, err := s.admit(ctx, tx, a, now)
-		if err != nil {
-			return err
 		}
 		if _, err := tx.Exec(ctx, s.q(qShardLabelWrite), l.Index, l.Count, l.Epoch); err != nil {
 			return fmt.Errorf("write shard label: %w", err)
@@ -98,9 +96,6 @@ func (s *Store) SetShardLabel(ctx context.Context, l queue.ShardLabel, reason st
 		}
 		return nil
 	})
-	if errors.Is(err, errSameLabel) {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("set shard label: %w", err)
 	}

@@ -43,11 +43,13 @@ type ShardMember interface {
 	// ShardLabel reads the label; ok is false for a store never labeled
 	// (a queue that is not sharded).
 	ShardLabel(ctx context.Context) (l ShardLabel, ok bool, err error)
-	// SetShardLabel records l, audited with reason. A store already
-	// labeled with another label is ErrShardLabel (labels never change in
-	// place: a reshard makes a new set); the same label again changes
-	// nothing; Index outside 0..Count-1 or Count outside 1..MaxShards is
-	// ErrInvalid.
+	// SetShardLabel records l, audited with reason. Like every write it
+	// refuses a tick below the clock mark (ErrTimeRegression) before
+	// looking at the label, and records now (docs/contract.md §2.6). A
+	// store already labeled with another label is ErrShardLabel (labels
+	// never change in place: a reshard makes a new set); the same label
+	// again changes nothing but the mark; Index outside 0..Count-1 or
+	// Count outside 1..MaxShards is ErrInvalid.
 	SetShardLabel(ctx context.Context, l ShardLabel, reason string, now clock.Tick) error
 }
 

@@ -68,9 +68,11 @@ func (s *Store) ShardLabel(ctx context.Context) (l queue.ShardLabel, ok bool, er
 }
 
 // SetShardLabel records l with an AuditShard row carrying reason
-// (docs/contract.md §7.10). The same label again changes nothing; another
-// label on a labeled store is ErrShardLabel; a label out of range
-// ErrInvalid, an empty reason ErrEmptyReason: each changes nothing.
+// (docs/contract.md §7.10). Like every write it is refused with
+// ErrTimeRegression below the clock mark and records now (§2.6); the same
+// label again changes nothing else; another label on a labeled store is
+// ErrShardLabel; a label out of range ErrInvalid, an empty reason
+// ErrEmptyReason: each changes nothing.
 func (s *Store) SetShardLabel(ctx context.Context, l queue.ShardLabel, reason string, now clock.Tick) error {
 	if err := checkShardLabel(l); err != nil {
 		return err
@@ -79,20 +81,20 @@ func (s *Store) SetShardLabel(ctx context.Context, l queue.ShardLabel, reason st
 		return err
 	}
 	err := s.withTx(ctx, func(tx *txn) error {
+		a, err := s.admit(ctx, tx, now)
+		if err != nil {
+			return err
+		}
 		old, ok, err := readShardLabel(ctx, tx)
 		if err != nil {
 			return err
 		}
 		if ok {
 			if old == l {
-				return errSameLabel
+				return nil
 			}
 			return fmt.Errorf("%w: the store is shard %d of %d (epoch %d), not shard %d of %d (epoch %d)",
 				queue.ErrShardLabel, old.Index, old.Count, old.Epoch, l.Index, l.Count, l.Epoch)
-		}
-		a, err := s.admit(ctx, tx, now)
-		if err != nil {
-			return err
 		}
 		if _, err := tx.ExecContext(ctx, qShardLabelWrite, l.Index, l.Count, l.Epoch); err != nil {
 			return fmt.Errorf("write shard label: %w", err)
@@ -106,15 +108,8 @@ func (s *Store) SetShardLabel(ctx context.Context, l queue.ShardLabel, reason st
 		}
 		return nil
 	})
-	if errors.Is(err, errSameLabel) {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("set shard label: %w", err)
 	}
 	return nil
 }
-
-// errSameLabel ends SetShardLabel's transaction without a write: the label
-// is recorded already.
-var errSameLabel = errors.New("same shard label")
