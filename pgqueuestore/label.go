@@ -55,12 +55,8 @@ func (s *Store) ShardLabel(ctx context.Context) (l queue.ShardLabel, ok bool, er
 	return l, ok, nil
 }
 
-// SetShardLabel records l with an AuditShard row carrying reason, as
-// queuestore's does: like every write it is refused with ErrTimeRegression
-// below the clock mark and records now (docs/contract.md §2.6); the same
-// label again changes nothing else; another label on a labeled store is
-// ErrShardLabel; a label out of range ErrInvalid, an empty reason
-// ErrEmptyReason: each changes nothing.
+// SetShardLabel records l with an AuditShard row carrying reason, by the
+// rules of queue.ShardMember (docs/contract.md §7.10).
 func (s *Store) SetShardLabel(ctx context.Context, l queue.ShardLabel, reason string, now clock.Tick) error {
 	if err := checkShardLabel(l); err != nil {
 		return err

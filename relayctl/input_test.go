@@ -169,7 +169,7 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 		{"destinations"},
 	} {
 		out := mustRun(t, dir, args...)
-		if args[0] == "prune" && len(args) > 2 && args[2] == "--now" && !strings.Contains(out, "1 audit row") {
+		if slices.Equal(args, []string{"prune", "--dry-run", "--now", "10"}) && !strings.Contains(out, "1 audit row") {
 			t.Errorf("relayctl %s: %q, want the policy's audit row counted", strings.Join(args, " "), out)
 		}
 		if after := names(t, dir); !slices.Equal(before, after) {

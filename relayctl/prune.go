@@ -62,11 +62,12 @@ func cmdPrune(e *env, args []string) (err error) {
 	if err := queue.CheckPruneLimit(*batch); err != nil {
 		return usagef("--batch %d: want 1..%d", *batch, queue.MaxPruneBatch)
 	}
-	open := e.openQueue
+	var q *queueDB
 	if *dryRun {
-		open = func(bool) (*queueDB, error) { return e.readQueue() }
+		q, err = e.readQueue()
+	} else {
+		q, err = e.openQueue(false)
 	}
-	q, err := open(false)
 	if err != nil {
 		return err
 	}
