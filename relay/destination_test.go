@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,6 +389,52 @@ func TestDestinationsSlotsAreEachDestinationsOwn(t *testing.T) {
 	}
 	if n := servers["healthy"].maxOpen.Load(); n < 1 || n > conc {
 		t.Errorf("healthy held %d requests at once, want 1..%d", n, conc)
+	}
+}
+
+// TestDestinationsAbandonedHandlersEnd: with destinations, more handlers
+// run than Concurrency (each destination has DestinationSlots). When Run
+// returns ErrAbandoned with all of them still running, each one that
+// returns later ends its goroutine: none waits for a loop that is gone.
+func TestDestinationsAbandonedHandlersEnd(t *testing.T) {
+	q := newFakeDest(testPolicy(100000, 50))
+	q.register(queue.Destination{Name: "a", URL: "http://127.0.0.1:1/events", Secrets: []string{"a-secret"}})
+	for i := range 2 {
+		q.enqueue(fmt.Sprintf("d%d", i), 1)
+		q.enqueueTo(fmt.Sprintf("a%d", i), "a", 1)
+	}
+	release := make(chan struct{})
+	var running atomic.Int32
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		running.Add(1)
+		<-release // ignores its context
+		return nil
+	})
+	r, err := relay.New(q, h, relay.Options{Concurrency: 2, DestinationSlots: 2, Clock: clock.Wall{}, Poll: 50 * time.Millisecond,
+		ShutdownGrace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(ctx) }()
+	q.waitFor(t, "four handlers running", func() bool { return running.Load() == 4 })
+	cancel()
+	if err := <-runErr; !errors.Is(err, relay.ErrAbandoned) {
+		t.Fatalf("Run() = %v, want ErrAbandoned", err)
+	}
+	close(release)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		n := strings.Count(stacks, "relay.(*loop).start.func")
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d handler goroutines still blocked after Run returned:\n%s", n, stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

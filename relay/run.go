@@ -71,8 +71,9 @@ type loop struct {
 	parked     map[string]*claim   // a claim waiting for its flow's lost handler to return
 	goroutines int
 	done       chan outcome
-	waves      []*wave  // waves with a handler running, oldest first
-	starting   []*claim // the claims of the call in hand, to start as one wave
+	gone       chan struct{} // closed when Run returns: nobody reads done any more
+	waves      []*wave       // waves with a handler running, oldest first
+	starting   []*claim      // the claims of the call in hand, to start as one wave
 
 	pending      []*claim // finished, to settle
 	pendingSince time.Time
@@ -150,10 +151,12 @@ func (r *Relay) run(ctx context.Context, untilIdle bool) (idle bool, err error) 
 		parked:    make(map[string]*claim),
 		destRun:   make(map[string]int),
 		done:      make(chan outcome, r.o.Concurrency),
+		gone:      make(chan struct{}),
 		nextClaim: math.MinInt64,
 		untilIdle: untilIdle,
 	}
 	err = l.run(ctx)
+	close(l.gone)
 	return l.idle, err
 }
 
@@ -844,7 +847,7 @@ func (l *loop) start(cl *claim, w *wave) {
 	l.r.m.destRunning(cl.c.Destination, l.destRun[cl.c.Destination])
 	l.r.dests.running(cl.c.Destination, l.destRun[cl.c.Destination])
 	e := Event{ID: cl.c.EventID, Flow: cl.c.Flow, Seq: cl.c.Seq, Body: cl.c.Body, Attempt: cl.c.Attempts, Generation: cl.c.Generation, Destination: cl.c.Destination}
-	h, log, done := l.r.h, l.r.log, l.done
+	h, log, done, gone := l.r.h, l.r.log, l.done, l.gone
 	go func() {
 		defer cancel(context.Canceled)
 		began := time.Now()
@@ -860,7 +863,12 @@ func (l *loop) start(cl *claim, w *wave) {
 			o.err = h.Handle(ctx, e)
 		}()
 		o.took = time.Since(began)
-		done <- o
+		// With destinations, more handlers than done's buffer may run; one
+		// that Run abandoned (ErrAbandoned) must not wait for a reader.
+		select {
+		case done <- o:
+		case <-gone:
+		}
 	}()
 }
 
