@@ -118,9 +118,10 @@ func queueExtend_7_2_BadInput(t *testing.T, bk *QueueBackend) {
 }
 
 // ExtendBatch: one transaction; each item gets what Extend would give it
-// in order; bad items get their own Err; an event named twice is extended
-// twice to the same lease; an empty batch records now; a tick error refuses
-// the whole batch.
+// in order, an extended item with its new lease end; bad items get their
+// own Err; an event named twice is extended twice to the same lease; an
+// empty batch records now; a tick error refuses the whole batch; the lease
+// is the policy's in force at the extension.
 func queueExtendBatch_7_2_EachItemAsExtend(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
@@ -146,8 +147,12 @@ func queueExtendBatch_7_2_EachItemAsExtend(t *testing.T, bk *QueueBackend) {
 	}
 	want := []queue.Outcome{queue.Extended, queue.Stale, "", "", queue.Extended, queue.Extended}
 	for i, r := range res {
-		if r.Outcome != want[i] {
-			t.Errorf("item %d: %q, %v; want %q", i, r.Outcome, r.Err, want[i])
+		var lease clock.Tick
+		if want[i] == queue.Extended {
+			lease = 3 + queue.Lease
+		}
+		if r.Outcome != want[i] || r.LeaseUntil != lease {
+			t.Errorf("item %d: %q until %d, %v; want %q until %d", i, r.Outcome, r.LeaseUntil, r.Err, want[i], lease)
 		}
 	}
 	wantErr(t, "item 2", res[2].Err, queue.ErrInvalid)
@@ -168,4 +173,19 @@ func queueExtendBatch_7_2_EachItemAsExtend(t *testing.T, bk *QueueBackend) {
 		t.Fatalf("ExtendBatch(empty) = %v, %v", res, err)
 	}
 	assertOnlyMark(t, "empty ExtendBatch", before, snap(t, s), 4)
+
+	// The lease of the policy in force at the extension, not at the claim:
+	// the result says where the lease now ends.
+	p := queue.DefaultPolicy()
+	p.Lease = 7
+	if err := s.SetPolicy(ctx, p, "shorter leases", 5); err != nil {
+		t.Fatalf("SetPolicy() error = %v", err)
+	}
+	res, err = s.ExtendBatch(ctx, []queue.ExtendItem{{EventID: "c1", Generation: cs[2].Generation}}, 6)
+	if err != nil || len(res) != 1 || res[0].Outcome != queue.Extended || res[0].LeaseUntil != 13 {
+		t.Fatalf("ExtendBatch(after SetPolicy) = %+v, %v; want extended until 13", res, err)
+	}
+	if e := event(t, s, "c1"); e.LeaseUntil != 13 {
+		t.Fatalf("c1 lease = %d, want 13", e.LeaseUntil)
+	}
 }

@@ -413,6 +413,9 @@ func (m *model) extendBatch(items []queue.ExtendItem, now clock.Tick) ([]queue.S
 	out := make([]queue.SettleResult, len(items))
 	for i, it := range items {
 		out[i].Outcome, out[i].Err = m.extendOne(it, now)
+		if out[i].Outcome == queue.Extended {
+			out[i].LeaseUntil = now + m.pol.Lease
+		}
 	}
 	m.mark = now
 	return out, nil
@@ -1000,7 +1003,7 @@ func (r *runner) step(ctx context.Context) error {
 			return fmt.Errorf("ExtendBatch = %+v, %v; model %+v, %v", got, err, want, werr)
 		}
 		for i := range got {
-			if got[i].Outcome != want[i].Outcome || !sameErr(got[i].Err, want[i].Err) {
+			if got[i].Outcome != want[i].Outcome || got[i].LeaseUntil != want[i].LeaseUntil || !sameErr(got[i].Err, want[i].Err) {
 				return fmt.Errorf("ExtendBatch item %d = %+v; model %+v", i, got[i], want[i])
 			}
 		}

@@ -554,6 +554,7 @@ func (s *Store) extend(ctx context.Context, items []queue.ExtendItem, now clock.
 				return fmt.Errorf("update flow %q: %w", r.flow, err)
 			}
 			out[i].Outcome = queue.Extended
+			out[i].LeaseUntil = lease
 		}
 		return nil
 	})

@@ -165,6 +165,10 @@ type SettleItem struct {
 type SettleResult struct {
 	Outcome Outcome // "" when Err is set
 	Err     error   // the item's own error; nil for a settled item
+	// LeaseUntil is, for an Extended item, the lease's new end: now plus
+	// the Lease of the policy in force when it was extended (§7.2), which
+	// may differ from the one in force at the claim. Zero otherwise.
+	LeaseUntil clock.Tick
 }
 
 // ExtendItem names one claim to extend: the event and the generation its

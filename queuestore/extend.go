@@ -93,6 +93,9 @@ func (s *Store) ExtendBatch(ctx context.Context, items []ExtendItem, now clock.T
 				return fmt.Errorf("item %d (%q): %w", i, it.EventID, err)
 			}
 			out[i].Outcome = o
+			if o == Extended {
+				out[i].LeaseUntil = a.now + a.pol.Lease
+			}
 		}
 		return nil
 	})

@@ -259,6 +259,7 @@ func (f *fakeQueue) ExtendBatch(_ context.Context, items []queuestore.ExtendItem
 		default:
 			e.lease = now + f.pol.Lease
 			out[i].Outcome = queuestore.Extended
+			out[i].LeaseUntil = e.lease
 		}
 	}
 	return out, nil

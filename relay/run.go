@@ -31,7 +31,8 @@ const (
 // claim is one claim the relay holds.
 type claim struct {
 	c           queue.Claim
-	lease       clock.Tick // the lease end as this relay last set it
+	lease       clock.Tick // the lease end the queue last granted
+	margin      clock.Tick // extend when at most this much of it is left
 	state       claimState
 	cancel      context.CancelCauseFunc
 	lost        bool // the lease is gone: never settled
@@ -60,11 +61,9 @@ type outcome struct {
 // loop is the state of one Run. Only Run's goroutine touches it; handler
 // goroutines talk to it through done.
 type loop struct {
-	r      *Relay
-	sctx   context.Context // store calls: never cancelled, so a shutdown can still settle
-	base   context.Context // parent of the handler contexts
-	lease  clock.Tick
-	margin clock.Tick // extend when at most this much of a lease is left
+	r    *Relay
+	sctx context.Context // store calls: never cancelled, so a shutdown can still settle
+	base context.Context // parent of the handler contexts
 
 	holds      map[*claim]struct{} // claims whose lease the relay keeps
 	byFlow     map[string]*claim   // the handler goroutine running per flow (perhaps lost)
@@ -144,8 +143,6 @@ func (r *Relay) run(ctx context.Context, untilIdle bool) (idle bool, err error) 
 		r:         r,
 		sctx:      sctx,
 		base:      base,
-		lease:     p.Lease,
-		margin:    extendMargin(p.Lease),
 		holds:     make(map[*claim]struct{}),
 		byFlow:    make(map[string]*claim),
 		parked:    make(map[string]*claim),
@@ -255,10 +252,15 @@ func (u *UndeliveredError) Error() string {
 // Is makes errors.Is(err, ErrUndelivered) true.
 func (u *UndeliveredError) Is(target error) bool { return target == ErrUndelivered }
 
-// extendMargin is a third of the lease, rounded up, at least one tick: the
-// relay extends a lease once no more than this is left.
-func extendMargin(lease clock.Tick) clock.Tick {
-	return max(1, lease/3+min(1, lease%3))
+// grant records a lease the queue granted at now, ending at until. The
+// margin is a third of that lease, rounded up, at least one tick: the
+// relay extends it once no more than this is left. It follows each grant,
+// not the policy read at start, since a SetPolicy of another process may
+// change the Lease while this relay runs (§7.1).
+func (cl *claim) grant(until, now clock.Tick) {
+	lease := until - now
+	cl.lease = until
+	cl.margin = max(1, lease/3+min(1, lease%3))
 }
 
 func (l *loop) run(ctx context.Context) error {
@@ -332,7 +334,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		at(l.retryAt)
 	} else {
 		for cl := range l.holds {
-			tick = min(tick, cl.lease-l.margin)
+			tick = min(tick, cl.lease-cl.margin)
 		}
 	}
 	switch {
@@ -658,7 +660,7 @@ func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	l.r.m.claimed(len(cs))
 	l.r.tot.claimed.Add(int64(len(cs)))
 	for _, c := range cs {
-		l.take(c)
+		l.take(c, now)
 	}
 	l.noteClaimed(l.starting)
 	l.startWave(l.starting)
@@ -775,8 +777,9 @@ func (l *loop) youngest() time.Time {
 // earlier claim of the flow that this relay still has is lost: its
 // handler's context is cancelled (or, not started yet, it never starts)
 // and it is never settled.
-func (l *loop) take(c queue.Claim) {
-	cl := &claim{c: c, lease: c.LeaseUntil}
+func (l *loop) take(c queue.Claim, now clock.Tick) {
+	cl := &claim{c: c}
+	cl.grant(c.LeaseUntil, now)
 	l.holds[cl] = struct{}{}
 	if i := slices.IndexFunc(l.starting, func(s *claim) bool { return s.c.Flow == c.Flow }); i >= 0 {
 		l.lose(l.starting[i], "the flow was claimed again")
@@ -953,15 +956,15 @@ func (l *loop) expire(now clock.Tick) {
 	}
 }
 
-// extend extends, in batches, every held lease with at most margin ticks
-// left, together with those that will be there within half the margin.
+// extend extends, in batches, every held lease with at most its margin
+// left, together with those that will be there within half their margin.
 func (l *loop) extend(now clock.Tick) {
 	if l.blocked() {
 		return
 	}
 	var due bool
 	for cl := range l.holds {
-		if cl.lease-l.margin <= now {
+		if cl.lease-cl.margin <= now {
 			due = true
 			break
 		}
@@ -971,7 +974,7 @@ func (l *loop) extend(now clock.Tick) {
 	}
 	var batch []*claim
 	for cl := range l.holds {
-		if cl.lease-l.margin <= now+l.margin/2 {
+		if cl.lease-cl.margin <= now+cl.margin/2 {
 			batch = append(batch, cl)
 		}
 	}
@@ -998,7 +1001,7 @@ func (l *loop) extend(now clock.Tick) {
 				l.lose(cl, rs[i].Err.Error())
 			case rs[i].Outcome == queue.Extended:
 				l.r.m.extended(string(rs[i].Outcome))
-				cl.lease = now + l.lease
+				cl.grant(rs[i].LeaseUntil, now)
 			default:
 				l.r.m.extended(string(rs[i].Outcome))
 				l.lose(cl, "extend answered "+string(rs[i].Outcome))

@@ -255,6 +255,55 @@ func TestHandlerOutlivesThreeLeases(t *testing.T) {
 	}
 }
 
+// TestLeaseShortenedWhileRunning: another process's SetPolicy shortens the
+// lease after the relay read the policy (§7.1: it applies to every later
+// write). The relay keeps the lease the queue grants at each claim and
+// extension, so the handler still outlives several of the shorter leases
+// and the event is delivered once.
+func TestLeaseShortenedWhileRunning(t *testing.T) {
+	const lease = 6
+	q := newFake(testPolicy(10*lease, 3))
+	clk := relay.NewManualClock(100)
+	started, release := make(chan struct{}), make(chan struct{})
+	var deliveries atomic.Int32
+	var ctxErr atomic.Value
+	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
+		deliveries.Add(1)
+		close(started)
+		<-release
+		if ctx.Err() != nil {
+			ctxErr.Store(context.Cause(ctx))
+		}
+		return nil
+	})
+	run := start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour})
+	q.waitFor(t, "the relay read the policy", func() bool { return q.calls["policy"] > 0 })
+	q.get(func() { q.pol.Lease = lease })
+	q.enqueue("long", 1)
+	run.r.Notify()
+	<-started
+	for clk.Now() < 100+4*lease {
+		now := clk.Advance(1)
+		q.waitFor(t, fmt.Sprintf("the lease kept alive at tick %d", now), func() bool {
+			return q.byID["long/1"].lease-now > 2
+		})
+	}
+	close(release)
+	q.waitFor(t, "long/1 acked", func() bool { return q.byID["long/1"].state == "acked" })
+	e := q.event("long/1")
+	if deliveries.Load() != 1 || e.gen != 1 || e.attempts != 1 {
+		t.Fatalf("deliveries = %d, generation = %d, attempts = %d, want 1, 1, 1", deliveries.Load(), e.gen, e.attempts)
+	}
+	if v := ctxErr.Load(); v != nil {
+		t.Fatalf("handler context cancelled: %v", v)
+	}
+	var extends int
+	q.get(func() { extends = q.calls["extend"] })
+	if extends > 4*lease { // an extension per third of a lease, not one per tick
+		t.Fatalf("extend calls = %d over %d ticks, want fewer", extends, 4*lease)
+	}
+}
+
 // TestLostLeaseCancelsHandler: an extension answered expired cancels the
 // handler's context with ErrLeaseLost, and its result is not settled.
 func TestLostLeaseCancelsHandler(t *testing.T) {
