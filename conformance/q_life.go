@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -225,8 +226,9 @@ func queueLife_7_9_NotBeforeNotPartOfIdentity(t *testing.T, bk *QueueBackend) {
 }
 
 // docs/contract.md §7.9: a negative NotBefore is ErrInvalid, and one the
-// policy's lease would push past math.MaxInt64 ErrTickOverflow; in Enqueue
-// and in EnqueueBatch nothing changes.
+// policy's lease would push past math.MaxInt64 ErrTickOverflow, checked
+// before the event's ID is looked up; in Enqueue and in EnqueueBatch
+// nothing changes.
 func queueLife_7_9_NegativeNotBeforeInvalid(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
@@ -247,6 +249,19 @@ func queueLife_7_9_NegativeNotBeforeInvalid(t *testing.T, bk *QueueBackend) {
 		{ID: "b2", Flow: "b", Body: []byte("x"), NotBefore: math.MaxInt64},
 	}, 2)
 	wantErr(t, "EnqueueBatch(not before MaxInt64)", err, queue.ErrTickOverflow)
+	// The NotBefore is checked before the stored event: the same event
+	// again, or another event with a stored ID, with a NotBefore past the
+	// limit is the same ErrTickOverflow, never Duplicate or ErrConflict.
+	for _, e := range []queue.Event{
+		{ID: "a1", Flow: "a", Body: []byte("x"), NotBefore: math.MaxInt64},
+		{ID: "a1", Flow: "a", Body: []byte("y"), NotBefore: math.MaxInt64},
+		{ID: "a1", Flow: "b", Body: []byte("x"), NotBefore: math.MaxInt64},
+	} {
+		_, err = s.Enqueue(ctx, e, 2)
+		wantErr(t, fmt.Sprintf("Enqueue(stored ID, %s, %s, not before MaxInt64)", e.Flow, e.Body), err, queue.ErrTickOverflow)
+		_, err = s.EnqueueBatch(ctx, []queue.Event{{ID: "b1", Flow: "b", Body: []byte("x")}, e}, 2)
+		wantErr(t, fmt.Sprintf("EnqueueBatch(stored ID, %s, %s, not before MaxInt64)", e.Flow, e.Body), err, queue.ErrTickOverflow)
+	}
 	assertUnchanged(t, "refused NotBefore", before, snap(t, s))
 }
 

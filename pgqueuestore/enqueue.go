@@ -411,19 +411,19 @@ func (s *Store) enqueueEvent(pp *pipe, pre string, p queue.Policy, e queue.Event
 
 // checkEnqueue is an enqueue's check of its event e (number i of a batch;
 // single: of Enqueue) against the events stored or taken before it: a
-// Duplicate of a stored event with the same flow and body (returned),
-// queue.ErrConflict for another flow or body, or a NotBefore the policy
-// refuses; nil, nil for a new event.
+// NotBefore the policy refuses, first, as queuestore checks it; then a
+// Duplicate of a stored event with the same flow and body (returned), or
+// queue.ErrConflict for another flow or body; nil, nil for a new event.
 func checkEnqueue(p queue.Policy, events map[string]*storedEvent, e queue.Event, i int, single bool) (*queue.Enqueued, error) {
 	pre := eventPrefix(i, e, single)
+	if err := p.CheckTick(e.NotBefore); err != nil {
+		return nil, fmt.Errorf("%snot-before: %w", pre, err)
+	}
 	if st := events[e.ID]; st != nil {
 		if st.flow == e.Flow && bytes.Equal(st.body, e.Body) {
 			return &queue.Enqueued{Seq: st.seq, Duplicate: true}, nil
 		}
 		return nil, fmt.Errorf("%s%w: stored in flow %q as seq %d", pre, queue.ErrConflict, st.flow, st.seq)
-	}
-	if err := p.CheckTick(e.NotBefore); err != nil {
-		return nil, fmt.Errorf("%snot-before: %w", pre, err)
 	}
 	return nil, nil
 }
