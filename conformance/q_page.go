@@ -147,6 +147,14 @@ func checkPageCursors(t *testing.T, what string, p queue.FlowPage, cursors []str
 	if p.Prev != prev || p.Next != next {
 		t.Errorf("%s: Prev, Next = %q, %q; want %q, %q", what, p.Prev, p.Next, prev, next)
 	}
+	if len(p.Keys) != len(p.Flows) {
+		t.Fatalf("%s: %d keys for %d flows", what, len(p.Keys), len(p.Flows))
+	}
+	for i, f := range p.Flows {
+		if c := (queue.Cursor{Key: p.Keys[i], Flow: f.Flow}).String(); c != cursors[at+i] {
+			t.Errorf("%s: row %d key %d (cursor %q), want the cursor %q", what, i, p.Keys[i], c, cursors[at+i])
+		}
+	}
 }
 
 // Pager_FlowsPage_WalksEveryOrder: walking forward from the first page and
@@ -154,7 +162,8 @@ func checkPageCursors(t *testing.T, what string, p queue.FlowPage, cursors []str
 // order (ties by name), for every sort and for prefixes of names; every
 // page's Prev and Next are the cursors ("KEY:FLOW", queue.Cursor) of its
 // first and last rows, the key as queue.FlowSort defines it, "" at either
-// end; Prev of a page leads back to the page before.
+// end, and Keys holds every row's key; Prev of a page leads back to the
+// page before.
 func queuePager_FlowsPage_WalksEveryOrder(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()

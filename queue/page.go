@@ -70,6 +70,11 @@ type FlowPage struct {
 	// Mark is the clock mark as of the page's read (the same transaction),
 	// the tick against which a head's ReadyAt tells whether it blocks.
 	Mark clock.Tick `json:"mark"`
+	// Keys[i] is Flows[i]'s key in the page's order, the one its cursor
+	// carries (0 in the order by name): the store's own, which for
+	// SortByBlocked reads the head's cached readiness, so a page of
+	// several stores (shard) merges by (key, flow) without recomputing it.
+	Keys []int64 `json:"-"`
 }
 
 // Check checks q: a known Sort, a limit within 1..MaxPageLimit, a prefix
@@ -243,7 +248,7 @@ func (p *FlowPage) Finish(q FlowQuery, limit int, rows []FlowState, keys []int64
 		slices.Reverse(rows)
 		slices.Reverse(keys)
 	}
-	p.Flows = rows
+	p.Flows, p.Keys = rows, keys
 	if len(rows) == 0 {
 		return
 	}

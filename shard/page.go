@@ -3,6 +3,7 @@ package shard
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -45,32 +46,6 @@ func (s *Store) ClockMark(ctx context.Context) (clock.Tick, error) {
 	return m, nil
 }
 
-// flowKey is a flow's key in the order sort, as the stores' sort keys
-// compute it (queuestore's sortKeys): the order is ascending (key, flow).
-// Under SortByBlocked a flow whose head's ReadyAt has passed mark counts as
-// ready; the stores read a cached flag kept as of their last claim, so a
-// page boundary may differ from a single store's by such flows.
-func flowKey(sort queue.FlowSort, f queue.FlowState, mark clock.Tick) int64 {
-	switch sort {
-	case queue.SortByBacklog:
-		return -f.Backlog
-	case queue.SortByServed:
-		return -f.Served
-	case queue.SortByBlocked:
-		switch {
-		case f.HeadSeq == 0:
-			return 3
-		case f.ReadyAt == nil:
-			return 0
-		case *f.ReadyAt > mark:
-			return 1
-		default:
-			return 2
-		}
-	}
-	return 0
-}
-
 // FlowsPage merges one page of every shard.
 func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPage, error) {
 	ps, err := s.pagers()
@@ -101,8 +76,11 @@ func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPag
 		if (backward && pg.Prev != "") || (!backward && pg.Next != "") {
 			more = true
 		}
-		for _, f := range pg.Flows {
-			rows = append(rows, row{f: f, key: flowKey(q.Sort, f, pg.Mark)})
+		if len(pg.Keys) != len(pg.Flows) {
+			return queue.FlowPage{}, &ShardError{Shard: i, Err: fmt.Errorf("a page of %d flows with %d keys", len(pg.Flows), len(pg.Keys))}
+		}
+		for j, f := range pg.Flows {
+			rows = append(rows, row{f: f, key: pg.Keys[j]})
 		}
 	}
 	sortOf := q.Sort
@@ -120,9 +98,9 @@ func (s *Store) FlowsPage(ctx context.Context, q queue.FlowQuery) (queue.FlowPag
 			rows = rows[:limit]
 		}
 	}
-	page := queue.FlowPage{Mark: mark, Flows: make([]queue.FlowState, len(rows))}
+	page := queue.FlowPage{Mark: mark, Flows: make([]queue.FlowState, len(rows)), Keys: make([]int64, len(rows))}
 	for k, r := range rows {
-		page.Flows[k] = r.f
+		page.Flows[k], page.Keys[k] = r.f, r.key
 	}
 	if len(rows) == 0 {
 		return page, nil

@@ -217,3 +217,50 @@ func TestMergedReads(t *testing.T) {
 		}
 	})
 }
+
+// TestMergedBlockedPages: pages by blocked merge by each store's own key.
+// A head whose lease ran out but that no claim has promoted yet counts as
+// waiting in its store (the cached readiness); the merged pages walk every
+// flow once however the page boundaries fall.
+func TestMergedBlockedPages(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, _ := newSet(t, b, 2, nil)
+		// a sorts before c by name, and they live in different shards.
+		a, c := "flow-000", ""
+		for k := 1; c == ""; k++ {
+			if f := fmt.Sprintf("flow-%03d", k); s.ShardOf(f) != s.ShardOf(a) {
+				c = f
+			}
+		}
+		enqueue(t, s, "a1", a, 1)
+		enqueue(t, s, "c1", c, 1)
+		if cs, err := s.ClaimBatch(ctx, 1, 2); err != nil || len(cs) != 2 {
+			t.Fatalf("ClaimBatch = %d, %v", len(cs), err)
+		}
+		// a's shard moves past a1's lease end; nothing promotes a1, so its
+		// store keys it waiting (1), as c, whose lease has not run out.
+		enqueue(t, s, "a2", a, 1+queue.Lease+1)
+		for _, limit := range []int{1, 2, 10} {
+			var walked []string
+			q := queue.FlowQuery{Sort: queue.SortByBlocked, Limit: limit}
+			for pages := 0; ; pages++ {
+				p, err := s.FlowsPage(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range p.Flows {
+					walked = append(walked, f.Flow)
+				}
+				if p.Next == "" || pages > 3 {
+					break
+				}
+				q.After = p.Next
+			}
+			if want := []string{a, c}; !slices.Equal(walked, want) {
+				t.Errorf("limit %d: pages by blocked walked %v, want each of %v once", limit, walked, want)
+			}
+		}
+	})
+}
