@@ -10,13 +10,16 @@
 //   - The order of claims is not defined. Claims visit the shards in a
 //     rotation (see [Store.ClaimBatch]); fairness across shards is
 //     approximate, measured in docs/decisions/sharding.md.
-//   - A batch enqueue, settle or extend is atomic per shard only: a
-//     failure in one shard's part leaves the other shards' parts
-//     committed, and the error says which shard failed. A retry of the
-//     whole batch is harmless: what was committed comes back Duplicate
-//     (enqueue) or Stale (settle).
+//   - A batch enqueue, settle, extend or settle-and-claim is atomic per
+//     shard only: a failure in one shard's part leaves the parts of the
+//     shards before it committed, and the error ([ShardError]) says which.
+//     A retry of the whole batch is harmless: what was committed comes
+//     back Duplicate (enqueue) or Stale (settle, extend). Claims made in
+//     the shards before a failing one are not returned: they come back
+//     after their lease, as a crashed relay's would.
 //   - Event IDs are unique per shard only: an ID reused in another flow
-//     that hashes to another shard is not detected as ErrConflict.
+//     that hashes to another shard is not detected as ErrConflict, and a
+//     settle, extend, redrive or read by that ID may reach either shard.
 //   - A destination's Concurrency and Rate are enforced by each shard on
 //     its own, so the whole queue's limit is N × the registered one. The
 //     store registers the destination unchanged in every shard; an

@@ -195,3 +195,80 @@ func TestSettleRoutes(t *testing.T) {
 		}
 	})
 }
+
+// TestEmptySettleClaim: a SettleClaimBatch or SettleClaimFor with nothing
+// to settle and nothing to claim answers as on one queue: no results, no
+// claims, no error, on one shard and on several.
+func TestEmptySettleClaim(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		for _, n := range []int{1, 2} {
+			s, _ := newSet(t, b, n, nil)
+			if rs, cs, err := s.SettleClaimBatch(ctx, nil, 5, 0); err != nil || len(rs) != 0 || len(cs) != 0 {
+				t.Errorf("%d shards: SettleClaimBatch(nil, 0) = %v, %v, %v", n, rs, cs, err)
+			}
+			if rs, cs, err := s.SettleClaimFor(ctx, nil, 6, 0, queue.ClaimFilter{}); err != nil || len(rs) != 0 || len(cs) != 0 {
+				t.Errorf("%d shards: SettleClaimFor(nil, 0) = %v, %v, %v", n, rs, cs, err)
+			}
+			if _, _, err := s.SettleClaimBatch(ctx, nil, 4, 0); !errors.Is(err, queue.ErrTimeRegression) {
+				t.Errorf("%d shards: SettleClaimBatch(nil, 0) below the mark = %v, want ErrTimeRegression", n, err)
+			}
+		}
+	})
+}
+
+// TestSettlesPerShard: a settle batch over two shards whose second part
+// fails commits the first; the ShardError says which shards committed, and
+// the same settles again answer Stale for what did commit. A settle-and-
+// claim likewise.
+func TestSettlesPerShard(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, shards := newSet(t, b, 2, nil)
+		a, c := flowsIn(0, 2, 1, "p")[0], flowsIn(1, 2, 1, "p")[0]
+		enqueue(t, s, "a1", a, 1)
+		enqueue(t, s, "c1", c, 1)
+		enqueue(t, s, "a2", a, 1)
+		enqueue(t, s, "c2", c, 1)
+		cs, err := s.ClaimBatch(ctx, 1, 2)
+		if err != nil || len(cs) != 2 {
+			t.Fatalf("ClaimBatch = %+v, %v", cs, err)
+		}
+		items := make([]queue.SettleItem, 2)
+		for _, cl := range cs {
+			items[shard.Of(cl.Flow, 2)] = queue.SettleItem{EventID: cl.EventID, Generation: cl.Generation, Result: queue.Result{OK: true}}
+		}
+		enqueue(t, shards[1], "c3", c, 4) // shard 1's clock is ahead
+		_, err = s.SettleBatch(ctx, items, 3)
+		var se *shard.ShardError
+		if !errors.As(err, &se) || se.Shard != 1 || !slices.Equal(se.Done, []int{0}) || !errors.Is(err, queue.ErrTimeRegression) {
+			t.Fatalf("SettleBatch with shard 1 ahead: %v, want a ShardError of shard 1 after shard 0, ErrTimeRegression", err)
+		}
+		rs, err := s.SettleBatch(ctx, items, 4)
+		if err != nil || rs[0].Outcome != queue.Stale || rs[1].Outcome != queue.Acked {
+			t.Fatalf("settles again = %+v, %v; want a1 stale (acked before), c1 acked", rs, err)
+		}
+
+		cs, err = s.ClaimBatch(ctx, 4, 2)
+		if err != nil || len(cs) != 2 {
+			t.Fatalf("ClaimBatch = %+v, %v", cs, err)
+		}
+		for _, cl := range cs {
+			items[shard.Of(cl.Flow, 2)] = queue.SettleItem{EventID: cl.EventID, Generation: cl.Generation, Result: queue.Result{OK: true}}
+		}
+		enqueue(t, shards[1], "c4", c, 7)
+		_, _, err = s.SettleClaimBatch(ctx, items, 6, 2)
+		if !errors.As(err, &se) || se.Shard != 1 || !errors.Is(err, queue.ErrTimeRegression) {
+			t.Fatalf("SettleClaimBatch with shard 1 ahead: %v, want a ShardError of shard 1, ErrTimeRegression", err)
+		}
+		e, err := s.Event(ctx, "a2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if committed := slices.Contains(se.Done, 0); committed != (e.State == queue.StateAcked) {
+			t.Errorf("ShardError.Done = %v, but a2 in shard 0 is %s", se.Done, e.State)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
@@ -184,8 +185,9 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 			return nil, nil, err
 		}
 	}
-	if n < 0 || (n == 0 && len(items) == 0 && f == nil) || len(s.shards) == 1 {
-		// Bad n, or one shard: the shard answers as it would alone.
+	if n < 0 || (n == 0 && len(items) == 0) || len(s.shards) == 1 {
+		// Bad n, nothing to do (the first shard checks and records now),
+		// or one shard: the shard answers as it would alone.
 		return s.call(ctx, 0, items, now, n, f)
 	}
 	groups, results, err := s.group(ctx, settleIDs(items))
@@ -203,7 +205,7 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 		}
 	}
 	var claims []queue.Claim
-	var full []int
+	var full, done []int
 	got := make([]int, len(s.shards))
 	short := 0
 	for _, i := range order {
@@ -214,8 +216,9 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 		}
 		rs, cs, err := s.call(ctx, i, sub, now, quota[i], withRoom(f, room))
 		if err != nil {
-			return nil, nil, &ShardError{Shard: i, Err: err}
+			return nil, nil, &ShardError{Shard: i, Err: err, Done: done}
 		}
+		done = append(done, i)
 		for j, k := range groups[i] {
 			results[k] = rs[j]
 		}
@@ -233,7 +236,10 @@ func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now c
 		}
 		_, cs, err := s.call(ctx, i, nil, now, short, withRoom(f, room))
 		if err != nil {
-			return nil, nil, &ShardError{Shard: i, Err: err}
+			return nil, nil, &ShardError{Shard: i, Err: err, Done: done}
+		}
+		if !slices.Contains(done, i) {
+			done = append(done, i)
 		}
 		take(room, cs)
 		claims = append(claims, cs...)
@@ -260,12 +266,12 @@ func (s *Store) call(ctx context.Context, i int, items []queue.SettleItem, now c
 		if !ok {
 			return nil, nil, unsupported(i, sh, "queue.DestinationStore")
 		}
-		if len(items) == 0 {
+		if len(items) == 0 && n > 0 {
 			cs, err = d.ClaimFor(ctx, now, n, *f)
 		} else {
 			rs, cs, err = d.SettleClaimFor(ctx, items, now, n, *f)
 		}
-	case len(items) == 0:
+	case len(items) == 0 && n > 0:
 		cs, err = sh.ClaimBatch(ctx, now, n)
 	default:
 		sc, ok := sh.(queue.SettleClaimer)
