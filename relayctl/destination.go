@@ -384,6 +384,9 @@ func unknownDestination(dest string) error {
 // plain words (exit status 1: docs/decisions/relayctl-exit-status.md).
 // flow is the flow of set-destination, if any.
 func explainDestination(e *env, q *queueDB, now clock.Tick, dest, flow string, err error) error {
+	if perr := partway(q, err); perr != nil {
+		return perr
+	}
 	switch {
 	case errors.Is(err, queue.ErrUnknownDestination):
 		return unknownDestination(dest)

@@ -107,6 +107,10 @@ func cmdEnqueue(e *env, args []string) (err error) {
 			return usagef("--body-file is empty")
 		case f.isSet("at") && f.isSet("in"):
 			return usagef("--at and --in both schedule the event: use one")
+		case f.isSet("at") && !maybeTime(*atText):
+			return usagef("--at %s: want a tick number such as 120, or an RFC 3339 time such as 2026-12-04T20:00:00Z on a queue run in real time; nothing changed", *atText)
+		case f.isSet("in") && !maybeSpan(*inText):
+			return usagef("--in %s: want a tick count such as 5, or a Go duration such as 30s on a queue run in real time; nothing changed", *inText)
 		}
 		for _, name := range []string{"chunk", "check"} {
 			if f.isSet(name) {

@@ -54,8 +54,9 @@ func storedBody(t *testing.T, dir, id string) []byte {
 
 // --body-file enqueues a file's bytes exactly (binary, newlines, the
 // queue's largest size), from a path or from standard input ("-"); a body
-// too large, an empty one, or a missing file is refused with a clear
-// message before the queue is opened: no queue file is created.
+// too large, an empty one, a missing file, or an --at or --in that is no
+// time in any clock mode is refused with a clear message before the queue
+// is opened: no queue file is created.
 func TestEnqueueBodyFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -94,6 +95,10 @@ func TestEnqueueBodyFile(t *testing.T) {
 			"--body or --body-file is required"},
 		{"with --file", []string{"enqueue", "--file", "-", "--body-file", bigPath}, nil, exitUsage,
 			"--body-file goes with a single event, not with --file"},
+		{"a mistyped --at", []string{"enqueue", "--id", "b", "--flow", "f", "--body", "x", "--at", "tomorrow"}, nil, exitUsage,
+			"--at tomorrow: want a tick number such as 120, or an RFC 3339 time"},
+		{"a mistyped --in", []string{"enqueue", "--id", "b", "--flow", "f", "--body", "x", "--in", "soon"}, nil, exitUsage,
+			"--in soon: want a tick count such as 5, or a Go duration"},
 	} {
 		before := names(t, dir)
 		code, _, errs := runStdin(t, dir, c.stdin, c.args...)
@@ -166,7 +171,7 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 		{"receiver", "totals"}, {"receiver", "conflicts"}, {"snapshot"},
 		{"status", "--json"}, {"flows", "--json"}, {"event", "e1"}, {"policy"}, {"policy", "--json"},
 		{"prune", "--dry-run", "--now", "10"}, {"prune", "--dry-run", "--json", "--now", "10"}, {"prune", "receiver", "--dry-run", "--retention", "1h"},
-		{"destinations"},
+		{"prune", "--dry-run", "--clock", "wall"}, {"redrive", "--all", "--dry-run"}, {"destinations"},
 	} {
 		out := mustRun(t, dir, args...)
 		if slices.Equal(args, []string{"prune", "--dry-run", "--now", "10"}) && !strings.Contains(out, "1 audit row") {

@@ -468,6 +468,9 @@ func policyDiff(a, b policyRow, wall bool) string {
 
 // explainPolicy turns a refused policy change into plain words.
 func explainPolicy(e *env, q *queueDB, now clock.Tick, err error) error {
+	if perr := partway(q, err); perr != nil {
+		return perr
+	}
 	switch kindOf(err) {
 	case kindEmptyReason:
 		return errors.New("the reason is empty: say why the policy changes (it is kept in the audit); nothing changed")

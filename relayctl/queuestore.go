@@ -59,7 +59,7 @@ func readQueueStore(path string) (*queueDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &queueDB{s: sqliteQueue{s}, reopen: reopenSQLite(path)}, nil
+	return &queueDB{s: sqliteQueue{s}, reopen: reopenSQLite(path, true)}, nil
 }
 
 func openQueueStore(path string) (*queueDB, error) {
@@ -67,17 +67,21 @@ func openQueueStore(path string) (*queueDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &queueDB{s: sqliteQueue{s}, reopen: reopenSQLite(path)}, nil
+	return &queueDB{s: sqliteQueue{s}, reopen: reopenSQLite(path, false)}, nil
 }
 
 // reopenSQLite closes the store and opens the file at path again in real
-// time.
-func reopenSQLite(path string) func(old queueLib, src clock.Source, skew clock.Tick) (queueLib, error) {
+// time, read-only again when it was.
+func reopenSQLite(path string, readOnly bool) func(old queueLib, src clock.Source, skew clock.Tick) (queueLib, error) {
 	return func(old queueLib, src clock.Source, skew clock.Tick) (queueLib, error) {
 		if err := old.Close(); err != nil {
 			return nil, err
 		}
-		s, err := queuestore.Open(path, queuestore.WithRealTime(src, skew))
+		opts := []queuestore.Option{queuestore.WithRealTime(src, skew)}
+		if readOnly {
+			opts = append(opts, queuestore.WithReadOnly())
+		}
+		s, err := queuestore.Open(path, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -9,9 +9,15 @@ import (
 )
 
 // redriveAll is `redrive --all`: every quarantined event matching filter,
-// redriven with one reason (or, with dryRun, listed).
+// redriven with one reason (or, with dryRun, listed: a read command, so
+// the queue is opened read-only).
 func redriveAll(e *env, f *cmdFlags, filter redriveFilter, reason string, dryRun bool) (err error) {
-	q, err := e.openQueue(false)
+	var q *queueDB
+	if dryRun {
+		q, err = e.readQueue()
+	} else {
+		q, err = e.openQueue(false)
+	}
 	if err != nil {
 		return err
 	}
@@ -43,10 +49,15 @@ func redriveAll(e *env, f *cmdFlags, filter redriveFilter, reason string, dryRun
 		return err
 	}
 	done, err := q.RedriveAll(e.ctx, filter, reason, now)
-	if f.json && err == nil {
+	switch {
+	case f.json && err == nil:
 		return writeJSON(e.stdout, nonNil(done))
-	}
-	if !f.json {
+	case f.json && len(done) > 0:
+		// Stopped part way: what was redriven is listed all the same.
+		if werr := writeJSON(e.stdout, done); werr != nil {
+			return errors.Join(err, werr)
+		}
+	case !f.json:
 		for _, d := range done {
 			fmt.Fprintf(e.stdout, "redrove %s (flow %s, seq %d): generation %d -> %d\n",
 				cell(d.ID), cell(d.Flow), d.Seq, d.Generation-1, d.Generation)

@@ -48,6 +48,32 @@ func TestRedriveAllStoppedHalfWay(t *testing.T) {
 	}
 }
 
+// TestRedriveAllStoppedHalfWayJSON: with --json, what was redriven before
+// the stop is still printed (a JSON list), and the stop is exit 1 with the
+// reason on stderr.
+func TestRedriveAllStoppedHalfWayJSON(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	qpath := filepath.Join(dir, "queue.db")
+	last := clock.Tick(0)
+	for _, id := range []string{"a1", "b1"} {
+		mustRun(t, dir, "enqueue", "--id", id, "--flow", id[:1], "--body", "x", "--now", itoa(int64(last)))
+		last = quarantine(t, qpath, id, last, "unavailable")
+	}
+	var out, errb bytes.Buffer
+	e := newEnv(strings.NewReader(""), &out, &errb)
+	e.openQueueAt = openWrapped(func(l queueLib) queueLib { return stopAfterOne{l} })
+	code := e.main([]string{"--queue", qpath, "redrive", "--all", "--json", "--reason", "endpoint back"})
+	if code != exitFail || !strings.Contains(errb.String(), "stopped after 1 event") {
+		t.Fatalf("exit %d, stderr %q; want exit %d and the stop", code, errb.String(), exitFail)
+	}
+	var done []redrivenRow
+	decodeStrict(t, out.String(), &done)
+	if len(done) != 1 || done[0].ID != "a1" {
+		t.Fatalf("stdout %s, want a1 listed", out.String())
+	}
+}
+
 // stopAfterOne redrives one event through the real store, then fails the way
 // a cancelled bulk redrive does.
 type stopAfterOne struct{ queueLib }

@@ -43,6 +43,23 @@ func (s schedule) inForm() string {
 	return "want a tick count such as 5; the queue runs in logical time, which counts ticks, not seconds"
 }
 
+// maybeTime reports whether text is a TIME in one of the clock modes (a
+// tick, or an RFC 3339 time): checked before the queue is opened, so that
+// a mistyped --at creates nothing; at checks it against the queue's mode.
+func maybeTime(text string) bool {
+	if _, err := strconv.ParseInt(text, 10, 64); err == nil {
+		return true
+	}
+	_, err := time.Parse(time.RFC3339Nano, text)
+	return err == nil
+}
+
+// maybeSpan is maybeTime for --in's D.
+func maybeSpan(text string) bool {
+	_, err := parseSpan(text)
+	return err == nil
+}
+
 // at reads TIME.
 func (s schedule) at(text string) (clock.Tick, error) {
 	if n, err := strconv.ParseInt(text, 10, 64); err == nil {

@@ -353,9 +353,33 @@ func (e *env) shardedQueueDB(readOnly bool) (*queueDB, error) {
 		if err := old.Close(); err != nil {
 			return nil, err
 		}
-		return e.shardedStore(shardMode{src: src, skew: skew, hold: !readOnly})
+		return e.shardedStore(shardMode{src: src, skew: skew, readOnly: readOnly, hold: !readOnly})
 	}
 	return &queueDB{s: s, reopen: reopen}, nil
+}
+
+// partway explains a queue-wide write (policy, destinations) that a
+// sharded queue refused after some shards had taken it (shard.Store writes
+// them in index order): those shards changed, so the explanation must not
+// say that nothing did. nil when no shard had changed.
+func partway(q *queueDB, err error) error {
+	var se *shard.ShardError
+	s, ok := q.sharded()
+	if !ok || !errors.As(err, &se) || len(se.Done) == 0 {
+		return nil
+	}
+	name := func(i int) string {
+		if i >= 0 && i < len(s.set.names) {
+			return s.set.names[i]
+		}
+		return strconv.Itoa(i)
+	}
+	done := make([]string, len(se.Done))
+	for k, i := range se.Done {
+		done[k] = name(i)
+	}
+	return fmt.Errorf("shard %s refused (%w) after %s had changed; the shards differ until the same command succeeds on every one (leave out --now to act at the highest mark)",
+		name(se.Shard), se.Err, strings.Join(done, ", "))
 }
 
 // sharded returns q's store as a sharded one, ok false for a plain queue.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -617,5 +618,74 @@ func TestShards_Postgres_WakeUpFromEveryShard(t *testing.T) {
 		id := fmt.Sprintf("woken-%d", sh)
 		mustPG(t, q, "", "enqueue", "--id", id, "--flow", flows[sh], "--body", `{"delta":1}`)
 		waitFor(t, time.Minute, "the event enqueued into shard "+fmt.Sprint(sh), delivered(id))
+	}
+}
+
+// On a sharded PostgreSQL queue too, a writer finds a reshard under way
+// and changes nothing, while a read command takes no hold and reads.
+func TestShards_Postgres_Guards(t *testing.T) {
+	q := pgShardedQueue(t)
+	mustPG(t, q, "", "shards", "create", "--count", "2")
+	mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "tenant-a", "--body", `{"delta":1}`)
+	_, base, err := pgTarget(q, "", "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, err := holdPG(context.Background(), pgtest.Pool(t), base, true) // as reshard holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	code, _, errs := runPG(t, q, "", "enqueue", "--id", "c", "--flow", "tenant-c", "--body", `{"delta":1}`)
+	if code != exitFail || !strings.Contains(errs, "a reshard of this queue is under way") {
+		t.Errorf("enqueue during a reshard: exit %d\n%s", code, errs)
+	}
+	for _, args := range [][]string{{"status"}, {"flows"}, {"redrive", "--all", "--dry-run"}} {
+		if code, out, errs := runPG(t, q, "", args...); code != exitOK {
+			t.Errorf("%v during a reshard (reads take no hold): exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+}
+
+// The hold of a SQLite sharded queue is one lock file however --queue
+// writes the directory: a reshard through "DIR/" or "./DIR/." still finds
+// a relay's hold through "DIR".
+func TestShardLockOneFile(t *testing.T) {
+	t.Parallel()
+	q := sqliteShardedQueue(t)
+	mustPG(t, q, "", "shards", "create", "--count", "2")
+	shared, err := holdSQLite(q, false) // as a relay holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	for _, other := range []string{q + "/", q + "/.", filepath.Join(q, "..", filepath.Base(q)) + "/"} {
+		if h, err := holdSQLite(other, true); !errors.Is(err, errHeld) {
+			if err == nil {
+				h.Close()
+			}
+			t.Errorf("exclusive hold through %q beside a shared one through %q: %v, want errHeld", other, q, err)
+		}
+	}
+}
+
+// A queue-wide write that one shard refuses after another took it says
+// which shards changed, never that nothing did.
+func TestShards_PolicyRefusedPartway(t *testing.T) {
+	t.Parallel()
+	q := sqliteShardedQueue(t)
+	mustPG(t, q, "", "shards", "create", "--count", "2")
+	marks := map[int]string{0: "40", 1: "60"}
+	for k := 0; len(marks) > 0; k++ {
+		f := fmt.Sprintf("f%d", k)
+		if m, ok := marks[shard.Of(f, 2)]; ok {
+			mustPG(t, q, "", "enqueue", "--id", f, "--flow", f, "--body", "x", "--now", m)
+			delete(marks, shard.Of(f, 2))
+		}
+	}
+	code, _, errs := runPG(t, q, "", "policy", "set", "--lease", "10", "--reason", "shorter", "--now", "50")
+	if code != exitFail || !strings.Contains(errs, shardFile(1)+" refused") || !strings.Contains(errs, shardFile(0)+" had changed") ||
+		strings.Contains(errs, "nothing changed") {
+		t.Errorf("policy set refused part way: exit %d\n%s", code, errs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -26,8 +27,9 @@ import (
 // errHeld says the hold was not free.
 var errHeld = errors.New("held by another process")
 
-// shardLockFile is the lock file of the SQLite sharded queue in dir.
-func shardLockFile(dir string) string { return dir + ".lock" }
+// shardLockFile is the lock file of the SQLite sharded queue in dir: one
+// file however the directory is written (orders, orders/, ./orders/.).
+func shardLockFile(dir string) string { return filepath.Clean(dir) + ".lock" }
 
 // holdSQLite takes the hold of the SQLite sharded queue in dir, shared or
 // exclusive, without waiting: errHeld when another process has it in a

@@ -66,7 +66,7 @@ func (e *env) openQueue(create bool) (*queueDB, error) {
 		return e.shardedQueue(false)
 	}
 	if isPostgres(e.queuePath) {
-		return e.pgQueue(create)
+		return e.pgQueue(create, false)
 	}
 	if !create {
 		if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
@@ -114,7 +114,7 @@ func (e *env) readQueue() (*queueDB, error) {
 		return e.shardedQueue(true)
 	}
 	if isPostgres(e.queuePath) {
-		return e.pgQueue(false)
+		return e.pgQueue(false, true)
 	}
 	if err := e.mustExist(e.queuePath, "queue", "queue"); err != nil {
 		return nil, err
@@ -145,11 +145,12 @@ func (e *env) readReceiver(optional bool) (*receiverDB, error) {
 	return r, nil
 }
 
-// pgQueue opens a postgres:// --queue (pg.go). A read command opens it as a
-// write command does: PostgreSQL has no read-only store, and opening an
-// existing schema changes nothing in it.
-func (e *env) pgQueue(create bool) (*queueDB, error) {
-	if q, err := e.shardedQueueDB(false); !errors.Is(err, errNotSharded) {
+// pgQueue opens a postgres:// --queue (pg.go). A read command (readOnly)
+// opens it as a write command does, but takes no writer's hold on a
+// sharded queue: PostgreSQL has no read-only store, and opening an existing
+// schema changes nothing in it.
+func (e *env) pgQueue(create, readOnly bool) (*queueDB, error) {
+	if q, err := e.shardedQueueDB(readOnly); !errors.Is(err, errNotSharded) {
 		if err != nil {
 			return nil, fmt.Errorf("open queue %s: %w", shown(e.queuePath), err)
 		}
