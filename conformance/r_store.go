@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fairrelay/fairrelay/receiver"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -183,6 +184,16 @@ func receiverReceive_Rule3_GapChangesNothingAndSkipsNothing(t *testing.T, rk *Re
 	rmustReceive(t, s, rmsg("e3", "f", 3, 5), receiver.Accepted)
 	if got := rtotal(t, s, "f"); got != 11 {
 		t.Fatalf("Total(f) = %d, want 11", got)
+	}
+
+	// The largest seq is a gap like any other, alone and in a batch beside
+	// a message that is accepted.
+	before = rsnap(t, s)
+	rmustReceive(t, s, rmsg("big", "g", math.MaxInt64, 5), receiver.Gap)
+	rassertUnchanged(t, s, before, "a gap at the largest seq")
+	rs, err := s.ReceiveBatch(context.Background(), []receiver.Message{rmsg("g1", "g", 1, 1), rmsg("big", "h", math.MaxInt64, 1)})
+	if err != nil || len(rs) != 2 || rs[0].Outcome != receiver.Accepted || rs[1].Outcome != receiver.Gap {
+		t.Fatalf("ReceiveBatch(g1, a gap at the largest seq) = %+v, %v; want accepted, gap", rs, err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fairrelay/fairrelay/receiver"
@@ -32,7 +33,7 @@ const qReceiveAccepted = `SELECT {s}.receive_accepted($1::text[], $2::text[], $3
 // receive does: on the one-call path when it may and receive_accepted
 // takes the batch, on the general path otherwise.
 func (s *Store) receiveAny(ctx context.Context, ms []receiver.Message, deltas []int64) ([]receiver.Outcome, error) {
-	if s.oneCallable(deltas) {
+	if s.oneCallable(ms, deltas) {
 		ok, err := s.oneCall(ctx, s.pool, ms, deltas)
 		if err != nil {
 			return nil, err
@@ -48,17 +49,24 @@ func (s *Store) receiveAny(ctx context.Context, ms []receiver.Message, deltas []
 	return s.receive(ctx, ms, deltas)
 }
 
-// oneCallable reports whether a batch with deltas may take the one-call
-// path as far as Go can tell: no hook to call inside the transaction
-// before its commit, and no delta above the store's maximum (rule 5,
-// which the function leaves to the general path). receive_accepted
-// checks the rest.
-func (s *Store) oneCallable(deltas []int64) bool {
+// oneCallable reports whether a batch ms with deltas may take the
+// one-call path as far as Go can tell: no hook to call inside the
+// transaction before its commit, no delta above the store's maximum (rule
+// 5, which the function leaves to the general path), and no seq so large
+// that receive_accepted's check (a flow's first seq plus its count in the
+// batch) would overflow a bigint: such a message is a gap, which the
+// general path answers. receive_accepted checks the rest.
+func (s *Store) oneCallable(ms []receiver.Message, deltas []int64) bool {
 	if s.general || s.hook != nil {
 		return false
 	}
 	for _, d := range deltas {
 		if d > s.maxDelta {
+			return false
+		}
+	}
+	for _, m := range ms {
+		if m.Seq > math.MaxInt64-int64(len(ms)) {
 			return false
 		}
 	}
