@@ -3,6 +3,7 @@ package clock
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -42,11 +43,12 @@ func NewManual(start Tick) *Manual {
 func (m *Manual) Now() Tick { return m.now }
 
 // Advance moves the schedule forward by d ticks and returns the new tick.
-// It panics when d is negative: moving backwards is a programmer error, and
-// [Manual.Set] is the way to try a given tick.
+// It panics when d is negative or would carry the tick past
+// math.MaxInt64 (wrapping below it): moving backwards is a programmer
+// error, and [Manual.Set] is the way to try a given tick.
 func (m *Manual) Advance(d Tick) Tick {
-	if d < 0 {
-		panic(fmt.Sprintf("clock: Advance(%d): negative step", d))
+	if d < 0 || m.now > math.MaxInt64-d {
+		panic(fmt.Sprintf("clock: Advance(%d) from %d: negative step or past the largest tick", d, m.now))
 	}
 	m.now += d
 	return m.now

@@ -2,6 +2,7 @@ package clock
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -69,6 +70,20 @@ func TestManualAdvanceNegativePanics(t *testing.T) {
 		}
 	}()
 	NewManual(0).Advance(-1)
+}
+
+func TestManualAdvancePastTheLargestTickPanics(t *testing.T) {
+	t.Parallel()
+	m := NewManual(math.MaxInt64 - 1)
+	if got := m.Advance(1); got != math.MaxInt64 {
+		t.Fatalf("Advance(1) = %d, want %d", got, Tick(math.MaxInt64))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("Advance(1) from the largest tick did not panic (now %d)", m.Now())
+		}
+	}()
+	m.Advance(1)
 }
 
 func TestWallIsUnixMillis(t *testing.T) {

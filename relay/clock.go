@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -46,13 +47,14 @@ func (m *ManualClock) Moved() <-chan struct{} {
 }
 
 // Advance moves the clock forward by d ticks and returns the new tick. It
-// panics when d is negative (a programmer error, as in clock.Manual).
+// panics when d is negative or would carry the tick past math.MaxInt64 (a
+// programmer error, as in clock.Manual).
 func (m *ManualClock) Advance(d clock.Tick) clock.Tick {
-	if d < 0 {
-		panic(fmt.Sprintf("relay: ManualClock.Advance(%d): negative step", d))
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if d < 0 || m.now > math.MaxInt64-d {
+		panic(fmt.Sprintf("relay: ManualClock.Advance(%d) from %d: negative step or past the largest tick", d, m.now))
+	}
 	m.move(m.now + d)
 	return m.now
 }
