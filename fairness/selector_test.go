@@ -106,3 +106,13 @@ func count(s []string, f string) int {
 	}
 	return n
 }
+
+// TestSimulateNoSteps: a negative or zero number of steps is no step, as
+// for SimulateRotation, not a panic.
+func TestSimulateNoSteps(t *testing.T) {
+	for _, steps := range []int{-1, 0} {
+		if got := Simulate(MinServed, nil, steps); len(got) != 0 {
+			t.Errorf("Simulate(MinServed, nil, %d) = %v, want no step", steps, got)
+		}
+	}
+}

@@ -18,7 +18,7 @@ type Arrivals func(step int) []string
 func Simulate(sel Selector, arrivals Arrivals, steps int) []string {
 	backlog := map[string]int{}
 	served := map[string]int64{}
-	out := make([]string, 0, steps)
+	out := make([]string, 0, max(steps, 0))
 	for step := 0; step < steps; step++ {
 		if arrivals != nil {
 			for _, f := range arrivals(step) {
