@@ -25,6 +25,10 @@ package writerlock
 
 import "errors"
 
-// ErrTimeout reports a wait for a turn that lasted longer than the timeout
-// given to [Open]. The caller holds nothing; nothing was written.
-var ErrTimeout = errors.New("writerlock: waited too long for a turn to write")
+var (
+	// ErrTimeout reports a wait for a turn that lasted longer than the
+	// timeout given to [Open]. The caller holds nothing; nothing was written.
+	ErrTimeout = errors.New("writerlock: waited too long for a turn to write")
+	// ErrClosed reports a Lock called after Close. The caller holds nothing.
+	ErrClosed = errors.New("writerlock: the lock is closed")
+)

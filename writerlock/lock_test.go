@@ -188,3 +188,46 @@ func BenchmarkUncontended(b *testing.B) {
 		l.Unlock()
 	}
 }
+
+// TestUseAfterClose: a Lock called after Close is ErrClosed, and an Unlock
+// after Close (a store closed while a write ran) touches no descriptor:
+// the numbers Close freed may belong to another Lock's files by then.
+func TestUseAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	l, err := OpenKeep(filepath.Join(dir, "a"), time.Second, Keep{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "b")
+	l2, err := OpenKeep(other, time.Second, Keep{}) // likely takes the freed numbers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if err := l2.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock()
+	l3, err := OpenKeep(other, 100*time.Millisecond, Keep{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Close()
+	if err := l3.Lock(ctx); !errors.Is(err, ErrTimeout) {
+		if err == nil {
+			l3.Unlock()
+		}
+		t.Fatalf("Lock beside a held turn after a stale Unlock = %v, want ErrTimeout", err)
+	}
+	if err := l.Lock(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lock after Close = %v, want ErrClosed", err)
+	}
+	l2.Unlock()
+}

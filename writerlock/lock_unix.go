@@ -100,9 +100,9 @@ func OpenKeep(path string, timeout time.Duration, keep Keep) (*Lock, error) {
 
 // Lock waits for this process's turn, then the file's, in arrival order.
 // When nobody waits it takes the turn without a timer or a goroutine. It
-// returns ctx's error when ctx ends first and [ErrTimeout] when the Lock's
-// timeout runs out; either way the caller holds nothing and must not call
-// Unlock. A wait given up on is handed back as soon as the kernel grants it.
+// returns ctx's error when ctx ends first, [ErrTimeout] when the Lock's
+// timeout runs out and [ErrClosed] after Close; each way the caller holds
+// nothing and must not call Unlock. A wait given up on is handed back as soon as the kernel grants it.
 func (l *Lock) Lock(ctx context.Context) error {
 	var t *time.Timer
 	select {
@@ -117,6 +117,12 @@ func (l *Lock) Lock(ctx context.Context) error {
 		case <-t.C:
 			return ErrTimeout
 		}
+	}
+	if l.isClosed() {
+		// Its descriptors are closed, and their numbers may be another
+		// file's now: never flock them.
+		<-l.sem
+		return ErrClosed
 	}
 	if l.takeKept() {
 		return nil
@@ -233,7 +239,7 @@ func (l *Lock) startRun() {
 // goes to the next writer at once.
 func (l *Lock) Unlock() {
 	l.mu.Lock()
-	if l.keep.keeps(l.run, time.Since(l.runFrom)) {
+	if !l.closed && l.keep.keeps(l.run, time.Since(l.runFrom)) {
 		l.kept = true
 		if l.linger == nil {
 			l.linger = time.AfterFunc(l.keep.Linger, l.letGo)
@@ -242,10 +248,21 @@ func (l *Lock) Unlock() {
 		}
 	} else {
 		l.run = 0
-		flock(l.turn, syscall.LOCK_UN) // fails only on a bad descriptor
+		if !l.closed || l.abandoned > 0 {
+			// Once Close closed the files the turn went with them, and the
+			// descriptor's number may be another file's now.
+			flock(l.turn, syscall.LOCK_UN) // fails only on a bad descriptor
+		}
 	}
 	l.mu.Unlock()
 	<-l.sem
+}
+
+// isClosed reports whether Close has been called.
+func (l *Lock) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // letGo hands a kept turn over when no write came within Keep.Linger. A
