@@ -78,8 +78,10 @@ const magic = "SQLite format 3\x00"
 
 // Check looks at path before a store opens it, and reads its header. write
 // says the store will write, and may create, the file: then a file that does
-// not exist yet is fine (Info is zero) and the file must be writable;
-// otherwise it must exist and be readable. It creates and changes nothing.
+// not exist yet is fine (Info is zero) and the file must be writable, and
+// its folder too when the -wal or -shm that SQLite creates beside it is
+// missing; otherwise it must exist and be readable. It creates and changes
+// nothing.
 //
 // It returns an [*Error] whose Kind is [ErrPath] for a missing folder, a
 // missing file (read-only), a directory, something that is not a regular
@@ -131,6 +133,20 @@ func Check(path string, write bool) (Info, error) {
 		return Info{}, &Error{ErrPath, "cannot open the file", err}
 	}
 	defer f.Close()
+	if write {
+		// SQLite creates the -wal and -shm beside the file when they are
+		// missing: a folder it cannot write fails the open later, untyped.
+		_, werr := os.Stat(path + "-wal")
+		_, serr := os.Stat(path + "-shm")
+		if werr != nil || serr != nil {
+			if err := folderWritable(dir); err != nil {
+				if errors.Is(err, syscall.EROFS) {
+					err = errors.Join(err, fs.ErrPermission)
+				}
+				return Info{}, &Error{ErrPath, fmt.Sprintf("cannot create files in the folder %s (a read-only open may still read it)", dir), err}
+			}
+		}
+	}
 	var h [headerLen]byte
 	n, err := io.ReadFull(f, h[:])
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {

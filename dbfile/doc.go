@@ -3,11 +3,12 @@
 // beside it, and opens a database read-only without creating a file.
 //
 // [Check] reads the file's 100-byte header and the file system's answer
-// about the path: a directory, a missing folder, a file without write
-// permission, a file that is not SQLite, a truncated copy and a newer
-// schema version are told apart with typed errors ([ErrNotDatabase],
+// about the path: a directory, a missing folder, a file (or, for a
+// writer, a folder) without write permission, a file that is not SQLite and
+// a truncated copy are told apart with typed errors ([ErrNotDatabase],
 // [ErrTruncated], [ErrPath]) that wrap the operating system's cause, so
-// errors.Is(err, fs.ErrPermission) works.
+// errors.Is(err, fs.ErrPermission) works; [Info] gives the schema version
+// for the store to judge.
 //
 // [OpenReadOnly] gives the SQLite URI of a read-only connection that creates
 // no -wal, -shm or lock file (see its documentation for how, and for the one

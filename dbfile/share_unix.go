@@ -57,3 +57,10 @@ func MatchFile(name string, perm os.FileMode, gid int) {
 		_ = os.Chown(name, -1, gid)
 	}
 }
+
+// folderWritable reports, through access(2), whether this process may
+// create files in dir (a read-write open of a database in WAL mode creates
+// its -wal and -shm there); the cause when it may not.
+func folderWritable(dir string) error {
+	return syscall.Access(dir, 0x2) // W_OK
+}

@@ -114,4 +114,23 @@ func TestOpen_AsAnotherUser(t *testing.T) {
 	if after := listDir(t, dir); !slices.Equal(before, after) {
 		t.Errorf("another user's opens changed the folder: %v -> %v", before, after)
 	}
+
+	// The file and its lock files writable, the folder not: SQLite could
+	// not create the -wal and -shm, so the read-write Open is the same
+	// clear ErrOpen, before anything is written.
+	for _, name := range []string{"", "-writer", "-writer-gate"} {
+		if err := os.Chmod(path+name, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = runAsNobody(t, "TestAsUserChild", asUserEnv+"="+path)
+	if err != nil {
+		t.Fatalf("child as uid %s: %v\n%s", nobody, err, out)
+	}
+	if want := "read-write: permission=true open=true"; !strings.Contains(string(out), want) {
+		t.Errorf("with the file writable and the folder not, child output lacks %q:\n%s", want, out)
+	}
+	if after := listDir(t, dir); !slices.Equal(before, after) {
+		t.Errorf("another user's opens changed the folder: %v -> %v", before, after)
+	}
 }
