@@ -209,6 +209,57 @@ func TestPanicKeepsRelaying(t *testing.T) {
 	}
 }
 
+// longHandler is a handler that runs until release is closed; it counts
+// its deliveries and notes a cancelled context.
+type longHandler struct {
+	started, release chan struct{}
+	deliveries       atomic.Int32
+	ctxErr           atomic.Value
+}
+
+func newLongHandler() *longHandler {
+	return &longHandler{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *longHandler) Handle(ctx context.Context, _ relay.Event) error {
+	h.deliveries.Add(1)
+	close(h.started)
+	<-h.release
+	if ctx.Err() != nil {
+		h.ctxErr.Store(context.Cause(ctx))
+	}
+	return nil
+}
+
+// outlive moves clk one tick at a time to until while h runs, each time
+// waiting for the relay to keep long/1's lease more than a third of lease
+// ahead; then it releases h and checks that the event was delivered once,
+// acked by its first claim, and that h's context was never cancelled. It
+// returns the relay's extend calls.
+func (h *longHandler) outlive(t *testing.T, q *fakeQueue, clk *relay.ManualClock, lease, until clock.Tick) int {
+	t.Helper()
+	<-h.started
+	for clk.Now() < until {
+		now := clk.Advance(1)
+		// The relay extends once a third (2 ticks of 6) or less is left.
+		q.waitFor(t, fmt.Sprintf("the lease kept alive at tick %d", now), func() bool {
+			return q.byID["long/1"].lease-now > lease/3
+		})
+	}
+	close(h.release)
+	q.waitFor(t, "long/1 acked", func() bool { return q.byID["long/1"].state == "acked" })
+	e := q.event("long/1")
+	if h.deliveries.Load() != 1 || e.gen != 1 || e.attempts != 1 {
+		t.Fatalf("deliveries = %d, generation = %d, attempts = %d, want 1, 1, 1", h.deliveries.Load(), e.gen, e.attempts)
+	}
+	if v := h.ctxErr.Load(); v != nil {
+		t.Fatalf("handler context cancelled: %v", v)
+	}
+	var extends int
+	q.get(func() { extends = q.calls["extend"] })
+	return extends
+}
+
 // TestHandlerOutlivesThreeLeases: a handler runs while the clock moves one
 // tick at a time through more than three leases; the relay extends the
 // lease before it runs out, the event is delivered once and acked by its
@@ -218,39 +269,9 @@ func TestHandlerOutlivesThreeLeases(t *testing.T) {
 	q := newFake(testPolicy(lease, 3))
 	q.enqueue("long", 1)
 	clk := relay.NewManualClock(100)
-	started, release := make(chan struct{}), make(chan struct{})
-	var deliveries atomic.Int32
-	var ctxErr atomic.Value
-	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
-		deliveries.Add(1)
-		close(started)
-		<-release
-		if ctx.Err() != nil {
-			ctxErr.Store(context.Cause(ctx))
-		}
-		return nil
-	})
+	h := newLongHandler()
 	start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour})
-	<-started
-	for clk.Now() < 100+4*lease {
-		now := clk.Advance(1)
-		// The relay extends once a third (2 ticks) or less is left.
-		q.waitFor(t, fmt.Sprintf("the lease kept alive at tick %d", now), func() bool {
-			return q.byID["long/1"].lease-now > 2
-		})
-	}
-	close(release)
-	q.waitFor(t, "long/1 acked", func() bool { return q.byID["long/1"].state == "acked" })
-	e := q.event("long/1")
-	if deliveries.Load() != 1 || e.gen != 1 || e.attempts != 1 {
-		t.Fatalf("deliveries = %d, generation = %d, attempts = %d, want 1, 1, 1", deliveries.Load(), e.gen, e.attempts)
-	}
-	if v := ctxErr.Load(); v != nil {
-		t.Fatalf("handler context cancelled: %v", v)
-	}
-	var extends int
-	q.get(func() { extends = q.calls["extend"] })
-	if extends < 3*lease/3 { // at least one extension per lease
+	if extends := h.outlive(t, q, clk, lease, 100+4*lease); extends < 3 { // at least one extension per lease
 		t.Fatalf("extend calls = %d, want at least %d", extends, 3)
 	}
 }
@@ -264,42 +285,13 @@ func TestLeaseShortenedWhileRunning(t *testing.T) {
 	const lease = 6
 	q := newFake(testPolicy(10*lease, 3))
 	clk := relay.NewManualClock(100)
-	started, release := make(chan struct{}), make(chan struct{})
-	var deliveries atomic.Int32
-	var ctxErr atomic.Value
-	h := relay.HandlerFunc(func(ctx context.Context, e relay.Event) error {
-		deliveries.Add(1)
-		close(started)
-		<-release
-		if ctx.Err() != nil {
-			ctxErr.Store(context.Cause(ctx))
-		}
-		return nil
-	})
+	h := newLongHandler()
 	run := start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour})
 	q.waitFor(t, "the relay read the policy", func() bool { return q.calls["policy"] > 0 })
 	q.get(func() { q.pol.Lease = lease })
 	q.enqueue("long", 1)
 	run.r.Notify()
-	<-started
-	for clk.Now() < 100+4*lease {
-		now := clk.Advance(1)
-		q.waitFor(t, fmt.Sprintf("the lease kept alive at tick %d", now), func() bool {
-			return q.byID["long/1"].lease-now > 2
-		})
-	}
-	close(release)
-	q.waitFor(t, "long/1 acked", func() bool { return q.byID["long/1"].state == "acked" })
-	e := q.event("long/1")
-	if deliveries.Load() != 1 || e.gen != 1 || e.attempts != 1 {
-		t.Fatalf("deliveries = %d, generation = %d, attempts = %d, want 1, 1, 1", deliveries.Load(), e.gen, e.attempts)
-	}
-	if v := ctxErr.Load(); v != nil {
-		t.Fatalf("handler context cancelled: %v", v)
-	}
-	var extends int
-	q.get(func() { extends = q.calls["extend"] })
-	if extends > 4*lease { // an extension per third of a lease, not one per tick
+	if extends := h.outlive(t, q, clk, lease, 100+4*lease); extends > 4*lease { // an extension per third of a lease, not one per tick
 		t.Fatalf("extend calls = %d over %d ticks, want fewer", extends, 4*lease)
 	}
 }
