@@ -219,9 +219,10 @@ func transplantRoundTrip(t *testing.T, src, dst Queue) {
 
 // ExportFlow of an unknown flow is ErrNotFound; ImportFlow refuses an
 // event ID or a flow the store has (ErrConflict), an inconsistent export
-// (ErrInvalid) and an unregistered destination (ErrUnknownDestination);
-// ImportAudit refuses a row about a flow (ErrInvalid), FlowNames a limit
-// of 0 (ErrInvalid). Every refusal changes nothing.
+// (ErrInvalid: an audit detail that is not JSON too) and an unregistered
+// destination (ErrUnknownDestination); ImportAudit refuses a row about a
+// flow or a detail that is not JSON (ErrInvalid), FlowNames a limit of 0
+// (ErrInvalid). Every refusal changes nothing.
 func queueTransplant_7_10_ImportRefusals(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
 	ctx := context.Background()
@@ -268,6 +269,12 @@ func queueTransplant_7_10_ImportRefusals(t *testing.T, bk *QueueBackend) {
 		{"wrong head", bad(func(y *queue.FlowExport) { y.Flow.HeadSeq = 1 }), queue.ErrInvalid},
 		{"pending before head", bad(func(y *queue.FlowExport) { y.Events[0].State, y.Events[0].AckedAt = queue.StatePending, 0 }), queue.ErrInvalid},
 		{"unknown state", bad(func(y *queue.FlowExport) { y.Events[2].State = "lost" }), queue.ErrInvalid},
+		{"audit detail not JSON", bad(func(y *queue.FlowExport) {
+			for k := range y.Events {
+				y.Events[k].ID += "-z"
+			}
+			y.Audit = []queue.AuditRecord{{Kind: queue.AuditWeight, Reason: "r", Detail: "not json", At: 1}}
+		}), queue.ErrInvalid},
 		{"unregistered destination", bad(func(y *queue.FlowExport) {
 			for k := range y.Events {
 				y.Events[k].ID += "-y"
@@ -284,6 +291,9 @@ func queueTransplant_7_10_ImportRefusals(t *testing.T, bk *QueueBackend) {
 	assertUnchanged(t, "refused imports", before, snap(t, dst))
 	if err := to.ImportAudit(ctx, []queue.AuditRecord{{Kind: queue.AuditRedrive, EventID: "a1", Generation: 1, Reason: "r", At: 1}}, now); !errors.Is(err, queue.ErrInvalid) {
 		t.Errorf("ImportAudit(redrive row) error = %v, want ErrInvalid", err)
+	}
+	if err := to.ImportAudit(ctx, []queue.AuditRecord{{Kind: queue.AuditPolicy, Reason: "r", Detail: "x", At: 1}}, now); !errors.Is(err, queue.ErrInvalid) {
+		t.Errorf("ImportAudit(detail not JSON) error = %v, want ErrInvalid", err)
 	}
 	if _, err := to.FlowNames(ctx, "", 0); !errors.Is(err, queue.ErrInvalid) {
 		t.Errorf("FlowNames(limit 0) error = %v, want ErrInvalid", err)

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -105,8 +106,8 @@ func (x FlowExport) Check() (head int, mark clock.Tick, err error) {
 				return bad("redrive row %d names no event of the flow", r.ID)
 			}
 		case AuditWeight, AuditPause, AuditResume, AuditFlowDestination:
-			if r.EventID != "" || r.Detail == "" {
-				return bad("%s row %d without a detail", r.Kind, r.ID)
+			if r.EventID != "" || !json.Valid([]byte(r.Detail)) {
+				return bad("%s row %d without a JSON detail", r.Kind, r.ID)
 			}
 		default:
 			return bad("audit row %d of kind %q is not about a flow", r.ID, r.Kind)
@@ -118,7 +119,7 @@ func (x FlowExport) Check() (head int, mark clock.Tick, err error) {
 
 // CheckQueueAudit checks the rows of a Transplanter's ImportAudit: rows of
 // the queue-wide kinds (policy, destination, destination_pause,
-// destination_resume, shard), each with a reason and a detail. It returns
+// destination_resume, shard), each with a reason and a JSON detail. It returns
 // the highest tick among them; an error wraps ErrInvalid.
 func CheckQueueAudit(rows []AuditRecord) (mark clock.Tick, err error) {
 	for _, r := range rows {
@@ -127,8 +128,8 @@ func CheckQueueAudit(rows []AuditRecord) (mark clock.Tick, err error) {
 		default:
 			return 0, fmt.Errorf("%w: audit row %d of kind %q is not queue-wide", ErrInvalid, r.ID, r.Kind)
 		}
-		if r.Reason == "" || r.Detail == "" || r.EventID != "" || r.At < 0 {
-			return 0, fmt.Errorf("%w: audit row %d (%s) without a reason or detail", ErrInvalid, r.ID, r.Kind)
+		if r.Reason == "" || !json.Valid([]byte(r.Detail)) || r.EventID != "" || r.At < 0 {
+			return 0, fmt.Errorf("%w: audit row %d (%s) without a reason or a JSON detail", ErrInvalid, r.ID, r.Kind)
 		}
 		mark = max(mark, r.At)
 	}
