@@ -14,7 +14,8 @@
 //     shard only: a failure in one shard's part leaves the parts of the
 //     shards before it committed, and the error ([ShardError]) says which.
 //     A retry of the whole batch is harmless: what was committed comes
-//     back Duplicate (enqueue) or Stale (settle, extend). Claims made in
+//     back Duplicate (enqueue) or Stale (settle), and an extension again
+//     extends the same claim. Claims made in
 //     the shards before a failing one are not returned: they come back
 //     after their lease, as a crashed relay's would.
 //   - Event IDs are unique per shard only: an ID reused in another flow
