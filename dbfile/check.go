@@ -123,10 +123,7 @@ func Check(path string, write bool) (Info, error) {
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		err = cause(err)
-		if errors.Is(err, syscall.EROFS) {
-			err = errors.Join(err, fs.ErrPermission)
-		}
+		err = permission(cause(err))
 		if write && errors.Is(err, fs.ErrPermission) {
 			return Info{}, &Error{ErrPath, "no permission to write the file (a read-only open may still read it)", err}
 		}
@@ -140,9 +137,7 @@ func Check(path string, write bool) (Info, error) {
 		_, serr := os.Stat(path + "-shm")
 		if werr != nil || serr != nil {
 			if err := folderWritable(dir); err != nil {
-				if errors.Is(err, syscall.EROFS) {
-					err = errors.Join(err, fs.ErrPermission)
-				}
+				err = permission(err)
 				return Info{}, &Error{ErrPath, fmt.Sprintf("cannot create files in the folder %s (a read-only open may still read it)", dir), err}
 			}
 		}
@@ -203,6 +198,15 @@ func cause(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
+	}
+	return err
+}
+
+// permission makes a read-only file system a refused permission too, so
+// errors.Is(err, fs.ErrPermission) holds for it.
+func permission(err error) error {
+	if errors.Is(err, syscall.EROFS) {
+		return errors.Join(err, fs.ErrPermission)
 	}
 	return err
 }

@@ -118,21 +118,7 @@ func TestMergedReads(t *testing.T) {
 		// Pages in every order walk the whole merged list, forwards and
 		// backwards, each flow once.
 		for _, sort := range []queue.FlowSort{queue.SortByFlow, queue.SortByBacklog, queue.SortByServed} {
-			var walked []string
-			after := ""
-			for pages := 0; ; pages++ {
-				p, err := s.FlowsPage(ctx, queue.FlowQuery{Sort: sort, After: after, Limit: 7})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, f := range p.Flows {
-					walked = append(walked, f.Flow)
-				}
-				if p.Next == "" || pages > 10 {
-					break
-				}
-				after = p.Next
-			}
+			walked := walkFlows(t, s, queue.FlowQuery{Sort: sort, Limit: 7})
 			wantOrder := slices.Clone(want)
 			slices.SortStableFunc(wantOrder, func(a, b queue.FlowState) int {
 				switch sort {
@@ -218,6 +204,27 @@ func TestMergedReads(t *testing.T) {
 	})
 }
 
+// walkFlows follows q's pages forward from the first and returns the
+// flows in the order walked, at most 50 pages.
+func walkFlows(t *testing.T, s *shard.Store, q queue.FlowQuery) []string {
+	t.Helper()
+	var walked []string
+	for pages := 0; pages < 50; pages++ {
+		p, err := s.FlowsPage(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range p.Flows {
+			walked = append(walked, f.Flow)
+		}
+		if p.Next == "" {
+			break
+		}
+		q.After = p.Next
+	}
+	return walked
+}
+
 // TestMergedBlockedPages: pages by blocked merge by each store's own key.
 // A head whose lease ran out but that no claim has promoted yet counts as
 // waiting in its store (the cached readiness); the merged pages walk every
@@ -243,21 +250,7 @@ func TestMergedBlockedPages(t *testing.T) {
 		// store keys it waiting (1), as c, whose lease has not run out.
 		enqueue(t, s, "a2", a, 1+queue.Lease+1)
 		for _, limit := range []int{1, 2, 10} {
-			var walked []string
-			q := queue.FlowQuery{Sort: queue.SortByBlocked, Limit: limit}
-			for pages := 0; ; pages++ {
-				p, err := s.FlowsPage(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, f := range p.Flows {
-					walked = append(walked, f.Flow)
-				}
-				if p.Next == "" || pages > 3 {
-					break
-				}
-				q.After = p.Next
-			}
+			walked := walkFlows(t, s, queue.FlowQuery{Sort: queue.SortByBlocked, Limit: limit})
 			if want := []string{a, c}; !slices.Equal(walked, want) {
 				t.Errorf("limit %d: pages by blocked walked %v, want each of %v once", limit, walked, want)
 			}

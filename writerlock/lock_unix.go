@@ -102,7 +102,8 @@ func OpenKeep(path string, timeout time.Duration, keep Keep) (*Lock, error) {
 // When nobody waits it takes the turn without a timer or a goroutine. It
 // returns ctx's error when ctx ends first, [ErrTimeout] when the Lock's
 // timeout runs out and [ErrClosed] after Close; each way the caller holds
-// nothing and must not call Unlock. A wait given up on is handed back as soon as the kernel grants it.
+// nothing and must not call Unlock. A wait given up on is handed back as
+// soon as the kernel grants it.
 func (l *Lock) Lock(ctx context.Context) error {
 	var t *time.Timer
 	select {
