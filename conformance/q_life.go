@@ -780,6 +780,45 @@ func queuePrune_7_9_LimitAndMore(t *testing.T, bk *QueueBackend) {
 	}
 }
 
+// docs/contract.md §7.9: an acked event whose redrive audit row is still
+// there waits for the batch that deletes that row, so one batch deletes
+// the same rows on every backend; the audit rows go oldest first.
+func queuePrune_7_9_EventWaitsForItsAuditRow(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	ctx := context.Background()
+	s := bk.openPolicy(t, retention(5))
+	pr := pruner(t, s)
+	enqueue(t, s, "p1", "p", "x", 1)
+	pause(t, pauser(t, s), "p", "older row", 1)
+	enqueue(t, s, "b1", "b", "x", 1)
+	c, now := quarantineHeadOf(t, s, "b1", 2)
+	if err := s.Redrive(ctx, "b1", c.Generation, "fixed", now); err != nil {
+		t.Fatalf("Redrive(b1) error = %v", err)
+	}
+	ack(t, s, "b1", now)
+	at := now + 100
+	if got := prunable(t, pr, at); got != (queue.PruneResult{Events: 1, Audit: 2}) {
+		t.Fatalf("Prunable(%d) = %+v, want 1 event and 2 audit rows", at, got)
+	}
+	steps := []queue.PruneResult{
+		{Audit: 1, More: true},            // the pause row; b1 waits for its redrive row
+		{Events: 1, Audit: 1, More: true}, // the redrive row, then b1
+		{},
+	}
+	for i, want := range steps {
+		if got := prune(t, pr, at, 1); got != want {
+			t.Fatalf("Prune(%d, 1) #%d = %+v, want %+v", at, i+1, got, want)
+		}
+		if i == 0 {
+			if e := event(t, s, "b1"); e.State != queue.StateAcked {
+				t.Fatalf("b1 after the first batch = %s, want still acked", jsonOf(e))
+			}
+		}
+	}
+	_, err := s.Event(ctx, "b1")
+	wantErr(t, "Event(pruned b1)", err, queue.ErrNotFound)
+}
+
 // docs/contract.md §7.9: Prunable changes nothing, not even the clock mark,
 // and counts what Prune at the same tick then deletes in all its batches.
 func queuePrune_7_9_PrunableMatchesPrune(t *testing.T, bk *QueueBackend) {

@@ -38,11 +38,17 @@ WHERE flow = $1`
 	// qPruneEvents deletes at most $2 acked events acked at or before $1,
 	// in ack order, through the acked table's primary key, with their
 	// ack rows and attempt history; it returns how many events it
-	// deleted. The rows to delete are passed on as arrays (ctid = ANY,
-	// id = ANY), so that each deletion is a probe per row, never a join
-	// that reads a whole table.
+	// deleted. An event whose redrive audit row is still there (a batch
+	// whose audit limit stopped before it) waits for a later batch, as
+	// on SQLite, where that row's foreign key holds the event: the row
+	// was written before the ack, so it is at or below the cutoff too and
+	// qPruneAudit, run first, reaches it. The rows to delete are passed
+	// on as arrays (ctid = ANY, id = ANY), so that each deletion is a
+	// probe per row, never a join that reads a whole table.
 	qPruneEvents = `WITH k AS (
-    SELECT ctid AS t FROM {s}.acked WHERE at <= $1 ORDER BY at, event_id LIMIT $2),
+    SELECT ctid AS t FROM {s}.acked AS k WHERE at <= $1
+        AND NOT EXISTS (SELECT 1 FROM {s}.audit AS a WHERE a.event_id = k.event_id)
+    ORDER BY at, event_id LIMIT $2),
 d AS (
     DELETE FROM {s}.acked WHERE ctid = ANY (ARRAY(SELECT t FROM k)) RETURNING event_id),
 h AS (
@@ -153,7 +159,8 @@ func (s *Store) pauseFlow(ctx context.Context, flow, reason string, now clock.Ti
 // served counts, weights, pauses) stay. limit is 1..queue.MaxPruneBatch
 // (queue.ErrInvalid otherwise); now is checked and recorded as every
 // write's tick. Both deletions go through an index (acked's primary key,
-// audit_at).
+// audit_at); an event whose redrive audit row is left waits for the batch
+// that deletes it.
 func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (queue.PruneResult, error) {
 	if err := queue.CheckPruneLimit(limit); err != nil {
 		return queue.PruneResult{}, fmt.Errorf("prune: %w", err)
@@ -169,8 +176,8 @@ func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (queue.Pru
 			return nil
 		}
 		var pp pipe
-		pp.query("prune events", func(r pgx.Rows) error { return r.Scan(&out.Events) }, s.q(qPruneEvents), int64(cutoff), limit)
 		pp.query("prune audit", func(r pgx.Rows) error { return r.Scan(&out.Audit) }, s.q(qPruneAudit), int64(cutoff), limit)
+		pp.query("prune events", func(r pgx.Rows) error { return r.Scan(&out.Events) }, s.q(qPruneEvents), int64(cutoff), limit)
 		return pp.send(ctx, tx)
 	})
 	if err != nil {

@@ -194,6 +194,7 @@ func indexCases() []planCase {
 		{"pause", qPause, []any{"f0001", "ops"}, "flows_pkey"},
 		{"resume", qResume, []any{"f0001", int64(4), int64(4), false}, "flows_pkey"},
 		{"prune events", qPruneEvents, []any{int64(1), 100}, "acked_pkey"},
+		{"prune events: redrive rows", qPruneEvents, []any{int64(1), 100}, "audit_event"},
 		{"prune audit", qPruneAudit, []any{int64(100), 100}, "audit_at"},
 		// Prunable counts every prunable row: at a cutoff below the
 		// acks (all at 1) and the audit rows, each count is an index range.
