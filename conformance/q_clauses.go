@@ -135,5 +135,6 @@ var queueClauses = []queueClause{
 	{"Dest_7_11_PausedDestinationNotDue", queueDest_7_11_PausedDestinationNotDue},
 	{"Transplant_7_10_RoundTrip", queueTransplant_7_10_RoundTrip},
 	{"Transplant_7_10_ImportRefusals", queueTransplant_7_10_ImportRefusals},
+	{"Transplant_7_10_InFlightKeepsItsSlot", queueTransplant_7_10_InFlightKeepsItsSlot},
 	{"Shard_7_10_Label", queueShard_7_10_Label},
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/fairrelay/fairrelay/clock"
@@ -217,6 +218,63 @@ func transplantRoundTrip(t *testing.T, src, dst Queue) {
 	}
 }
 
+// An in-flight event moves with the destination its claim counts against
+// (ExportedEvent.Dest), even when SetFlowDestination has changed its
+// flow's since: in the importing store that destination stays full until
+// the lease ends, as it was in the first (docs/contract.md §7.10, §7.11).
+func queueTransplant_7_10_InFlightKeepsItsSlot(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := bk.open(t), bk.open(t)
+	one, other := testDest("one", 1, 0), testDest("other", 0, 0)
+	for _, s := range []Queue{src, dst} {
+		putDest(t, dests(t, s), one, 1)
+		putDest(t, dests(t, s), other, 1)
+	}
+	enqueueTo(t, src, "x1", "x", one.Name, 0, 1)
+	enqueueTo(t, src, "y1", "y", one.Name, 0, 1)
+	cs, err := src.ClaimBatch(ctx, 2, 2)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("ClaimBatch under a concurrency of 1 = %v, %v; want one claim", cs, err)
+	}
+	moved, lease := cs[0].Flow, cs[0].LeaseUntil
+	if err := dests(t, src).SetFlowDestination(ctx, moved, other.Name, "move", 2); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := src.ClaimBatch(ctx, 3, 2); err != nil || len(cs) != 0 {
+		t.Fatalf("ClaimBatch with one's slot taken = %v, %v; want none", cs, err)
+	}
+	from, to := transplanter(t, src), transplanter(t, dst)
+	for _, f := range []string{"x", "y"} {
+		x, err := from.ExportFlow(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == moved && (x.Flow.Destination != other.Name || x.Events[0].Dest != one.Name) {
+			t.Fatalf("ExportFlow(%s) = destination %q, in-flight slot %q; want %q and %q", f, x.Flow.Destination, x.Events[0].Dest, other.Name, one.Name)
+		}
+		if f != moved && x.Events[0].Dest != "" {
+			t.Fatalf("ExportFlow(%s): pending event with slot %q", f, x.Events[0].Dest)
+		}
+		if err := to.ImportFlow(ctx, x, 3); err != nil {
+			t.Fatalf("ImportFlow(%s): %v", f, err)
+		}
+		y, err := to.ExportFlow(ctx, f)
+		if err != nil || !reflect.DeepEqual(y.Events, x.Events) {
+			t.Fatalf("ExportFlow(%s) after import = %s, %v; want %s", f, jsonOf(y.Events), err, jsonOf(x.Events))
+		}
+	}
+	if cs, err := dst.ClaimBatch(ctx, 3, 2); err != nil || len(cs) != 0 {
+		t.Fatalf("ClaimBatch after the move = %s, %v; want none: one's slot is still taken", jsonOf(cs), err)
+	}
+	// Once the lease ends the slot is free and the moved flow's head is
+	// taken over for its new destination.
+	cs, err = dst.ClaimBatch(ctx, lease+1, 2)
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("ClaimBatch after the lease = %s, %v; want both heads", jsonOf(cs), err)
+	}
+}
+
 // ExportFlow of an unknown flow is ErrNotFound; ImportFlow refuses an
 // event ID or a flow the store has (ErrConflict), an inconsistent export
 // (ErrInvalid: an audit detail that is not JSON too) and an unregistered
@@ -230,6 +288,10 @@ func queueTransplant_7_10_ImportRefusals(t *testing.T, bk *QueueBackend) {
 	now := richFlows(t, src)
 	from := transplanter(t, src)
 	x, err := from.ExportFlow(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xc, err := from.ExportFlow(ctx, "c") // its head is in flight
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +337,23 @@ func queueTransplant_7_10_ImportRefusals(t *testing.T, bk *QueueBackend) {
 			}
 			y.Audit = []queue.AuditRecord{{Kind: queue.AuditWeight, Reason: "r", Detail: "not json", At: 1}}
 		}), queue.ErrInvalid},
+		{"slot on an event not in flight", bad(func(y *queue.FlowExport) {
+			for k := range y.Events {
+				y.Events[k].ID += "-s"
+			}
+			y.Audit = nil
+			y.Events[0].Dest = transplantDest.Name
+		}), queue.ErrInvalid},
+		{"in-flight slot of an unregistered destination", func() queue.FlowExport {
+			y := xc
+			y.Events = slices.Clone(xc.Events)
+			for k := range y.Events {
+				if y.Events[k].State == queue.StateInflight {
+					y.Events[k].Dest = "nowhere"
+				}
+			}
+			return y
+		}(), queue.ErrUnknownDestination},
 		{"unregistered destination", bad(func(y *queue.FlowExport) {
 			for k := range y.Events {
 				y.Events[k].ID += "-y"

@@ -28,7 +28,7 @@ const (
 	qExportFlow = `SELECT f.flow, f.served, s.last_seq, f.weight, coalesce(f.paused, '')` + qExportDestCol + `
 FROM {s}.flows AS f JOIN {s}.flow_seqs AS s ON s.flow = f.flow WHERE f.flow = $1`
 
-	qExportEvents = `SELECT ` + qEventCols + `, ticket, enqueued_at FROM {s}.events WHERE flow = $1 ORDER BY seq`
+	qExportEvents = `SELECT ` + qEventCols + `, ticket, enqueued_at` + qExportEventDestCol + ` FROM {s}.events WHERE flow = $1 ORDER BY seq`
 
 	qExportHistory = `SELECT a.event_id, a.generation, a.attempt, a.at, a.outcome, a.reason, a.error
 FROM {s}.events AS e JOIN {s}.attempts AS a ON a.event_id = e.id WHERE e.flow = $1 ORDER BY a.event_id, a.generation`
@@ -50,9 +50,9 @@ ORDER BY 1`
 	qImportFlow       = `INSERT INTO {s}.flows (flow, last_seq, served, head_seq, ready_at, ready, weight, pass, joined, head_enqueued_at, paused)
 VALUES ($1, $2, $3, $4, $5, false, $6, $7, $8, $9, $10)`
 	qImportEvents = `INSERT INTO {s}.events (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
-    available_at, lease_until, ticket, reason, enqueued_at, acked_at)
+    available_at, lease_until, ticket, reason, enqueued_at, acked_at, dest)
 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::bigint[], $7::integer[], $8::bigint[],
-    $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::bigint[])`
+    $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::bigint[], $15::text[])`
 	qImportAttempts = `INSERT INTO {s}.attempts (event_id, generation, attempt, at, outcome, reason, error)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::bigint[], $5::text[], $6::text[], $7::text[])`
 	qImportAcked = `INSERT INTO {s}.acked (at, event_id) SELECT * FROM unnest($1::bigint[], $2::text[])`
@@ -106,7 +106,7 @@ func (s *Store) ExportFlow(ctx context.Context, flow string) (queue.FlowExport, 
 		rows, _ := tx.Query(ctx, s.q(qExportEvents), flow)
 		var e queue.ExportedEvent
 		var avail, lease, acked, enq int64
-		_, err = pgx.ForEachRow(rows, append(eventDest(&e.EventState, &avail, &lease, &acked), &e.Ticket, &enq), func() error {
+		_, err = pgx.ForEachRow(rows, append(eventDest(&e.EventState, &avail, &lease, &acked), &e.Ticket, &enq, &e.Dest), func() error {
 			c := e
 			c.AvailableAt, c.LeaseUntil, c.AckedAt, c.EnqueuedAt = clock.Tick(avail), clock.Tick(lease), clock.Tick(acked), clock.Tick(enq)
 			x.Events = append(x.Events, c)
@@ -171,7 +171,7 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 	}
 	f := x.Flow
 	n := len(x.Events)
-	ids, flows, bodies, states, reasons := make([]string, n), make([]string, n), make([][]byte, n), make([]string, n), make([]string, n)
+	ids, flows, bodies, states, reasons, evDests := make([]string, n), make([]string, n), make([][]byte, n), make([]string, n), make([]string, n), make([]string, n)
 	seqs, gens, lifes, avails, leases, tickets, enqs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	attempts := make([]int32, n)
 	ackedAts := make([]*int64, n)
@@ -182,7 +182,7 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 	var aIDs []string
 	var ticket int64
 	for k, e := range x.Events {
-		ids[k], flows[k], seqs[k], bodies[k], states[k] = e.ID, e.Flow, e.Seq, e.Body, e.State
+		ids[k], flows[k], seqs[k], bodies[k], states[k], evDests[k] = e.ID, e.Flow, e.Seq, e.Body, e.State, e.Dest
 		gens[k], attempts[k], lifes[k] = e.Generation, int32(e.Attempts), int64(e.LifetimeAttempts)
 		avails[k], leases[k], tickets[k], reasons[k], enqs[k] = int64(e.AvailableAt), int64(e.LeaseUntil), e.Ticket, e.Reason, int64(e.EnqueuedAt)
 		if e.State == queue.StateAcked {
@@ -215,7 +215,7 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 		case !isNoRows(err):
 			return fmt.Errorf("find events: %w", err)
 		}
-		if err := s.importDestination(ctx, tx, f.Destination); err != nil {
+		if err := s.importDestinations(ctx, tx, x); err != nil {
 			return err
 		}
 		var headSeq, readyAt, headEnq *int64
@@ -252,7 +252,7 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 		}
 		if n > 0 {
 			if _, err := tx.Exec(ctx, s.q(qImportEvents), ids, flows, seqs, bodies, states, gens, attempts, lifes,
-				avails, leases, tickets, reasons, enqs, ackedAts); err != nil {
+				avails, leases, tickets, reasons, enqs, ackedAts, evDests); err != nil {
 				return importError("insert events", err)
 			}
 		}
@@ -265,9 +265,6 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 			if _, err := tx.Exec(ctx, s.q(qImportAcked), aAts, aIDs); err != nil {
 				return importError("record acks", err)
 			}
-		}
-		if err := s.importEventDestination(ctx, tx, f.Flow, f.Destination); err != nil {
-			return err
 		}
 		if err := s.insertAudit(ctx, tx, x.Audit); err != nil {
 			return err

@@ -74,6 +74,11 @@ type ExportedEvent struct {
 	EventState
 	Ticket     int64      `json:"ticket"`
 	EnqueuedAt clock.Tick `json:"enqueued_at"`
+	// Dest is, for an event in flight, the destination its claim counts
+	// against (docs/contract.md §7.11): the flow's destination when it was
+	// claimed, which SetFlowDestination may have changed since. It is ""
+	// for the default destination and for an event not in flight.
+	Dest string `json:"dest,omitempty"`
 }
 
 // Transplanter is a Store whose flows can be moved whole to another store

@@ -3,6 +3,7 @@ package queue
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/fairrelay/fairrelay/clock"
 )
@@ -11,8 +12,9 @@ import (
 // (docs/contract.md §7.10): a valid flow row, events of that flow in
 // strictly ascending sequence order up to its LastSeq, each in a state the
 // schema allows, every event before the head acked and every one after it
-// pending, the flow's HeadSeq the lowest event not acked (0 when every
-// event is acked), histories in generation order, and audit rows of the
+// pending, a destination slot (Dest) on in-flight events only, the
+// flow's HeadSeq the lowest event not acked (0 when every event is
+// acked), histories in generation order, and audit rows of the
 // kinds that belong to a flow (redrive rows naming one of its events). It
 // returns the index in x.Events of the head (-1 when there is none) and
 // the highest tick x records as written (enqueues, acks, failures, audit
@@ -68,6 +70,14 @@ func (x FlowExport) Check() (head int, mark clock.Tick, err error) {
 			(e.State == StateInflight) != (e.LeaseUntil > 0) || (e.State == StateInflight && e.Attempts < 1) ||
 			(e.State == StateQuarantined && e.Reason == "") || (e.State != StateAcked && e.AckedAt != 0) {
 			return bad("event %q: counters or ticks the schema refuses", e.ID)
+		}
+		if e.Dest != "" {
+			if e.State != StateInflight {
+				return bad("event %q is %s with a destination slot", e.ID, e.State)
+			}
+			if err := CheckEventDestination(e.Dest); err != nil {
+				return -1, 0, err
+			}
 		}
 		if head < 0 && e.State != StateAcked {
 			head = k
@@ -134,4 +144,22 @@ func CheckQueueAudit(rows []AuditRecord) (mark clock.Tick, err error) {
 		mark = max(mark, r.At)
 	}
 	return mark, nil
+}
+
+// Destinations lists the destinations x names, each once and the default
+// left out: its flow's, then those its in-flight events count against
+// (ExportedEvent.Dest). ImportFlow refuses x unless every one is
+// registered in the importing store (ErrUnknownDestination).
+func (x FlowExport) Destinations() []string {
+	var ds []string
+	add := func(d string) {
+		if d != DefaultDestination && !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	add(x.Flow.Destination)
+	for _, e := range x.Events {
+		add(e.Dest)
+	}
+	return ds
 }

@@ -32,7 +32,7 @@ const (
 FROM flows f LEFT JOIN events e ON e.flow = f.flow AND e.seq = f.head_seq
 WHERE f.flow = ?1`
 
-	qExportEvents = `SELECT ` + qEventCols + `, ` + qEventError + `, ticket, enqueued_at FROM events WHERE flow = ?1 ORDER BY seq`
+	qExportEvents = `SELECT ` + qEventCols + `, ` + qEventError + `, ticket, enqueued_at` + qExportEventDestCol + ` FROM events WHERE flow = ?1 ORDER BY seq`
 
 	// qExportAudit reads the rows about the flow: redrives of its events
 	// (the flow's range of events, then audit_event per event) and the rows
@@ -52,8 +52,8 @@ WHERE json_extract(detail, '$.flow') = ?1 AND detail IS NOT NULL AND kind <> 're
 VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?8, ?9, ?10)`
 	qImportEvent = `INSERT INTO events
     (id, flow, seq, body, state, generation, attempts, lifetime_attempts,
-     available_at, lease_until, ticket, reason, enqueued_at, acked_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)`
+     available_at, lease_until, ticket, reason, enqueued_at, acked_at, dest)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)`
 	qImportAudit = `INSERT INTO audit (kind, event_id, generation, reason, detail, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
 	// qImportMeta raises the ticket and the clock mark to at least ?1 and
 	// ?2.
@@ -125,7 +125,7 @@ func (s *Store) ExportFlow(ctx context.Context, flow string) (queue.FlowExport, 
 			var e queue.ExportedEvent
 			var avail, lease, acked, enq int64
 			if err := rows.Scan(&e.ID, &e.Flow, &e.Seq, &e.Body, &e.State, &e.Generation, &e.Attempts, &e.LifetimeAttempts,
-				&avail, &lease, &e.Reason, &acked, &e.Error, &e.Ticket, &enq); err != nil {
+				&avail, &lease, &e.Reason, &acked, &e.Error, &e.Ticket, &enq, &e.Dest); err != nil {
 				rows.Close()
 				return err
 			}
@@ -188,7 +188,7 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 			}
 			ticket = max(ticket, e.Ticket)
 		}
-		if err := importDestination(ctx, tx, f.Destination); err != nil {
+		if err := importDestinations(ctx, tx, x); err != nil {
 			return err
 		}
 		var headSeq, readyAt, headEnq, paused any
@@ -221,7 +221,7 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 		}
 		for _, e := range x.Events {
 			if _, err := tx.ExecContext(ctx, qImportEvent, e.ID, e.Flow, e.Seq, e.Body, e.State, e.Generation, e.Attempts,
-				e.LifetimeAttempts, int64(e.AvailableAt), int64(e.LeaseUntil), e.Ticket, e.Reason, int64(e.EnqueuedAt), int64(e.AckedAt)); err != nil {
+				e.LifetimeAttempts, int64(e.AvailableAt), int64(e.LeaseUntil), e.Ticket, e.Reason, int64(e.EnqueuedAt), int64(e.AckedAt), e.Dest); err != nil {
 				return importError("insert event", err)
 			}
 			for _, h := range e.History {
@@ -229,9 +229,6 @@ func (s *Store) ImportFlow(ctx context.Context, x queue.FlowExport, now clock.Ti
 					return importError("insert history", err)
 				}
 			}
-		}
-		if err := importEventDestination(ctx, tx, f.Flow, f.Destination); err != nil {
-			return err
 		}
 		if err := insertAudit(ctx, tx, x.Audit); err != nil {
 			return err
