@@ -87,7 +87,7 @@ var ErrClosed = errors.New("inbox: batcher closed")
 // own caller and the others are received as they would have been. A
 // message is thus applied once or not at all, never twice.
 //
-// Use it with Local for a relay that delivers in process:
+// Use it with relay.NewLocal for a relay that delivers in process:
 // relay.NewLocal(inbox.NewBatcher(store, inbox.BatcherOptions{})).
 type Batcher struct {
 	r        BatchReceiver

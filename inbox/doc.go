@@ -37,8 +37,9 @@
 // {"outcome":"pruned"} and applies nothing. The deleted receipts are
 // counted in fairrelay_receiver_pruned_total.
 //
-// [Local] is the same mapping for a relay that delivers in process, without
-// HTTP: what the experiment does with its receiver.
+// relay.NewLocal (in the relay module, which this one never imports) is the
+// same mapping for a relay that delivers in process, without HTTP: what
+// the experiment does with its receiver.
 //
 // [NewBatcher] gives in-process delivery group commit: a [Batcher] is a
 // [Receiver] that gathers concurrent Receive calls into one ReceiveBatch of

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -34,7 +35,8 @@ type Receiver interface {
 // ServerOptions tunes NewServer. The zero value is the default.
 type ServerOptions struct {
 	// MaxBody is the largest body read, in bytes; a longer one is 413 and
-	// touches nothing. <= 0 means DefaultMaxBody.
+	// touches nothing. <= 0 means DefaultMaxBody; any larger value, up to
+	// math.MaxInt64, is allowed.
 	MaxBody int64
 	// Tolerance is how far a request's webhook-timestamp may lie from the
 	// server's clock, either way; <= 0 means webhook.DefaultTolerance (5
@@ -223,6 +225,9 @@ func NewServer(r Receiver, secret []byte, o ServerOptions) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
+	// The body is read up to maxBody+1 bytes, which must not wrap: no
+	// body comes near this bound anyway.
+	s.maxBody = min(s.maxBody, math.MaxInt64-1)
 	if s.tol <= 0 {
 		s.tol = webhook.DefaultTolerance
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -254,6 +255,23 @@ func TestServer_ChunkedOverLargeBody(t *testing.T) {
 	}
 	if f.recv.calls.Load() != 0 {
 		t.Error("the store was called")
+	}
+}
+
+// MaxBody at its largest reads bodies as any other: the bound read
+// (MaxBody + 1 bytes) does not wrap to nothing.
+func TestServer_LargestMaxBody(t *testing.T) {
+	t.Parallel()
+	st, err := receiverstore.Open(filepath.Join(t.TempDir(), "receiver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := httptest.NewServer(NewServer(st, secret, ServerOptions{MaxBody: math.MaxInt64}))
+	t.Cleanup(srv.Close)
+	f := &fixture{store: st, srv: srv}
+	if code, a := f.send(t, deliver("e1", "f", 1, `{"delta": 1}`)); code != 200 || a.Outcome != "accepted" {
+		t.Fatalf("%d %+v, want 200 accepted", code, a)
 	}
 }
 
