@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -734,5 +735,49 @@ func pagesShowWeightsUnderRotation(t *testing.T, b backend) {
 	_, body = seeded.get(t, seeded.client(t), "/flow?name="+url.QueryEscape("acme/orders"))
 	if strings.Contains(body, "<th>weight</th>") {
 		t.Errorf("/flow under min_served shows a weight")
+	}
+}
+
+// The flow page lists the head when retention has pruned the flow's first
+// events: a list longer than the page starts just before the head, found
+// by its place in the list, not by its seq.
+func TestFlow_ListsTheHeadAfterAPrune(t *testing.T) {
+	forEachBackend(t, flowListsTheHeadAfterAPrune)
+}
+
+func flowListsTheHeadAfterAPrune(t *testing.T, b backend) {
+	t.Parallel()
+	ctx := context.Background()
+	q, r := b.open(t)
+	p := queue.DefaultPolicy()
+	p.Retention = 1
+	if err := q.SetPolicy(ctx, p, "keep one tick", 1); err != nil {
+		t.Fatal(err)
+	}
+	const pruned, kept = 20, maxFlowEvents + 10
+	var es []queue.Event
+	for i := range pruned + kept {
+		es = append(es, queue.Event{ID: fmt.Sprintf("big-%03d", i), Flow: "big", Body: []byte("x")})
+	}
+	if _, err := q.EnqueueBatch(ctx, es, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range pruned {
+		c, ok, err := q.Claim(ctx, 2)
+		if err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if _, err := q.Settle(ctx, c.EventID, c.Generation, queue.Result{OK: true}, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := q.(queue.Pruner).Prune(ctx, 10, queue.MaxPruneBatch); err != nil || res.Events != pruned {
+		t.Fatalf("Prune = %+v, %v; want %d events", res, err, pruned)
+	}
+	f := serve(t, q, r, Options{})
+	code, body := f.get(t, f.client(t), "/flow?name=big")
+	head := fmt.Sprintf("big-%03d", pruned)
+	if code != http.StatusOK || !strings.Contains(body, ">"+head+"<") {
+		t.Fatalf("GET /flow?name=big = %d, the head %s not listed", code, head)
 	}
 }

@@ -463,6 +463,7 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	if done := r.URL.Query().Get("done"); done == "paused" || done == "resumed" {
 		d.Done = done
 	}
+	head := -1 // the head's index in evs
 	for i := range evs {
 		e := &evs[i]
 		if e.State == "acked" {
@@ -471,7 +472,7 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Backlog++
 		if d.HeadSeq == 0 {
-			d.HeadSeq = e.Seq
+			d.HeadSeq, head = e.Seq, i
 			if e.State == "quarantined" {
 				d.Stuck = e
 			}
@@ -488,10 +489,12 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	if d.Paused {
 		d.Blocked = "paused" // as the flows list says, with or without a head
 	}
-	// List the events around the head first when there are many.
+	// List the events around the head first when there are many. The
+	// head's place is its index, not its seq: retention may have pruned
+	// the flow's first events (docs/contract.md §7.9).
 	start := 0
-	if len(evs) > maxFlowEvents && d.HeadSeq > 0 {
-		start = max(0, min(int(d.HeadSeq)-1-10, len(evs)-maxFlowEvents))
+	if len(evs) > maxFlowEvents && head >= 0 {
+		start = max(0, min(head-10, len(evs)-maxFlowEvents))
 	}
 	end := min(len(evs), start+maxFlowEvents)
 	d.Events = evs[start:end]
