@@ -781,3 +781,32 @@ func flowListsTheHeadAfterAPrune(t *testing.T, b backend) {
 		t.Fatalf("GET /flow?name=big = %d, the head %s not listed", code, head)
 	}
 }
+
+// stopsPartway is a queue whose RedriveAll stops as one refused part way
+// does: it redrives, then answers what it redrove with ErrTimeRegression,
+// as when a later chunk (or shard) meets a tick below its mark.
+type stopsPartway struct{ testQueue }
+
+func (s stopsPartway) RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error) {
+	done, err := s.testQueue.RedriveAll(ctx, f, reason, now)
+	if err != nil {
+		return done, err
+	}
+	return done, fmt.Errorf("redrive all: a later chunk: %w", queue.ErrTimeRegression)
+}
+
+// A bulk redrive refused part way says how many it redrove, never that
+// nothing was.
+func TestRedriveAll_StoppedPartwaySaysWhatWasDone(t *testing.T) {
+	t.Parallel()
+	seeded := newFixture(t, Options{Token: testToken})
+	want := quarantined(t, seeded.q, queue.RedriveFilter{})
+	f := serve(t, stopsPartway{seeded.q}, seeded.r, Options{Token: testToken})
+	c := f.client(t)
+	resp, body := f.post(t, c, "/redrive-all", url.Values{"flow": {""}, "filter_reason": {""},
+		"reason": {"fixed"}, "token": {testToken}, "csrf": {f.csrf(t, c)}}, nil)
+	if resp.StatusCode != http.StatusConflict || strings.Contains(body, "Nothing was redriven") {
+		t.Fatalf("POST /redrive-all stopped part way = %d\n%s", resp.StatusCode, body)
+	}
+	mustContain(t, "refusal", body, fmt.Sprintf("%d events had been redriven", len(want)))
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -101,6 +102,9 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 	}
 	done, err := c.q.RedriveAll(ctx, f, reason, now)
 	if err != nil {
+		// RedriveAll commits a chunk at a time: a refusal of a later chunk
+		// (or of a later shard) leaves the earlier ones redriven.
+		c.log.Info("console: redrive all refused", "flow", f.Flow, "filter_reason", f.Reason, "redriven", len(done), "err", err)
 		status, title, msg, ok := refusal(err)
 		if !ok {
 			c.internal(w, r, err)
@@ -109,7 +113,10 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, queue.ErrInvalid) && !errors.Is(err, queue.ErrEmptyReason) {
 			msg = "The reason must be 1..1000 bytes of printable text (no line breaks, no spaces at either end), and the filter's flow and reason as the queue stores them. Nothing was redriven."
 		}
-		c.log.Info("console: redrive all refused", "flow", f.Flow, "filter_reason", f.Reason, "err", err)
+		if len(done) > 0 {
+			msg = strings.Replace(msg, "Nothing was redriven.", fmt.Sprintf(
+				"It stopped part way: %d events had been redriven before, each with its audit row (see the audit); the rest were not.", len(done)), 1)
+		}
 		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: back})
 		return
 	}
