@@ -167,8 +167,10 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 	if o.ProtectReads && o.Token == "" {
 		return nil, fmt.Errorf("%w: ProtectReads needs a Token", ErrOptions)
 	}
-	if o.Token != "" && (len(o.Token) < MinTokenLen || len(o.Token) > 1000 || strings.TrimSpace(o.Token) != o.Token) {
-		return nil, fmt.Errorf("%w: the token must be %d..1000 bytes without surrounding spaces", ErrOptions, MinTokenLen)
+	if o.Token != "" {
+		if err := CheckToken(o.Token); err != nil {
+			return nil, err
+		}
 	}
 	hosts, err := parseHostRules(o.AllowedHosts)
 	if err != nil {
@@ -231,6 +233,15 @@ func New(q Queue, r Receiver, o Options) (http.Handler, error) {
 
 // MinTokenLen is the shortest token New accepts.
 const MinTokenLen = 16
+
+// CheckToken refuses, as New does (ErrOptions), a token outside
+// MinTokenLen..1000 bytes or with spaces at either end.
+func CheckToken(token string) error {
+	if len(token) < MinTokenLen || len(token) > 1000 || strings.TrimSpace(token) != token {
+		return fmt.Errorf("%w: the token is %d bytes; it must be %d..1000 bytes without surrounding spaces (for example: openssl rand -hex 32)", ErrOptions, len(token), MinTokenLen)
+	}
+	return nil
+}
 
 // ServeHTTP sets the headers every answer carries and dispatches.
 func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -60,8 +60,10 @@ func cmdWeb(e *env, args []string) (err error) {
 	if !f.isSet("token") {
 		*token = os.Getenv(tokenEnv)
 	}
-	if *token != "" && len(*token) < console.MinTokenLen {
-		return usagef("the token is %d bytes; use at least %d (for example: openssl rand -hex 32)", len(*token), console.MinTokenLen)
+	if *token != "" {
+		if err := console.CheckToken(*token); err != nil {
+			return usagef("--token or $%s: %v", tokenEnv, err)
+		}
 	}
 	loopback, err := isLoopback(*listen)
 	if err != nil {
@@ -83,11 +85,11 @@ func cmdWeb(e *env, args []string) (err error) {
 	}
 	var r console.Receiver
 	if e.receiverPath != "" {
-		rs, err := e.webReceiver()
-		if err != nil {
-			return err
+		rs, rerr := e.webReceiver()
+		if rerr != nil {
+			return rerr
 		}
-		defer closeWith(rs, &err)
+		defer closeWith(rs, &err) // the command's err, not a shadow
 		r = rs
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))

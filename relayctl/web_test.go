@@ -285,7 +285,8 @@ func TestWeb_RefusesToStartOpenBeyondLoopback(t *testing.T) {
 	}{
 		{[]string{"--listen", "0.0.0.0:0"}, exitUsage, "not a loopback address: give a token"},
 		{[]string{"--listen", ":0"}, exitUsage, "not a loopback address"},
-		{[]string{"--token", "short"}, exitUsage, "at least 16"},
+		{[]string{"--token", "short"}, exitUsage, "16..1000 bytes"},
+		{[]string{"--token", strings.Repeat("a", 32) + "\r"}, exitUsage, "--token or $" + tokenEnv + ": console: invalid options: the token is 33 bytes"},
 		{[]string{"--listen", "nonsense"}, exitUsage, "--listen"},
 		{[]string{"--queue", "nope.db"}, exitFail, "does not exist"},
 		{[]string{"extra"}, exitUsage, "unexpected argument"},
