@@ -20,6 +20,8 @@ import (
 	"path"
 	"regexp"
 	"strconv"
+	"strings"
+	"unicode"
 )
 
 // Dir is the folder, in a store's embedded files, that holds its
@@ -98,4 +100,21 @@ func Pending(steps []Step, have int) ([]Step, error) {
 		return nil, fmt.Errorf("version %d is newer than this build's %d", have, len(steps))
 	}
 	return steps[have:], nil
+}
+
+// CheckSchemaName refuses a PostgreSQL schema name a store cannot take:
+// empty, longer than max bytes, or holding a control character. A store
+// puts the quoted name into its migrations' text, comments included, and
+// a line break there would end a comment and run what follows as SQL. The
+// store wraps the error in its own kind of refusal.
+func CheckSchemaName(name string, max int) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("empty schema name")
+	case len(name) > max:
+		return fmt.Errorf("schema name %q is %d bytes, at most %d", name, len(name), max)
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("schema name %q holds a control character", name)
+	}
+	return nil
 }

@@ -67,7 +67,8 @@ type options struct {
 }
 
 // WithSchema sets the PostgreSQL schema the store lives in (created when
-// missing). The default is DefaultSchema.
+// missing). The default is DefaultSchema. A name that is empty, longer than
+// MaxSchemaLen or holds a control character makes Open fail.
 func WithSchema(name string) Option { return func(o *options) { o.schema = name } }
 
 // WithHook makes the store call fn at each queue.HookPoint, as queuestore
@@ -137,11 +138,8 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.schema == "" {
-		return nil, fmt.Errorf("open: %w: empty schema name", queue.ErrInvalid)
-	}
-	if len(o.schema) > MaxSchemaLen {
-		return nil, fmt.Errorf("open: %w: schema name %q is %d bytes, at most %d", queue.ErrInvalid, o.schema, len(o.schema), MaxSchemaLen)
+	if err := migration.CheckSchemaName(o.schema, MaxSchemaLen); err != nil {
+		return nil, fmt.Errorf("open: %w: %v", queue.ErrInvalid, err)
 	}
 	if o.policy != nil {
 		if err := o.policy.Validate(); err != nil {

@@ -55,7 +55,8 @@ type options struct {
 }
 
 // WithSchema sets the PostgreSQL schema the store lives in (created when
-// missing). The default is DefaultSchema.
+// missing). The default is DefaultSchema. A name that is empty, longer than
+// MaxSchemaLen or holds a control character makes Open fail.
 func WithSchema(name string) Option { return func(o *options) { o.schema = name } }
 
 // WithMaxDelta sets the receiver's capability: the largest delta it
@@ -124,11 +125,8 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	if o.maxDelta < 1 || o.maxDelta > receiver.DefaultMaxDelta {
 		return nil, fmt.Errorf("open: %w: WithMaxDelta(%d) is outside 1..%d", receiver.ErrInvalidOption, o.maxDelta, receiver.DefaultMaxDelta)
 	}
-	if o.schema == "" {
-		return nil, fmt.Errorf("open: %w: empty schema name", receiver.ErrInvalidOption)
-	}
-	if len(o.schema) > MaxSchemaLen {
-		return nil, fmt.Errorf("open: %w: schema name %q is %d bytes, at most %d", receiver.ErrInvalidOption, o.schema, len(o.schema), MaxSchemaLen)
+	if err := migration.CheckSchemaName(o.schema, MaxSchemaLen); err != nil {
+		return nil, fmt.Errorf("open: %w: %v", receiver.ErrInvalidOption, err)
 	}
 	if o.now == nil {
 		o.now = time.Now
