@@ -46,8 +46,9 @@ const maxPruneFlows = 32
 // before before (the oldest first, of at most maxPruneFlows flows), and
 // raises each touched flow's PrunedThrough to the highest seq deleted in it
 // (never lowers it). Totals, next expected numbers and conflicts are kept.
-// More is set when limit receipts were deleted or the flow bound cut the
-// batch short: there may be more. A limit outside 1..receiver.MaxPruneBatch
+// More is set when limit receipts were read, when the flow bound cut the
+// batch short, or when a concurrent Prune deleted some of the batch first:
+// there may be more. A limit outside 1..receiver.MaxPruneBatch
 // is receiver.ErrInvalidOption and changes nothing.
 //
 // The transaction takes the store's write key shared, as Receive and
@@ -61,8 +62,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
 	}
 	var (
-		n   int64
-		cut bool
+		n, read int64
+		cut     bool
 	)
 	prune := func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, s.q(qPruneBatch), before, limit)
@@ -89,7 +90,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 		}); err != nil {
 			return fmt.Errorf("read receipts: %w", err)
 		}
-		if len(ids) == 0 {
+		if read = int64(len(ids)); read == 0 {
 			return nil
 		}
 		slices.Sort(keys)
@@ -106,7 +107,10 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 	if err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
 	}
-	return receiver.PruneResult{Receipts: n, More: cut || n == int64(limit)}, nil
+	// The batch is read before its flows are locked: a concurrent Prune
+	// may have deleted some of it by then. Whenever fewer were deleted
+	// than read, or the read filled limit, there may be more.
+	return receiver.PruneResult{Receipts: n, More: cut || read == int64(limit) || n < read}, nil
 }
 
 // Prunable counts the receipts accepted before before: what Prune with
