@@ -11,7 +11,8 @@
 // older one the files past its version, and a store newer than the files is
 // refused. The engines' runners live in the stores (SQLite's writer lock and
 // foreign-key check, PostgreSQL's advisory lock and schema name); this
-// package only reads and checks the files.
+// package only reads and checks the files, and the schema name a
+// PostgreSQL store puts into them (CheckSchemaName).
 package migration
 
 import (
