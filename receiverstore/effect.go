@@ -75,7 +75,9 @@ func WithEffect(effect Effect) Option {
 // store's own schema, in one IMMEDIATE transaction, at every Open: it is how
 // an [Effect] creates its tables in the receiver's file. It must therefore
 // be idempotent (CREATE TABLE IF NOT EXISTS ...). An error from it makes
-// Open fail and changes nothing. It must not touch the store's own tables.
+// Open fail and rolls ddl back; the store's own migrations, which Open
+// commits before it, stay applied (a new file stays a receiver file). It
+// must not touch the store's own tables.
 func WithSchema(ddl string) Option {
 	return func(o *options) { o.schema = ddl }
 }
