@@ -90,6 +90,7 @@ var queueClauses = []queueClause{
 	{"Pager_FlowsPage_RowsMatchFlows", queuePager_FlowsPage_RowsMatchFlows},
 	{"Pager_FlowsPage_RefusesBadInput", queuePager_FlowsPage_RefusesBadInput},
 	{"Pager_ClockMark_IsTheMark", queuePager_ClockMark_IsTheMark},
+	{"Pager_FlowEventsFrom_PagesAFlow", queuePager_FlowEventsFrom_PagesAFlow},
 	{"Pager_AuditPage_NewestFirstAndByEvent", queuePager_AuditPage_NewestFirstAndByEvent},
 	{"Pager_QuarantinedPage_FiltersAndPages", queuePager_QuarantinedPage_FiltersAndPages},
 	{"Failure_7_8_ScheduleWaitsAndMaxAttempts", queueFailure_7_8_ScheduleWaitsAndMaxAttempts},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -315,6 +316,50 @@ func queuePager_FlowsPage_RowsMatchFlows(t *testing.T, bk *QueueBackend) {
 	}
 	if p.Prev != "" || p.Next != "" {
 		t.Errorf("FlowsPage() of every flow: Prev, Next = %q, %q; want none", p.Prev, p.Next)
+	}
+}
+
+// Pager_FlowEventsFrom_PagesAFlow: FlowEventsFrom reads what FlowEvents
+// reads, a page at a time: at most limit events in sequence order from the
+// first whose seq is at least from (a from below 1 reads from the first);
+// an unknown flow is ErrNotFound, a limit outside 1..MaxPageLimit
+// ErrInvalid.
+func queuePager_FlowEventsFrom_PagesAFlow(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	ctx := context.Background()
+	s := bk.open(t)
+	pg := pager(t, s)
+	for i := 1; i <= 5; i++ {
+		enqueue(t, s, "f"+itoa(i), "f", "x", 1)
+	}
+	ack(t, s, "f1", 2)
+	c := wantClaim(t, s, "f2", 3)
+	settle(t, s, "f2", c.Generation, failure("unavailable"), 3)
+	enqueue(t, s, "g1", "g", "x", 3) // another flow: not in f's pages
+	all, err := s.FlowEvents(ctx, "f")
+	if err != nil || len(all) != 5 {
+		t.Fatalf("FlowEvents(f) = %d events, %v", len(all), err)
+	}
+	for _, c := range []struct {
+		from     int64
+		limit    int
+		from0, n int // the slice of all it must read
+	}{
+		{0, 2, 0, 2}, {-7, 5, 0, 5}, {1, queue.MaxPageLimit, 0, 5}, {2, 2, 1, 2}, {4, 2, 3, 2}, {5, 3, 4, 1}, {6, 3, 5, 0},
+	} {
+		got, err := pg.FlowEventsFrom(ctx, "f", c.from, c.limit)
+		if err != nil {
+			t.Fatalf("FlowEventsFrom(f, %d, %d) error = %v", c.from, c.limit, err)
+		}
+		if want := all[c.from0 : c.from0+c.n]; !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
+			t.Errorf("FlowEventsFrom(f, %d, %d) = %s\nwant %s", c.from, c.limit, jsonOf(got), jsonOf(want))
+		}
+	}
+	_, err = pg.FlowEventsFrom(ctx, "nope", 1, 10)
+	wantErr(t, "FlowEventsFrom(unknown flow)", err, queue.ErrNotFound)
+	for _, bad := range []int{0, -1, queue.MaxPageLimit + 1} {
+		_, err := pg.FlowEventsFrom(ctx, "f", 1, bad)
+		wantErr(t, "FlowEventsFrom(limit "+itoa(bad)+")", err, queue.ErrInvalid)
 	}
 }
 

@@ -30,16 +30,18 @@ type Queue interface {
 	queue.Pager
 	Stats(ctx context.Context) (queue.Stats, error)
 	Policy(ctx context.Context) (queue.Policy, error)
-	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
 	Event(ctx context.Context, id string) (queue.EventState, error)
 	Redrive(ctx context.Context, eventID string, generation int64, reason string, now clock.Tick) error
 	RedriveAll(ctx context.Context, f queue.RedriveFilter, reason string, now clock.Tick) ([]queue.Redriven, error)
 }
 
-// Receiver is what the console reads from a receiver: its flows' totals and
-// its recorded conflicts. Every receiver.Store has both.
+// Receiver is what the console reads from a receiver: its flows' totals,
+// one flow's total and next expected seq, and its recorded conflicts.
+// Every receiver.Store has them.
 type Receiver interface {
 	Flows(ctx context.Context) ([]receiver.FlowState, error)
+	Total(ctx context.Context, flow string) (int64, error)
+	NextExpected(ctx context.Context, flow string) (int64, error)
 	Conflicts(ctx context.Context) ([]receiver.ConflictRecord, error)
 }
 

@@ -640,7 +640,7 @@ func (failingQueue) FlowsPage(context.Context, queuestore.FlowQuery) (queuestore
 	return queuestore.FlowPage{}, errors.New(secret)
 }
 
-func (failingQueue) FlowEvents(context.Context, string) ([]queuestore.EventState, error) {
+func (failingQueue) FlowEventsFrom(context.Context, string, int64, int) ([]queuestore.EventState, error) {
 	return nil, errors.New(secret)
 }
 
@@ -809,4 +809,26 @@ func TestRedriveAll_StoppedPartwaySaysWhatWasDone(t *testing.T) {
 		t.Fatalf("POST /redrive-all stopped part way = %d\n%s", resp.StatusCode, body)
 	}
 	mustContain(t, "refusal", body, fmt.Sprintf("%d events had been redriven", len(want)))
+}
+
+// A notice of a write (paused, resumed, redriven) is shown only when the
+// state or the audit agrees: a link someone sends cannot make a page claim
+// a write that did not happen.
+func TestNotices_OnlyForWritesThatHappened(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	c := f.client(t)
+	evs, err := f.q.FlowEvents(context.Background(), pauseFlow)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("FlowEvents(%s) = %d, %v", pauseFlow, len(evs), err)
+	}
+	for _, path := range []string{
+		"/flow?name=" + url.QueryEscape(pauseFlow) + "&done=paused",
+		"/event?id=" + url.QueryEscape(evs[0].ID) + "&redriven=" + fmtInt(evs[0].Generation),
+	} {
+		code, body := f.get(t, c, path)
+		if code != http.StatusOK || strings.Contains(body, `id="result"`) {
+			t.Errorf("GET %s = %d, with a notice of a write that did not happen", path, code)
+		}
+	}
 }

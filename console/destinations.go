@@ -142,7 +142,8 @@ func (c *console) destination(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.One = &d.Rows[i]
-	if done := r.URL.Query().Get("done"); done == "paused" || done == "resumed" {
+	// As a flow's: the notice only while the state agrees.
+	if done := r.URL.Query().Get("done"); (done == "paused" && d.One.Paused) || (done == "resumed" && !d.One.Paused) {
 		d.Done = done
 	}
 	c.render(w, r, http.StatusOK, "destination", d)

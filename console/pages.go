@@ -395,10 +395,11 @@ const maxFlowEvents = 500
 type flowData struct {
 	Flow     string
 	Events   []queue.EventState
-	More     int // events not listed
+	Before   int64 // events before the listed ones (acked, or pruned)
+	After    int64 // events after the listed ones
 	HeadSeq  int64
-	Backlog  int64
-	Acked    int64
+	Backlog  int64 // events from the head on
+	Acked    int64 // events before the head, pruned ones included
 	Receiver *receiver.FlowState
 	Mark     clock.Tick
 	Stuck    *queue.EventState // the quarantined head, if any
@@ -431,7 +432,20 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		c.badInput(w, r, fmt.Sprintf("Give a flow name: 1..%d bytes of printable text.", queue.MaxNameLen))
 		return
 	}
-	evs, err := c.q.FlowEvents(ctx, name)
+	st, err := c.flowState(ctx, name)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	// One page of the flow's events, from just before its head (or, with
+	// every event acked, its last ones): the flow's row says where that
+	// is, so the page reads one range of events whatever the flow's size.
+	from := int64(1)
+	if st.HeadSeq > 0 {
+		from = st.HeadSeq - 10
+	}
+	from = max(1, min(from, st.LastSeq-maxFlowEvents+1))
+	evs, err := c.q.FlowEventsFrom(ctx, name, from, maxFlowEvents)
 	if errors.Is(err, queue.ErrNotFound) {
 		c.fail(w, r, http.StatusNotFound, "No such flow", "The queue has never had an event in flow "+strconv.Quote(name)+".")
 		return
@@ -445,12 +459,7 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	d := &flowData{Flow: name, Mark: mark}
-	st, err := c.flowState(ctx, name)
-	if err != nil {
-		c.internal(w, r, err)
-		return
-	}
+	d := &flowData{Flow: name, Mark: mark, Events: evs}
 	if pol, err := c.q.Policy(ctx); err != nil {
 		c.internal(w, r, err)
 		return
@@ -460,45 +469,44 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	d.Paused, d.PauseReason = st.Paused, st.PauseReason
 	d.Destination = st.Destination
 	_, d.Pausable = c.q.(queue.Pauser)
-	if done := r.URL.Query().Get("done"); done == "paused" || done == "resumed" {
+	// The notice after a pause or resume is shown only while the state
+	// agrees: a link cannot make the page claim a write that did not happen.
+	if done := r.URL.Query().Get("done"); (done == "paused" && d.Paused) || (done == "resumed" && !d.Paused) {
 		d.Done = done
 	}
-	head := -1 // the head's index in evs
+	// The head is the first listed event not acked: the page starts at or
+	// before it. Every event before it was acked (some may be pruned,
+	// docs/contract.md §7.9).
+	last := st.LastSeq
 	for i := range evs {
 		e := &evs[i]
-		if e.State == "acked" {
-			d.Acked++
+		last = max(last, e.Seq) // PostgreSQL: arrivals the flow's row has not counted yet
+		if e.State == "acked" || d.HeadSeq != 0 {
 			continue
 		}
-		d.Backlog++
-		if d.HeadSeq == 0 {
-			d.HeadSeq, head = e.Seq, i
-			if e.State == "quarantined" {
-				d.Stuck = e
-			}
-			var ready *clock.Tick
-			switch e.State {
-			case "pending":
-				ready = &e.AvailableAt
-			case "inflight":
-				ready = &e.LeaseUntil
-			}
-			d.Blocked = blockedWhy(queue.FlowState{HeadState: e.State, ReadyAt: ready, Paused: d.Paused}, mark)
+		d.HeadSeq = e.Seq
+		if e.State == "quarantined" {
+			d.Stuck = e
 		}
+		var ready *clock.Tick
+		switch e.State {
+		case "pending":
+			ready = &e.AvailableAt
+		case "inflight":
+			ready = &e.LeaseUntil
+		}
+		d.Blocked = blockedWhy(queue.FlowState{HeadState: e.State, ReadyAt: ready, Paused: d.Paused}, mark)
+	}
+	d.Acked = last
+	if d.HeadSeq > 0 {
+		d.Acked, d.Backlog = d.HeadSeq-1, last-d.HeadSeq+1
 	}
 	if d.Paused {
 		d.Blocked = "paused" // as the flows list says, with or without a head
 	}
-	// List the events around the head first when there are many. The
-	// head's place is its index, not its seq: retention may have pruned
-	// the flow's first events (docs/contract.md §7.9).
-	start := 0
-	if len(evs) > maxFlowEvents && head >= 0 {
-		start = max(0, min(head-10, len(evs)-maxFlowEvents))
+	if len(evs) > 0 {
+		d.Before, d.After = evs[0].Seq-1, last-evs[len(evs)-1].Seq
 	}
-	end := min(len(evs), start+maxFlowEvents)
-	d.Events = evs[start:end]
-	d.More = len(evs) - (end - start)
 	// A redrive adds a generation without an attempt: the events whose
 	// generation is above their lifetime attempts have audit rows.
 	read := 0
@@ -516,15 +524,20 @@ func (c *console) flow(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(d.Audit, func(a, b queue.AuditRecord) int { return cmp.Compare(b.ID, a.ID) })
 	if c.r != nil {
-		fs, err := c.r.Flows(ctx)
+		// Two reads of the flow's row; a flow the receiver has never
+		// accepted a message of expects seq 1 and is not shown.
+		total, err := c.r.Total(ctx, name)
 		if err != nil {
 			c.internal(w, r, err)
 			return
 		}
-		for i := range fs {
-			if fs[i].Flow == name {
-				d.Receiver = &fs[i]
-			}
+		next, err := c.r.NextExpected(ctx, name)
+		if err != nil {
+			c.internal(w, r, err)
+			return
+		}
+		if next > 1 {
+			d.Receiver = &receiver.FlowState{Flow: name, Total: total, NextExpected: next}
 		}
 	}
 	c.render(w, r, http.StatusOK, "flow", d)
@@ -581,9 +594,16 @@ func (c *console) event(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &eventData{Event: e, Audit: a, Mark: mark}
+	// The notice after a redrive is shown only when the audit has that
+	// redrive (its row names the generation it made): a link cannot make
+	// the page claim one that did not happen.
 	if g := r.URL.Query().Get("redriven"); g != "" {
 		if n, err := strconv.ParseInt(g, 10, 64); err == nil && n >= 0 {
-			d.Redriven = fmt.Sprintf("generation %d → %d", n, e.Generation)
+			for _, row := range a.Entries {
+				if row.Kind == queue.AuditRedrive && row.EventID == e.ID && row.Generation == n+1 {
+					d.Redriven = fmt.Sprintf("generation %d → %d", n, e.Generation)
+				}
+			}
 		}
 	}
 	if showable(e.Body) {

@@ -80,6 +80,22 @@ func (s *Store) Event(ctx context.Context, id string) (queue.EventState, error) 
 // but without its History (nil); queue.ErrNotFound for a flow that has
 // never had an event.
 func (s *Store) FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error) {
+	return s.flowEvents(ctx, flow, 0, nil)
+}
+
+// FlowEventsFrom is one page of FlowEvents (queue.Pager): at most limit
+// events from the first whose seq is at least from, one range of the
+// events' (flow, seq) key.
+func (s *Store) FlowEventsFrom(ctx context.Context, flow string, from int64, limit int) ([]queue.EventState, error) {
+	if err := queue.CheckPageLimit(limit); err != nil {
+		return nil, fmt.Errorf("flow events %q: %w", flow, err)
+	}
+	return s.flowEvents(ctx, flow, from, &limit)
+}
+
+// flowEvents reads flow's events from seq from on, at most *limit (nil:
+// all).
+func (s *Store) flowEvents(ctx context.Context, flow string, from int64, limit *int) ([]queue.EventState, error) {
 	var out []queue.EventState
 	err := s.withReadTx(ctx, func(tx pgx.Tx) error {
 		var one int
@@ -92,7 +108,7 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]queue.EventState
 		if err != nil {
 			return err
 		}
-		rows, _ := tx.Query(ctx, s.q(`SELECT `+qEventCols+` FROM {s}.events WHERE flow = $1 ORDER BY seq`), flow)
+		rows, _ := tx.Query(ctx, s.q(`SELECT `+qEventCols+` FROM {s}.events WHERE flow = $1 AND seq >= $2 ORDER BY seq LIMIT $3`), flow, from, limit)
 		var e queue.EventState
 		var avail, lease, acked int64
 		_, err = pgx.ForEachRow(rows, eventDest(&e, &avail, &lease, &acked), func() error {

@@ -37,6 +37,15 @@ const (
 )
 
 // DefaultPageLimit is the page size when a query leaves Limit at 0;
+// CheckPageLimit refuses a page size outside 1..MaxPageLimit with
+// ErrInvalid.
+func CheckPageLimit(limit int) error {
+	if limit < 1 || limit > MaxPageLimit {
+		return fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalid, limit, MaxPageLimit)
+	}
+	return nil
+}
+
 // MaxPageLimit is the largest page a query may ask for.
 const (
 	DefaultPageLimit = 50
@@ -116,8 +125,8 @@ func checkLimit(limit int) (int, error) {
 	if limit == 0 {
 		return DefaultPageLimit, nil
 	}
-	if limit < 1 || limit > MaxPageLimit {
-		return 0, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalid, limit, MaxPageLimit)
+	if err := CheckPageLimit(limit); err != nil {
+		return 0, err
 	}
 	return limit, nil
 }

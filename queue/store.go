@@ -119,6 +119,12 @@ type Pager interface {
 	QuarantinedReasons(ctx context.Context) ([]ReasonCount, error)
 	// AuditPage is one page of audit rows of every kind, newest first.
 	AuditPage(ctx context.Context, q AuditQuery) (AuditPage, error)
+	// FlowEventsFrom is one page of a flow's events, as FlowEvents reads
+	// them: at most limit (1..MaxPageLimit, ErrInvalid otherwise) in
+	// sequence order from the first whose seq is at least from. An
+	// unknown flow is ErrNotFound. It reads one range of the flow's
+	// events, however many the flow has.
+	FlowEventsFrom(ctx context.Context, flow string, from int64, limit int) ([]EventState, error)
 }
 
 // Waiter is a Store that can tell how long its oldest event has waited

@@ -85,6 +85,21 @@ func readHistory(ctx context.Context, tx *txn, id string) ([]Attempt, error) {
 // Error is filled (a lookup by the history's primary key inside the same
 // statement); History is left nil (Event reads it).
 func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, error) {
+	return s.flowEvents(ctx, flow, 0, -1)
+}
+
+// FlowEventsFrom is one page of FlowEvents (queue.Pager): at most limit
+// events from the first whose seq is at least from, one range of the
+// (flow, seq) index.
+func (s *Store) FlowEventsFrom(ctx context.Context, flow string, from int64, limit int) ([]EventState, error) {
+	if err := queue.CheckPageLimit(limit); err != nil {
+		return nil, fmt.Errorf("flow events %q: %w", flow, err)
+	}
+	return s.flowEvents(ctx, flow, from, limit)
+}
+
+// flowEvents reads flow's events from seq from on, at most limit (-1: all).
+func (s *Store) flowEvents(ctx context.Context, flow string, from int64, limit int) ([]EventState, error) {
 	var out []EventState
 	err := s.withReadTx(ctx, func(tx *txn) error {
 		var one int
@@ -95,7 +110,7 @@ func (s *Store) FlowEvents(ctx context.Context, flow string) ([]EventState, erro
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+qEventCols+`, `+qEventError+` FROM events WHERE flow = ?1 ORDER BY seq`, flow)
+		rows, err := tx.QueryContext(ctx, `SELECT `+qEventCols+`, `+qEventError+` FROM events WHERE flow = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3`, flow, from, limit)
 		if err != nil {
 			return err
 		}

@@ -29,6 +29,15 @@ func (s *Store) pagers() ([]queue.Pager, error) {
 	return out, nil
 }
 
+// FlowEventsFrom reads one page of a flow's events from its shard.
+func (s *Store) FlowEventsFrom(ctx context.Context, flow string, from int64, limit int) ([]queue.EventState, error) {
+	ps, err := s.pagers()
+	if err != nil {
+		return nil, err
+	}
+	return ps[s.ShardOf(flow)].FlowEventsFrom(ctx, flow, from, limit)
+}
+
 // ClockMark is the highest clock mark of the shards.
 func (s *Store) ClockMark(ctx context.Context) (clock.Tick, error) {
 	ps, err := s.pagers()
