@@ -14,6 +14,9 @@ import (
 // that does not scale with processes is often a machine already busy.
 type CPUTimes struct {
 	Total, Idle, IOWait uint64
+	// Steal is the time the hypervisor ran other guests on this
+	// machine's CPUs: neither this machine's work nor its idleness.
+	Steal uint64
 }
 
 // ErrNoCPUTimes is returned by ReadCPUTimes where /proc/stat is missing
@@ -49,6 +52,8 @@ func parseCPUTimes(b []byte) (CPUTimes, error) {
 			t.Idle = v
 		case 4:
 			t.IOWait = v
+		case 7:
+			t.Steal = v
 		}
 	}
 	return t, nil
@@ -56,8 +61,10 @@ func parseCPUTimes(b []byte) (CPUTimes, error) {
 
 // Busy is the share of the machine's CPU time between t0 and t that was
 // neither idle nor waiting for I/O (0..1), and the share waiting for I/O.
+// Time stolen by the hypervisor for other guests is left out of both the
+// busy time and the whole: the shares are of the time this machine had.
 func (t CPUTimes) Busy(t0 CPUTimes) (busy, iowait float64) {
-	total := float64(t.Total - t0.Total)
+	total := float64(t.Total-t0.Total) - float64(t.Steal-t0.Steal)
 	if total <= 0 {
 		return 0, 0
 	}

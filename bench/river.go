@@ -347,3 +347,74 @@ func RiverSQLite(batch, workers int, step time.Duration) Case {
 		},
 	}
 }
+
+// RiverBurnDownJobs is the backlog of [RiverPGBurnDown]: twenty inserts of
+// RiverBestBatch, a few seconds of River's work at its best on this
+// project's machine.
+const RiverBurnDownJobs = 20 * RiverBestBatch
+
+// RiverPGBurnDown is River at its own best settings in riverbench's
+// burn-down mode (`river bench -n`), the like of a relay drain: in a fresh
+// schema (migrated, dropped afterwards) jobs jobs are inserted with
+// InsertMany of RiverBestBatch and the table analyzed, untimed, as a drain's
+// backlog is loaded; then a client of RiverBestWorkers no-op workers with
+// riverbench's fetch settings is started and timed from its start until
+// River's completed events have counted every job (riverbench: from the
+// start to the last job worked). It returns jobs ÷ that time.
+func RiverPGBurnDown(ctx context.Context, url string, jobs int) (float64, error) {
+	schema := NewPGSchema()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		pool.Close()
+		DropPGSchema(context.Background(), url, schema)
+	}()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return 0, fmt.Errorf("create schema: %w", err)
+	}
+	r, err := newRiver(ctx, riverpgxv5.New(pool), schema, RiverBestBatch, RiverBestWorkers, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	for r.insert < int64(jobs) {
+		params := r.params[:min(len(r.params), jobs-int(r.insert))]
+		for i := range params {
+			r.num++
+			params[i] = river.InsertManyParams{Args: riverArgs{Num: r.num}}
+		}
+		if _, err := r.client.InsertMany(ctx, params); err != nil {
+			return 0, fmt.Errorf("river insert many: %w", err)
+		}
+		r.insert += int64(len(params))
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, "river_job"}.Sanitize()); err != nil {
+		return 0, fmt.Errorf("analyze river_job: %w", err)
+	}
+	// The subscription holds every job's event (r.start sizes it from
+	// the window): none is dropped, as riverbench sizes it to its backlog.
+	r.window = int64(jobs)
+	if err := r.start(ctx); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	limit := time.NewTimer(2 * time.Minute)
+	defer limit.Stop()
+	for r.done.Load()+r.failed.Load() < r.insert {
+		select {
+		case <-r.wake:
+		case <-time.After(time.Millisecond):
+		case <-limit.C:
+			return 0, fmt.Errorf("river burn-down: %d of %d jobs completed in 2 minutes", r.done.Load(), r.insert)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	took := time.Since(start)
+	if f := r.failed.Load(); f > 0 {
+		return 0, fmt.Errorf("river burn-down: %d jobs failed or were cancelled", f)
+	}
+	return float64(r.done.Load()) / took.Seconds(), nil
+}

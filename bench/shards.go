@@ -238,16 +238,20 @@ func servedSpread(ctx context.Context, b ShardBackend, names []string) (cv float
 // OS processes (exe with [ShardChildArgs], each a [ShardChild] with its own
 // shard.Store over the same set) are released together to drain it for d;
 // afterwards the flows' served counts give the fairness spread, and the
-// set is removed. dir holds the SQLite shards.
+// set is removed. dir holds the SQLite shards. When peer is not nil it
+// runs once in each round, after the combinations (a peer's drain of the
+// same kind, so that a ratio to it is taken within the round), and its
+// rates are returned in round order.
 func MeasureShardDrains(ctx context.Context, b ShardBackend, dir, exe string, combos []ShardCombo, rounds, flows, perFlow, batch int, d time.Duration,
-	progress func(round int, r ShardDrainResult)) (map[ShardCombo][]ShardDrainResult, error) {
+	peer func(ctx context.Context) (float64, error), progress func(round int, r ShardDrainResult)) (map[ShardCombo][]ShardDrainResult, []float64, error) {
 	out := map[ShardCombo][]ShardDrainResult{}
+	var peers []float64
 	for r := range rounds {
 		for j := range combos {
 			c := combos[(r+j)%len(combos)]
 			sub := filepath.Join(dir, fmt.Sprintf("r%d-p%d-s%d", r, c.Procs, c.Shards))
 			if err := os.MkdirAll(sub, 0o755); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			names := b.names(sub, c.Shards)
 			res, err := shardDrain(ctx, b, names, exe, c, flows, perFlow, batch, d)
@@ -256,15 +260,22 @@ func MeasureShardDrains(ctx context.Context, b ShardBackend, dir, exe string, co
 			}
 			os.RemoveAll(sub)
 			if err != nil {
-				return nil, fmt.Errorf("%s shard drain, %d processes on %d shards: %w", b.Name, c.Procs, c.Shards, err)
+				return nil, nil, fmt.Errorf("%s shard drain, %d processes on %d shards: %w", b.Name, c.Procs, c.Shards, err)
 			}
 			out[c] = append(out[c], res)
 			if progress != nil {
 				progress(r+1, res)
 			}
 		}
+		if peer != nil {
+			rate, err := peer(ctx)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s shard drains' peer, round %d: %w", b.Name, r+1, err)
+			}
+			peers = append(peers, rate)
+		}
 	}
-	return out, nil
+	return out, peers, nil
 }
 
 // shardDrain is one drain of MeasureShardDrains.
