@@ -372,6 +372,8 @@ func (s *Server) hostAllowed(req *http.Request) bool {
 	if s.hosts != nil {
 		return false
 	}
+	// A Unix socket is as local as loopback: only a local proxy reaches
+	// it, so it is checked as loopback is (docs/receiver-server.md).
 	tcp, ok := local.(*net.TCPAddr)
 	return ok && !tcp.IP.IsLoopback()
 }
