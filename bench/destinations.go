@@ -308,7 +308,7 @@ func DestinationsRows(ctx context.Context, dir, pgURL, pgSkipped string, quick b
 		rows = append(rows,
 			Row{What: fmt.Sprintf("destinations, %s: healthy seven's events/s with a blackholed, a 2 s and a 503 destination ÷ without them (%d flows × %d events each, Concurrency %d)", label, flows, perFlow, destConcurrency),
 				Value: s, Verb: "%.2f", Unit: "ratio", Target: "≥ 0.9", Met: AtLeast(s.Median, 0.9),
-				Why: "compare the two rates' medians in the next rows: a round's two drains last seconds each, and their spread on this machine is of the order of the gap"},
+				Why: "Compare the two rates' medians in the next rows: a round's two drains last seconds each, and their spread on this machine is of the order of the gap"},
 			Row{What: "destinations, " + label + ": healthy seven alone", Value: Summarize(alone), Unit: "events/s"},
 			Row{What: "destinations, " + label + ": healthy seven beside the bad three", Value: Summarize(with), Unit: "events/s"},
 		)
