@@ -56,6 +56,7 @@ type checkedQueue interface {
 	Stats(ctx context.Context) (queue.Stats, error)
 	Flows(ctx context.Context) ([]queue.FlowState, error)
 	FlowEvents(ctx context.Context, flow string) ([]queue.EventState, error)
+	Event(ctx context.Context, id string) (queue.EventState, error)
 	AuditAll(ctx context.Context) ([]queue.AuditRecord, error)
 }
 
@@ -117,6 +118,32 @@ func Check(ctx context.Context, stores Stores, producers []Producer) (Result, er
 	return res, nil
 }
 
+// checkNoGap fails the run when the receiver ever answered gap to a
+// delivery of e (its attempt history keeps the reason): a gap means the
+// queue handed out a flow's later event while an earlier one was not yet
+// received, which head-of-line blocking (docs/contract.md §2.2) rules out
+// whatever crashes. The receipts' order alone cannot show it: the receiver
+// refuses the early delivery, and a retry after the earlier event's ack
+// leaves the same receipts as a correct run. An event pruned by retention
+// took its history with it and is not read.
+func checkNoGap(ctx context.Context, pr *problems, q checkedQueue, e queue.EventState) error {
+	full, err := q.Event(ctx, e.ID)
+	if err != nil {
+		return fmt.Errorf("soak: event %s: %w", e.ID, err)
+	}
+	gaps := 0
+	for _, a := range full.History {
+		if a.Reason == string(receiver.Gap) { // the relay's reason for a gap answer is the outcome's name
+
+			gaps++
+		}
+	}
+	if gaps > 0 {
+		pr.add("order", "event %s (flow %s seq %d) was answered gap %d times: delivered before its flow's earlier event was received", e.ID, e.Flow, e.Seq, gaps)
+	}
+	return nil
+}
+
 // checkStores is Check on open stores, with the receipts in commit order
 // (and those with no known place in it), and the acked events the queue's
 // retention deleted (gone: as the backend's enqueue log has them).
@@ -124,8 +151,10 @@ func checkStores(ctx context.Context, pr *problems, q checkedQueue, r checkedRec
 	var res Result
 	res.Pruned = len(gone)
 	goneByFlow := map[string][]queue.EventState{}
+	pruned := map[string]bool{}
 	for _, e := range gone {
 		goneByFlow[e.Flow] = append(goneByFlow[e.Flow], e)
+		pruned[e.ID] = true
 	}
 	// The queue: every event, by flow and seq.
 	st, err := q.Stats(ctx)
@@ -194,6 +223,11 @@ func checkStores(ctx context.Context, pr *problems, q checkedQueue, r checkedRec
 				res.Acked++
 				if e.LifetimeAttempts > 1 {
 					res.Retried++
+					if !poison && !pruned[e.ID] {
+						if err := checkNoGap(ctx, pr, q, e); err != nil {
+							return res, err
+						}
+					}
 				}
 			case "quarantined":
 				res.Quarantined++
