@@ -164,20 +164,26 @@ func (in *injector) run(ctx context.Context, lo, hi time.Duration) error {
 		case <-time.After(in.between(lo, hi)):
 		}
 		kind := in.kinds[in.intn(int64(len(in.kinds)))]
-		if err := in.inject(ctx, kind); err != nil {
+		hit, err := in.inject(ctx, kind)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("soak: fault %s: %w", kind, err)
 		}
-		in.mu.Lock()
-		in.counts[kind]++
-		in.mu.Unlock()
+		if hit {
+			in.mu.Lock()
+			in.counts[kind]++
+			in.mu.Unlock()
+		}
 	}
 }
 
-// inject injects one fault of kind and returns when it is over.
-func (in *injector) inject(ctx context.Context, kind string) error {
+// inject injects one fault of kind and returns when it is over; hit is
+// false when it found nothing to act on (a cut with no connection open, a
+// terminate that matched no session), so that a fault that never reaches
+// the processes is not counted as injected.
+func (in *injector) inject(ctx context.Context, kind string) (hit bool, err error) {
 	hold := func(d time.Duration) {
 		select {
 		case <-ctx.Done():
@@ -186,7 +192,8 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 	}
 	switch kind {
 	case FaultTerminate:
-		return in.terminate(ctx)
+		n, err := in.terminate(ctx)
+		return n > 0, err
 	case FaultRestartFast, FaultRestartImmediate:
 		mode := strings.TrimPrefix(kind, "restart-")
 		in.serverTrouble(true)
@@ -195,13 +202,14 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
 		in.log("soak: fault: restart the server (-m %s)", mode)
-		return in.cluster.Restart(rctx, mode)
+		return true, in.cluster.Restart(rctx, mode)
 	case FaultDBCut:
 		in.serverTrouble(true)
-		in.db.Cut()
+		n := in.db.Cut()
 		in.serverTrouble(false)
+		return n > 0, nil
 	case FaultHTTPCut:
-		in.http.Cut()
+		return in.http.Cut() > 0, nil
 	case FaultDBBlackhole, FaultHTTPBlackhole:
 		p := in.http
 		if kind == FaultDBBlackhole {
@@ -221,9 +229,9 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		hold(in.between(time.Second, 3*time.Second))
 		p.SetDelay(0)
 	default:
-		return fmt.Errorf("%w: unknown fault kind %q", ErrConfig, kind)
+		return false, fmt.Errorf("%w: unknown fault kind %q", ErrConfig, kind)
 	}
-	return nil
+	return true, nil
 }
 
 // The application_name of each kind of process is fairrelay-ROLE (relayctl's
@@ -236,14 +244,15 @@ var sessionRoles = []string{"relay", "receive", "produce", "%"}
 // tag.
 func appName(role, tag string) string { return "fairrelay-" + role + ":" + tag }
 
-// terminate ends the sessions of one kind of process (or of all).
-func (in *injector) terminate(ctx context.Context) error {
+// terminate ends the sessions of one kind of process (or of all) and
+// returns how many it ended.
+func (in *injector) terminate(ctx context.Context) (int, error) {
 	role := sessionRoles[in.intn(int64(len(sessionRoles)))]
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(tctx, in.server)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close(context.Background())
 	in.serverTrouble(true)
@@ -251,7 +260,7 @@ func (in *injector) terminate(ctx context.Context) error {
 	var n int
 	err = c.QueryRow(tctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE application_name LIKE $1 AND pid <> pg_backend_pid()`, appName(role, in.tag)).Scan(&n)
-	return err
+	return n, err
 }
 
 // processURL is a store's URL as a process of role (relay, receive,

@@ -12,7 +12,7 @@ type Summary struct {
 	Seed                                     int64
 	Kills                                    int // SIGKILLs sent during the chaos: to the receiver, the relays and the producers
 	ReceiverKills, RelayKills, ProducerKills int
-	Faults                                   FaultCounts // faults injected by kind (FaultKill: the kills)
+	Faults                                   FaultCounts // faults injected by kind (FaultKill: the kills); a cut or terminate that found nothing to end is not counted
 	StartRefused                             int         // starts that exited, not ready, while the server was unreachable (not crashes)
 	StoreErrors                              int         // the relays' failed queue calls, each retried (their logs)
 	Recovered                                int         // the relays' returns to working queue calls after failures (their logs)
