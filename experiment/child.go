@@ -127,7 +127,12 @@ func receiverHook(trap crashpoint.Trap) ReceiverOption {
 	})
 }
 
-// run carries the job out with both stores' hooks wired to trap.
+// run carries the job out with both stores' hooks wired to trap when it
+// is armed. An unarmed child (the eight claimants, a relay that is not the
+// one crashed) opens its stores without a hook, as a relay in production
+// does: a PostgreSQL store with a hook keeps every call on its general
+// path, never the one-call path (settle_claim, receive_accepted) a relay
+// takes.
 func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 	switch j.Program {
 	case ProgEnqueue, ProgRedrive, ProgRelay, ProgClaimant:
@@ -140,7 +145,12 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 	}
 	lab := &Lab{Dir: j.Dir, backend: b, key: j.Key}
 	defer func() { err = errors.Join(err, lab.closeAll()) }()
-	q, err := lab.Queue(queueHook(trap))
+	_, armed := trap.Armed()
+	var qopts []QueueOption
+	if armed {
+		qopts = append(qopts, queueHook(trap))
+	}
+	q, err := lab.Queue(qopts...)
 	if err != nil {
 		return err
 	}
@@ -155,7 +165,10 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 	case ProgRedrive:
 		return q.Redrive(ctx, j.EventID, j.Generation, j.Reason, j.Now)
 	case ProgRelay, ProgClaimant:
-		opts := []ReceiverOption{receiverHook(trap)}
+		var opts []ReceiverOption
+		if armed {
+			opts = append(opts, receiverHook(trap))
+		}
 		if j.MaxDelta > 0 {
 			opts = append(opts, WithMaxDelta(j.MaxDelta))
 		}
