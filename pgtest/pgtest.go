@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -178,4 +179,22 @@ func SchemasWithPrefix(t testing.TB, prefix string) int {
 		t.Fatalf("pgtest: count schemas: %v", err)
 	}
 	return n
+}
+
+// RefusesSchemaInjection checks that open, a store's Open on the server at
+// url with the schema name it is given, refuses a name holding a line
+// break with an error that is want, and that nothing ran: the name would
+// end an SQL comment of a migration it is put into, and the test's name
+// creates a schema if it runs.
+func RefusesSchemaInjection(t *testing.T, open func(ctx context.Context, url, schema string) error, want error) {
+	t.Helper()
+	url, injected := Schema(t)
+	name := "x\nCREATE SCHEMA " + injected + ";--"
+	dropWhenDone(t, name)
+	if err := open(context.Background(), url, name); !errors.Is(err, want) {
+		t.Fatalf("schema name %q: %v, want %v", name, err, want)
+	}
+	if n, m := SchemasWithPrefix(t, injected), SchemasWithPrefix(t, name); n+m != 0 {
+		t.Fatalf("after the refusal: %d injected schemas, %d of the name; want none", n, m)
+	}
 }
