@@ -131,10 +131,10 @@ func checkNoGap(ctx context.Context, pr *problems, q checkedQueue, e queue.Event
 	if err != nil {
 		return fmt.Errorf("soak: event %s: %w", e.ID, err)
 	}
+	// The relay records a gap answer under the outcome's name.
 	gaps := 0
 	for _, a := range full.History {
-		if a.Reason == string(receiver.Gap) { // the relay's reason for a gap answer is the outcome's name
-
+		if a.Reason == string(receiver.Gap) {
 			gaps++
 		}
 	}
