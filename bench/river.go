@@ -208,14 +208,9 @@ func (r *riverRun[TTx]) TimedStep(ctx context.Context) (int, time.Duration, erro
 	batch := int64(len(r.params))
 	for time.Now().Before(deadline) {
 		if r.insert-r.done.Load()-r.failed.Load() <= r.window-batch {
-			for i := range r.params {
-				r.num++
-				r.params[i] = river.InsertManyParams{Args: riverArgs{Num: r.num}}
+			if err := r.insertMany(ctx, len(r.params)); err != nil {
+				return 0, 0, err
 			}
-			if _, err := r.client.InsertMany(ctx, r.params); err != nil {
-				return 0, 0, fmt.Errorf("river insert many: %w", err)
-			}
-			r.insert += batch
 			continue
 		}
 		t := time.NewTimer(time.Until(deadline))
@@ -232,17 +227,8 @@ func (r *riverRun[TTx]) TimedStep(ctx context.Context) (int, time.Duration, erro
 		return 0, 0, fmt.Errorf("river: %d jobs failed or were cancelled", f)
 	}
 	// Untimed: the jobs still in flight finish before the next case runs.
-	limit := time.NewTimer(time.Minute)
-	defer limit.Stop()
-	for r.done.Load() < r.insert {
-		select {
-		case <-r.wake:
-		case <-time.After(50 * time.Millisecond):
-		case <-limit.C:
-			return 0, 0, fmt.Errorf("river: %d of %d jobs completed a minute after the step", r.done.Load(), r.insert)
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		}
+	if err := r.waitAll(ctx, time.Minute); err != nil {
+		return 0, 0, err
 	}
 	// Untimed: the client stops, so that its fetch loop does not poll
 	// through the other cases' slices.
@@ -252,6 +238,38 @@ func (r *riverRun[TTx]) TimedStep(ctx context.Context) (int, time.Duration, erro
 		return 0, 0, err
 	}
 	return int(n), took, nil
+}
+
+// insertMany inserts n jobs (at most len(r.params)) in one InsertMany.
+func (r *riverRun[TTx]) insertMany(ctx context.Context, n int) error {
+	params := r.params[:n]
+	for i := range params {
+		r.num++
+		params[i] = river.InsertManyParams{Args: riverArgs{Num: r.num}}
+	}
+	if _, err := r.client.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("river insert many: %w", err)
+	}
+	r.insert += int64(n)
+	return nil
+}
+
+// waitAll waits, at most limit, until every job inserted has completed,
+// failed or been cancelled by River's events; each event wakes it.
+func (r *riverRun[TTx]) waitAll(ctx context.Context, limit time.Duration) error {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for r.done.Load()+r.failed.Load() < r.insert {
+		select {
+		case <-r.wake:
+		case <-time.After(time.Millisecond):
+		case <-t.C:
+			return fmt.Errorf("river: %d of %d jobs completed within %s", r.done.Load(), r.insert, limit)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // counts returns the jobs completed and inserted so far.
@@ -296,28 +314,38 @@ func RiverPG(url string, batch, workers int, step time.Duration) Case {
 		Name: riverName("pg", batch, workers),
 		Unit: "events/s",
 		Setup: func(ctx context.Context, dir string) (Workload, error) {
-			schema := NewPGSchema()
-			pool, err := pgxpool.New(ctx, url)
+			r, _, _, err := riverPG(ctx, url, batch, workers, step)
 			if err != nil {
-				return nil, err
+				return nil, err // not a nil *riverRun in a Workload
 			}
-			cleanup := func() error {
-				pool.Close()
-				return DropPGSchema(context.Background(), url, schema)
-			}
-			if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-				cleanup()
-				return nil, fmt.Errorf("create schema: %w", err)
-			}
-			r, err := newRiver(ctx, riverpgxv5.New(pool), schema, batch, workers, step)
-			if err != nil {
-				cleanup()
-				return nil, err
-			}
-			r.closers = append(r.closers, cleanup)
 			return r, nil
 		},
 	}
+}
+
+// riverPG is River's run on PostgreSQL in a fresh schema of the server at
+// url, with its pool; Close drops the schema.
+func riverPG(ctx context.Context, url string, batch, workers int, step time.Duration) (*riverRun[pgx.Tx], *pgxpool.Pool, string, error) {
+	schema := NewPGSchema()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	cleanup := func() error {
+		pool.Close()
+		return DropPGSchema(context.Background(), url, schema)
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		cleanup()
+		return nil, nil, "", fmt.Errorf("create schema: %w", err)
+	}
+	r, err := newRiver(ctx, riverpgxv5.New(pool), schema, batch, workers, step)
+	if err != nil {
+		cleanup()
+		return nil, nil, "", err
+	}
+	r.closers = append(r.closers, cleanup)
+	return r, pool, schema, nil
 }
 
 // RiverSQLite is River on SQLite (riversqlite, modernc.org/sqlite) with the
@@ -362,33 +390,15 @@ const RiverBurnDownJobs = 20 * RiverBestBatch
 // River's completed events have counted every job (riverbench: from the
 // start to the last job worked). It returns jobs ÷ that time.
 func RiverPGBurnDown(ctx context.Context, url string, jobs int) (float64, error) {
-	schema := NewPGSchema()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		pool.Close()
-		DropPGSchema(context.Background(), url, schema)
-	}()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return 0, fmt.Errorf("create schema: %w", err)
-	}
-	r, err := newRiver(ctx, riverpgxv5.New(pool), schema, RiverBestBatch, RiverBestWorkers, 0)
+	r, pool, schema, err := riverPG(ctx, url, RiverBestBatch, RiverBestWorkers, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer r.Close()
 	for r.insert < int64(jobs) {
-		params := r.params[:min(len(r.params), jobs-int(r.insert))]
-		for i := range params {
-			r.num++
-			params[i] = river.InsertManyParams{Args: riverArgs{Num: r.num}}
+		if err := r.insertMany(ctx, min(len(r.params), jobs-int(r.insert))); err != nil {
+			return 0, err
 		}
-		if _, err := r.client.InsertMany(ctx, params); err != nil {
-			return 0, fmt.Errorf("river insert many: %w", err)
-		}
-		r.insert += int64(len(params))
 	}
 	if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, "river_job"}.Sanitize()); err != nil {
 		return 0, fmt.Errorf("analyze river_job: %w", err)
@@ -400,17 +410,8 @@ func RiverPGBurnDown(ctx context.Context, url string, jobs int) (float64, error)
 		return 0, err
 	}
 	start := time.Now()
-	limit := time.NewTimer(2 * time.Minute)
-	defer limit.Stop()
-	for r.done.Load()+r.failed.Load() < r.insert {
-		select {
-		case <-r.wake:
-		case <-time.After(time.Millisecond):
-		case <-limit.C:
-			return 0, fmt.Errorf("river burn-down: %d of %d jobs completed in 2 minutes", r.done.Load(), r.insert)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	if err := r.waitAll(ctx, 2*time.Minute); err != nil {
+		return 0, err
 	}
 	took := time.Since(start)
 	if f := r.failed.Load(); f > 0 {

@@ -817,6 +817,7 @@ func TestRedriveAll_StoppedPartwaySaysWhatWasDone(t *testing.T) {
 func TestNotices_OnlyForWritesThatHappened(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Options{})
+	seedDestinations(t, f.q)
 	c := f.client(t)
 	evs, err := f.q.FlowEvents(context.Background(), pauseFlow)
 	if err != nil || len(evs) == 0 {
@@ -825,6 +826,7 @@ func TestNotices_OnlyForWritesThatHappened(t *testing.T) {
 	for _, path := range []string{
 		"/flow?name=" + url.QueryEscape(pauseFlow) + "&done=paused",
 		"/event?id=" + url.QueryEscape(evs[0].ID) + "&redriven=" + fmtInt(evs[0].Generation),
+		"/destination?name=crm&done=paused",
 	} {
 		code, body := f.get(t, c, path)
 		if code != http.StatusOK || strings.Contains(body, `id="result"`) {

@@ -22,23 +22,30 @@ func (c *console) now(ctx context.Context) (clock.Tick, error) {
 }
 
 // refusal turns a store's refusal of a redrive into a status and plain
-// words; ok is false for an error that is not a refusal (an internal one).
-func refusal(err error) (status int, title, msg string, ok bool) {
+// words, the last of them what was done: nothing, or the done events a
+// bulk redrive had redriven (one chunk at a time) before the refusal; ok is
+// false for an error that is not a refusal (an internal one).
+func refusal(err error, done int) (status int, title, msg string, ok bool) {
 	switch {
 	case errors.Is(err, queue.ErrEmptyReason):
-		return http.StatusBadRequest, "A reason is required", "Say why the event may go again (what was fixed): the reason is kept in the audit. Nothing was redriven.", true
+		status, title, msg = http.StatusBadRequest, "A reason is required", "Say why the event may go again (what was fixed): the reason is kept in the audit."
 	case errors.Is(err, queue.ErrStaleGeneration):
-		return http.StatusConflict, "The event changed", "The event is no longer at the generation you saw: it changed since the page was read. Nothing was redriven; look at it again.", true
+		status, title, msg = http.StatusConflict, "The event changed", "The event is no longer at the generation you saw: it changed since the page was read; look at it again."
 	case errors.Is(err, queue.ErrNotQuarantined):
-		return http.StatusConflict, "Not quarantined", "Only a quarantined event can be redriven, and this one is not (any more). Nothing was redriven.", true
+		status, title, msg = http.StatusConflict, "Not quarantined", "Only a quarantined event can be redriven, and this one is not (any more)."
 	case errors.Is(err, queue.ErrNotFound):
-		return http.StatusNotFound, "No such event", "The queue has no such event. Nothing was redriven.", true
+		status, title, msg = http.StatusNotFound, "No such event", "The queue has no such event."
 	case errors.Is(err, queue.ErrTimeRegression):
-		return http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark. Nothing was redriven.", true
+		status, title, msg = http.StatusConflict, "Time went backwards", "The tick of the write is below the queue's clock mark."
 	case errors.Is(err, queue.ErrInvalid):
-		return http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end), and the event ID 1..200. Nothing was redriven.", true
+		status, title, msg = http.StatusBadRequest, "Not accepted", "The reason must be 1..1000 bytes of printable text (no line breaks or control characters, no spaces at either end), and the event ID 1..200."
+	default:
+		return 0, "", "", false
 	}
-	return 0, "", "", false
+	if done > 0 {
+		return status, title, msg + fmt.Sprintf(" It stopped part way: %d events had been redriven before, each with its audit row (see the audit); the rest were not.", done), true
+	}
+	return status, title, msg + " Nothing was redriven.", true
 }
 
 // redrive redrives one quarantined event at the generation the form shows,
@@ -59,7 +66,7 @@ func (c *console) redrive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := c.q.Redrive(ctx, id, gen, reason, now); err != nil {
-		status, title, msg, ok := refusal(err)
+		status, title, msg, ok := refusal(err, 0)
 		if !ok {
 			c.internal(w, r, err)
 			return
@@ -105,17 +112,13 @@ func (c *console) redriveAll(w http.ResponseWriter, r *http.Request) {
 		// RedriveAll commits a chunk at a time: a refusal of a later chunk
 		// (or of a later shard) leaves the earlier ones redriven.
 		c.log.Info("console: redrive all refused", "flow", f.Flow, "filter_reason", f.Reason, "redriven", len(done), "err", err)
-		status, title, msg, ok := refusal(err)
+		status, title, msg, ok := refusal(err, len(done))
 		if !ok {
 			c.internal(w, r, err)
 			return
 		}
 		if errors.Is(err, queue.ErrInvalid) && !errors.Is(err, queue.ErrEmptyReason) {
 			msg = "The reason must be 1..1000 bytes of printable text (no line breaks, no spaces at either end), and the filter's flow and reason as the queue stores them. Nothing was redriven."
-		}
-		if len(done) > 0 {
-			msg = strings.Replace(msg, "Nothing was redriven.", fmt.Sprintf(
-				"It stopped part way: %d events had been redriven before, each with its audit row (see the audit); the rest were not.", len(done)), 1)
 		}
 		c.render(w, r, status, "error", &errorData{Title: title, Message: msg, Status: status, Back: back})
 		return

@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -185,13 +186,17 @@ func SchemasWithPrefix(t testing.TB, prefix string) int {
 // url with the schema name it is given, refuses a name holding a line
 // break with an error that is want, and that nothing ran: the name would
 // end an SQL comment of a migration it is put into, and the test's name
-// creates a schema if it runs.
-func RefusesSchemaInjection(t *testing.T, open func(ctx context.Context, url, schema string) error, want error) {
+// creates a schema if it runs. A store open did open is closed.
+func RefusesSchemaInjection[S io.Closer](t *testing.T, open func(ctx context.Context, url, schema string) (S, error), want error) {
 	t.Helper()
 	url, injected := Schema(t)
 	name := "x\nCREATE SCHEMA " + injected + ";--"
 	dropWhenDone(t, name)
-	if err := open(context.Background(), url, name); !errors.Is(err, want) {
+	s, err := open(context.Background(), url, name)
+	if err == nil {
+		s.Close()
+	}
+	if !errors.Is(err, want) {
 		t.Fatalf("schema name %q: %v, want %v", name, err, want)
 	}
 	if n, m := SchemasWithPrefix(t, injected), SchemasWithPrefix(t, name); n+m != 0 {
