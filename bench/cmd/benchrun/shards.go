@@ -24,17 +24,24 @@ var (
 // diagonal, each process over every shard and, again, one relay process
 // per shard; plus one process on eight shards and eight processes on one
 // shard (9 of the combinations of 1, 2, 4, 8, to keep the run short); and
-// four relays on four shards, one per shard, at a relay's concurrency of
-// 64 (shardBestBatch): our best configuration, to set beside River's,
-// with one relay on one shard at the same batch as its baseline.
+// bigger waves, as a relay run with --concurrency and --batch of 64 or
+// 256 claims them: one relay on one shard (each size's baseline), and two
+// and four relays one per shard. One relay process per core, each on its
+// own shard, at the biggest wave is the best configuration on two cores
+// (docs/decisions/river-comparison.md), to set beside River's best.
 var shardCombos = []bench.ShardCombo{{Procs: 1, Shards: 1}, {Procs: 2, Shards: 2}, {Procs: 4, Shards: 4}, {Procs: 8, Shards: 8},
 	{Procs: 2, Shards: 2, PerShard: true}, {Procs: 4, Shards: 4, PerShard: true}, {Procs: 8, Shards: 8, PerShard: true},
 	{Procs: 1, Shards: 8}, {Procs: 8, Shards: 1},
-	{Procs: 1, Shards: 1, Batch: shardBestBatch}, {Procs: 4, Shards: 4, PerShard: true, Batch: shardBestBatch}}
+	{Procs: 1, Shards: 1, Batch: shardWave}, {Procs: 2, Shards: 2, PerShard: true, Batch: shardWave}, {Procs: 4, Shards: 4, PerShard: true, Batch: shardWave},
+	{Procs: 1, Shards: 1, Batch: shardBigWave}, {Procs: 2, Shards: 2, PerShard: true, Batch: shardBigWave}}
 
-// shardBestBatch is the batch of the best-configuration combination: the
-// claims per SettleClaimBatch of a relay run with --concurrency 64.
-const shardBestBatch = 64
+// shardWave and shardBigWave are the claims per SettleClaimBatch of the
+// bigger-wave combinations: a relay run with --concurrency 64 (whose
+// --batch defaults to 64), and one run with --concurrency 256 --batch 256.
+const (
+	shardWave    = 64
+	shardBigWave = 256
+)
 
 // shardBatch is the claims per SettleClaimBatch of a shard drain child, as
 // the PostgreSQL drains.
@@ -51,10 +58,11 @@ type shardDrains struct {
 }
 
 // shardPer is the events per flow (1,000 flows) of a shard drain's
-// backlog: enough for 50,000 events/s over the whole drain (one process
-// on one SQLite shard drained 45,000 in 1.8 s on a slower machine; a
-// child that finds its shard empty fails the run).
-func shardPer(cfg config) int { return max(cfg.drainPer, int(50*cfg.shardFor.Seconds())) }
+// backlog: enough for 60,000 events/s over the whole drain (one process
+// on one SQLite shard drained 45,000 in 1.8 s on a slower machine, and
+// 39,275 events/s at a batch of 64 in 2 s; a child that finds its shard
+// empty fails the run).
+func shardPer(cfg config) int { return max(cfg.drainPer, int(60*cfg.shardFor.Seconds())) }
 
 // measureShards runs the shard drains on SQLite and, when the server is
 // there, on PostgreSQL. A backend whose stores cannot be sharded (a store
@@ -257,7 +265,7 @@ func plural(n int, suffix string) string {
 
 // shardHeader is the header's bullet on the shard drains.
 func shardHeader(cfg config, ds []shardDrains) string {
-	h := fmt.Sprintf("- Shard drains: %d rounds; in each, for every combination of relay processes × shards (1×1, 2×2, 4×4, 8×8, 1×8, 8×1, and 2, 4 and 8 processes one per shard, and 1×1 and 4 one per shard at SettleClaimBatch of 64, a relay's --concurrency 64; order rotated by round), a fresh set of shards (SQLite: one file each; PostgreSQL: one schema each) is created with shard.Create and loaded through one shard.Store (%s flows × %d events, each flow in its shard; × the shard count when one process drains each shard), untimed; then that many OS processes, each opening its own shard.Store over the same set (or, one per shard, process k opening shard k alone, as a relay over one shard does), are released together and drain it for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch. A total is events ÷ the longest process's time; its ratio is to 1 process on 1 shard at the same batch in the same round. The spread is over the flows' served counts when the drain ends (docs/decisions/bench-method.md). On PostgreSQL each round ends with River's burn-down at its own best settings, as `river bench -n` runs it: in a fresh schema, %s jobs inserted with InsertMany of %s and analyzed, untimed; then a client of %s no-op workers (riverbench's fetch settings) timed from its start until its completed events have counted every job; the best drain's ratio to it is taken within the round.\n",
+	h := fmt.Sprintf("- Shard drains: %d rounds; in each, for every combination of relay processes × shards (1×1, 2×2, 4×4, 8×8, 1×8, 8×1, and 2, 4 and 8 processes one per shard, and 1×1, 2 and 4 one per shard at SettleClaimBatch of 64, a relay's --concurrency 64, and 1×1 and 2 one per shard at 256, a relay's --concurrency 256 --batch 256; order rotated by round), a fresh set of shards (SQLite: one file each; PostgreSQL: one schema each) is created with shard.Create and loaded through one shard.Store (%s flows × %d events, each flow in its shard; × the shard count when one process drains each shard), untimed; then that many OS processes, each opening its own shard.Store over the same set (or, one per shard, process k opening shard k alone, as a relay over one shard does), are released together and drain it for %s, each making one ClaimBatch(%d) and then looping SettleClaimBatch. A total is events ÷ the longest process's time; its ratio is to 1 process on 1 shard at the same batch in the same round. The spread is over the flows' served counts when the drain ends (docs/decisions/bench-method.md). On PostgreSQL each round ends with River's burn-down at its own best settings, as `river bench -n` runs it: in a fresh schema, %s jobs inserted with InsertMany of %s and analyzed, untimed; then a client of %s no-op workers (riverbench's fetch settings) timed from its start until its completed events have counted every job; the best drain's ratio to it is taken within the round.\n",
 		cfg.shardRnds, thousands(cfg.drainFlow), shardPer(cfg), cfg.shardFor, shardBatch, thousands(bench.RiverBurnDownJobs), thousands(bench.RiverBestBatch), thousands(bench.RiverBestWorkers))
 	for _, d := range ds {
 		if d.skipped != "" {
