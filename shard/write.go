@@ -635,14 +635,26 @@ func (s *Store) PutDestination(ctx context.Context, d queue.Destination, reason 
 	return s.everyDest(func(ds queue.DestinationStore) error { return ds.PutDestination(ctx, d, reason, now) })
 }
 
-// PauseDestination pauses the destination in every shard.
+// PauseDestination pauses the destination in every shard, in index order.
+// A shard that has it paused already is skipped (it counts as done), so
+// the same call again finishes a pause that stopped part way. The call is
+// ErrDestinationPaused, as on one queue, only when every shard had it
+// paused; any other refusal stops it, a *ShardError naming the shards
+// done.
 func (s *Store) PauseDestination(ctx context.Context, name, reason string, now clock.Tick) error {
-	return s.everyDest(func(ds queue.DestinationStore) error { return ds.PauseDestination(ctx, name, reason, now) })
+	return s.everyDestOnce(queue.ErrDestinationPaused, func(ds queue.DestinationStore) error {
+		return ds.PauseDestination(ctx, name, reason, now)
+	})
 }
 
-// ResumeDestination resumes the destination in every shard.
+// ResumeDestination resumes the destination in every shard, as
+// PauseDestination pauses it: a shard where it is not paused is skipped,
+// and the call is ErrDestinationNotPaused only when it was paused in no
+// shard.
 func (s *Store) ResumeDestination(ctx context.Context, name, reason string, now clock.Tick) error {
-	return s.everyDest(func(ds queue.DestinationStore) error { return ds.ResumeDestination(ctx, name, reason, now) })
+	return s.everyDestOnce(queue.ErrDestinationNotPaused, func(ds queue.DestinationStore) error {
+		return ds.ResumeDestination(ctx, name, reason, now)
+	})
 }
 
 // SetFlowDestination changes a flow's destination in its shard.
@@ -663,4 +675,29 @@ func (s *Store) everyDest(fn func(queue.DestinationStore) error) error {
 		}
 		return fn(ds)
 	})
+}
+
+// everyDestOnce is everyDest for a change a shard refuses with already
+// when it has the state asked for (a pause, a resume): such a shard
+// changes nothing and counts as done, and the call goes on to the next.
+// The call is that refusal, shard 0's as it gave it, only when every shard
+// refused so; a retry of a call that stopped part way thus finishes it.
+func (s *Store) everyDestOnce(already error, fn func(queue.DestinationStore) error) error {
+	var first error
+	had := 0
+	err := s.everyDest(func(ds queue.DestinationStore) error {
+		err := fn(ds)
+		if errors.Is(err, already) {
+			if first == nil {
+				first = err
+			}
+			had++
+			return nil
+		}
+		return err
+	})
+	if err == nil && had == len(s.shards) {
+		return first
+	}
+	return err
 }
