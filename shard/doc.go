@@ -27,7 +27,10 @@
 //     operator who wants a total limit L registers ceil(L/N).
 //   - SetPolicy, PutDestination and the other queue-wide writes go to
 //     every shard in turn: a failure part way leaves the shards before it
-//     changed, and the error says which; the same call again finishes it.
+//     changed, and the error says which; the same call again finishes it
+//     (a destination pause or resume skips the shards that have it
+//     already, and Destinations shows the destination paused while any
+//     shard has it paused).
 //
 // The shard count N is recorded in every shard ([queue.ShardLabel]):
 // [Create] labels a fresh set, [Open] refuses any set whose labels are not

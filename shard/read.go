@@ -254,7 +254,9 @@ func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 
 // Destinations lists the destinations as shard 0 records them (every
 // shard registers the same), with Flows, Backlog and Inflight summed over
-// the shards.
+// the shards. A destination is Paused when any shard has it paused, with
+// the PauseReason of the first such shard: a pause or resume that stopped
+// part way shows as paused until the same call again finishes it.
 func (s *Store) Destinations(ctx context.Context) ([]queue.DestinationState, error) {
 	all, err := gather(s, func(i int, sh queue.Store) ([]queue.DestinationState, error) {
 		ds, ok := sh.(queue.DestinationStore)
@@ -278,6 +280,9 @@ func (s *Store) Destinations(ctx context.Context) ([]queue.DestinationState, err
 			out[k].Flows += other[k].Flows
 			out[k].Backlog += other[k].Backlog
 			out[k].Inflight += other[k].Inflight
+			if other[k].Paused && !out[k].Paused {
+				out[k].Paused, out[k].PauseReason = true, other[k].PauseReason
+			}
 		}
 	}
 	return out, nil

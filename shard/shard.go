@@ -178,7 +178,8 @@ type ShardError struct {
 	Shard int
 	Err   error
 	// Done lists the shards whose part committed before the failure (a
-	// batch is atomic per shard only).
+	// batch is atomic per shard only); a pause or resume of a destination
+	// counts a shard that had the state already as done.
 	Done []int
 }
 

@@ -272,3 +272,65 @@ func TestSettlesPerShard(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimRefusesBadN: a claim of n < 1 (ClaimBatch, ClaimFor) and a
+// settle-and-claim of n < 0 are ErrInvalid, as on one queue, and touch no
+// shard: nothing is settled or claimed and no shard's clock mark moves to
+// the refused call's tick.
+func TestClaimRefusesBadN(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		for _, n := range []int{1, 2} {
+			s, shards := newSet(t, b, n, nil)
+			for i := 0; i < n; i++ {
+				enqueue(t, s, fmt.Sprintf("e%d", i), flowsIn(i, n, 1, "f")[0], 2)
+			}
+			cs, err := s.ClaimBatch(ctx, 2, n)
+			if err != nil || len(cs) != n {
+				t.Fatalf("%d shards: ClaimBatch = %+v, %v", n, cs, err)
+			}
+			items := make([]queue.SettleItem, len(cs))
+			for k, c := range cs {
+				items[k] = queue.SettleItem{EventID: c.EventID, Generation: c.Generation, Result: queue.Result{OK: true}}
+			}
+			var calls []string
+			var errs []error
+			refused := func(call string, err error) {
+				calls, errs = append(calls, call), append(errs, err)
+			}
+			for _, bad := range []int{0, -1} {
+				_, err := s.ClaimBatch(ctx, 10, bad)
+				refused(fmt.Sprintf("ClaimBatch(%d)", bad), err)
+				_, err = s.ClaimFor(ctx, 10, bad, queue.ClaimFilter{})
+				refused(fmt.Sprintf("ClaimFor(%d)", bad), err)
+			}
+			_, _, err = s.SettleClaimBatch(ctx, items, 10, -1)
+			refused("SettleClaimBatch(items, -1)", err)
+			_, _, err = s.SettleClaimFor(ctx, items, 10, -1, queue.ClaimFilter{})
+			refused("SettleClaimFor(items, -1)", err)
+			_, _, err = s.SettleClaimBatch(ctx, nil, 10, -1)
+			refused("SettleClaimBatch(nil, -1)", err)
+			for k, err := range errs {
+				if !errors.Is(err, queue.ErrInvalid) {
+					t.Errorf("%d shards: %s = %v, want ErrInvalid", n, calls[k], err)
+				}
+			}
+			for i, sh := range shards {
+				if st, err := sh.Stats(ctx); err != nil || st.ClockMark != 2 {
+					t.Errorf("%d shards: shard %d's clock mark after the refused calls = %d, %v; want 2", n, i, st.ClockMark, err)
+				}
+			}
+			rs, err := s.SettleBatch(ctx, items, 3)
+			if err != nil {
+				t.Errorf("%d shards: SettleBatch below the refused calls' tick: %v", n, err)
+				continue
+			}
+			for k, r := range rs {
+				if r.Outcome != queue.Acked {
+					t.Errorf("%d shards: item %d settled %+v, want acked (the refused calls settled nothing)", n, k, r)
+				}
+			}
+		}
+	})
+}

@@ -102,30 +102,45 @@ func (s *Store) Claim(ctx context.Context, now clock.Tick) (queue.Claim, bool, e
 // a batch costs one commit as on one queue (splitting it over the shards
 // cost one commit per shard: 8 shards drained at 0.22 of one queue). A failing shard ends the call with a
 // *ShardError; the claims made before it are not returned and come back
-// when their lease runs out.
+// when their lease runs out. n must be at least 1 (ErrInvalid otherwise,
+// as on one queue, and no shard is asked).
 func (s *Store) ClaimBatch(ctx context.Context, now clock.Tick, n int) ([]queue.Claim, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("claim batch: %w: n is %d, want at least 1", queue.ErrInvalid, n)
+	}
 	_, cs, err := s.settleClaim(ctx, nil, now, n, nil)
 	return cs, err
 }
 
 // SettleClaimBatch settles items and claims up to n heads: each shard
 // settles its items in one transaction of its own, the shard whose turn it
-// is (ClaimBatch's rotation) together with its claims.
+// is (ClaimBatch's rotation) together with its claims. n is at least 0
+// (ErrInvalid otherwise, and no shard is asked); 0 settles only.
 func (s *Store) SettleClaimBatch(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int) ([]queue.SettleResult, []queue.Claim, error) {
+	if n < 0 {
+		return nil, nil, fmt.Errorf("settle claim batch: %w: n is %d, want at least 0", queue.ErrInvalid, n)
+	}
 	return s.settleClaim(ctx, items, now, n, nil)
 }
 
 // ClaimFor is ClaimBatch whose claims also leave out what f says; a
 // destination's Room is shared by the shards (what one shard claimed is
-// taken from the room the next one gets).
+// taken from the room the next one gets). n is checked first, as
+// ClaimBatch's, then f (ErrInvalid); either refusal asks no shard.
 func (s *Store) ClaimFor(ctx context.Context, now clock.Tick, n int, f queue.ClaimFilter) ([]queue.Claim, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("claim for: %w: n is %d, want at least 1", queue.ErrInvalid, n)
+	}
 	_, cs, err := s.settleClaim(ctx, nil, now, n, &f)
 	return cs, err
 }
 
 // SettleClaimFor is SettleClaimBatch whose claims also leave out what f
-// says, as ClaimFor.
+// says, as ClaimFor. n is checked first, as SettleClaimBatch's, then f.
 func (s *Store) SettleClaimFor(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int, f queue.ClaimFilter) ([]queue.SettleResult, []queue.Claim, error) {
+	if n < 0 {
+		return nil, nil, fmt.Errorf("settle claim for: %w: n is %d, want at least 0", queue.ErrInvalid, n)
+	}
 	return s.settleClaim(ctx, items, now, n, &f)
 }
 
@@ -178,16 +193,19 @@ func (s *Store) forget(id string) {
 }
 
 // settleClaim is the one claim path: items settled per shard, n claims in
-// the rotation, f (nil: none) applied with its Room shared.
+// the rotation, f (nil: none) applied with its Room shared. Its callers
+// have checked n: at least 1 for a claim, at least 0 for a settle-and-
+// claim.
 func (s *Store) settleClaim(ctx context.Context, items []queue.SettleItem, now clock.Tick, n int, f *queue.ClaimFilter) ([]queue.SettleResult, []queue.Claim, error) {
 	if f != nil {
 		if err := f.Validate(); err != nil {
 			return nil, nil, err
 		}
 	}
-	if n < 0 || (n == 0 && len(items) == 0) || len(s.shards) == 1 {
-		// Bad n, nothing to do (the first shard checks and records now),
-		// or one shard: the shard answers as it would alone.
+	if (n == 0 && len(items) == 0) || len(s.shards) == 1 {
+		// A settle-and-claim of nothing (the first shard records now, as
+		// SettleBatch of no items does), or one shard: the shard answers
+		// as it would alone.
 		return s.call(ctx, 0, items, now, n, f)
 	}
 	groups, results, err := s.group(ctx, settleIDs(items))
@@ -617,14 +635,26 @@ func (s *Store) PutDestination(ctx context.Context, d queue.Destination, reason 
 	return s.everyDest(func(ds queue.DestinationStore) error { return ds.PutDestination(ctx, d, reason, now) })
 }
 
-// PauseDestination pauses the destination in every shard.
+// PauseDestination pauses the destination in every shard, in index order.
+// A shard that has it paused already is skipped (it counts as done), so
+// the same call again finishes a pause that stopped part way. The call is
+// ErrDestinationPaused, as on one queue, only when every shard had it
+// paused; any other refusal stops it, a *ShardError naming the shards
+// done.
 func (s *Store) PauseDestination(ctx context.Context, name, reason string, now clock.Tick) error {
-	return s.everyDest(func(ds queue.DestinationStore) error { return ds.PauseDestination(ctx, name, reason, now) })
+	return s.everyDestOnce(queue.ErrDestinationPaused, func(ds queue.DestinationStore) error {
+		return ds.PauseDestination(ctx, name, reason, now)
+	})
 }
 
-// ResumeDestination resumes the destination in every shard.
+// ResumeDestination resumes the destination in every shard, as
+// PauseDestination pauses it: a shard where it is not paused is skipped,
+// and the call is ErrDestinationNotPaused only when it was paused in no
+// shard.
 func (s *Store) ResumeDestination(ctx context.Context, name, reason string, now clock.Tick) error {
-	return s.everyDest(func(ds queue.DestinationStore) error { return ds.ResumeDestination(ctx, name, reason, now) })
+	return s.everyDestOnce(queue.ErrDestinationNotPaused, func(ds queue.DestinationStore) error {
+		return ds.ResumeDestination(ctx, name, reason, now)
+	})
 }
 
 // SetFlowDestination changes a flow's destination in its shard.
@@ -645,4 +675,29 @@ func (s *Store) everyDest(fn func(queue.DestinationStore) error) error {
 		}
 		return fn(ds)
 	})
+}
+
+// everyDestOnce is everyDest for a change a shard refuses with already
+// when it has the state asked for (a pause, a resume): such a shard
+// changes nothing and counts as done, and the call goes on to the next.
+// The call is that refusal, shard 0's as it gave it, only when every shard
+// refused so; a retry of a call that stopped part way thus finishes it.
+func (s *Store) everyDestOnce(already error, fn func(queue.DestinationStore) error) error {
+	var first error
+	had := 0
+	err := s.everyDest(func(ds queue.DestinationStore) error {
+		err := fn(ds)
+		if errors.Is(err, already) {
+			if first == nil {
+				first = err
+			}
+			had++
+			return nil
+		}
+		return err
+	})
+	if err == nil && had == len(s.shards) {
+		return first
+	}
+	return err
 }
