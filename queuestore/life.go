@@ -175,6 +175,11 @@ ORDER BY acked_at, rowid LIMIT ?2`
 	// at the cut ?1 would delete together: a range of each index.
 	qPrunableEvents = `SELECT count(*) FROM events WHERE state = 'acked' AND acked_at <= ?1`
 	qPrunableAudit  = `SELECT count(*) FROM audit WHERE at <= ?1`
+
+	// qIncrementalVacuum gives every page on the free list back to the
+	// file system (a file made with auto_vacuum=INCREMENTAL; on an older
+	// file it does nothing).
+	qIncrementalVacuum = `PRAGMA incremental_vacuum`
 )
 
 // cut is the tick at or below which retention r no longer keeps a row at
@@ -199,8 +204,9 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 //
 // Each deletion walks an index from its oldest entry (events_acked,
 // audit_at), never the table. After the deletes, a file created with
-// auto_vacuum=INCREMENTAL (every file this build creates) gives back up to
-// limit free pages to the file system (PRAGMA incremental_vacuum); a file
+// auto_vacuum=INCREMENTAL (every file this build creates) gives every free
+// page back to the file system (PRAGMA incremental_vacuum, uncapped: a
+// batch of large bodies frees more pages than it deletes rows); a file
 // without it reuses its free pages for later rows and keeps its size
 // (PRAGMA auto_vacuum = INCREMENTAL then VACUUM, once, converts it;
 // docs/contract.md §7.9).
@@ -239,7 +245,7 @@ func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (PruneResu
 		}
 		r.More = r.Events == int64(limit) || r.Audit == int64(limit)
 		if r.Events+r.Audit > 0 {
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", limit)); err != nil {
+			if _, err := tx.ExecContext(ctx, qIncrementalVacuum); err != nil {
 				return fmt.Errorf("incremental vacuum: %w", err)
 			}
 		}
