@@ -158,13 +158,14 @@ const (
 	qPruneAudit = `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at <= ?1 ORDER BY at, id LIMIT ?2)`
 
 	// qPrunableSel is the prunable events of one batch: acked at or below
-	// the cut, oldest ack first. An event with a redrive audit row left
+	// the cut, oldest ack first, ties in byte order of their IDs (the
+	// order of events_acked, and of pgqueuestore's acked table). An event with a redrive audit row left
 	// (a batch whose audit limit stopped before it) waits for a later
 	// batch: the row references it, and was written before its ack, so it
 	// is at or below the cut too.
 	qPrunableSel = `FROM events WHERE state = 'acked' AND acked_at <= ?1
     AND NOT EXISTS (SELECT 1 FROM audit AS a WHERE a.event_id = events.id)
-ORDER BY acked_at, rowid LIMIT ?2`
+ORDER BY acked_at, id LIMIT ?2`
 
 	// qPruneHistory deletes the history rows of the batch's events (one
 	// range of the primary key per event); qPruneEvents then the events.
@@ -194,8 +195,8 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 
 // Prune deletes, in one transaction, at most limit acked events whose
 // AckedAt is at or below now - the policy's Retention (with their attempt
-// history), oldest ack first, and at most limit audit rows whose tick is,
-// oldest first (docs/contract.md §7.9). Pending, in-flight and quarantined
+// history), oldest ack first (ties in ID order), and at most limit audit
+// rows whose tick is, oldest first (docs/contract.md §7.9). Pending, in-flight and quarantined
 // events are never deleted; the flows table is not touched, so each flow's
 // sequence numbering, served count, weight and pause go on. An event whose
 // redrive audit row is still there waits for the batch that deletes the
