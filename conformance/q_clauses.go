@@ -118,6 +118,7 @@ var queueClauses = []queueClause{
 	{"Prune_7_9_RetentionZeroDeletesNothing", queuePrune_7_9_RetentionZeroDeletesNothing},
 	{"Prune_7_9_DeletesOnlyAckedOlderThanWindow", queuePrune_7_9_DeletesOnlyAckedOlderThanWindow},
 	{"Prune_7_9_LimitAndMore", queuePrune_7_9_LimitAndMore},
+	{"Prune_7_9_SameTickInIDOrder", queuePrune_7_9_SameTickInIDOrder},
 	{"Prune_7_9_EventWaitsForItsAuditRow", queuePrune_7_9_EventWaitsForItsAuditRow},
 	{"Prune_7_9_PrunableMatchesPrune", queuePrune_7_9_PrunableMatchesPrune},
 	{"Prune_7_9_NumberingAndServedContinue", queuePrune_7_9_NumberingAndServedContinue},

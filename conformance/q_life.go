@@ -780,6 +780,33 @@ func queuePrune_7_9_LimitAndMore(t *testing.T, bk *QueueBackend) {
 	}
 }
 
+// docs/contract.md §7.9: events acked at the same tick go in byte order of
+// their IDs, whatever their enqueue or ack order, so a batch that cuts
+// through them deletes the same events on every backend.
+func queuePrune_7_9_SameTickInIDOrder(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	ctx := context.Background()
+	s := bk.openPolicy(t, retention(5))
+	pr := pruner(t, s)
+	// Enqueued in the reverse of ID order, each the head of its flow.
+	for _, id := range []string{"z1", "m1", "a1"} {
+		enqueue(t, s, id, "flow-"+id, "x", 1)
+	}
+	for range 3 {
+		c := mustClaim(t, s, 2)
+		if o := settle(t, s, c.EventID, c.Generation, success, 2); o != queue.Acked {
+			t.Fatalf("Settle(%s) = %q, want acked", c.EventID, o)
+		}
+	}
+	for i, want := range []string{"a1", "m1", "z1"} {
+		if got := prune(t, pr, 100, 1); got != (queue.PruneResult{Events: 1, More: true}) {
+			t.Fatalf("Prune(100, 1) #%d = %+v, want one event and More", i+1, got)
+		}
+		_, err := s.Event(ctx, want)
+		wantErr(t, "after Prune(100, 1) #"+itoa(i+1)+", pruned in ID order: Event("+want+")", err, queue.ErrNotFound)
+	}
+}
+
 // docs/contract.md §7.9: an acked event whose redrive audit row is still
 // there waits for the batch that deletes that row, so one batch deletes
 // the same rows on every backend; the audit rows go oldest first.

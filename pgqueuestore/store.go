@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,6 +108,13 @@ type Store struct {
 	dests    atomic.Bool // destinations exist (destination_claim.go)
 	rotating atomic.Bool // the policy last read is the rotation (onecall.go)
 	general  bool        // never settle_claim (options.general)
+	// markConn is the transactional enqueue's connection for raising the
+	// clock mark, outside the pool (raiseMark); Close closes it.
+	markConn struct {
+		sync.Mutex
+		c      *pgx.Conn
+		closed bool
+	}
 }
 
 // Open connects to the database at url (a postgres:// URL or DSN that
@@ -171,12 +179,21 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	return s, nil
 }
 
-// Close closes the pool when Open made it.
+// Close closes the pool when Open made it, and the connection EnqueueTx
+// raises the clock mark on, when one was opened.
 func (s *Store) Close() error {
+	s.markConn.Lock()
+	var err error
+	if c := s.markConn.c; c != nil {
+		err = c.Close(context.Background())
+		s.markConn.c = nil
+	}
+	s.markConn.closed = true
+	s.markConn.Unlock()
 	if s.own {
 		s.pool.Close()
 	}
-	return nil
+	return err
 }
 
 // migrateHook, when set (by tests), is called inside the migration's

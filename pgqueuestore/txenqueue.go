@@ -10,6 +10,7 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The statements of the transactional enqueue and of the promotion of its
@@ -51,7 +52,7 @@ FROM unnest($1::text[], $2::bigint[]) AS u(flow, last) WHERE q.flow = u.flow`
 	qReadMark = `SELECT clock_mark, ` + qPolicyCols + ` FROM {s}.meta WHERE id = 1`
 
 	// qRaiseMark raises the clock mark to $1, in its own short
-	// transaction on the store's pool.
+	// transaction on the store's mark connection (raiseMark).
 	qRaiseMark = `UPDATE {s}.meta SET clock_mark = $1 WHERE id = 1 AND clock_mark < $1`
 
 	// qInsertEventsAt inserts a batch of events over unnest, each with
@@ -229,9 +230,12 @@ func (s *Store) promoteWaiting(ctx context.Context) error {
 // into its flow's row; the commit wakes listeners (Listen).
 //
 // The tick is checked as every write's is, against the clock mark read
-// without locking it; a tick above the mark raises it in a short
-// transaction of its own on the store's pool (raised even if tx rolls
-// back, which is harmless: the mark only bounds later ticks). A non-zero
+// without locking it; once every event has passed its checks, a tick
+// above the mark raises it in a short transaction of its own on the
+// store's mark connection, never on the pool, so tx may come from the
+// store's pool whatever its size (raised even if tx rolls back, which is
+// harmless: the mark only bounds later ticks; a refused call moves no
+// mark). A non-zero
 // e.Weight is queue.ErrInvalid: setting a weight writes the flow's row,
 // which claims update, so it is left to Enqueue and SetWeight.
 //
@@ -343,7 +347,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 		return nil, err
 	}
 	p := pr.policy()
-	now, err = s.admitUnlocked(ctx, p, mark, now)
+	now, raise, err := s.checkUnlocked(p, mark, now)
 	if err != nil {
 		return nil, err
 	}
@@ -385,6 +389,13 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 		newIDs, newFlows, newSeqs = append(newIDs, e.ID), append(newFlows, e.Flow), append(newSeqs, seq)
 		newAt, bodies = append(newAt, int64(max(now, e.NotBefore))), append(bodies, e.Body)
 	}
+	// Every check passed: only now may the mark move (a refused write
+	// does not move it, docs/contract.md §2.6).
+	if raise {
+		if err := s.raiseMark(ctx, now); err != nil {
+			return nil, err
+		}
+	}
 	if len(newIDs) > 0 {
 		var fl []string
 		var last []int64
@@ -404,24 +415,31 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 	}
 	pp.exec("release savepoint", qReleaseSavepoint)
 	if err := pp.send(ctx, tx); err != nil {
+		// At REPEATABLE READ or SERIALIZABLE, tx's snapshot may predate
+		// another transaction's enqueue of one of the IDs: the ID lock
+		// let this call on and the read above did not see the event. Into
+		// the same flow the counter's lock has already failed with a
+		// serialization error; into another it is a conflict.
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.TableName == "events" /* unique_violation */ {
+			return nil, fmt.Errorf("%w: an event ID of the call was enqueued into another flow after tx's snapshot: %w", queue.ErrConflict, err)
+		}
 		return nil, err
 	}
 	saved = false
 	return out, nil
 }
 
-// admitUnlocked checks now as admitPipe does, against mark read without
-// locking the meta row, and raises the mark, when now is above it, with a
-// short statement of its own on the store's pool. It returns the
-// (possibly moved) tick.
-func (s *Store) admitUnlocked(ctx context.Context, p queue.Policy, mark int64, now clock.Tick) (clock.Tick, error) {
+// checkUnlocked checks now as admitPipe does, against mark read without
+// locking the meta row, and returns the (possibly moved) tick and whether
+// it is above the mark, which raiseMark then records. It writes nothing.
+func (s *Store) checkUnlocked(p queue.Policy, mark int64, now clock.Tick) (clock.Tick, bool, error) {
 	if err := p.CheckTick(now); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if s.realTime != nil {
 		wall := s.realTime.Now()
 		if limit := satAdd(wall, s.skew); now > limit {
-			return 0, fmt.Errorf("%w: tick %d is more than %d ahead of the wall clock %d", queue.ErrTimeAhead, now, s.skew, wall)
+			return 0, false, fmt.Errorf("%w: tick %d is more than %d ahead of the wall clock %d", queue.ErrTimeAhead, now, s.skew, wall)
 		}
 		if now < clock.Tick(mark) && now >= clock.Tick(mark)-s.skew {
 			now = clock.Tick(mark)
@@ -429,12 +447,36 @@ func (s *Store) admitUnlocked(ctx context.Context, p queue.Policy, mark int64, n
 	}
 	next, cerr := clock.Mark(mark).Admit(now)
 	if cerr != nil {
-		return 0, fmt.Errorf("%w: %w", queue.ErrTimeRegression, cerr)
+		return 0, false, fmt.Errorf("%w: %w", queue.ErrTimeRegression, cerr)
 	}
-	if next != clock.Mark(mark) {
-		if _, err := s.pool.Exec(ctx, s.q(qRaiseMark), int64(now)); err != nil {
-			return 0, fmt.Errorf("record clock mark: %w", err)
+	return now, next != clock.Mark(mark), nil
+}
+
+// raiseMark raises the clock mark to now in a short autocommit statement
+// on the store's mark connection: a connection of its own, opened from the
+// pool's connection settings at the first raise and kept, never one of the
+// pool's. The caller's transaction may hold one of the pool's connections,
+// as may many callers at once: asking the pool for another could wait for
+// ever (a pool of one, or every connection held by a caller in EnqueueTx).
+// A connection whose statement failed is closed; the next raise opens
+// another.
+func (s *Store) raiseMark(ctx context.Context, now clock.Tick) error {
+	s.markConn.Lock()
+	defer s.markConn.Unlock()
+	if s.markConn.closed {
+		return errors.New("record clock mark: the store is closed")
+	}
+	if s.markConn.c == nil {
+		c, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+		if err != nil {
+			return fmt.Errorf("record clock mark: connect: %w", err)
 		}
+		s.markConn.c = c
 	}
-	return now, nil
+	if _, err := s.markConn.c.Exec(ctx, s.q(qRaiseMark), int64(now)); err != nil {
+		s.markConn.c.Close(context.Background())
+		s.markConn.c = nil
+		return fmt.Errorf("record clock mark: %w", err)
+	}
+	return nil
 }

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // callerTx is a caller's open transaction on the store's database, on a
@@ -437,5 +439,110 @@ func TestEnqueueTx_PromotionJoinsRotationAndKeepsPause(t *testing.T) {
 	}
 	if at, ok, err := s.NextDue(ctx); err != nil || !ok || at != 50 {
 		t.Fatalf("NextDue = %d, %v, %v; want 50 (S; P is paused)", at, ok, err)
+	}
+}
+
+// TestEnqueueTx_RefusalMovesNoMark: a transactional enqueue refused for
+// its input (docs/contract.md §2.6: a refused write does not move the
+// clock mark) leaves the mark where it was, even at a tick above it; an
+// accepted one raises it.
+func TestEnqueueTx_RefusalMovesNoMark(t *testing.T) {
+	ctx := context.Background()
+	s, url, _ := open(t)
+	if _, err := s.Enqueue(ctx, ev("a-1", "A"), 10); err != nil {
+		t.Fatal(err)
+	}
+	c := beginCaller(t, url)
+	for _, tc := range []struct {
+		name string
+		es   []queue.Event
+		want error
+	}{
+		{"conflict", []queue.Event{ev("b-1", "B"), {ID: "a-1", Flow: "A", Body: []byte("other")}}, queue.ErrConflict},
+		{"not before past the policy's ticks", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), NotBefore: clock.Tick(1<<63 - 1)}}, queue.ErrTickOverflow},
+		{"unknown destination", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), Destination: "nowhere"}}, queue.ErrUnknownDestination},
+	} {
+		if _, err := s.EnqueueBatchTx(ctx, c.tx, tc.es, 20); !errors.Is(err, tc.want) {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		if st, err := s.Stats(ctx); err != nil || st.ClockMark != 10 {
+			t.Fatalf("%s: clock mark %d (%v) after the refusal at 20, want 10", tc.name, st.ClockMark, err)
+		}
+	}
+	if _, err := s.EnqueueTx(ctx, c.tx, ev("b-1", "B"), 20); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.ClockMark != 20 {
+		t.Fatalf("clock mark %d (%v) after an accepted enqueue at 20, want 20", st.ClockMark, err)
+	}
+	if err := c.tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnqueueTx_OnThePoolOfOneConnection: the caller's transaction may
+// come from the pool the store was opened on (examples/outbox does so),
+// and EnqueueTx raises the clock mark without asking that pool for a
+// second connection: on a pool of one it would wait for ever.
+func TestEnqueueTx_OnThePoolOfOneConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url, schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s, err := OpenPool(ctx, pool, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, now := range []clock.Tick{5, 6, 6} {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := s.EnqueueTx(ctx, tx, ev(fmt.Sprintf("o-%d", i), "orders"), now)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("EnqueueTx #%d at %d on the pool's only connection: %v", i+1, now, err)
+		}
+	}
+	if st, err := s.Stats(ctx); err != nil || st.ClockMark != 6 || st.Events.Pending != 3 {
+		t.Fatalf("Stats = %+v, %v; want mark 6 and 3 pending events", st, err)
+	}
+}
+
+// TestEnqueueTx_RepeatableReadIDTakenSinceTheSnapshot: at REPEATABLE READ
+// the caller's snapshot may predate another transaction's enqueue of the
+// same ID into another flow; the insert then meets the ID and the call is
+// queue.ErrConflict, as it would be at READ COMMITTED, not a bare
+// unique-violation error.
+func TestEnqueueTx_RepeatableReadIDTakenSinceTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	s, url, _ := open(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil { // takes the snapshot
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, ev("x-1", "A"), 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.EnqueueTx(ctx, tx, ev("x-1", "B"), 1)
+	if !errors.Is(err, queue.ErrConflict) {
+		t.Fatalf("EnqueueTx(x-1 into B) after x-1 went into A since the snapshot: %v, want ErrConflict", err)
 	}
 }

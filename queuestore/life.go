@@ -158,13 +158,14 @@ const (
 	qPruneAudit = `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at <= ?1 ORDER BY at, id LIMIT ?2)`
 
 	// qPrunableSel is the prunable events of one batch: acked at or below
-	// the cut, oldest ack first. An event with a redrive audit row left
+	// the cut, oldest ack first, ties in byte order of their IDs (the
+	// order of events_acked, and of pgqueuestore's acked table). An event with a redrive audit row left
 	// (a batch whose audit limit stopped before it) waits for a later
 	// batch: the row references it, and was written before its ack, so it
 	// is at or below the cut too.
 	qPrunableSel = `FROM events WHERE state = 'acked' AND acked_at <= ?1
     AND NOT EXISTS (SELECT 1 FROM audit AS a WHERE a.event_id = events.id)
-ORDER BY acked_at, rowid LIMIT ?2`
+ORDER BY acked_at, id LIMIT ?2`
 
 	// qPruneHistory deletes the history rows of the batch's events (one
 	// range of the primary key per event); qPruneEvents then the events.
@@ -175,6 +176,11 @@ ORDER BY acked_at, rowid LIMIT ?2`
 	// at the cut ?1 would delete together: a range of each index.
 	qPrunableEvents = `SELECT count(*) FROM events WHERE state = 'acked' AND acked_at <= ?1`
 	qPrunableAudit  = `SELECT count(*) FROM audit WHERE at <= ?1`
+
+	// qIncrementalVacuum gives every page on the free list back to the
+	// file system (a file made with auto_vacuum=INCREMENTAL; on an older
+	// file it does nothing).
+	qIncrementalVacuum = `PRAGMA incremental_vacuum`
 )
 
 // cut is the tick at or below which retention r no longer keeps a row at
@@ -189,8 +195,8 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 
 // Prune deletes, in one transaction, at most limit acked events whose
 // AckedAt is at or below now - the policy's Retention (with their attempt
-// history), oldest ack first, and at most limit audit rows whose tick is,
-// oldest first (docs/contract.md §7.9). Pending, in-flight and quarantined
+// history), oldest ack first (ties in ID order), and at most limit audit
+// rows whose tick is, oldest first (docs/contract.md §7.9). Pending, in-flight and quarantined
 // events are never deleted; the flows table is not touched, so each flow's
 // sequence numbering, served count, weight and pause go on. An event whose
 // redrive audit row is still there waits for the batch that deletes the
@@ -199,8 +205,9 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 //
 // Each deletion walks an index from its oldest entry (events_acked,
 // audit_at), never the table. After the deletes, a file created with
-// auto_vacuum=INCREMENTAL (every file this build creates) gives back up to
-// limit free pages to the file system (PRAGMA incremental_vacuum); a file
+// auto_vacuum=INCREMENTAL (every file this build creates) gives every free
+// page back to the file system (PRAGMA incremental_vacuum, uncapped: a
+// batch of large bodies frees more pages than it deletes rows); a file
 // without it reuses its free pages for later rows and keeps its size
 // (PRAGMA auto_vacuum = INCREMENTAL then VACUUM, once, converts it;
 // docs/contract.md §7.9).
@@ -239,7 +246,7 @@ func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (PruneResu
 		}
 		r.More = r.Events == int64(limit) || r.Audit == int64(limit)
 		if r.Events+r.Audit > 0 {
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", limit)); err != nil {
+			if _, err := tx.ExecContext(ctx, qIncrementalVacuum); err != nil {
 				return fmt.Errorf("incremental vacuum: %w", err)
 			}
 		}

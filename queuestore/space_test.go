@@ -86,6 +86,59 @@ func TestSpace_PageCountStopsGrowingUnderPrune(t *testing.T) {
 	t.Logf("pages with Prune %v\nwithout %v", pages, control)
 }
 
+// A batch whose events have large bodies frees more pages than its
+// limit (each body spills into overflow pages); Prune gives every one of
+// them back, so the file shrinks with the load as docs/contract.md §7.9
+// says.
+func TestSpace_PruneGivesBackEveryPageItFreed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const events, limit = 20, 5
+	p := DefaultPolicy()
+	p.Retention = 1
+	s, _ := openTest(t, WithPolicy(p))
+	body := []byte(strings.Repeat("y", 16<<10))
+	es := make([]Event, events)
+	for i := range es {
+		es[i] = Event{ID: fmt.Sprintf("big-%d", i), Flow: fmt.Sprintf("f%d", i), Body: body}
+	}
+	if _, err := s.EnqueueBatch(ctx, es, 1); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ClaimBatch(ctx, 1, events)
+	if err != nil || len(cs) != events {
+		t.Fatalf("ClaimBatch() = %d claims, %v; want %d", len(cs), err, events)
+	}
+	items := make([]SettleItem, len(cs))
+	for i, c := range cs {
+		items[i] = SettleItem{EventID: c.EventID, Generation: c.Generation, Result: Result{OK: true}}
+	}
+	if _, err := s.SettleBatch(ctx, items, 1); err != nil {
+		t.Fatal(err)
+	}
+	full := pragmaInt(t, s, "page_count")
+	pruned := int64(0)
+	for {
+		res, err := s.Prune(ctx, 2, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pruned += res.Events
+		if !res.More {
+			break
+		}
+	}
+	if pruned != events {
+		t.Fatalf("pruned %d events, want %d", pruned, events)
+	}
+	if free := pragmaInt(t, s, "freelist_count"); free != 0 {
+		t.Fatalf("%d pages left on the free list after pruning every event (file %d pages, %d before)", free, pragmaInt(t, s, "page_count"), full)
+	}
+	if after := pragmaInt(t, s, "page_count"); after >= full-int64(events)*4 {
+		t.Fatalf("page count %d after pruning %d bodies of 16 KiB, %d before: the file did not shrink", after, events, full)
+	}
+}
+
 func max64(xs []int64) int64 {
 	m := xs[0]
 	for _, x := range xs[1:] {

@@ -36,7 +36,7 @@ var migrations = migration.MustLoad(migrationFiles, SchemaVersion)
 // PRAGMA user_version: the number of migration files. Open brings a new or
 // older file to it by running the migrations past the file's version, and
 // refuses a file with a higher version.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // The contract's constants (docs/contract.md §2.3, §2.4): the default
 // policy's values (DefaultPolicy). A store uses the policy recorded in its
