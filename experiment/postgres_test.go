@@ -92,7 +92,10 @@ func TestPostgresIntegrityChecksEveryIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !amcheck {
-		t.Skip("the server has no amcheck extension: the integrity check only looks for prepared transactions")
+		// Skipped on a user's server without it; a failure where nothing
+		// may be missing (CI), since every scenario's integrity line would
+		// read ok without checking an index.
+		pgtest.Missing(t, "the server has no amcheck extension (Debian: postgresql-contrib; CREATE EXTENSION amcheck as a superuser): the integrity check only looks for prepared transactions")
 	}
 	for _, file := range []string{QueueFile, ReceiverFile} {
 		res, indexes, err := b.checkSchema(ctx, b.schema(lab, file))
