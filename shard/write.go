@@ -33,8 +33,12 @@ func (s *Store) Enqueue(ctx context.Context, e queue.Event, now clock.Tick) (que
 }
 
 // EnqueueBatch enqueues es, grouped by shard: one transaction per shard,
-// the shards in index order. Every event is checked first (bad input, or
-// one ID twice in es with another flow or body, changes nothing). A
+// the shards in index order. Every event is checked first against what
+// needs no shard (queue.Event.Validate, or one ID twice in es with another
+// flow or body): such bad input changes nothing. A refusal that needs a
+// shard's state (a NotBefore past the policy's ticks, an unknown
+// destination or another than the flow's, a conflict with a stored event)
+// comes from that shard, after the parts before it committed. A
 // failure in one shard's part is a *ShardError naming the shard and the
 // shards whose parts committed; the parts of the shards after it are not
 // tried. The same batch again is harmless: the committed events come back
