@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgtest"
 )
 
@@ -36,4 +42,124 @@ func TestPGHold_CloseTwice(t *testing.T) {
 		t.Fatalf("the exclusive hold after Close: %v", err)
 	}
 	x.Close()
+}
+
+// closeThen is a queue library whose Close runs then once it has closed
+// the library: a test's way into the gap between a reopen in real time
+// closing the old store and opening the new one.
+type closeThen struct {
+	queueLib
+	then func()
+}
+
+func (c closeThen) Close() error {
+	err := c.queueLib.Close()
+	c.then()
+	return err
+}
+
+// A reopen in real time (a write command on a real-time queue) that fails
+// after it closed the old store, here because a reshard took the queue's
+// lock in the gap, fails the command with that error and leaves nothing
+// to close twice: closing the sharded queue's hold again panicked on
+// PostgreSQL and failed on SQLite.
+func TestUseRealTime_ReopenFailsInTheGap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// create makes the queue and returns its --queue.
+		create func(t *testing.T) string
+		// open opens it as a command does.
+		open func(e *env) (*queueDB, error)
+		// gap makes the reopen fail; the test closes what it returns.
+		gap  func(t *testing.T, q string) io.Closer
+		want error
+	}{{
+		name: "SQLite shards",
+		create: func(t *testing.T) string {
+			q := sqliteShardedQueue(t)
+			mustPG(t, q, "", "shards", "create", "--count", "2")
+			return q
+		},
+		open: func(e *env) (*queueDB, error) { return e.openQueue(false) },
+		gap: func(t *testing.T, q string) io.Closer {
+			h, err := holdSQLite(q, true) // as reshard holds it
+			if err != nil {
+				t.Errorf("the exclusive hold in the gap: %v", err)
+				return io.NopCloser(nil)
+			}
+			return h
+		},
+		want: errReshardUnderWay,
+	}, {
+		name: "PostgreSQL shards",
+		create: func(t *testing.T) string {
+			q := pgShardedQueue(t)
+			mustPG(t, q, "", "shards", "create", "--count", "2")
+			return q
+		},
+		open: func(e *env) (*queueDB, error) { return e.openQueue(false) },
+		gap: func(t *testing.T, q string) io.Closer {
+			_, base, err := pgTarget(q, "", "queue")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := holdPG(context.Background(), pgtest.Pool(t), base, true) // as reshard holds it
+			if err != nil {
+				t.Errorf("the exclusive hold in the gap: %v", err)
+				return io.NopCloser(nil)
+			}
+			return h
+		},
+		want: errReshardUnderWay,
+	}, {
+		name: "SQLite file, read-only",
+		create: func(t *testing.T) string {
+			q := filepath.Join(t.TempDir(), "q.db")
+			mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "f", "--body", "x")
+			return q
+		},
+		open: func(e *env) (*queueDB, error) { return e.readQueue() },
+		gap: func(t *testing.T, q string) io.Closer {
+			if err := os.Remove(q); err != nil {
+				t.Error(err)
+			}
+			return io.NopCloser(nil)
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.create(t)
+			e := newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{})
+			e.queuePath = q
+			qdb, err := tc.open(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var undo io.Closer
+			qdb.s = closeThen{queueLib: qdb.s, then: func() {
+				if undo == nil {
+					undo = tc.gap(t, q)
+				}
+			}}
+			_, err = currentTick(e.ctx, qdb, tickFlag{clock: &clockConfig{mode: clockWall, skew: defaultSkew, wall: clock.Wall{}}})
+			if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("currentTick with the reopen failing: %v, want %v", err, tc.want)
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("Close after the failed reopen panicked: %v", r)
+					}
+				}()
+				if err := qdb.Close(); err != nil {
+					t.Errorf("Close after the failed reopen: %v", err)
+				}
+			}()
+			if undo == nil {
+				t.Fatal("the reopen did not close the old store")
+			}
+			if err := undo.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
