@@ -6,8 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgtest"
@@ -159,6 +163,92 @@ func TestUseRealTime_ReopenFailsInTheGap(t *testing.T) {
 			}
 			if err := undo.Close(); err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A reshard that fails before its swap removes the new set it made, and
+// only that: the queue is unchanged, and a schema that another session
+// made under a name the reshard wanted stays. The other session's
+// uncommitted CREATE SCHEMA makes the reshard's own CREATE (of its second
+// new shard) or RENAME (of the second old shard aside, in the swap) wait,
+// then fail once it commits.
+func TestReshard_Postgres_FailureBeforeSwap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// taken is the name the other session takes; want what the
+		// reshard's error says first.
+		taken func(base string) string
+		want  func(base string) string
+	}{{
+		name:  "create part way",
+		taken: func(base string) string { return shardSchema(base+"_next", 1) },
+		want:  func(base string) string { return "create shard " + shardSchema(base+"_next", 1) },
+	}, {
+		name:  "swap",
+		taken: func(base string) string { return shardSchema(base+"_before_epoch_0", 1) },
+		want:  func(string) string { return "swap the schemas" },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			q := pgShardedQueue(t)
+			mustPG(t, q, "", "shards", "create", "--count", "2")
+			mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "tenant-a", "--body", `{"delta":1}`)
+			mustPG(t, q, "", "enqueue", "--id", "b", "--flow", "tenant-b", "--body", `{"delta":1}`)
+			before := statusOf(t, q)
+			_, base, err := pgTarget(q, "", "queue")
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken := tc.taken(base)
+			pool := pgtest.Pool(t)
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{taken}.Sanitize()); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				code int
+				errs string
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, _, errs := runPG(t, q, "", "reshard", "--to", "3", "--reason", "more tenants")
+				done <- result{code, errs}
+			}()
+			waitFor(t, time.Minute, "the reshard to wait for schema "+taken, func() bool {
+				var n int
+				err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
+				return err == nil && n > 0
+			})
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			want := tc.want(base)
+			if r.code != exitFail || !strings.Contains(r.errs, want) || !strings.Contains(r.errs, "the queue is unchanged") {
+				t.Errorf("reshard: exit %d, want %d with %q and \"the queue is unchanged\"\n%s", r.code, exitFail, want, r.errs)
+			}
+			rows, err := pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname`, base+"_")
+			if err != nil {
+				t.Fatal(err)
+			}
+			left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep := []string{shardSchema(base, 0), shardSchema(base, 1), taken}
+			slices.Sort(keep)
+			if !slices.Equal(left, keep) {
+				t.Errorf("schemas after the failed reshard: %v, want %v", left, keep)
+			}
+			if st := statusOf(t, q); st != before {
+				t.Errorf("the failed reshard changed the queue: %+v, was %+v", st, before)
 			}
 		})
 	}
