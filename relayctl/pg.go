@@ -175,7 +175,7 @@ func pgQueueDB(ctx context.Context, raw string, create bool) (*queueDB, error) {
 		o := old.(pgQueue)
 		s, err := pgqueuestore.OpenPool(ctx, o.pool, pgqueuestore.WithSchema(o.schema), pgqueuestore.WithRealTime(src, skew))
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(err, o.Close())
 		}
 		return pgQueue{Store: s, pool: o.pool, schema: o.schema}, nil
 	}

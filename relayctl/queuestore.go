@@ -31,8 +31,9 @@ type sqliteQueue struct{ *queuestore.Store }
 // relayctl's clock mode gives.
 type queueDB struct {
 	s queueLib
-	// reopen opens the queue again in real time (UseRealTime); it may close
-	// old first.
+	// reopen opens the queue again in real time (UseRealTime). It takes
+	// old over: old is closed whether or not reopen succeeds (it may close
+	// old first), so that a failed reopen leaves nothing to close twice.
 	reopen func(old queueLib, src clock.Source, skew clock.Tick) (queueLib, error)
 	// follow, when set, is the wall clock that every write acts at, or later
 	// (UseRealTime with follow).
@@ -89,15 +90,18 @@ func reopenSQLite(path string, readOnly bool) func(old queueLib, src clock.Sourc
 	}
 }
 
-// UseRealTime opens the queue again in real time.
+// UseRealTime opens the queue again in real time. When it fails, q is
+// closed: its command stops there, and Close does nothing.
 func (q *queueDB) UseRealTime(src clock.Source, skew clock.Tick, follow bool) error {
 	if follow {
 		q.follow = src
 	}
 	s, err := q.reopen(q.s, src, skew)
 	if err != nil {
-		// Keep the old store (closed, on SQLite): every later call fails
-		// with the store's own "closed" error instead of a nil pointer.
+		// reopen closed the old store: q holds none now, and Close does
+		// nothing. A command stops at this error; closing the old store
+		// again would release a sharded queue's hold twice.
+		q.s = nil
 		return err
 	}
 	q.s = s
@@ -136,7 +140,14 @@ func kindOf(err error) errKind {
 	return kindOther
 }
 
-func (q *queueDB) Close() error { return q.s.Close() }
+// Close closes the store; after a failed UseRealTime there is none left
+// to close.
+func (q *queueDB) Close() error {
+	if q.s == nil {
+		return nil
+	}
+	return q.s.Close()
+}
 
 // event is ev as the queue's type.
 func (ev newEvent) event() queue.Event {

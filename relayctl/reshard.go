@@ -117,16 +117,18 @@ func cmdReshard(e *env, args []string) (err error) {
 	}
 	next, err := names.create(e, from.set, *to)
 	if err != nil {
-		return err
+		// create removed what it had made.
+		return fmt.Errorf("%w (the queue is unchanged)", err)
 	}
-	nextOpen := true
+	swapped := false
 	defer func() {
-		if nextOpen {
+		if !swapped {
 			// A failure before the swap: the new set is this run's own and
-			// holds nothing the queue lacks, so it is removed.
+			// holds nothing the queue lacks, so it is removed (closed
+			// first, unless it is already).
 			closeWith(closer(next.close), &err)
-			if rerr := names.remove(context.WithoutCancel(e.ctx), from.set, next); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("remove the new set %s: %w (remove it before trying again)", names.next, rerr))
+			if rerr := names.discard(e.ctx, from.set, next); rerr != nil {
+				err = errors.Join(err, rerr)
 			}
 		}
 	}()
@@ -139,23 +141,27 @@ func cmdReshard(e *env, args []string) (err error) {
 		return err
 	}
 	// Close both sets (checkpointing SQLite's WAL into the files), then
-	// swap the names.
-	nextOpen = false
+	// swap the names. On PostgreSQL the old set's pool, which the new set
+	// shares, stays open until the swap has committed: removing the new
+	// set after a failed swap needs it.
 	if err := next.close(); err != nil {
 		return fmt.Errorf("close the new set %s: %w (the queue is unchanged)", names.next, err)
 	}
 	if from.set.pg {
-		err = names.swapPG(e.ctx, from.set, n, *to)
+		if err := names.swapPG(e.ctx, from.set, n, *to); err != nil {
+			return err
+		}
+		swapped = true
 	}
 	fromOpen = false
-	if cerr := from.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close the old set: %w", cerr)
-	}
-	if err != nil {
-		return err
+	if err := from.Close(); err != nil {
+		if !swapped {
+			return fmt.Errorf("close the old set: %w (the queue is unchanged)", err)
+		}
+		return fmt.Errorf("close the old set: %w", err)
 	}
 	if !from.set.pg {
-		if err := names.swapSQLite(); err != nil {
+		if swapped, err = names.swapSQLite(); err != nil {
 			return err
 		}
 	}
@@ -280,9 +286,11 @@ func (r reshardNames) free(ctx context.Context, set *shardSet) error {
 	return nil
 }
 
-// create makes the new set's m empty members.
+// create makes the new set's m empty members. When it fails part way it
+// removes the members it made, and only those: it leaves nothing behind.
 func (r reshardNames) create(e *env, set *shardSet, m int) (*shardSet, error) {
 	if !set.pg {
+		// createSQLiteShards removes the directory it made when it fails.
 		return createSQLiteShards(r.nextAbs, m)
 	}
 	next := &shardSet{pool: set.pool, pg: true, base: r.nextBase}
@@ -290,14 +298,29 @@ func (r reshardNames) create(e *env, set *shardSet, m int) (*shardSet, error) {
 		sc := shardSchema(r.nextBase, i)
 		s, err := pgqueuestore.OpenPool(e.ctx, set.pool, pgqueuestore.WithSchema(sc))
 		if err != nil {
+			// The schemas in next.names are this run's own (free found
+			// none of the new set's names); sc is not among them, and
+			// OpenPool created nothing: its schema is made in the
+			// transaction that failed. A schema sc that another session
+			// made meanwhile is not this run's to drop.
 			next.pool = nil // the old set's
-			return nil, errors.Join(fmt.Errorf("create shard %s: %w", sc, err), next.close())
+			return nil, errors.Join(fmt.Errorf("create shard %s: %w", sc, err), next.close(), r.discard(e.ctx, set, next))
 		}
 		next.names = append(next.names, sc)
 		next.members = append(next.members, s)
 	}
 	next.pool = nil // shared with the old set, which closes it
 	return next, nil
+}
+
+// discard removes the new set of a reshard that failed before its swap,
+// even when ctx is cancelled (Ctrl-C), and says what is left when it
+// cannot.
+func (r reshardNames) discard(ctx context.Context, set, next *shardSet) error {
+	if err := r.remove(context.WithoutCancel(ctx), set, next); err != nil {
+		return fmt.Errorf("remove the new set %s: %w (remove it before trying again)", r.next, err)
+	}
+	return nil
 }
 
 // remove deletes the new set of a reshard that failed before its swap.
@@ -316,15 +339,18 @@ func (r reshardNames) remove(ctx context.Context, set, next *shardSet) error {
 
 // swapSQLite moves the old directory aside and the new one into its place.
 // Between the two renames the queue's directory does not exist: a command
-// run then finds no queue, and changes nothing.
-func (r reshardNames) swapSQLite() error {
+// run then finds no queue, and changes nothing. begun says the first
+// rename was done: from then on both sets are left for the operator when
+// the second fails; before it, the queue is unchanged and the caller
+// removes the new set.
+func (r reshardNames) swapSQLite() (begun bool, err error) {
 	if err := os.Rename(r.dir, r.asideAbs); err != nil {
-		return fmt.Errorf("move the old set aside: %w (the queue is unchanged; the new set is %s)", err, r.next)
+		return false, fmt.Errorf("move the old set aside: %w (the queue is unchanged)", err)
 	}
 	if err := os.Rename(r.nextAbs, r.dir); err != nil {
-		return fmt.Errorf("move the new set into place: %w (the old set is %s, the new one %s: rename one of them back)", err, r.aside, r.next)
+		return true, fmt.Errorf("move the new set into place: %w (the old set is %s, the new one %s: rename one of them back)", err, r.aside, r.next)
 	}
-	return nil
+	return true, nil
 }
 
 // swapPG renames the old schemas aside and the new ones into place, in one
@@ -360,7 +386,10 @@ func (r reshardNames) swapPG(ctx context.Context, set *shardSet, n, m int) error
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("swap the schemas: %w (the queue is unchanged)", err)
+		// A failed commit may have reached the server before the
+		// connection failed: the swap is then done, and its new set's
+		// working names are gone (removing them drops nothing).
+		return fmt.Errorf("swap the schemas: commit: %w (the queue is unchanged unless the commit took effect before the connection failed: 'relayctl shards' shows its epoch)", err)
 	}
 	return nil
 }

@@ -66,10 +66,18 @@ type shardSet struct {
 	// lock, when set, is the hold on the set that 'relayctl relay' keeps
 	// for its life, so that an offline reshard sees it (shardlock.go).
 	lock io.Closer
+	// closed says close has run: closing again does nothing.
+	closed bool
 }
 
-// close closes every member, then the lock and the pool.
+// close closes every member, then the lock and the pool. Closing again
+// does nothing (a set may be closed by a failed step and again by its
+// command's deferred close).
 func (s *shardSet) close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	var errs []error
 	for i, m := range s.members {
 		if m == nil {

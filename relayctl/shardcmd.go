@@ -165,7 +165,8 @@ func (e *env) createShards(n int) (*shardSet, error) {
 	return createSQLiteShards(dir, n)
 }
 
-// createSQLiteShards makes dir and n empty shard files in it.
+// createSQLiteShards makes dir and n empty shard files in it; when it
+// fails part way, it removes dir again.
 func createSQLiteShards(dir string, n int) (*shardSet, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
@@ -175,7 +176,9 @@ func createSQLiteShards(dir string, n int) (*shardSet, error) {
 		p := filepath.Join(dir, shardFile(i))
 		s, err := queuestore.Open(p)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("create shard %s: %w", p, err), set.close())
+			// dir is this call's own (Mkdir made it): remove it with what
+			// it holds, so that a failure leaves nothing behind.
+			return nil, errors.Join(fmt.Errorf("create shard %s: %w", p, err), set.close(), os.RemoveAll(dir))
 		}
 		set.names = append(set.names, p)
 		set.members = append(set.members, s)

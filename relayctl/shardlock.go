@@ -41,16 +41,24 @@ func holdSQLite(dir string, exclusive bool) (io.Closer, error) {
 // pgLockKey is the advisory lock's key text of a base schema.
 func pgLockKey(base string) string { return "fairrelay shards " + base }
 
-// pgHold is a held advisory lock: the connection that holds it.
+// pgHold is a held advisory lock: the connection that holds it, nil once
+// the hold has ended.
 type pgHold struct{ c *pgxpool.Conn }
 
 // Close ends the hold: the lock is released with the session's state.
-func (h pgHold) Close() error {
+// Closing again does nothing: the connection went back to the pool the
+// first time, and must not be used after that.
+func (h *pgHold) Close() error {
+	if h.c == nil {
+		return nil
+	}
+	c := h.c
+	h.c = nil
 	// Releasing the connection to the pool keeps the session; unlock
 	// explicitly first, then destroy the connection so nothing lingers.
-	_, _ = h.c.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
-	h.c.Conn().Close(context.Background())
-	h.c.Release()
+	_, _ = c.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
+	c.Conn().Close(context.Background())
+	c.Release()
 	return nil
 }
 
@@ -74,5 +82,5 @@ func holdPG(ctx context.Context, pool *pgxpool.Pool, base string, exclusive bool
 		c.Release()
 		return nil, errHeld
 	}
-	return pgHold{c}, nil
+	return &pgHold{c}, nil
 }

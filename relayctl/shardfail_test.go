@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/pgtest"
+)
+
+// Closing a PostgreSQL hold twice does nothing the second time: the first
+// Close gave the hold's connection back to the pool, which must not be
+// used after that (pgxpool panics on it).
+func TestPGHold_CloseTwice(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	_, base := pgtest.Schema(t)
+	h, err := holdPG(ctx, pool, base, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("the second Close panicked: %v", r)
+			}
+		}()
+		if err := h.Close(); err != nil {
+			t.Errorf("the second Close: %v", err)
+		}
+	}()
+	x, err := holdPG(ctx, pool, base, true)
+	if err != nil {
+		t.Fatalf("the exclusive hold after Close: %v", err)
+	}
+	x.Close()
+}
+
+// closeThen is a queue library whose Close runs then once it has closed
+// the library: a test's way into the gap between a reopen in real time
+// closing the old store and opening the new one.
+type closeThen struct {
+	queueLib
+	then func()
+}
+
+func (c closeThen) Close() error {
+	err := c.queueLib.Close()
+	c.then()
+	return err
+}
+
+// A reopen in real time (a write command on a real-time queue) that fails
+// after it closed the old store, here because a reshard took the queue's
+// lock in the gap, fails the command with that error and leaves nothing
+// to close twice: closing the sharded queue's hold again panicked on
+// PostgreSQL and failed on SQLite.
+func TestUseRealTime_ReopenFailsInTheGap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// create makes the queue and returns its --queue.
+		create func(t *testing.T) string
+		// open opens it as a command does.
+		open func(e *env) (*queueDB, error)
+		// gap makes the reopen fail; the test closes what it returns.
+		gap  func(t *testing.T, q string) io.Closer
+		want error
+	}{{
+		name: "SQLite shards",
+		create: func(t *testing.T) string {
+			q := sqliteShardedQueue(t)
+			mustPG(t, q, "", "shards", "create", "--count", "2")
+			return q
+		},
+		open: func(e *env) (*queueDB, error) { return e.openQueue(false) },
+		gap: func(t *testing.T, q string) io.Closer {
+			h, err := holdSQLite(q, true) // as reshard holds it
+			if err != nil {
+				t.Errorf("the exclusive hold in the gap: %v", err)
+				return io.NopCloser(nil)
+			}
+			return h
+		},
+		want: errReshardUnderWay,
+	}, {
+		name: "PostgreSQL shards",
+		create: func(t *testing.T) string {
+			q := pgShardedQueue(t)
+			mustPG(t, q, "", "shards", "create", "--count", "2")
+			return q
+		},
+		open: func(e *env) (*queueDB, error) { return e.openQueue(false) },
+		gap: func(t *testing.T, q string) io.Closer {
+			_, base, err := pgTarget(q, "", "queue")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := holdPG(context.Background(), pgtest.Pool(t), base, true) // as reshard holds it
+			if err != nil {
+				t.Errorf("the exclusive hold in the gap: %v", err)
+				return io.NopCloser(nil)
+			}
+			return h
+		},
+		want: errReshardUnderWay,
+	}, {
+		name: "SQLite file, read-only",
+		create: func(t *testing.T) string {
+			q := filepath.Join(t.TempDir(), "q.db")
+			mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "f", "--body", "x")
+			return q
+		},
+		open: func(e *env) (*queueDB, error) { return e.readQueue() },
+		gap: func(t *testing.T, q string) io.Closer {
+			if err := os.Remove(q); err != nil {
+				t.Error(err)
+			}
+			return io.NopCloser(nil)
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.create(t)
+			e := newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{})
+			e.queuePath = q
+			qdb, err := tc.open(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var undo io.Closer
+			qdb.s = closeThen{queueLib: qdb.s, then: func() {
+				if undo == nil {
+					undo = tc.gap(t, q)
+				}
+			}}
+			_, err = currentTick(e.ctx, qdb, tickFlag{clock: &clockConfig{mode: clockWall, skew: defaultSkew, wall: clock.Wall{}}})
+			if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("currentTick with the reopen failing: %v, want %v", err, tc.want)
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("Close after the failed reopen panicked: %v", r)
+					}
+				}()
+				if err := qdb.Close(); err != nil {
+					t.Errorf("Close after the failed reopen: %v", err)
+				}
+			}()
+			if undo == nil {
+				t.Fatal("the reopen did not close the old store")
+			}
+			if err := undo.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A reshard that fails before its swap removes the new set it made, and
+// only that: the queue is unchanged, and a schema that another session
+// made under a name the reshard wanted stays. The other session's
+// uncommitted CREATE SCHEMA makes the reshard's own CREATE (of its second
+// new shard) or RENAME (of the second old shard aside, in the swap) wait,
+// then fail once it commits.
+func TestReshard_Postgres_FailureBeforeSwap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// taken is the name the other session takes; want what the
+		// reshard's error says first.
+		taken func(base string) string
+		want  func(base string) string
+	}{{
+		name:  "create part way",
+		taken: func(base string) string { return shardSchema(base+"_next", 1) },
+		want:  func(base string) string { return "create shard " + shardSchema(base+"_next", 1) },
+	}, {
+		name:  "swap",
+		taken: func(base string) string { return shardSchema(base+"_before_epoch_0", 1) },
+		want:  func(string) string { return "swap the schemas" },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			q := pgShardedQueue(t)
+			mustPG(t, q, "", "shards", "create", "--count", "2")
+			mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "tenant-a", "--body", `{"delta":1}`)
+			mustPG(t, q, "", "enqueue", "--id", "b", "--flow", "tenant-b", "--body", `{"delta":1}`)
+			before := statusOf(t, q)
+			_, base, err := pgTarget(q, "", "queue")
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken := tc.taken(base)
+			pool := pgtest.Pool(t)
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{taken}.Sanitize()); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				code int
+				errs string
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, _, errs := runPG(t, q, "", "reshard", "--to", "3", "--reason", "more tenants")
+				done <- result{code, errs}
+			}()
+			waitFor(t, time.Minute, "the reshard to wait for schema "+taken, func() bool {
+				var n int
+				err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
+				return err == nil && n > 0
+			})
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			want := tc.want(base)
+			if r.code != exitFail || !strings.Contains(r.errs, want) || !strings.Contains(r.errs, "the queue is unchanged") {
+				t.Errorf("reshard: exit %d, want %d with %q and \"the queue is unchanged\"\n%s", r.code, exitFail, want, r.errs)
+			}
+			rows, err := pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname`, base+"_")
+			if err != nil {
+				t.Fatal(err)
+			}
+			left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep := []string{shardSchema(base, 0), shardSchema(base, 1), taken}
+			slices.Sort(keep)
+			if !slices.Equal(left, keep) {
+				t.Errorf("schemas after the failed reshard: %v, want %v", left, keep)
+			}
+			if st := statusOf(t, q); st != before {
+				t.Errorf("the failed reshard changed the queue: %+v, was %+v", st, before)
+			}
+		})
+	}
+}
