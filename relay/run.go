@@ -317,7 +317,9 @@ func (l *loop) run(ctx context.Context) error {
 // poll interval, a tick (as milliseconds), the breaker's next probe, the
 // suppressed-failures log line or the shutdown deadlines. While the breaker
 // is open or probing, only its next probe is waited for, not the queue's
-// due tick nor the poll.
+// due tick nor the poll. While a prune pass is under way, or when a
+// deadline has passed already, it does not block: it takes what is ready
+// (collect) and returns.
 func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) {
 	var deadline time.Time
 	at := func(t time.Time) {
@@ -370,7 +372,8 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	if l.r.pr != nil && !l.stopping && !blocked { // when blocked, the retry's time is waited for
 		if l.pruning {
-			return // the pass's next batch, after this turn's claims and settles
+			l.collect() // the pass's next batch, after the next turn's claims and settles
+			return
 		}
 		if !l.pruneAt.IsZero() {
 			at(l.pruneAt)
@@ -385,6 +388,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	if tick != noDue {
 		if tick <= now {
+			l.collect()
 			return
 		}
 		if l.r.moving == nil {
@@ -398,6 +402,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	if !deadline.IsZero() {
 		d := time.Until(deadline)
 		if d <= 0 {
+			l.collect()
 			return
 		}
 		t := time.NewTimer(d)
@@ -411,19 +416,29 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	select {
 	case o := <-l.done:
 		l.finish(o)
-		for more := true; more; {
-			select {
-			case o := <-l.done:
-				l.finish(o)
-			default:
-				more = false
-			}
-		}
+		l.collect()
 	case <-l.r.wake:
 		l.nextClaim = math.MinInt64
 	case <-ctxDone:
 	case <-moved:
 	case <-timeout:
+	}
+}
+
+// collect takes, without waiting, the results of the handlers that have
+// returned and a Notify: wait's part that a turn with nothing to wait for
+// (a prune pass under way, a deadline passed) still needs, or the slots of
+// finished handlers would stay taken and their results unsettled.
+func (l *loop) collect() {
+	for {
+		select {
+		case o := <-l.done:
+			l.finish(o)
+		case <-l.r.wake:
+			l.nextClaim = math.MinInt64
+		default:
+			return
+		}
 	}
 }
 
