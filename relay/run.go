@@ -317,7 +317,10 @@ func (l *loop) run(ctx context.Context) error {
 // poll interval, a tick (as milliseconds), the breaker's next probe, the
 // suppressed-failures log line or the shutdown deadlines. While the breaker
 // is open or probing, only its next probe is waited for, not the queue's
-// due tick nor the poll. While a prune pass is under way, or when a
+// due tick nor the poll. While a queue call backs off, its retry is waited
+// for instead of the claims' deadlines (the poll, a probe, the due tick, a
+// gathering, a destinations refresh), the settle linger and the leases'
+// margins. While a prune pass is under way, or when a
 // deadline has passed already, it does not block: it takes what is ready
 // (collect) and returns.
 func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) {
@@ -340,7 +343,10 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		}
 	}
 	switch {
-	case l.stopping || l.free() == 0:
+	case l.stopping || l.free() == 0 || blocked:
+		// Nothing is claimed: no probe, poll or gathering to wait for.
+		// While blocked, no call moves lastAsk or a probe's time, so
+		// those deadlines would pass and stay past: a busy loop.
 	case l.r.dq != nil:
 		// Each destination's breaker: the others claim as usual.
 		if next := l.nextProbe(); !next.IsZero() {
@@ -350,11 +356,11 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 			at(l.lastAsk.Add(l.r.o.Poll))
 			if end, ok := l.gatherEnd(); ok {
 				at(end)
-			} else if !blocked {
+			} else {
 				tick = min(tick, l.nextClaim)
 			}
 		}
-		if !blocked && !l.destRefreshAt.IsZero() {
+		if !l.destRefreshAt.IsZero() {
 			at(l.destRefreshAt)
 		}
 	case l.r.br.state == BreakerOpen:
@@ -363,7 +369,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		at(l.lastAsk.Add(l.r.o.Poll))
 		if end, ok := l.gatherEnd(); ok {
 			at(end)
-		} else if !blocked {
+		} else {
 			tick = min(tick, l.nextClaim)
 		}
 	}
