@@ -301,6 +301,7 @@ func (l *loop) run(ctx context.Context) error {
 			}
 			if l.cancelled && !time.Now().Before(l.abandonEnd) {
 				err := l.finalFlush()
+				l.abandon()
 				l.r.flog.summary(time.Now(), true)
 				l.r.log.Warn("relay: returning with handlers still running", "handlers", l.goroutines)
 				return errors.Join(fmt.Errorf("%w: %d handlers", ErrAbandoned, l.goroutines), err)
@@ -1166,6 +1167,21 @@ func (l *loop) beginShutdown() {
 		}
 	}
 	l.r.log.Info("relay: shutting down", "handlers", l.goroutines, "grace", l.r.o.ShutdownGrace)
+}
+
+// abandon gives up the claims of the handlers still running when Run
+// returns ErrAbandoned: their results will never be read, and the queue
+// hands the events out again after their lease. They are counted in
+// Totals.LeasesLost, as a claim interrupted by the shutdown is, so that
+// nothing is left in flight once Run has returned (but the results of a
+// last settle batch that failed).
+func (l *loop) abandon() {
+	for cl := range l.holds {
+		if cl.state == running {
+			delete(l.holds, cl)
+			l.r.tot.lost.Add(1)
+		}
+	}
 }
 
 // cancelRunning ends the grace period: every running handler's context is
