@@ -47,7 +47,7 @@ type BreakerState struct {
 	LastReason          string    // the reason of the last destination failure ("" when none yet)
 	LastError           string    // its error text (user info in URLs redacted)
 	Opens               int64     // times it opened since the relay was made
-	Probes              int64     // probes claimed since the relay was made
+	Probes              int64     // probes that claimed an event since the relay was made
 }
 
 // breaker is the loop's breaker. The loop's goroutine alone changes it;
@@ -134,15 +134,18 @@ func (b *breaker) claimed(cs []*claim) {
 // startProbe moves an open breaker to probing, for a claim of one event.
 func (b *breaker) startProbe(now time.Time) {
 	b.state, b.since = BreakerProbing, now
-	b.probes++
 	b.publish()
 }
 
 // probeClaimed takes the probe's claim (nil: the queue had nothing due, so
-// the breaker waits one more interval, not doubled).
+// the breaker waits one more interval, not doubled). Only a probe that
+// claimed an event is counted (Probes): it is an attempt charged while the
+// breaker is open; one that claimed nothing charged nothing.
 func (b *breaker) probeClaimed(cl *claim, now time.Time) {
 	if cl != nil {
 		b.probe = cl
+		b.probes++
+		b.publish()
 		return
 	}
 	b.reopen(now, b.interval)

@@ -15,6 +15,8 @@ import (
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/relay"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // logBuffer collects a relay's log lines, safe for concurrent use.
@@ -129,7 +131,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 			}
 			probeEvents += c.got
 		}
-		if int64(afterOpen) != b.Probes {
+		if int64(afterOpen) < b.Probes { // a probe time with nothing due claims nothing and is not counted
 			t.Errorf("%d claims while open, %d probes", afterOpen, b.Probes)
 		}
 		// Attempts charged while open are exactly the probes' events.
@@ -391,4 +393,52 @@ func TestBreakerOnlyTheProbeCloses(t *testing.T) {
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestBreakerProbesCountClaims: Probes and fairrelay_breaker_probes_total
+// count the probes that claimed an event, the attempts charged while the
+// breaker is open: a probe time at which nothing is due (the only event
+// waits for its backoff) claims nothing, charges nothing and is not
+// counted; the probe that claims the event is, and its success closes the
+// breaker.
+func TestBreakerProbesCountClaims(t *testing.T) {
+	p := testPolicy(600, 5)
+	p.Jitter = false // the retry waits Backoff(1) ticks, never 0
+	q := newFake(p)
+	q.enqueue("a", 1)
+	var down atomic.Bool
+	down.Store(true)
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		if down.Load() {
+			return relay.FailDestination(relay.ReasonUnavailable, errors.New("connection refused"))
+		}
+		return nil
+	})
+	clk := relay.NewManualClock(0)
+	reg := prometheus.NewRegistry()
+	run := start(t, q, h, relay.Options{Clock: clk, Poll: time.Hour, Metrics: reg,
+		Breaker: relay.BreakerOptions{Threshold: 1, MinProbe: time.Millisecond, MaxProbe: time.Millisecond}})
+	q.waitFor(t, "a/1 retry scheduled and three probes that found nothing due", func() bool {
+		return q.byID["a/1"].state == "pending" && len(q.claimNs) >= 1+3
+	})
+	if b := run.r.Breaker(); b.State == relay.BreakerClosed || b.Probes != 0 {
+		t.Fatalf("Breaker() = %+v after probes that claimed nothing, want open with 0 probes", b)
+	}
+	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_breaker_probes_total", "")); got != 0 {
+		t.Fatalf("fairrelay_breaker_probes_total = %v after probes that claimed nothing, want 0", got)
+	}
+	down.Store(false)
+	clk.Advance(p.Backoff(1))
+	q.waitFor(t, "a/1 acked by a probe", func() bool { return q.byID["a/1"].state == "acked" })
+	if b := run.r.Breaker(); b.State != relay.BreakerClosed || b.Probes != 1 || b.Opens != 1 {
+		t.Errorf("Breaker() = %+v, want closed after 1 opening and 1 probe", b)
+	}
+	if got := testutil.ToFloat64(counter(t, reg, "fairrelay_breaker_probes_total", "")); got != 1 {
+		t.Errorf("fairrelay_breaker_probes_total = %v, want 1", got)
+	}
+	q.get(func() {
+		if len(q.claimed) != 2 {
+			t.Errorf("claimed %v, want a/1 twice: its first attempt and the probe", q.claimed)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -190,14 +191,17 @@ func TestRedactURLs(t *testing.T) {
 
 // TestSettledErrorText: the settle carries the handler's error text, made
 // printable, user info redacted; for a Failure the text of its Err (the
-// reason is recorded beside it), and its kind.
+// reason is recorded beside it), and its kind and RetryAfter.
 func TestSettledErrorText(t *testing.T) {
 	q := newFake(testPolicy(60_000, 5))
 	q.enqueue("a", 1)
 	q.enqueue("b", 1)
 	q.enqueue("c", 1)
+	q.enqueue("d", 1)
 	h := relay.HandlerFunc(func(_ context.Context, e relay.Event) error {
 		switch e.Flow {
+		case "d":
+			return relay.FailDestination(relay.ReasonRateLimited, nil).WithRetryAfter(math.MaxInt64)
 		case "a":
 			return errors.New("Post \"https://bob:pw@receiver.example/x\":\nEOF")
 		case "b":
@@ -206,12 +210,12 @@ func TestSettledErrorText(t *testing.T) {
 		panic("boom")
 	})
 	run := start(t, q, h, relay.Options{})
-	q.waitFor(t, "three settles", func() bool {
+	q.waitFor(t, "four settles", func() bool {
 		n := 0
 		for _, items := range q.settles {
 			n += len(items)
 		}
-		return n >= 3
+		return n >= 4
 	})
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)
@@ -220,6 +224,9 @@ func TestSettledErrorText(t *testing.T) {
 		"a/1": {Reason: relay.ReasonHandler, Error: `Post "https://REDACTED@receiver.example/x": EOF`},
 		"b/1": {Reason: relay.ReasonRateLimited, Error: "429 Too Many Requests", RetryAfter: 2},
 		"c/1": {Reason: relay.ReasonPanic, Error: "handler panicked: boom"},
+		// The longest wait there is, in ticks rounded up, not wrapped
+		// negative (a wait the queue would refuse); the queue caps it.
+		"d/1": {Reason: relay.ReasonRateLimited, RetryAfter: math.MaxInt64/1_000_000 + 1},
 	}
 	for _, items := range q.settles {
 		for _, it := range items {

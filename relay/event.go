@@ -160,12 +160,17 @@ func result(err error) queue.Result {
 }
 
 // ticks is d in ticks of the relay's clock (milliseconds), rounded up so
-// that a positive wait is never 0.
+// that a positive wait is never 0. It divides before it rounds, so that
+// the longest durations do not wrap negative.
 func ticks(d time.Duration) clock.Tick {
 	if d <= 0 {
 		return 0
 	}
-	return clock.Tick((d + time.Millisecond - 1) / time.Millisecond)
+	t := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		t++
+	}
+	return clock.Tick(t)
 }
 
 // errorText is the settle's error text of err: its message with user info

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -193,6 +194,33 @@ func TestProducer_UsesItsClockAndNotifies(t *testing.T) {
 	at := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	if got := p.At(at); got != clock.Tick(at.UnixMilli()) {
 		t.Fatalf("At(%v) = %d, want its Unix milliseconds", at, got)
+	}
+}
+
+// In counts a delay in milliseconds rounded up, the longest delays
+// included: math.MaxInt64 ns is about 9.2e12 ticks, not a tick wrapped
+// negative (the conversion a failure's RetryAfter goes through too).
+func TestProducer_InRoundsUpWithoutOverflow(t *testing.T) {
+	t.Parallel()
+	p, err := relay.NewProducer(openStore(t, testPolicy(10, 3)), relay.ProducerOptions{Clock: relay.NewManualClock(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		d    time.Duration
+		want clock.Tick
+	}{
+		{math.MinInt64, 0},
+		{0, 0},
+		{1, 1},
+		{time.Millisecond, 1},
+		{time.Millisecond + 1, 2},
+		{math.MaxInt64 - 1, math.MaxInt64/1_000_000 + 1},
+		{math.MaxInt64, math.MaxInt64/1_000_000 + 1},
+	} {
+		if got := p.In(c.d); got != c.want {
+			t.Errorf("In(%d) at tick 0 = %d, want %d", c.d, got, c.want)
+		}
 	}
 }
 

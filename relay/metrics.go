@@ -86,7 +86,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		Name: "fairrelay_breaker_opens_total", Help: "Times the breaker opened (the destination was seen down).",
 	}, func() float64 { return float64(r.br.snapshot().Opens) })
 	breakerProbes := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "fairrelay_breaker_probes_total", Help: "Probes claimed while the breaker was open.",
+		Name: "fairrelay_breaker_probes_total", Help: "Probes that claimed an event while the breaker was open: the attempts charged while it is open (a probe time with nothing due is not counted).",
 	}, func() float64 { return float64(r.br.snapshot().Probes) })
 	// Every series from the first scrape: a rate() over a failure that
 	// has not happened yet reads 0, not nothing.

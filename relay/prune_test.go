@@ -230,3 +230,46 @@ func TestPrune_FailureIsRetriedLater(t *testing.T) {
 		t.Errorf("fairrelay_store_errors_total{op=prune} = %v, want 1", got)
 	}
 }
+
+// endlessPruner is the fake queue with Prune: every batch answers More
+// while more is set (under the fake's lock), so a pass lasts until the test
+// ends it. Its calls are counted as "prune".
+type endlessPruner struct {
+	*fakeQueue
+	more bool
+}
+
+func (p *endlessPruner) Prune(context.Context, clock.Tick, int) (queue.PruneResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.call("prune"); err != nil {
+		return queue.PruneResult{}, err
+	}
+	return queue.PruneResult{Events: 1, More: p.more}, nil
+}
+
+func (p *endlessPruner) Prunable(context.Context, clock.Tick) (queue.PruneResult, error) {
+	return queue.PruneResult{}, nil
+}
+
+// A prune pass does not hold up delivery: handlers that return while
+// its batches run are taken, settled, and their flows' next events claimed
+// between the batches (Options.PruneEvery), so a whole flow is delivered
+// while a pass that never runs out of rows goes on.
+func TestPrune_DeliveryGoesOnDuringAPass(t *testing.T) {
+	t.Parallel()
+	p := testPolicy(600, 3)
+	p.Retention = 100
+	q := &endlessPruner{fakeQueue: newFake(p), more: true}
+	q.enqueue("a", 3)
+	run := start(t, q, deliver, relay.Options{Clock: relay.NewManualClock(1000), PruneEvery: time.Hour, Poll: time.Hour})
+	q.waitFor(t, "a/1 to a/3 acked while the pass goes on (every batch answers More)", func() bool {
+		return q.byID["a/3"].state == "acked" && q.byID["a/2"].state == "acked" && q.byID["a/1"].state == "acked"
+	})
+	var prunes int
+	q.get(func() { q.more = false; prunes = q.calls["prune"] })
+	q.waitFor(t, "the pass's last batch", func() bool { return q.calls["prune"] > prunes })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

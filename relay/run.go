@@ -301,6 +301,7 @@ func (l *loop) run(ctx context.Context) error {
 			}
 			if l.cancelled && !time.Now().Before(l.abandonEnd) {
 				err := l.finalFlush()
+				l.abandon()
 				l.r.flog.summary(time.Now(), true)
 				l.r.log.Warn("relay: returning with handlers still running", "handlers", l.goroutines)
 				return errors.Join(fmt.Errorf("%w: %d handlers", ErrAbandoned, l.goroutines), err)
@@ -317,7 +318,12 @@ func (l *loop) run(ctx context.Context) error {
 // poll interval, a tick (as milliseconds), the breaker's next probe, the
 // suppressed-failures log line or the shutdown deadlines. While the breaker
 // is open or probing, only its next probe is waited for, not the queue's
-// due tick nor the poll.
+// due tick nor the poll. While a queue call backs off, its retry is waited
+// for instead of the claims' deadlines (the poll, a probe, the due tick, a
+// gathering, a destinations refresh), the settle linger and the leases'
+// margins. While a prune pass is under way, or when a
+// deadline has passed already, it does not block: it takes what is ready
+// (collect) and returns.
 func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) {
 	var deadline time.Time
 	at := func(t time.Time) {
@@ -338,7 +344,10 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		}
 	}
 	switch {
-	case l.stopping || l.free() == 0:
+	case l.stopping || l.free() == 0 || blocked:
+		// Nothing is claimed: no probe, poll or gathering to wait for.
+		// While blocked, no call moves lastAsk or a probe's time, so
+		// those deadlines would pass and stay past: a busy loop.
 	case l.r.dq != nil:
 		// Each destination's breaker: the others claim as usual.
 		if next := l.nextProbe(); !next.IsZero() {
@@ -348,11 +357,11 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 			at(l.lastAsk.Add(l.r.o.Poll))
 			if end, ok := l.gatherEnd(); ok {
 				at(end)
-			} else if !blocked {
+			} else {
 				tick = min(tick, l.nextClaim)
 			}
 		}
-		if !blocked && !l.destRefreshAt.IsZero() {
+		if !l.destRefreshAt.IsZero() {
 			at(l.destRefreshAt)
 		}
 	case l.r.br.state == BreakerOpen:
@@ -361,7 +370,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		at(l.lastAsk.Add(l.r.o.Poll))
 		if end, ok := l.gatherEnd(); ok {
 			at(end)
-		} else if !blocked {
+		} else {
 			tick = min(tick, l.nextClaim)
 		}
 	}
@@ -370,7 +379,8 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	if l.r.pr != nil && !l.stopping && !blocked { // when blocked, the retry's time is waited for
 		if l.pruning {
-			return // the pass's next batch, after this turn's claims and settles
+			l.collect() // the pass's next batch, after the next turn's claims and settles
+			return
 		}
 		if !l.pruneAt.IsZero() {
 			at(l.pruneAt)
@@ -385,6 +395,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	}
 	if tick != noDue {
 		if tick <= now {
+			l.collect()
 			return
 		}
 		if l.r.moving == nil {
@@ -398,6 +409,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	if !deadline.IsZero() {
 		d := time.Until(deadline)
 		if d <= 0 {
+			l.collect()
 			return
 		}
 		t := time.NewTimer(d)
@@ -411,19 +423,29 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 	select {
 	case o := <-l.done:
 		l.finish(o)
-		for more := true; more; {
-			select {
-			case o := <-l.done:
-				l.finish(o)
-			default:
-				more = false
-			}
-		}
+		l.collect()
 	case <-l.r.wake:
 		l.nextClaim = math.MinInt64
 	case <-ctxDone:
 	case <-moved:
 	case <-timeout:
+	}
+}
+
+// collect takes, without waiting, the results of the handlers that have
+// returned and a Notify: wait's part that a turn with nothing to wait for
+// (a prune pass under way, a deadline passed) still needs, or the slots of
+// finished handlers would stay taken and their results unsettled.
+func (l *loop) collect() {
+	for {
+		select {
+		case o := <-l.done:
+			l.finish(o)
+		case <-l.r.wake:
+			l.nextClaim = math.MinInt64
+		default:
+			return
+		}
 	}
 }
 
@@ -1145,6 +1167,21 @@ func (l *loop) beginShutdown() {
 		}
 	}
 	l.r.log.Info("relay: shutting down", "handlers", l.goroutines, "grace", l.r.o.ShutdownGrace)
+}
+
+// abandon gives up the claims of the handlers still running when Run
+// returns ErrAbandoned: their results will never be read, and the queue
+// hands the events out again after their lease. They are counted in
+// Totals.LeasesLost, as a claim interrupted by the shutdown is, so that
+// nothing is left in flight once Run has returned (but the results of a
+// last settle batch that failed).
+func (l *loop) abandon() {
+	for cl := range l.holds {
+		if cl.state == running {
+			delete(l.holds, cl)
+			l.r.tot.lost.Add(1)
+		}
+	}
 }
 
 // cancelRunning ends the grace period: every running handler's context is

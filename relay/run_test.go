@@ -539,7 +539,9 @@ func TestShutdownMidFlight(t *testing.T) {
 }
 
 // TestShutdownAbandonsStubbornHandler: a handler that ignores its context
-// makes Run return ErrAbandoned after the grace period and AbandonWait.
+// makes Run return ErrAbandoned after the grace period and AbandonWait;
+// its claim, left to its lease, ends in Totals as a lease lost, so that
+// nothing is in flight once Run has returned.
 func TestShutdownAbandonsStubbornHandler(t *testing.T) {
 	q := newFake(testPolicy(6, 3))
 	q.enqueue("a", 1)
@@ -551,6 +553,9 @@ func TestShutdownAbandonsStubbornHandler(t *testing.T) {
 	<-started
 	if err := run.stop(t); !errors.Is(err, relay.ErrAbandoned) {
 		t.Fatalf("Run() error = %v, want ErrAbandoned", err)
+	}
+	if tot := run.r.Totals(); tot.Claimed != 1 || tot.LeasesLost != 1 || tot.InFlight != 0 {
+		t.Fatalf("Totals() after ErrAbandoned = %+v, want 1 claimed, 1 lease lost, 0 in flight", tot)
 	}
 }
 
@@ -803,6 +808,59 @@ func TestSettleErrorsAreRetriedWithoutSpinning(t *testing.T) {
 		t.Fatalf("settle calls = %d in %v, want at most %d", calls, time.Since(began), bound)
 	}
 	q.waitFor(t, "both acked", func() bool { return q.byID["a/1"].state == "acked" && q.byID["b/1"].state == "acked" })
+}
+
+// turnClock is a ManualClock that counts the calls of Moved, which the
+// relay's loop makes once at the start of every turn.
+type turnClock struct {
+	*relay.ManualClock
+	turns *atomic.Int64
+}
+
+func (c turnClock) Moved() <-chan struct{} {
+	c.turns.Add(1)
+	return c.ManualClock.Moved()
+}
+
+// TestExtendBackoffDoesNotSpin: while a refused ExtendBatch backs the queue
+// calls off, the loop sleeps until each retry, long after the poll interval
+// has passed since its last claim: about one turn per queue call, not a
+// turn per instant (the poll deadline does not move while no call is made,
+// so it must not be waited for during the backoff).
+func TestExtendBackoffDoesNotSpin(t *testing.T) {
+	q := newFake(testPolicy(6, 3))
+	q.enqueue("a", 1)
+	clk := turnClock{relay.NewManualClock(0), new(atomic.Int64)}
+	h := newLongHandler()
+	defer close(h.release)
+	start(t, q, h, relay.Options{Clock: clk, Poll: 10 * time.Millisecond})
+	<-h.started
+	q.get(func() { q.fail["extend"] = errors.New("database is locked") })
+	clk.Set(4) // 2 ticks of 6 left: the relay extends, refused
+	var calls0 int
+	q.waitFor(t, "the first refused extend", func() bool {
+		calls0 = sum(q.calls)
+		return q.calls["extend"] >= 1
+	})
+	turns0 := clk.turns.Load()
+	var calls int
+	q.waitFor(t, "8 more refused extends", func() bool { // 10 ms apart (Poll)
+		calls = sum(q.calls)
+		return q.calls["extend"] >= 9
+	})
+	turns := clk.turns.Load() - turns0
+	if bound := int64(2*(calls-calls0) + 4); turns > bound {
+		t.Fatalf("loop turns during 8 backoffs = %d for %d queue calls, want at most %d", turns, calls-calls0, bound)
+	}
+}
+
+// sum adds up a fake's call counts.
+func sum(calls map[string]int) int {
+	n := 0
+	for _, c := range calls {
+		n += c
+	}
+	return n
 }
 
 // TestHandlersOfOneClaimShareAWave: the 4 handlers started from one claim
