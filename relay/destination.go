@@ -53,8 +53,12 @@ const DefaultDestinationLabel = "_default"
 // destRecheck is how many ticks the relay waits before it claims again
 // after a claim that left something out came back short while the queue
 // still says a head is due: that head may be one the filter leaves out,
-// and claiming again at the next tick would spin. A settle, a freed slot,
-// a probe's time or the poll claim earlier.
+// and claiming again at the next tick would spin. Each such claim that
+// claims nothing doubles the wait, up to Options.Poll (loop.nextRecheck),
+// so that a destination down for an hour costs no claim every 20 ticks;
+// a settle, Notify, a handler's end (a freed slot, a probe's answer) or a
+// claim that takes events sets it back to destRecheck. A settle, Notify,
+// a freed slot, a probe's time or the poll claim earlier.
 const destRecheck clock.Tick = 20
 
 // DestinationLabel is the metric label of a destination: its name, or

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,4 +164,79 @@ func TestRunUntilIdle_PausedDestinationCounted(t *testing.T) {
 	if tot := r.Totals(); tot.Delivered != 1 {
 		t.Fatalf("Totals() = %+v, want fd's event delivered", tot)
 	}
+}
+
+// In destination mode, a destination whose breaker stays open while its
+// heads stay due (its receiver down for long, the other destinations idle)
+// costs a claim about once per Poll, not one every destRecheck ticks: each
+// claim that leaves it out and comes back empty doubles the wait before
+// the next, up to Poll (1000 ticks here). NextDue cannot tell when the
+// head left out becomes claimable, and a claim is a write.
+func TestDestinationMode_OpenBreakerBacksOff(t *testing.T) {
+	t.Parallel()
+	q := newFakeDest(testPolicy(100000, 1000))
+	q.register(queue.Destination{Name: "x", URL: "http://127.0.0.1:9/", Secrets: []string{"k"}})
+	q.enqueueTo("fx", "x", 1)
+	h := relay.HandlerFunc(func(context.Context, relay.Event) error {
+		return relay.FailDestination("down", nil)
+	})
+	const poll = time.Second // 1000 ticks
+	clk := watchedClock{relay.NewManualClock(0), make(chan struct{}, 64)}
+	r, err := relay.New(q, h, relay.Options{Clock: clk, Poll: poll, Concurrency: 4,
+		Breaker: relay.BreakerOptions{Threshold: 1, MinProbe: time.Hour, MaxProbe: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-errc
+	}()
+	q.waitFor(t, "x's failure settled", func() bool {
+		e := q.byID["fx/1"]
+		return e.state == "pending" && e.attempts == 1
+	})
+	if st := r.DestinationBreakers()["x"].State; st != relay.BreakerOpen {
+		t.Fatalf("x's breaker is %s, want open", st)
+	}
+	claims := func() (n int) {
+		q.get(func() { n = q.calls["claim"] + q.calls["settle_claim"] })
+		return n
+	}
+	before, start := claims(), time.Now()
+	// Move the clock 10 ticks at a time, one turn of the loop per move.
+	const span, step = 100000, 10
+	for range span / step {
+		for len(clk.turns) > 0 {
+			<-clk.turns
+		}
+		clk.Advance(step)
+		select {
+		case <-clk.turns:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the relay took no turn after the clock moved")
+		}
+	}
+	got := claims() - before
+	// One claim per Poll of ticks, the doubling from 20 up to 1000 (7
+	// claims), a few more, and one per Poll of real time (the poll).
+	limit := span/1000 + 10 + int(time.Since(start)/poll) + 1
+	t.Logf("claims over %d ticks with x's breaker open: %d (at most %d)", span, got, limit)
+	if got > limit {
+		t.Fatalf("claims over %d ticks with x's breaker open = %d, want at most %d (about one per Poll, not one per %d ticks)", span, got, limit, 20)
+	}
+	if got < span/1000/2 {
+		t.Fatalf("claims over %d ticks = %d, want about one per Poll (1000 ticks)", span, got)
+	}
+	q.get(func() {
+		f := (*q.filters)[len(*q.filters)-1]
+		if !slices.Contains(f.Exclude, "x") {
+			t.Errorf("last claim's filter = %+v, want x excluded", f)
+		}
+		if e := q.byID["fx/1"]; e.state != "pending" || e.avail > clk.Now() {
+			t.Errorf("fx/1 = %+v, want pending and due", *e)
+		}
+	})
 }

@@ -83,6 +83,13 @@ type loop struct {
 	retryAt   time.Time  // after a failed queue call, no queue call before this
 	failures  int
 
+	// recheck is the wait the last claim that left something out and came
+	// back short set (nextClaim = recheckFrom + recheck), doubled from
+	// destRecheck at each such claim that claimed nothing; 0 when something
+	// changed here since (claimNow, recheckSoon, a claim that took events).
+	recheck     clock.Tick
+	recheckFrom clock.Tick
+
 	untilIdle bool // RunUntilIdle: stop once idle
 	idle      bool // the queue was seen idle (untilIdle only)
 
@@ -425,7 +432,7 @@ func (l *loop) wait(ctx context.Context, now clock.Tick, moved <-chan struct{}) 
 		l.finish(o)
 		l.collect()
 	case <-l.r.wake:
-		l.nextClaim = math.MinInt64
+		l.claimNow()
 	case <-ctxDone:
 	case <-moved:
 	case <-timeout:
@@ -442,7 +449,7 @@ func (l *loop) collect() {
 		case o := <-l.done:
 			l.finish(o)
 		case <-l.r.wake:
-			l.nextClaim = math.MinInt64
+			l.claimNow()
 		default:
 			return
 		}
@@ -555,13 +562,50 @@ func (l *loop) askNextDue(now clock.Tick, afterClaim bool) {
 		// mode, one the store's own limits leave out (a destination at its
 		// concurrency or rate limit counts as due in NextDue: that is
 		// transient); claiming again at the next tick would spin. A paused
-		// destination's heads are not due at all.
-		l.nextClaim = now + destRecheck
+		// destination's heads are not due at all. While the claims keep
+		// coming back empty (a breaker open for long, a destination's slots
+		// held by slow handlers) the wait doubles, up to Poll: NextDue
+		// cannot tell when the head left out will be claimable, and a claim
+		// is a write.
+		l.recheck = l.nextRecheck()
+		l.recheckFrom = now
+		l.nextClaim = now + l.recheck
 	case afterClaim && due <= now:
 		l.nextClaim = now + 1
 	default:
 		l.nextClaim = due
 	}
+}
+
+// nextRecheck is the wait before the claim after one that left something
+// out and came back short: destRecheck after something changed here,
+// else twice the last wait, up to Options.Poll (as ticks: a tick is a
+// millisecond), when the poll would claim anyway.
+func (l *loop) nextRecheck() clock.Tick {
+	if l.recheck <= 0 {
+		return destRecheck
+	}
+	limit := max(destRecheck, clock.Tick(l.r.o.Poll/time.Millisecond))
+	return min(2*l.recheck, limit)
+}
+
+// claimNow makes the next turn claim, without asking NextDue: something
+// changed here (a settle, Notify, a breaker that closed).
+func (l *loop) claimNow() {
+	l.nextClaim = math.MinInt64
+	l.recheck = 0
+}
+
+// recheckSoon ends the doubling of the wait after empty claims (nextRecheck)
+// when a handler ends: its slot is free, and a probe's answer may have
+// closed its breaker. A wait that has doubled is cut back to destRecheck
+// after the last short claim, so a freed slot is claimed for as soon as
+// before.
+func (l *loop) recheckSoon() {
+	if l.recheck > destRecheck {
+		l.nextClaim = min(l.nextClaim, l.recheckFrom+destRecheck)
+	}
+	l.recheck = 0
 }
 
 // destMode reports whether the relay claims in destination mode: the queue
@@ -681,6 +725,9 @@ func (l *loop) held(c queue.Claim) *claim {
 func (l *loop) took(now clock.Tick, cs []queue.Claim, n int) bool {
 	l.r.m.claimed(len(cs))
 	l.r.tot.claimed.Add(int64(len(cs)))
+	if len(cs) > 0 {
+		l.recheck = 0 // a short claim after this one waits destRecheck
+	}
 	for _, c := range cs {
 		l.take(c, now)
 	}
@@ -906,6 +953,7 @@ func (l *loop) finish(o outcome) {
 	if l.freedAt.IsZero() {
 		l.freedAt = time.Now()
 	}
+	l.recheckSoon()
 	l.goroutines--
 	l.r.m.running(l.goroutines)
 	if l.destRun[cl.c.Destination]--; l.destRun[cl.c.Destination] <= 0 {
@@ -1125,7 +1173,7 @@ func (l *loop) settled(part []*claim, k int, rs []queue.SettleResult) {
 		if rs[i].Outcome != queue.Stale && rs[i].Outcome != queue.Expired {
 			// The flow's head moved (or waits for a backoff): what is
 			// due changed, so claim again before trusting NextDue.
-			l.nextClaim = math.MinInt64
+			l.claimNow()
 		}
 		if rs[i].Outcome == queue.Stale || rs[i].Outcome == queue.Expired {
 			l.r.log.Info("relay: late settle", "event", cl.c.EventID, "outcome", rs[i].Outcome)
@@ -1240,7 +1288,7 @@ func (l *loop) health(cl *claim, o outcome) {
 
 // closed claims at once after the breaker closed, and says so.
 func (l *loop) closed(cl *claim, b *breaker) {
-	l.nextClaim = math.MinInt64
+	l.claimNow()
 	l.r.log.Info("relay: destination answers, breaker closed", "destination", DestinationLabel(cl.c.Destination), "opens", b.opens, "probes", b.probes)
 }
 
