@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgqueuestore"
@@ -328,9 +329,14 @@ func (r reshardNames) remove(ctx context.Context, set, next *shardSet) error {
 	if !set.pg {
 		return os.RemoveAll(r.nextAbs)
 	}
+	return dropSchemas(ctx, set.pool, next.names)
+}
+
+// dropSchemas drops the schemas named, with what they hold.
+func dropSchemas(ctx context.Context, pool *pgxpool.Pool, names []string) error {
 	var errs []error
-	for _, sc := range next.names {
-		if _, err := set.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{sc}.Sanitize()+" CASCADE"); err != nil {
+	for _, sc := range names {
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{sc}.Sanitize()+" CASCADE"); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -253,3 +253,60 @@ func TestReshard_Postgres_FailureBeforeSwap(t *testing.T) {
 		})
 	}
 }
+
+// Shards create on PostgreSQL that fails part way drops the schemas it
+// made, and only those: a schema that another session made under a name
+// it wanted stays. The other session's uncommitted CREATE SCHEMA makes
+// the create of the second shard wait, then fail once it commits.
+func TestShardsCreate_Postgres_FailurePartWay(t *testing.T) {
+	ctx := context.Background()
+	q := pgShardedQueue(t)
+	_, base, err := pgTarget(q, "", "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := shardSchema(base, 1)
+	pool := pgtest.Pool(t)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{taken}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		code int
+		errs string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, errs := runPG(t, q, "", "shards", "create", "--count", "3")
+		done <- result{code, errs}
+	}()
+	waitFor(t, time.Minute, "shards create to wait for schema "+taken, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
+		return err == nil && n > 0
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	want := "create shard " + taken
+	if r.code != exitFail || !strings.Contains(r.errs, want) {
+		t.Errorf("shards create: exit %d, want %d with %q\n%s", r.code, exitFail, want, r.errs)
+	}
+	rows, err := pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname`, base+"_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{taken}; !slices.Equal(left, want) {
+		t.Errorf("schemas after the failed create: %v, want %v", left, want)
+	}
+}
