@@ -162,6 +162,9 @@ func (e *env) createShards(n int) (*shardSet, error) {
 		}
 		return nil, err
 	}
+	if err := e.refuseReshardLeftover(e.queuePath); err != nil {
+		return nil, err
+	}
 	return createSQLiteShards(dir, n)
 }
 
