@@ -7,9 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fairrelay/fairrelay/clock"
 	"github.com/fairrelay/fairrelay/pgqueuestore"
@@ -248,13 +251,62 @@ func (e *env) reshardNames(set *shardSet, epoch int64) reshardNames {
 			next: shardSchema(set.base+"_next", 0) + "…", aside: shardSchema(fmt.Sprintf("%s_before_epoch_%d", set.base, epoch), 0) + "…",
 		}
 	}
-	q := e.queuePath
-	for len(q) > 1 && os.IsPathSeparator(q[len(q)-1]) {
-		q = q[:len(q)-1]
+	q := trimSeparators(e.queuePath)
+	next, aside := q+reshardingSuffix, fmt.Sprintf("%s%s%d", q, beforeEpochInfix, epoch)
+	return reshardNames{dir: set.dir, next: next, aside: aside,
+		nextAbs: e.abs(next), asideAbs: e.abs(aside)}
+}
+
+// The SQLite side paths of a reshard of the queue directory DIR: the new
+// set is built in DIR.resharding, the old one is moved aside to
+// DIR.before-epoch-K.
+const (
+	reshardingSuffix = ".resharding"
+	beforeEpochInfix = ".before-epoch-"
+)
+
+// trimSeparators is path without trailing separators (but "/" stays).
+func trimSeparators(path string) string {
+	for len(path) > 1 && os.IsPathSeparator(path[len(path)-1]) {
+		path = path[:len(path)-1]
 	}
-	aside := fmt.Sprintf("%s.before-epoch-%d", q, epoch)
-	return reshardNames{dir: set.dir, next: q + ".resharding", aside: aside,
-		nextAbs: e.abs(q + ".resharding"), asideAbs: e.abs(aside)}
+	return path
+}
+
+// refuseReshardLeftover refuses to create a new queue at path (as given)
+// while a reshard's side paths for it exist: a reshard interrupted between
+// the two renames of its swap leaves no queue at path, and a queue created
+// there would hold events outside both sets and block renaming one of
+// them back.
+func (e *env) refuseReshardLeftover(path string) error {
+	q := trimSeparators(path)
+	var left []string
+	if _, err := os.Lstat(e.abs(q + reshardingSuffix)); err == nil {
+		left = append(left, q+reshardingSuffix)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	ents, err := os.ReadDir(filepath.Dir(e.abs(q)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	prefix := filepath.Base(q) + beforeEpochInfix
+	for _, en := range ents {
+		k, ok := strings.CutPrefix(en.Name(), prefix)
+		if !ok {
+			continue
+		}
+		if _, err := strconv.ParseInt(k, 10, 64); err == nil {
+			left = append(left, q+beforeEpochInfix+k)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	return fmt.Errorf("queue %s does not exist, but a reshard left %s beside it (a reshard interrupted in its swap "+
+		"leaves the old set as %s%sK and the new one as %s%s): rename one of them back to %s, or move them away "+
+		"to start a new queue there (docs/scale.md, \"Resharding\"); nothing changed",
+		path, strings.Join(left, ", "), q, beforeEpochInfix, q, reshardingSuffix, q)
 }
 
 // free refuses names already taken (a failed reshard's leftover, an
@@ -328,9 +380,14 @@ func (r reshardNames) remove(ctx context.Context, set, next *shardSet) error {
 	if !set.pg {
 		return os.RemoveAll(r.nextAbs)
 	}
+	return dropSchemas(ctx, set.pool, next.names)
+}
+
+// dropSchemas drops the schemas named, with what they hold.
+func dropSchemas(ctx context.Context, pool *pgxpool.Pool, names []string) error {
 	var errs []error
-	for _, sc := range next.names {
-		if _, err := set.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{sc}.Sanitize()+" CASCADE"); err != nil {
+	for _, sc := range names {
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{sc}.Sanitize()+" CASCADE"); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -339,7 +396,9 @@ func (r reshardNames) remove(ctx context.Context, set, next *shardSet) error {
 
 // swapSQLite moves the old directory aside and the new one into its place.
 // Between the two renames the queue's directory does not exist: a command
-// run then finds no queue, and changes nothing. begun says the first
+// run then finds no queue, and changes nothing (enqueue and shards create,
+// which make a new queue, refuse while the side paths exist:
+// refuseReshardLeftover). begun says the first
 // rename was done: from then on both sets are left for the operator when
 // the second fails; before it, the queue is unchanged and the caller
 // removes the new set.

@@ -162,6 +162,9 @@ func (e *env) createShards(n int) (*shardSet, error) {
 		}
 		return nil, err
 	}
+	if err := e.refuseReshardLeftover(e.queuePath); err != nil {
+		return nil, err
+	}
 	return createSQLiteShards(dir, n)
 }
 
@@ -188,7 +191,8 @@ func createSQLiteShards(dir string, n int) (*shardSet, error) {
 
 // createPGShards makes n empty shard schemas of the base schema of raw
 // (or of base, when given), refusing a base that has a plain schema or
-// any shard schema already.
+// any shard schema already; when it fails part way, it drops the schemas
+// it made, and only those.
 func (e *env) createPGShards(raw string, n int, base string) (*shardSet, error) {
 	pool, b, err := pgOpen(e.ctx, raw, pgqueuestore.DefaultSchema, "queue", "queue", true, 0)
 	if err != nil {
@@ -219,7 +223,20 @@ func (e *env) createPGShards(raw string, n int, base string) (*shardSet, error) 
 		sc := shardSchema(base, i)
 		s, err := pgqueuestore.OpenPool(e.ctx, pool, pgqueuestore.WithSchema(sc))
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("create shard %s: %w", sc, err), set.close())
+			// The schemas in set.names are this call's own (none of the
+			// base's shard schemas existed above); sc is not among them,
+			// and OpenPool created nothing: its schema is made in the
+			// transaction that failed. A schema sc that another session
+			// made meanwhile is not this call's to drop. They are dropped
+			// even when ctx is cancelled (Ctrl-C), before the pool closes.
+			set.pool = nil
+			err = fmt.Errorf("create shard %s: %w", sc, err)
+			err = errors.Join(err, set.close())
+			if derr := dropSchemas(context.WithoutCancel(e.ctx), pool, set.names); derr != nil {
+				err = errors.Join(err, fmt.Errorf("remove the new schemas %s…: %w (drop them before trying again)", shardSchema(base, 0), derr))
+			}
+			pool.Close()
+			return nil, err
 		}
 		set.names = append(set.names, sc)
 		set.members = append(set.members, s)

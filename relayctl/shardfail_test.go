@@ -253,3 +253,134 @@ func TestReshard_Postgres_FailureBeforeSwap(t *testing.T) {
 		})
 	}
 }
+
+// A SQLite reshard interrupted between the two renames of its swap leaves
+// no queue directory, the old set as DIR.before-epoch-K and the new one
+// as DIR.resharding. Enqueue and shards create, which make a new queue at
+// a path that does not exist, refuse there, name the leftover and create
+// nothing at DIR: a new queue there would hold events outside both sets
+// and block renaming one of them back, the documented recovery.
+func TestReshard_SQLite_InterruptedSwap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// keep is which of the reshard's side paths the crash left.
+		keepOld, keepNew bool
+	}{
+		{name: "both sets", keepOld: true, keepNew: true},
+		{name: "old set only", keepOld: true},
+		{name: "new set only", keepNew: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := sqliteShardedQueue(t)
+			mustPG(t, q, "", "shards", "create", "--count", "2")
+			mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "tenant-a", "--body", `{"delta":1}`)
+			mustPG(t, q, "", "reshard", "--to", "3", "--reason", "more tenants")
+			// Undo the swap's second rename: the state of a crash between
+			// the two.
+			old, next := q+".before-epoch-0", q+".resharding"
+			if err := os.Rename(q, next); err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, p := range []struct {
+				path string
+				keep bool
+			}{{next, tc.keepNew}, {old, tc.keepOld}} {
+				if p.keep {
+					left = append(left, p.path)
+				} else if err := os.Rename(p.path, filepath.Join(t.TempDir(), "elsewhere")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, args := range [][]string{
+				{"enqueue", "--id", "b", "--flow", "tenant-b", "--body", `{"delta":1}`},
+				{"shards", "create", "--count", "2"},
+			} {
+				code, _, errs := runPG(t, q, "", args...)
+				if code != exitFail || !strings.Contains(errs, "a reshard left") || !strings.Contains(errs, "rename one of them back") {
+					t.Errorf("%s with no %s: exit %d, want %d with \"a reshard left\" and \"rename one of them back\"\n%s",
+						args[0], q, code, exitFail, errs)
+				}
+				for _, p := range left {
+					if !strings.Contains(errs, p) {
+						t.Errorf("%s: the message does not name %s:\n%s", args[0], p, errs)
+					}
+				}
+				if _, err := os.Lstat(q); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s created %s (%v): want nothing there", args[0], q, err)
+					if err := os.RemoveAll(q); err != nil { // for the next command
+						t.Fatal(err)
+					}
+				}
+			}
+			if !tc.keepOld {
+				return
+			}
+			// The documented recovery: rename the old set back.
+			if err := os.Rename(old, q); err != nil {
+				t.Fatal(err)
+			}
+			mustPG(t, q, "", "enqueue", "--id", "b", "--flow", "tenant-b", "--body", `{"delta":1}`)
+			if st := statusOf(t, q); st.EventsByState.Pending != 2 {
+				t.Errorf("after renaming the old set back: %+v, want 2 pending", st)
+			}
+		})
+	}
+}
+
+// Shards create on PostgreSQL that fails part way drops the schemas it
+// made, and only those: a schema that another session made under a name
+// it wanted stays. The other session's uncommitted CREATE SCHEMA makes
+// the create of the second shard wait, then fail once it commits.
+func TestShardsCreate_Postgres_FailurePartWay(t *testing.T) {
+	ctx := context.Background()
+	q := pgShardedQueue(t)
+	_, base, err := pgTarget(q, "", "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := shardSchema(base, 1)
+	pool := pgtest.Pool(t)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{taken}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		code int
+		errs string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, errs := runPG(t, q, "", "shards", "create", "--count", "3")
+		done <- result{code, errs}
+	}()
+	waitFor(t, time.Minute, "shards create to wait for schema "+taken, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
+		return err == nil && n > 0
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	want := "create shard " + taken
+	if r.code != exitFail || !strings.Contains(r.errs, want) {
+		t.Errorf("shards create: exit %d, want %d with %q\n%s", r.code, exitFail, want, r.errs)
+	}
+	rows, err := pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname`, base+"_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{taken}; !slices.Equal(left, want) {
+		t.Errorf("schemas after the failed create: %v, want %v", left, want)
+	}
+}

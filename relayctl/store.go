@@ -74,6 +74,10 @@ func (e *env) openQueue(create bool) (*queueDB, error) {
 		}
 	} else if e.queuePath == "" {
 		return nil, usagef("--queue is empty")
+	} else if _, err := os.Stat(e.abs(e.queuePath)); errors.Is(err, fs.ErrNotExist) {
+		if err := e.refuseReshardLeftover(e.queuePath); err != nil {
+			return nil, err
+		}
 	}
 	q, err := e.openQueueAt(e.abs(e.queuePath))
 	if err != nil {
