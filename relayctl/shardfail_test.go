@@ -191,7 +191,6 @@ func TestReshard_Postgres_FailureBeforeSwap(t *testing.T) {
 		want:  func(string) string { return "swap the schemas" },
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
 			q := pgShardedQueue(t)
 			mustPG(t, q, "", "shards", "create", "--count", "2")
 			mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "tenant-a", "--body", `{"delta":1}`)
@@ -202,46 +201,12 @@ func TestReshard_Postgres_FailureBeforeSwap(t *testing.T) {
 				t.Fatal(err)
 			}
 			taken := tc.taken(base)
-			pool := pgtest.Pool(t)
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
-			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{taken}.Sanitize()); err != nil {
-				t.Fatal(err)
-			}
-			type result struct {
-				code int
-				errs string
-			}
-			done := make(chan result, 1)
-			go func() {
-				code, _, errs := runPG(t, q, "", "reshard", "--to", "3", "--reason", "more tenants")
-				done <- result{code, errs}
-			}()
-			waitFor(t, time.Minute, "the reshard to wait for schema "+taken, func() bool {
-				var n int
-				err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
-				return err == nil && n > 0
-			})
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			r := <-done
+			code, errs := runWhileSchemaTaken(t, q, taken, "reshard", "--to", "3", "--reason", "more tenants")
 			want := tc.want(base)
-			if r.code != exitFail || !strings.Contains(r.errs, want) || !strings.Contains(r.errs, "the queue is unchanged") {
-				t.Errorf("reshard: exit %d, want %d with %q and \"the queue is unchanged\"\n%s", r.code, exitFail, want, r.errs)
+			if code != exitFail || !strings.Contains(errs, want) || !strings.Contains(errs, "the queue is unchanged") {
+				t.Errorf("reshard: exit %d, want %d with %q and \"the queue is unchanged\"\n%s", code, exitFail, want, errs)
 			}
-			rows, err := pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname`, base+"_")
-			if err != nil {
-				t.Fatal(err)
-			}
-			left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
+			left := schemasOf(t, base)
 			keep := []string{shardSchema(base, 0), shardSchema(base, 1), taken}
 			slices.Sort(keep)
 			if !slices.Equal(left, keep) {
@@ -333,13 +298,30 @@ func TestReshard_SQLite_InterruptedSwap(t *testing.T) {
 // it wanted stays. The other session's uncommitted CREATE SCHEMA makes
 // the create of the second shard wait, then fail once it commits.
 func TestShardsCreate_Postgres_FailurePartWay(t *testing.T) {
-	ctx := context.Background()
 	q := pgShardedQueue(t)
 	_, base, err := pgTarget(q, "", "queue")
 	if err != nil {
 		t.Fatal(err)
 	}
 	taken := shardSchema(base, 1)
+	code, errs := runWhileSchemaTaken(t, q, taken, "shards", "create", "--count", "3")
+	want := "create shard " + taken
+	if code != exitFail || !strings.Contains(errs, want) {
+		t.Errorf("shards create: exit %d, want %d with %q\n%s", code, exitFail, want, errs)
+	}
+	left := schemasOf(t, base)
+	if want := []string{taken}; !slices.Equal(left, want) {
+		t.Errorf("schemas after the failed create: %v, want %v", left, want)
+	}
+}
+
+// runWhileSchemaTaken runs relayctl args on q while another session's
+// uncommitted CREATE SCHEMA holds the name taken: once the command waits
+// for it, the session commits, so the command's own CREATE or RENAME of
+// that name fails. It returns the command's exit code and stderr.
+func runWhileSchemaTaken(t *testing.T, q, taken string, args ...string) (int, string) {
+	t.Helper()
+	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -355,10 +337,10 @@ func TestShardsCreate_Postgres_FailurePartWay(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, _, errs := runPG(t, q, "", "shards", "create", "--count", "3")
+		code, _, errs := runPG(t, q, "", args...)
 		done <- result{code, errs}
 	}()
-	waitFor(t, time.Minute, "shards create to wait for schema "+taken, func() bool {
+	waitFor(t, time.Minute, args[0]+" to wait for schema "+taken, func() bool {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
@@ -368,11 +350,13 @@ func TestShardsCreate_Postgres_FailurePartWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-done
-	want := "create shard " + taken
-	if r.code != exitFail || !strings.Contains(r.errs, want) {
-		t.Errorf("shards create: exit %d, want %d with %q\n%s", r.code, exitFail, want, r.errs)
-	}
-	rows, err := pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname`, base+"_")
+	return r.code, r.errs
+}
+
+// schemasOf lists the schemas whose names start with base_, in order.
+func schemasOf(t *testing.T, base string) []string {
+	t.Helper()
+	rows, err := pgtest.Pool(t).Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) ORDER BY nspname`, base+"_")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +364,5 @@ func TestShardsCreate_Postgres_FailurePartWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{taken}; !slices.Equal(left, want) {
-		t.Errorf("schemas after the failed create: %v, want %v", left, want)
-	}
+	return left
 }
