@@ -338,9 +338,10 @@ func TestEnqueueTx_CommitWakesAndIsClaimable(t *testing.T) {
 }
 
 // TestEnqueueTx_RefusalsLeaveTheTxUsable: bad input, a conflict, a
-// weight and a tick below the mark are refused with their typed errors,
-// nothing of the call stays in the caller's transaction, and the
-// transaction goes on.
+// weight, a NotBefore past the policy's ticks, an unknown destination and
+// a tick below the mark are refused with their typed errors, move no
+// clock mark (those at a tick above it included), nothing of the call
+// stays in the caller's transaction, and the transaction goes on.
 func TestEnqueueTx_RefusalsLeaveTheTxUsable(t *testing.T) {
 	ctx := context.Background()
 	s, url, _ := open(t)
@@ -354,17 +355,27 @@ func TestEnqueueTx_RefusalsLeaveTheTxUsable(t *testing.T) {
 		now  clock.Tick
 		want error
 	}{
-		{"conflict", []queue.Event{ev("b-1", "B"), {ID: "a-1", Flow: "A", Body: []byte("other")}}, 10, queue.ErrConflict},
-		{"weight", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), Weight: 2}}, 10, queue.ErrInvalid},
-		{"empty body", []queue.Event{{ID: "b-1", Flow: "B"}}, 10, queue.ErrInvalid},
+		{"conflict", []queue.Event{ev("b-1", "B"), {ID: "a-1", Flow: "A", Body: []byte("other")}}, 20, queue.ErrConflict},
+		{"weight", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), Weight: 2}}, 20, queue.ErrInvalid},
+		{"empty body", []queue.Event{{ID: "b-1", Flow: "B"}}, 20, queue.ErrInvalid},
+		{"not before past the policy's ticks", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), NotBefore: clock.Tick(1<<63 - 1)}}, 20, queue.ErrTickOverflow},
+		{"unknown destination", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), Destination: "nowhere"}}, 20, queue.ErrUnknownDestination},
 		{"regression", []queue.Event{ev("b-1", "B")}, 9, queue.ErrTimeRegression},
 	} {
 		if _, err := s.EnqueueBatchTx(ctx, c.tx, tc.es, tc.now); !errors.Is(err, tc.want) {
 			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
 		}
+		// A refused write does not move the clock mark (docs/contract.md
+		// §2.6), even at a tick above it.
+		if st, err := s.Stats(ctx); err != nil || st.ClockMark != 10 {
+			t.Fatalf("%s: clock mark %d (%v) after the refusal at %d, want 10", tc.name, st.ClockMark, err, tc.now)
+		}
 	}
-	if r, err := s.EnqueueTx(ctx, c.tx, ev("b-1", "B"), 10); err != nil || r.Seq != 1 {
+	if r, err := s.EnqueueTx(ctx, c.tx, ev("b-1", "B"), 20); err != nil || r.Seq != 1 {
 		t.Fatalf("EnqueueTx after the refusals = %+v, %v; want seq 1 of B", r, err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.ClockMark != 20 {
+		t.Fatalf("clock mark %d (%v) after an accepted enqueue at 20, want 20", st.ClockMark, err)
 	}
 	if err := c.tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -439,44 +450,6 @@ func TestEnqueueTx_PromotionJoinsRotationAndKeepsPause(t *testing.T) {
 	}
 	if at, ok, err := s.NextDue(ctx); err != nil || !ok || at != 50 {
 		t.Fatalf("NextDue = %d, %v, %v; want 50 (S; P is paused)", at, ok, err)
-	}
-}
-
-// TestEnqueueTx_RefusalMovesNoMark: a transactional enqueue refused for
-// its input (docs/contract.md §2.6: a refused write does not move the
-// clock mark) leaves the mark where it was, even at a tick above it; an
-// accepted one raises it.
-func TestEnqueueTx_RefusalMovesNoMark(t *testing.T) {
-	ctx := context.Background()
-	s, url, _ := open(t)
-	if _, err := s.Enqueue(ctx, ev("a-1", "A"), 10); err != nil {
-		t.Fatal(err)
-	}
-	c := beginCaller(t, url)
-	for _, tc := range []struct {
-		name string
-		es   []queue.Event
-		want error
-	}{
-		{"conflict", []queue.Event{ev("b-1", "B"), {ID: "a-1", Flow: "A", Body: []byte("other")}}, queue.ErrConflict},
-		{"not before past the policy's ticks", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), NotBefore: clock.Tick(1<<63 - 1)}}, queue.ErrTickOverflow},
-		{"unknown destination", []queue.Event{{ID: "b-1", Flow: "B", Body: []byte("x"), Destination: "nowhere"}}, queue.ErrUnknownDestination},
-	} {
-		if _, err := s.EnqueueBatchTx(ctx, c.tx, tc.es, 20); !errors.Is(err, tc.want) {
-			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
-		}
-		if st, err := s.Stats(ctx); err != nil || st.ClockMark != 10 {
-			t.Fatalf("%s: clock mark %d (%v) after the refusal at 20, want 10", tc.name, st.ClockMark, err)
-		}
-	}
-	if _, err := s.EnqueueTx(ctx, c.tx, ev("b-1", "B"), 20); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := s.Stats(ctx); err != nil || st.ClockMark != 20 {
-		t.Fatalf("clock mark %d (%v) after an accepted enqueue at 20, want 20", st.ClockMark, err)
-	}
-	if err := c.tx.Commit(ctx); err != nil {
-		t.Fatal(err)
 	}
 }
 
