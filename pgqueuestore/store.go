@@ -8,7 +8,6 @@ import (
 	"hash/fnv"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -109,11 +108,15 @@ type Store struct {
 	rotating atomic.Bool // the policy last read is the rotation (onecall.go)
 	general  bool        // never settle_claim (options.general)
 	// markConn is the transactional enqueue's connection for raising the
-	// clock mark, outside the pool (raiseMark); Close closes it.
+	// clock mark, outside the pool (raiseMark); Close closes it. Whoever
+	// holds turn (a one-slot channel, so that waiting for it can end with
+	// a context) may use c and closed; raised is the highest tick this
+	// store raised the mark to.
 	markConn struct {
-		sync.Mutex
+		turn   chan struct{}
 		c      *pgx.Conn
 		closed bool
+		raised atomic.Int64
 	}
 }
 
@@ -173,6 +176,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	s := &Store{pool: pool, schema: o.schema, hook: o.hook, realTime: o.realTime, skew: o.skew, notify: &notifier{every: every},
 		general: o.general || (o.version != 0 && o.version < oneCallVersion),
 		q:       func(sql string) string { return strings.ReplaceAll(sql, "{s}", quoted) }}
+	s.markConn.turn = make(chan struct{}, 1)
 	if err := s.migrate(ctx, o.policy, o.version); err != nil {
 		return nil, fmt.Errorf("open schema %s: %w", o.schema, err)
 	}
@@ -182,14 +186,14 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 // Close closes the pool when Open made it, and the connection EnqueueTx
 // raises the clock mark on, when one was opened.
 func (s *Store) Close() error {
-	s.markConn.Lock()
+	s.markConn.turn <- struct{}{}
 	var err error
 	if c := s.markConn.c; c != nil {
 		err = c.Close(context.Background())
 		s.markConn.c = nil
 	}
 	s.markConn.closed = true
-	s.markConn.Unlock()
+	<-s.markConn.turn
 	if s.own {
 		s.pool.Close()
 	}

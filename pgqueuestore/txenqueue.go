@@ -334,11 +334,14 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 	saved := true
 	defer func() {
 		if err != nil && saved {
-			if _, rerr := tx.Exec(ctx, qRollbackToSave); rerr != nil {
+			// Even when ctx has ended (the error may be its end): tx is
+			// the caller's, and must not keep half of this call.
+			rctx := context.WithoutCancel(ctx)
+			if _, rerr := tx.Exec(rctx, qRollbackToSave); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
 				return
 			}
-			if _, rerr := tx.Exec(ctx, qReleaseSavepoint); rerr != nil {
+			if _, rerr := tx.Exec(rctx, qReleaseSavepoint); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("release savepoint: %w", rerr))
 			}
 		}
@@ -389,13 +392,6 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 		newIDs, newFlows, newSeqs = append(newIDs, e.ID), append(newFlows, e.Flow), append(newSeqs, seq)
 		newAt, bodies = append(newAt, int64(max(now, e.NotBefore))), append(bodies, e.Body)
 	}
-	// Every check passed: only now may the mark move (a refused write
-	// does not move it, docs/contract.md §2.6).
-	if raise {
-		if err := s.raiseMark(ctx, now); err != nil {
-			return nil, err
-		}
-	}
 	if len(newIDs) > 0 {
 		var fl []string
 		var last []int64
@@ -413,7 +409,9 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 		// Delivered when tx commits, whenever that is: not throttled.
 		pp.exec("notify", `SELECT pg_notify($1, '')`, s.channel())
 	}
-	pp.exec("release savepoint", qReleaseSavepoint)
+	if !raise {
+		pp.exec("release savepoint", qReleaseSavepoint)
+	}
 	if err := pp.send(ctx, tx); err != nil {
 		// At REPEATABLE READ or SERIALIZABLE, tx's snapshot may predate
 		// another transaction's enqueue of one of the IDs: the ID lock
@@ -424,6 +422,18 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, es []queue.Event, now 
 			return nil, fmt.Errorf("%w: an event ID of the call was enqueued into another flow after tx's snapshot: %w", queue.ErrConflict, err)
 		}
 		return nil, err
+	}
+	if raise {
+		// Every check and statement succeeded: only now may the mark move
+		// (a refused write does not move it, docs/contract.md §2.6). Until
+		// the savepoint is released, a failed raise still takes the call's
+		// statements back.
+		if err := s.raiseMark(ctx, now); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, qReleaseSavepoint); err != nil {
+			return nil, fmt.Errorf("release savepoint: %w", err)
+		}
 	}
 	saved = false
 	return out, nil
@@ -458,25 +468,48 @@ func (s *Store) checkUnlocked(p queue.Policy, mark int64, now clock.Tick) (clock
 // pool's. The caller's transaction may hold one of the pool's connections,
 // as may many callers at once: asking the pool for another could wait for
 // ever (a pool of one, or every connection held by a caller in EnqueueTx).
-// A connection whose statement failed is closed; the next raise opens
-// another.
+//
+// One raise at a time uses the connection; waiting for it ends with ctx. A
+// tick this store has already raised the mark to (or past) needs no
+// statement: the mark never goes down. A connection whose statement failed
+// is closed; when the failure was the connection's (a server restart, an
+// idle session ended) the statement is tried once more on a new one (it
+// only ever raises, so running it twice is harmless).
 func (s *Store) raiseMark(ctx context.Context, now clock.Tick) error {
-	s.markConn.Lock()
-	defer s.markConn.Unlock()
+	if s.markConn.raised.Load() >= int64(now) {
+		return nil
+	}
+	select {
+	case s.markConn.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("record clock mark: %w", context.Cause(ctx))
+	}
+	defer func() { <-s.markConn.turn }()
 	if s.markConn.closed {
 		return errors.New("record clock mark: the store is closed")
 	}
-	if s.markConn.c == nil {
-		c, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
-		if err != nil {
-			return fmt.Errorf("record clock mark: connect: %w", err)
-		}
-		s.markConn.c = c
+	if s.markConn.raised.Load() >= int64(now) {
+		return nil
 	}
-	if _, err := s.markConn.c.Exec(ctx, s.q(qRaiseMark), int64(now)); err != nil {
+	var err error
+	for try := 0; try < 2; try++ {
+		if s.markConn.c == nil {
+			c, cerr := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+			if cerr != nil {
+				return fmt.Errorf("record clock mark: connect: %w", cerr)
+			}
+			s.markConn.c = c
+		}
+		if _, err = s.markConn.c.Exec(ctx, s.q(qRaiseMark), int64(now)); err == nil {
+			s.markConn.raised.Store(int64(now))
+			return nil
+		}
+		lost := s.markConn.c.IsClosed() || pgconn.SafeToRetry(err)
 		s.markConn.c.Close(context.Background())
 		s.markConn.c = nil
-		return fmt.Errorf("record clock mark: %w", err)
+		if !lost || ctx.Err() != nil {
+			break // the server's answer on a live connection, or the caller gave up
+		}
 	}
-	return nil
+	return fmt.Errorf("record clock mark: %w", err)
 }

@@ -514,8 +514,59 @@ func TestEnqueueTx_RepeatableReadIDTakenSinceTheSnapshot(t *testing.T) {
 	if _, err := s.Enqueue(ctx, ev("x-1", "A"), 1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.EnqueueTx(ctx, tx, ev("x-1", "B"), 1)
+	_, err = s.EnqueueTx(ctx, tx, ev("x-1", "B"), 20)
 	if !errors.Is(err, queue.ErrConflict) {
 		t.Fatalf("EnqueueTx(x-1 into B) after x-1 went into A since the snapshot: %v, want ErrConflict", err)
+	}
+	// Refused: the mark stays where the plain enqueue left it.
+	if st, err := s.Stats(ctx); err != nil || st.ClockMark != 1 {
+		t.Fatalf("clock mark %d (%v) after the refused EnqueueTx at 20, want 1", st.ClockMark, err)
+	}
+}
+
+// TestEnqueueTx_MarkConnectionLost: the connection the mark is raised on
+// may die between two calls (a server restart, an idle session ended);
+// the next raise opens another and the call succeeds.
+func TestEnqueueTx_MarkConnectionLost(t *testing.T) {
+	ctx := context.Background()
+	s, url, _ := open(t)
+	for i, now := range []clock.Tick{5, 6} {
+		c := beginCaller(t, url)
+		if _, err := s.EnqueueTx(ctx, c.tx, ev(fmt.Sprintf("m-%d", i), "M"), now); err != nil {
+			t.Fatalf("EnqueueTx at %d: %v", now, err)
+		}
+		if err := c.tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			pid := s.markConn.c.PgConn().PID()
+			execSQL(t, url, fmt.Sprintf("SELECT pg_terminate_backend(%d)", pid))
+		}
+	}
+	if st, err := s.Stats(ctx); err != nil || st.ClockMark != 6 {
+		t.Fatalf("clock mark %d (%v), want 6", st.ClockMark, err)
+	}
+}
+
+// TestEnqueueTx_WaitForTheMarkEndsWithTheContext: a call waiting for its
+// turn on the mark connection gives up when its context ends, and leaves
+// nothing of itself in the caller's transaction.
+func TestEnqueueTx_WaitForTheMarkEndsWithTheContext(t *testing.T) {
+	ctx := context.Background()
+	s, url, _ := open(t)
+	c := beginCaller(t, url)
+	s.markConn.turn <- struct{}{} // another raise holds the connection
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := s.EnqueueTx(short, c.tx, ev("w-1", "W"), 5)
+	cancel()
+	<-s.markConn.turn
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("EnqueueTx while the mark connection is taken = %v, want the context's deadline", err)
+	}
+	if r, err := s.EnqueueTx(ctx, c.tx, ev("w-2", "W"), 5); err != nil || r.Seq != 1 {
+		t.Fatalf("EnqueueTx after = %+v, %v; want seq 1 of W (nothing of the first call left)", r, err)
+	}
+	if err := c.tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
