@@ -151,7 +151,7 @@ func (s *Store) pauseOrResume(ctx context.Context, flow, reason string, now cloc
 }
 
 // Prune's statements. Each walks an index from its oldest entry and stops
-// after ?2 rows: events_acked (acked events by acked_at) and audit_at
+// after ?2 rows: events_acked (acked events by acked_at, then ID) and audit_at
 // (audit rows by tick); ?1 is the cut, now - retention.
 const (
 	// qPruneAudit deletes the oldest ?2 audit rows at or below the cut.
@@ -177,10 +177,8 @@ ORDER BY acked_at, id LIMIT ?2`
 	qPrunableEvents = `SELECT count(*) FROM events WHERE state = 'acked' AND acked_at <= ?1`
 	qPrunableAudit  = `SELECT count(*) FROM audit WHERE at <= ?1`
 
-	// qIncrementalVacuum gives every page on the free list back to the
-	// file system (a file made with auto_vacuum=INCREMENTAL; on an older
-	// file it does nothing).
-	qIncrementalVacuum = `PRAGMA incremental_vacuum`
+	// qFreePages is the number of pages on the file's free list.
+	qFreePages = `PRAGMA freelist_count`
 )
 
 // cut is the tick at or below which retention r no longer keeps a row at
@@ -205,9 +203,10 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 //
 // Each deletion walks an index from its oldest entry (events_acked,
 // audit_at), never the table. After the deletes, a file created with
-// auto_vacuum=INCREMENTAL (every file this build creates) gives every free
-// page back to the file system (PRAGMA incremental_vacuum, uncapped: a
-// batch of large bodies frees more pages than it deletes rows); a file
+// auto_vacuum=INCREMENTAL (every file this build creates) gives the pages
+// the batch freed back to the file system, and up to limit pages more
+// (PRAGMA incremental_vacuum: a batch of large bodies frees more pages than
+// it deletes rows); a file
 // without it reuses its free pages for later rows and keeps its size
 // (PRAGMA auto_vacuum = INCREMENTAL then VACUUM, once, converts it;
 // docs/contract.md §7.9).
@@ -228,6 +227,10 @@ func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (PruneResu
 		if !ok {
 			return nil
 		}
+		var free0 int64
+		if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free0); err != nil {
+			return fmt.Errorf("free pages: %w", err)
+		}
 		res, err := tx.ExecContext(ctx, qPruneAudit, int64(c), limit)
 		if err != nil {
 			return fmt.Errorf("delete audit rows: %w", err)
@@ -246,7 +249,15 @@ func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (PruneResu
 		}
 		r.More = r.Events == int64(limit) || r.Audit == int64(limit)
 		if r.Events+r.Audit > 0 {
-			if _, err := tx.ExecContext(ctx, qIncrementalVacuum); err != nil {
+			// Give back what this batch freed, and up to limit pages
+			// more: a free list an older build left grows no longer and
+			// drains batch by batch, while one batch's transaction stays
+			// as short as its deletes.
+			var free1 int64
+			if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free1); err != nil {
+				return fmt.Errorf("free pages: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", max(free1-free0, 0)+int64(limit))); err != nil {
 				return fmt.Errorf("incremental vacuum: %w", err)
 			}
 		}
