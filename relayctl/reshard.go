@@ -345,24 +345,9 @@ func (r reshardNames) create(e *env, set *shardSet, m int) (*shardSet, error) {
 		// createSQLiteShards removes the directory it made when it fails.
 		return createSQLiteShards(r.nextAbs, m)
 	}
-	next := &shardSet{pool: set.pool, pg: true, base: r.nextBase}
-	for i := range m {
-		sc := shardSchema(r.nextBase, i)
-		s, err := pgqueuestore.OpenPool(e.ctx, set.pool, pgqueuestore.WithSchema(sc))
-		if err != nil {
-			// The schemas in next.names are this run's own (free found
-			// none of the new set's names); sc is not among them, and
-			// OpenPool created nothing: its schema is made in the
-			// transaction that failed. A schema sc that another session
-			// made meanwhile is not this run's to drop.
-			next.pool = nil // the old set's
-			return nil, errors.Join(fmt.Errorf("create shard %s: %w", sc, err), next.close(), r.discard(e.ctx, set, next))
-		}
-		next.names = append(next.names, sc)
-		next.members = append(next.members, s)
-	}
-	next.pool = nil // shared with the old set, which closes it
-	return next, nil
+	// free found none of the new set's names; the pool is the old set's,
+	// which closes it.
+	return createPGSchemas(e.ctx, set.pool, r.nextBase, m)
 }
 
 // discard removes the new set of a reshard that failed before its swap,

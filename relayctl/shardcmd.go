@@ -14,6 +14,7 @@ import (
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/queuestore"
 	"github.com/fairrelay/fairrelay/shard"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // cmdShards is `shards` (list the shards of a sharded queue) and `shards
@@ -218,24 +219,31 @@ func (e *env) createPGShards(raw string, n int, base string) (*shardSet, error) 
 		}
 		return nil, fmt.Errorf("%s already exist(s): shards create makes new schemas; nothing changed", what)
 	}
-	set := &shardSet{pool: pool, pg: true, base: base}
+	set, err := createPGSchemas(e.ctx, pool, base, n)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	set.pool = pool // the command's own: closed with the set
+	return set, nil
+}
+
+// createPGSchemas makes the n empty shard schemas of base on pool, which
+// the set it returns does not own (its pool is nil). When it fails part
+// way it drops the schemas it made, and only those, even when ctx is
+// cancelled (Ctrl-C): the schema whose creation failed was made in the
+// transaction that failed, or by another session, and is not dropped.
+// Its callers have checked that none of the names existed.
+func createPGSchemas(ctx context.Context, pool *pgxpool.Pool, base string, n int) (*shardSet, error) {
+	set := &shardSet{pg: true, base: base}
 	for i := range n {
 		sc := shardSchema(base, i)
-		s, err := pgqueuestore.OpenPool(e.ctx, pool, pgqueuestore.WithSchema(sc))
+		s, err := pgqueuestore.OpenPool(ctx, pool, pgqueuestore.WithSchema(sc))
 		if err != nil {
-			// The schemas in set.names are this call's own (none of the
-			// base's shard schemas existed above); sc is not among them,
-			// and OpenPool created nothing: its schema is made in the
-			// transaction that failed. A schema sc that another session
-			// made meanwhile is not this call's to drop. They are dropped
-			// even when ctx is cancelled (Ctrl-C), before the pool closes.
-			set.pool = nil
-			err = fmt.Errorf("create shard %s: %w", sc, err)
-			err = errors.Join(err, set.close())
-			if derr := dropSchemas(context.WithoutCancel(e.ctx), pool, set.names); derr != nil {
+			err = errors.Join(fmt.Errorf("create shard %s: %w", sc, err), set.close())
+			if derr := dropSchemas(context.WithoutCancel(ctx), pool, set.names); derr != nil {
 				err = errors.Join(err, fmt.Errorf("remove the new schemas %s…: %w (drop them before trying again)", shardSchema(base, 0), derr))
 			}
-			pool.Close()
 			return nil, err
 		}
 		set.names = append(set.names, sc)
