@@ -369,7 +369,12 @@ func TestDestinationsSlotsAreEachDestinationsOwn(t *testing.T) {
 		cancel()
 		<-runErr // abandoned handlers of the blackholes: not this test's point
 	}()
+	// The blackholes' requests reach their servers in their own time: wait
+	// for them too, then check that none held more than its slots.
 	q.waitFor(t, "the healthy destination drained beside two full blackholes", func() bool {
+		if servers["hole1"].maxOpen.Load() < conc || servers["hole2"].maxOpen.Load() < conc {
+			return false
+		}
 		for flow, d := range q.dest {
 			if d != "healthy" {
 				continue
