@@ -125,6 +125,7 @@ var queueClauses = []queueClause{
 	{"Prune_7_9_ChecksAndRecordsNow", queuePrune_7_9_ChecksAndRecordsNow},
 	{"Dest_7_11_FixedAtFirstEvent", queueDest_7_11_FixedAtFirstEvent},
 	{"Dest_7_11_PutDestinationChecksAndAudits", queueDest_7_11_PutDestinationChecksAndAudits},
+	{"Dest_7_11_RegisteredDestinationsAreTheSettings", queueDest_7_11_RegisteredDestinationsAreTheSettings},
 	{"Dest_7_11_SecretsNeverShown", queueDest_7_11_SecretsNeverShown},
 	{"Dest_7_11_NoDestinationsAsBefore", queueDest_7_11_NoDestinationsAsBefore},
 	{"Dest_7_11_ClaimFilterChecked", queueDest_7_11_ClaimFilterChecked},

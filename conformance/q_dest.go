@@ -351,6 +351,50 @@ func queueDest_7_11_NoDestinationsAsBefore(t *testing.T, bk *QueueBackend) {
 	}
 }
 
+// RegisteredDestinations lists the registered destinations by name with
+// their settings and secrets, exactly as Destinations shows them (a pause
+// and a change included), none when none is registered; it is a read and
+// changes nothing.
+func queueDest_7_11_RegisteredDestinationsAreTheSettings(t *testing.T, bk *QueueBackend) {
+	t.Parallel()
+	ctx := context.Background()
+	s := bk.open(t)
+	ds := dests(t, s)
+	if list, err := ds.RegisteredDestinations(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("RegisteredDestinations() = %v, %v; want none", list, err)
+	}
+	putDest(t, ds, testDest("beta", 2, 0), 1)
+	putDest(t, ds, testDest("alpha", 0, 5), 1)
+	if err := ds.PauseDestination(ctx, "beta", "receiver beta down", 2); err != nil {
+		t.Fatalf("PauseDestination(beta) error = %v", err)
+	}
+	changed := testDest("beta", 7, 9)
+	changed.URL, changed.Secrets = "https://beta.example/hook", []string{"only-one"}
+	putDest(t, ds, changed, 3)
+	if _, err := s.Enqueue(ctx, queue.Event{ID: "e1", Flow: "fb", Body: []byte("x"), Destination: "beta"}, 4); err != nil {
+		t.Fatalf("Enqueue() error = %v", err)
+	}
+	before := snap(t, s)
+	got, err := ds.RegisteredDestinations(ctx)
+	if err != nil {
+		t.Fatalf("RegisteredDestinations() error = %v", err)
+	}
+	assertUnchanged(t, "RegisteredDestinations", before, snap(t, s))
+	want := []queue.Destination{testDest("alpha", 0, 5), changed}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("RegisteredDestinations() = %s, want %s", jsonOf(got), jsonOf(want))
+	}
+	full, err := ds.Destinations(ctx)
+	if err != nil {
+		t.Fatalf("Destinations() error = %v", err)
+	}
+	for i := range full {
+		if i >= len(got) || !reflect.DeepEqual(full[i].Destination, got[i]) {
+			t.Fatalf("Destinations() = %s, RegisteredDestinations() = %s; want the same settings", jsonOf(full), jsonOf(got))
+		}
+	}
+}
+
 // ClaimFor's filter is checked: a negative room or an invalid name is
 // ErrInvalid and changes nothing (not even the clock mark); names not
 // registered are allowed.

@@ -50,13 +50,15 @@ ORDER BY x.name`
 
 	// qSetFlowDest changes a flow's destination in flows and in its
 	// sequence counter (which the enqueues check).
-	qSetFlowDest    = `UPDATE {s}.flows SET dest = $2 WHERE flow = $1`
-	qSetSeqDest     = `UPDATE {s}.flow_seqs SET dest = $2 WHERE flow = $1`
-	qLockSeq        = `SELECT 1 FROM {s}.flow_seqs WHERE flow = $1 FOR UPDATE`
-	qSnapDests      = `SELECT name, url, cardinality(secrets), concurrency, rate, coalesce(paused, '') FROM {s}.destinations ORDER BY name`
-	qCountDests     = `SELECT count(*) FROM {s}.destinations`
-	destTokenScale  = 1000 // milli-tokens per token: a claim's cost
-	destRefillLimit = 1000 // ticks after which a bucket is full again
+	qSetFlowDest = `UPDATE {s}.flows SET dest = $2 WHERE flow = $1`
+	qSetSeqDest  = `UPDATE {s}.flow_seqs SET dest = $2 WHERE flow = $1`
+	qLockSeq     = `SELECT 1 FROM {s}.flow_seqs WHERE flow = $1 FOR UPDATE`
+	// qRegisteredDests is every destination's settings, the table alone.
+	qRegisteredDests = `SELECT name, url, secrets, concurrency, rate FROM {s}.destinations ORDER BY name`
+	qSnapDests       = `SELECT name, url, cardinality(secrets), concurrency, rate, coalesce(paused, '') FROM {s}.destinations ORDER BY name`
+	qCountDests      = `SELECT count(*) FROM {s}.destinations`
+	destTokenScale   = 1000 // milli-tokens per token: a claim's cost
+	destRefillLimit  = 1000 // ticks after which a bucket is full again
 )
 
 // destRow is a destination as qDestRead reads it.
@@ -182,6 +184,26 @@ func (s *Store) Destinations(ctx context.Context) ([]queue.DestinationState, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("destinations: %w", err)
+	}
+	return out, nil
+}
+
+// RegisteredDestinations lists every registered destination by name, with
+// its settings and secrets: one statement over the destinations table
+// alone, whatever the number of flows or events (docs/contract.md §7.11).
+// The relay reads it to route and to know its destinations' breakers.
+func (s *Store) RegisteredDestinations(ctx context.Context) ([]queue.Destination, error) {
+	rows, _ := s.pool.Query(ctx, s.q(qRegisteredDests))
+	var out []queue.Destination
+	var d queue.Destination
+	_, err := pgx.ForEachRow(rows, []any{&d.Name, &d.URL, &d.Secrets, &d.Concurrency, &d.Rate}, func() error {
+		c := d
+		c.Secrets = append([]string(nil), d.Secrets...)
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registered destinations: %w", err)
 	}
 	return out, nil
 }

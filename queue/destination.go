@@ -161,6 +161,12 @@ type DestinationStore interface {
 	// Destinations lists every registered destination by name, with its
 	// secrets (for the relay) and its state.
 	Destinations(ctx context.Context) ([]DestinationState, error)
+	// RegisteredDestinations lists every registered destination by name,
+	// with its settings and secrets and nothing else: the relay's read of
+	// where to deliver, which reads the registered destinations alone, so
+	// its cost grows with them and never with the flows or the events
+	// (Destinations' counts read every flow of each destination).
+	RegisteredDestinations(ctx context.Context) ([]Destination, error)
 	// PauseDestination stops claims of the destination's flows until
 	// ResumeDestination; claims in flight settle as usual.
 	PauseDestination(ctx context.Context, name, reason string, now clock.Tick) error

@@ -74,6 +74,8 @@ WHERE name = ?1`
         AND e.lease_until > (SELECT clock_mark FROM meta WHERE id = 1))
 FROM destinations AS d ORDER BY d.name`
 
+	// qSnapDests is every destinations row by name (the snapshot's and
+	// RegisteredDestinations' read: the table alone).
 	qSnapDests = `SELECT name, url, secrets, concurrency, rate, paused FROM destinations ORDER BY name`
 
 	qFlowDest    = `SELECT dest FROM flows WHERE flow = ?1`
@@ -515,27 +517,56 @@ func (s *Store) Destinations(ctx context.Context) ([]DestinationState, error) {
 	return out, nil
 }
 
+// RegisteredDestinations lists every registered destination by name, with
+// its settings and secrets: the destinations table alone, one read
+// whatever the number of flows or events (docs/contract.md §7.11). The
+// relay reads it to route and to know its destinations' breakers.
+func (s *Store) RegisteredDestinations(ctx context.Context) ([]Destination, error) {
+	var out []Destination
+	err := s.withReadTx(ctx, func(tx *txn) error {
+		sds, err := readDests(ctx, tx)
+		for _, sd := range sds {
+			out = append(out, sd.d)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registered destinations: %w", err)
+	}
+	return out, nil
+}
+
 // snapshotDests reads the destinations table into snap.Destinations (nil
 // when there is none), without secrets: their count only.
 func snapshotDests(ctx context.Context, tx *txn, snap *Snapshot) error {
+	sds, err := readDests(ctx, tx)
+	for _, sd := range sds {
+		snap.Destinations = append(snap.Destinations, sd.snapshot())
+	}
+	return err
+}
+
+// readDests reads every row of the destinations table, by name.
+func readDests(ctx context.Context, tx *txn) ([]storedDest, error) {
 	rows, err := tx.QueryContext(ctx, qSnapDests)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
+	var out []storedDest
 	for rows.Next() {
 		var (
 			sd         storedDest
 			conc, rate int64
 		)
 		if err := rows.Scan(&sd.d.Name, &sd.d.URL, &sd.secretsJSON, &conc, &rate, &sd.paused); err != nil {
-			return err
+			return nil, err
 		}
 		if err := json.Unmarshal([]byte(sd.secretsJSON), &sd.d.Secrets); err != nil {
-			return fmt.Errorf("%w: destination %s: secrets: %v", ErrCorrupt, sd.d.Name, err)
+			return nil, fmt.Errorf("%w: destination %s: secrets: %v", ErrCorrupt, sd.d.Name, err)
 		}
 		sd.d.Concurrency, sd.d.Rate = int(conc), int(rate)
-		snap.Destinations = append(snap.Destinations, sd.snapshot())
+		out = append(out, sd)
 	}
-	return rows.Err()
+	return out, rows.Err()
 }

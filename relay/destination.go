@@ -31,7 +31,14 @@ import (
 // Breaker and the fairrelay_breaker_* metrics report.
 type DestinationQueue interface {
 	Queue
-	// Destinations lists the registered destinations (queue.DestinationStore).
+	// RegisteredDestinations lists the registered destinations
+	// (queue.DestinationStore): the relay reads it every
+	// Options.DestinationRefresh, so that each has its breaker from its
+	// first claim on.
+	RegisteredDestinations(ctx context.Context) ([]queue.Destination, error)
+	// Destinations lists the registered destinations with their flows
+	// and backlog (queue.DestinationStore); RunUntilIdle reads it once, at
+	// the end, to count the events left in paused destinations.
 	Destinations(ctx context.Context) ([]queue.DestinationState, error)
 	// ClaimFor is ClaimBatch that also leaves out what f says.
 	ClaimFor(ctx context.Context, now clock.Tick, n int, f queue.ClaimFilter) ([]queue.Claim, error)
@@ -242,7 +249,7 @@ func (l *loop) refreshDests() {
 		return
 	}
 	l.destRefreshAt = time.Now().Add(l.r.o.DestinationRefresh)
-	ds, err := l.r.dq.Destinations(l.sctx)
+	ds, err := l.r.dq.RegisteredDestinations(l.sctx)
 	if err != nil {
 		l.storeFailed("destinations", err)
 		return

@@ -55,13 +55,29 @@ func (q fakeDestQueue) enqueueTo(flow, dest string, n int) {
 	q.enqueue(flow, n)
 }
 
+// Destinations is the operator's read, with its counts (a call
+// "destination counts"); RegisteredDestinations the relay's (a call
+// "destinations").
 func (q fakeDestQueue) Destinations(context.Context) ([]queue.DestinationState, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.call("destination counts"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(*q.dests), nil
+}
+
+func (q fakeDestQueue) RegisteredDestinations(context.Context) ([]queue.Destination, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.call("destinations"); err != nil {
 		return nil, err
 	}
-	return slices.Clone(*q.dests), nil
+	out := make([]queue.Destination, len(*q.dests))
+	for i, d := range *q.dests {
+		out[i] = d.Destination
+	}
+	return out, nil
 }
 
 func (q fakeDestQueue) ClaimFor(_ context.Context, now clock.Tick, n int, f queue.ClaimFilter) ([]queue.Claim, error) {

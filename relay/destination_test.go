@@ -513,6 +513,49 @@ func TestDestinationsRouting(t *testing.T) {
 	}
 }
 
+// TestDestinationsReadOffTheFlows: the relay's loop and the router read
+// the registered destinations (RegisteredDestinations: the destinations
+// table alone), never Destinations, whose counts read every flow of each
+// destination (docs/contract.md §7.11), however often they refresh; only
+// RunUntilIdle's end reads the counts, once, for the paused backlog.
+func TestDestinationsReadOffTheFlows(t *testing.T) {
+	q := newFakeDest(testPolicy(10000, 5))
+	dest := newDestServer(t, "dest-secret", ok200)
+	q.register(queue.Destination{Name: "x", URL: dest.srv.URL, Secrets: []string{"dest-secret"}})
+	for i := range 4 {
+		q.enqueueTo(fmt.Sprintf("f%d", i), "x", 5)
+	}
+	def := newDestServer(t, "default-secret", ok200)
+	defHTTP, err := relay.NewHTTP(def.srv.URL, []byte("default-secret"), relay.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := relay.NewDestinations(q, defHTTP, relay.DestinationsOptions{Refresh: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := relay.New(q, router, relay.Options{Concurrency: 2, Clock: clock.Wall{}, Poll: 10 * time.Millisecond, DestinationRefresh: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.RunUntilIdle(ctx); err != nil {
+		t.Fatalf("RunUntilIdle: %v", err)
+	}
+	var lists, counts int
+	q.get(func() { lists, counts = q.calls["destinations"], q.calls["destination counts"] })
+	dest.mu.Lock()
+	got := len(dest.got)
+	dest.mu.Unlock()
+	if got != 20 {
+		t.Fatalf("x received %d events, want 20", got)
+	}
+	if lists < 2 || counts != 1 {
+		t.Fatalf("RegisteredDestinations read %d times, Destinations %d; want at least 2 and exactly 1 (RunUntilIdle's end)", lists, counts)
+	}
+}
+
 // TestDestinationsNoneRegistered: with a DestinationQueue that has no
 // destination registered, every claim's filter is empty (the store's claim
 // is then exactly the claim of before, docs/contract.md §7.11), and the

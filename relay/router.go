@@ -25,9 +25,10 @@ const (
 
 // DestinationLister is what Destinations reads: the registered
 // destinations with their URLs and secrets (queue.DestinationStore's
-// Destinations; both stores have it).
+// RegisteredDestinations, which reads the destinations alone, never the
+// flows; both stores have it).
 type DestinationLister interface {
-	Destinations(ctx context.Context) ([]queue.DestinationState, error)
+	RegisteredDestinations(ctx context.Context) ([]queue.Destination, error)
 }
 
 // DestinationsOptions tune Destinations. The zero value of every field
@@ -133,7 +134,7 @@ func (d *Destinations) refresh(ctx context.Context, seen uint64, force bool) err
 		return nil
 	}
 	began := time.Now()
-	ds, err := d.store.Destinations(ctx)
+	ds, err := d.store.RegisteredDestinations(ctx)
 	if err != nil {
 		err = fmt.Errorf("relay: read the destinations: %w", err)
 		d.mu.Lock()
@@ -150,7 +151,7 @@ func (d *Destinations) refresh(ctx context.Context, seen uint64, force bool) err
 			next[s.Name] = o
 			continue
 		}
-		next[s.Name] = d.build(s.Destination)
+		next[s.Name] = d.build(s)
 	}
 	d.mu.Lock()
 	d.byName, d.readAt, d.lastErr = next, began, nil

@@ -140,3 +140,34 @@ func TestDestinationPauseOneShard(t *testing.T) {
 		}
 	})
 }
+
+// TestRegisteredDestinationsReadShard0: RegisteredDestinations reads shard
+// 0 alone, which PutDestination writes first: a change that stopped part
+// way (shard 1's clock was ahead) is listed with its new settings, and the
+// same call again brings shard 1 to them.
+func TestRegisteredDestinationsReadShard0(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s, shards := newDestSet(t, b)
+		ahead(t, shards, 1, "a1", 5)
+		d := queue.Destination{Name: "hooks", URL: "http://127.0.0.1:9/new", Secrets: []string{"k2", "k1"}, Concurrency: 3}
+		var se *shard.ShardError
+		if err := s.PutDestination(ctx, d, "new url", 3); !errors.As(err, &se) || se.Shard != 1 {
+			t.Fatalf("put with shard 1 ahead = %v, want a ShardError of shard 1", err)
+		}
+		got, err := s.RegisteredDestinations(ctx)
+		if err != nil || len(got) != 1 || got[0].URL != d.URL || !slices.Equal(got[0].Secrets, d.Secrets) || got[0].Concurrency != 3 {
+			t.Fatalf("RegisteredDestinations = %+v, %v; want hooks with the new settings", got, err)
+		}
+		if err := s.PutDestination(ctx, d, "new url", 6); err != nil {
+			t.Fatalf("the same put again = %v", err)
+		}
+		for i, sh := range shards {
+			l, err := sh.(queue.DestinationStore).RegisteredDestinations(ctx)
+			if err != nil || len(l) != 1 || l[0].URL != d.URL {
+				t.Errorf("shard %d: RegisteredDestinations = %+v, %v; want hooks at the new URL", i, l, err)
+			}
+		}
+	})
+}

@@ -252,6 +252,26 @@ func (s *Store) Snapshot(ctx context.Context) (queue.Snapshot, error) {
 	return out, nil
 }
 
+// RegisteredDestinations lists the registered destinations as shard 0
+// records them: every shard registers the same, and PutDestination writes
+// shard 0 first, so shard 0 has the newest settings even while a change
+// that stopped part way waits for the same call again. One read of one
+// shard: the relay's read (docs/contract.md §7.11).
+func (s *Store) RegisteredDestinations(ctx context.Context) ([]queue.Destination, error) {
+	ds, ok := s.shards[0].(queue.DestinationStore)
+	if !ok {
+		return nil, unsupported(0, s.shards[0], "queue.DestinationStore")
+	}
+	out, err := ds.RegisteredDestinations(ctx)
+	if err != nil && len(s.shards) > 1 {
+		return nil, &ShardError{Shard: 0, Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Destinations lists the destinations as shard 0 records them (every
 // shard registers the same), with Flows, Backlog and Inflight summed over
 // the shards. A destination is Paused when any shard has it paused, with
