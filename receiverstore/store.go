@@ -23,7 +23,7 @@ import (
 
 // SchemaVersion is the PRAGMA user_version this package writes and reads:
 // the number of migration files. Open refuses a file with a higher version.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // DefaultMaxDelta is receiver.DefaultMaxDelta: the largest delta the
 // receiver applies unless [WithMaxDelta] says otherwise. It is also the
