@@ -53,7 +53,11 @@ type Store interface {
 // redelivery of a deleted receipt's event is answered Pruned, never
 // applied twice. limit is 1..MaxPruneBatch (ErrInvalidOption otherwise);
 // receipts are found through an index on their time, never by scanning
-// every receipt. Conflict records are kept.
+// every receipt. Conflict records are kept. The result counts what
+// committed, also next to an error: a store that fails after its commit
+// (receiverstore, giving the freed pages back) returns the batch's
+// Receipts and More with the error, so a caller counts r.Receipts
+// whatever the error.
 //
 // Prunable counts, without deleting anything, what Prune with before
 // would delete in all its batches together.

@@ -51,7 +51,12 @@ const (
 // back to the file system (PRAGMA incremental_vacuum, on a file made with
 // auto_vacuum=INCREMENTAL, every file this version creates): a receiver
 // that prunes as fast as it receives keeps a steady size. A file created
-// by an older version keeps its free pages and reuses them.
+// by an older version keeps its free pages and reuses them. The vacuum
+// runs after the deletes committed, so that its failure (an ended ctx, a
+// full disk) never undoes them: Prune then returns the batch's result,
+// Receipts deleted and More, together with an error that says only the
+// vacuum failed (errors.Is finds its cause); the next Prune that deletes
+// receipts gives back every free page, these too.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receiver.PruneResult, error) {
 	if err := receiver.CheckPruneLimit(limit); err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
@@ -68,12 +73,16 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 	if err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", fullError(s.path, err))
 	}
+	r := receiver.PruneResult{Receipts: n, More: n == int64(limit)}
+	if s.pruneCommitted != nil {
+		s.pruneCommitted()
+	}
 	if n > 0 {
 		if err := s.vacuum(ctx); err != nil {
-			return receiver.PruneResult{}, fmt.Errorf("prune: the receipts were deleted; %w", err)
+			return r, fmt.Errorf("prune: %d receipts were deleted; only giving the free pages back failed: %w", n, err)
 		}
 	}
-	return receiver.PruneResult{Receipts: n, More: n == int64(limit)}, nil
+	return r, nil
 }
 
 // pruneTx is Prune's transaction: it reads the batch, deletes it by rowid

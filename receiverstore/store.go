@@ -121,6 +121,9 @@ type Store struct {
 	ro       *dbfile.ReadOnly // set by WithReadOnly: no writer, no w (open.go)
 	effect   Effect           // nil: the built-in delta sum only
 	now      func() time.Time // the clock of receipts' accepted_at (WithNow)
+	// pruneCommitted, when set (by tests), is called after a Prune's
+	// transaction committed and before its incremental vacuum.
+	pruneCommitted func()
 }
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,
