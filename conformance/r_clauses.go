@@ -28,6 +28,7 @@ var receiverClauses = []receiverClause{
 	// Retention (docs/contract.md §7.9), r_retention.go.
 	{"Prune_DeletesOnlyReceiptsAcceptedBefore", receiverPrune_DeletesOnlyReceiptsAcceptedBefore},
 	{"Prune_LimitAndMore", receiverPrune_LimitAndMore},
+	{"Prune_SameTimeInFlowAndSeqOrder", receiverPrune_SameTimeInFlowAndSeqOrder},
 	{"Prune_TotalsAndNextExpectedSurvive", receiverPrune_TotalsAndNextExpectedSurvive},
 	{"Receive_PrunedRedeliveryChangesNothing", receiverReceive_PrunedRedeliveryChangesNothing},
 	{"ReceiveBatch_PrunedRedeliveryChangesNothing", receiverReceiveBatch_PrunedRedeliveryChangesNothing},

@@ -161,6 +161,60 @@ func receiverPrune_LimitAndMore(t *testing.T, rk *ReceiverBackend) {
 	rprune(t, p, clk.now(), 1, receiver.PruneResult{})
 }
 
+// §7.9: receipts accepted at the same time go in order of their flow, then
+// their seq, on every backend, so a batch cut through the tie deletes the
+// same receipts everywhere: not in the order they were received (here b's
+// first), nor in the order of their IDs (here the reverse of a's seqs).
+func receiverPrune_SameTimeInFlowAndSeqOrder(t *testing.T, rk *ReceiverBackend) {
+	t.Parallel()
+	clk := newRClock()
+	s, p, _ := ropenPruner(t, rk, clk)
+	rmustReceive(t, s, rmsg("k0", "z", 1, 1), receiver.Accepted) // the oldest, of the last flow
+	clk.tick()
+	// One batch, one time: b's first message, then a's, then b's and a's
+	// next.
+	res, err := s.ReceiveBatch(context.Background(), []receiver.Message{
+		rmsg("k1", "b", 1, 1), rmsg("k4", "a", 1, 1), rmsg("k2", "b", 2, 1), rmsg("k3", "a", 2, 1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Outcome != receiver.Accepted {
+			t.Fatalf("setup item %d: %+v", i, r)
+		}
+	}
+	clk.tick()
+	rmustReceive(t, s, rmsg("k5", "a", 3, 1), receiver.Accepted) // accepted at before: kept
+	before := clk.now()
+	for _, step := range []struct {
+		limit int
+		want  receiver.PruneResult
+		kept  []string // the IDs in the snapshot's order: by flow, then seq
+	}{
+		{3, receiver.PruneResult{Receipts: 3, More: true}, []string{"k5", "k1", "k2"}}, // k0, then a1 (k4) and a2 (k3)
+		{1, receiver.PruneResult{Receipts: 1, More: true}, []string{"k5", "k2"}},       // b1 (k1)
+		{5, receiver.PruneResult{Receipts: 1}, []string{"k5"}},                         // b2 (k2)
+	} {
+		rprune(t, p, before, step.limit, step.want)
+		var kept []string
+		for _, r := range rsnap(t, s).Receipts {
+			kept = append(kept, r.ID)
+		}
+		if !reflect.DeepEqual(kept, step.kept) {
+			t.Fatalf("after Prune(limit %d) the receipts are %v, want %v (ties by flow, then seq)", step.limit, kept, step.kept)
+		}
+	}
+	want := []receiver.FlowState{
+		{Flow: "a", NextExpected: 4, Total: 3, PrunedThrough: 2},
+		{Flow: "b", NextExpected: 3, Total: 2, PrunedThrough: 2},
+		{Flow: "z", NextExpected: 2, Total: 1, PrunedThrough: 1},
+	}
+	if got := rflows(t, s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Flows() after the prunes = %s, want %s", rjs(got), rjs(want))
+	}
+}
+
 // §7.9: a flow's total and next expected number survive Prune; the flow
 // shows its pruned mark (the highest seq deleted, never lowered) and goes
 // on accepting where it was.

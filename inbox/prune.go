@@ -74,16 +74,22 @@ func (l *pruneLoop) run(ctx context.Context) {
 // prune deletes, batch after batch, the receipts accepted more than
 // retention before now, until a batch says no More or ctx ends. Each
 // batch is one transaction of the store; an error ends the round (the next
-// one tries again) and is logged and counted.
+// one tries again) and is logged and counted. What a batch deleted is
+// counted even when its error came after its commit (receiver.Pruner:
+// receiverstore's vacuum).
 func (l *pruneLoop) prune(ctx context.Context) {
 	before := l.now().Add(-l.retention)
 	var total int64
 	batches := 0
 	for ctx.Err() == nil {
 		r, err := l.p.Prune(ctx, before, l.batch)
+		total += r.Receipts
+		if l.m != nil {
+			l.m.pruned.Add(float64(r.Receipts))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
-				break // stopping: the batch rolled back
+				break // stopping: the batch rolled back, or only its vacuum ended
 			}
 			l.log.Error("inbox: prune failed; the next prune tries again", "before", before, "pruned", total, "err", err)
 			if l.m != nil {
@@ -92,10 +98,6 @@ func (l *pruneLoop) prune(ctx context.Context) {
 			return
 		}
 		batches++
-		total += r.Receipts
-		if l.m != nil {
-			l.m.pruned.Add(float64(r.Receipts))
-		}
 		if !r.More {
 			break
 		}

@@ -35,10 +35,12 @@ func (c *testClock) now() time.Time          { return time.Unix(0, c.ns.Load()) 
 func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // watchedPruner is a receiver.Pruner that reports each Prune call, or
-// fails every call with err.
+// fails every call with err and errResult (what a batch whose failure
+// came after its commit deleted).
 type watchedPruner struct {
 	receiver.Pruner
-	err error
+	err       error
+	errResult receiver.PruneResult
 
 	mu     sync.Mutex
 	limits []int
@@ -52,7 +54,7 @@ func newWatched(p receiver.Pruner) *watchedPruner {
 
 func (w *watchedPruner) Prune(ctx context.Context, before time.Time, limit int) (receiver.PruneResult, error) {
 	var (
-		r   receiver.PruneResult
+		r   = w.errResult
 		err = w.err
 	)
 	if err == nil {
@@ -250,7 +252,9 @@ func TestServer_RetentionPrunesInBatches(t *testing.T) {
 	}
 }
 
-// A failing prune is logged and counted; the server keeps answering.
+// A failing prune is logged and counted; the server keeps answering. The
+// receipts a batch deleted before it failed (a vacuum after the commit)
+// are counted as pruned.
 func TestServer_RetentionErrorLoggedAndCounted(t *testing.T) {
 	t.Parallel()
 	clk := newTestClock()
@@ -261,6 +265,7 @@ func TestServer_RetentionErrorLoggedAndCounted(t *testing.T) {
 	defer st.Close()
 	w := newWatched(st)
 	w.err = errors.New("disk on fire")
+	w.errResult = receiver.PruneResult{Receipts: 3, More: true}
 	logs := &lockedWriter{w: new(bytes.Buffer)}
 	reg := prometheus.NewRegistry()
 	s := NewServer(st, secret, ServerOptions{Retention: time.Hour, PruneEvery: time.Hour, Pruner: w, Now: clk.now,
@@ -272,7 +277,10 @@ func TestServer_RetentionErrorLoggedAndCounted(t *testing.T) {
 	if got := metricValue(t, reg, "fairrelay_receiver_prune_errors_total"); got != 1 {
 		t.Errorf("fairrelay_receiver_prune_errors_total = %v, want 1", got)
 	}
-	if l := logs.String(); !strings.Contains(l, "prune failed") || !strings.Contains(l, "disk on fire") {
+	if got := metricValue(t, reg, "fairrelay_receiver_pruned_total"); got != 3 {
+		t.Errorf("fairrelay_receiver_pruned_total = %v, want 3 (deleted before the batch failed)", got)
+	}
+	if l := logs.String(); !strings.Contains(l, "prune failed") || !strings.Contains(l, "disk on fire") || !strings.Contains(l, "pruned=3") {
 		t.Errorf("log has no prune failure:\n%s", l)
 	}
 }

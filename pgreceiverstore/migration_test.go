@@ -13,9 +13,10 @@ import (
 // TestMigrations runs the migration clauses every store shares
 // (migrationtest) on the receiver's schema: a new schema runs every
 // migration, a newer schema is refused, a failure after a migration leaves
-// the schema as it was, a version-1 schema (before retention) and a
-// version-2 one (before the one-call receive) reach the newest version
-// with every row kept. Not parallel: it sets migrateHook.
+// the schema as it was, a version-1 schema (before retention), a
+// version-2 one (before the one-call receive) and a version-4 one (before
+// the prune's order of ties) reach the newest version with every row
+// kept. Not parallel: it sets migrateHook.
 func TestMigrations(t *testing.T) {
 	pgtest.Require(t)
 	b := pgtest.Migrations([]string{"flows", "receipts", "conflicts"})
@@ -42,6 +43,18 @@ INSERT INTO {s}.schema_migrations (version) VALUES (1), (2);
 `+migrations[0].SQL+"\n"+migrations[1].SQL+`
 INSERT INTO {s}.flows VALUES ('f', 4, 8, 1);
 INSERT INTO {s}.receipts VALUES ('b', 'f', 2, '{"delta": 4}', 4, '2026-01-01 00:00:01+00'), ('c', 'f', 3, '{"delta": 1}', 1, '2026-01-01 00:00:02+00');
+INSERT INTO {s}.conflicts VALUES ('x', 'f', 1, '{"delta": 9}', 'seq_behind', '', '', 0, 4);`)
+		return schema
+	}}, {Name: "V4Build", Version: 4, Make: func(t *testing.T) string {
+		_, schema := pgtest.Schema(t)
+		pgtest.ExecIn(t, schema, `CREATE TABLE {s}.schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {s}.schema_migrations (version) VALUES (1), (2), (3), (4);
+`+migrations[0].SQL+"\n"+migrations[1].SQL+"\n"+migrations[2].SQL+"\n"+migrations[3].SQL+`
+INSERT INTO {s}.flows VALUES ('f', 4, 8, 1);
+INSERT INTO {s}.receipts VALUES ('b', 'f', 2, '{"delta": 4}', 4, '2026-01-01 00:00:01+00'), ('c', 'f', 3, '{"delta": 1}', 1, '2026-01-01 00:00:01+00');
 INSERT INTO {s}.conflicts VALUES ('x', 'f', 1, '{"delta": 9}', 'seq_behind', '', '', 0, 4);`)
 		return schema
 	}}}

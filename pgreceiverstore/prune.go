@@ -15,9 +15,11 @@ var _ receiver.Pruner = (*Store)(nil)
 
 const (
 	// qPruneBatch finds the oldest receipts accepted before $1, at most $2
-	// of them, through receipts_accepted_at.
+	// of them, those accepted at the same time in order of flow, then seq
+	// (docs/contract.md §7.9), by reading receipts_accepted_at
+	// (accepted_at, flow, seq) in order: no sort.
 	qPruneBatch = `SELECT id, flow FROM {s}.receipts
-WHERE accepted_at < $1 ORDER BY accepted_at LIMIT $2`
+WHERE accepted_at < $1 ORDER BY accepted_at, flow, seq LIMIT $2`
 	// qPrune deletes the receipts of $1 that are still there and still
 	// accepted before $2, raises each touched flow's pruned mark to the
 	// highest seq deleted in it, and counts what it deleted.
@@ -43,9 +45,11 @@ SELECT coalesce(sum(n), 0)::bigint FROM m`
 const maxPruneFlows = 32
 
 // Prune deletes, in one transaction, at most limit receipts accepted
-// before before (the oldest first, of at most maxPruneFlows flows), and
-// raises each touched flow's PrunedThrough to the highest seq deleted in it
-// (never lowers it). Totals, next expected numbers and conflicts are kept.
+// before before (the oldest first, those accepted at the same time in
+// byte order of their flow, then by seq, as receiverstore's:
+// docs/contract.md §7.9; of at most maxPruneFlows flows), and raises each
+// touched flow's PrunedThrough to the highest seq deleted in it (never
+// lowers it). Totals, next expected numbers and conflicts are kept.
 // More is set when limit receipts were read, when the flow bound cut the
 // batch short, or when a concurrent Prune deleted some of the batch first:
 // there may be more. A limit outside 1..receiver.MaxPruneBatch

@@ -20,7 +20,7 @@ import (
 // SchemaVersion is the newest migration this package knows (the number of
 // migration files). Snapshots report receiver.SnapshotFormat, as
 // receiverstore's do, so the two backends' snapshots are equal.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // DefaultSchema is the PostgreSQL schema the store lives in unless
 // WithSchema says otherwise.

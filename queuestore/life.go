@@ -209,7 +209,10 @@ func cut(r, now clock.Tick) (clock.Tick, bool) {
 // it deletes rows); a file
 // without it reuses its free pages for later rows and keeps its size
 // (PRAGMA auto_vacuum = INCREMENTAL then VACUUM, once, converts it;
-// docs/contract.md §7.9).
+// docs/contract.md §7.9). The vacuum runs in the batch's transaction: when
+// it fails the deletes roll back with it, and the zero result returned
+// with the error is what was deleted (receiverstore's Prune, whose vacuum
+// runs after its commit, returns its batch's count with such an error).
 //
 // Prune is a write: limit is checked first (queue.CheckPruneLimit,
 // ErrInvalid), then now as every write's tick (recorded as the clock mark).

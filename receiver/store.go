@@ -46,12 +46,18 @@ type Store interface {
 // accepted (the store's own clock, which a test may replace).
 //
 // Prune deletes, in one short transaction, at most limit receipts
-// accepted before before, and raises each touched flow's PrunedThrough to
-// the highest sequence number deleted. A flow's total and next expected
-// sequence survive, so a later redelivery of a deleted receipt's event is
-// answered Pruned, never applied twice. limit is 1..MaxPruneBatch
-// (ErrInvalidOption otherwise); receipts are found through an index on
-// their time, never by scanning every receipt. Conflict records are kept.
+// accepted before before, the oldest first (those accepted at the same
+// time in byte order of their flow, then by sequence number), and raises
+// each touched flow's PrunedThrough to the highest sequence number
+// deleted. A flow's total and next expected sequence survive, so a later
+// redelivery of a deleted receipt's event is answered Pruned, never
+// applied twice. limit is 1..MaxPruneBatch (ErrInvalidOption otherwise);
+// receipts are found through an index on their time, never by scanning
+// every receipt. Conflict records are kept. The result counts what
+// committed, also next to an error: a store that fails after its commit
+// (receiverstore, giving the freed pages back) returns the batch's
+// Receipts and More with the error, so a caller counts r.Receipts
+// whatever the error.
 //
 // Prunable counts, without deleting anything, what Prune with before
 // would delete in all its batches together.

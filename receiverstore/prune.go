@@ -16,9 +16,11 @@ var _ receiver.Pruner = (*Store)(nil)
 
 const (
 	// qPruneBatch finds the oldest receipts accepted before ?1, at most ?2
-	// of them, through receipts_accepted_at.
+	// of them, those accepted at the same time in order of flow, then seq
+	// (docs/contract.md §7.9), by reading receipts_accepted_at (accepted_at,
+	// flow, seq) in order: no sort.
 	qPruneBatch = `SELECT rowid, flow, seq FROM receipts
-		WHERE accepted_at < ?1 ORDER BY accepted_at LIMIT ?2`
+		WHERE accepted_at < ?1 ORDER BY accepted_at, flow, seq LIMIT ?2`
 	// qPruneDelete deletes the receipts of the JSON array ?1 of rowids.
 	qPruneDelete = `DELETE FROM receipts WHERE rowid IN (SELECT value FROM json_each(?1))`
 	// qPruneMark raises the pruned mark of each flow of the JSON array ?1
@@ -36,18 +38,25 @@ const (
 )
 
 // Prune deletes, in one IMMEDIATE transaction, at most limit receipts
-// accepted before before (the oldest first), and raises each touched
-// flow's PrunedThrough to the highest seq deleted in it (never lowers it).
-// Totals, next expected numbers and conflicts are kept. More is set when
-// limit receipts were deleted: there may be more. A limit outside
-// 1..receiver.MaxPruneBatch is [ErrInvalidOption] and changes nothing; a
-// read-only store is [ErrReadOnly].
+// accepted before before (the oldest first, those accepted at the same
+// time in byte order of their flow, then by seq, as pgreceiverstore's:
+// docs/contract.md §7.9), and raises each touched flow's PrunedThrough to
+// the highest seq deleted in it (never lowers it). Totals, next expected
+// numbers and conflicts are kept. More is set when limit receipts were
+// deleted: there may be more. A limit outside 1..receiver.MaxPruneBatch is
+// [ErrInvalidOption] and changes nothing; a read-only store is
+// [ErrReadOnly].
 //
 // After a batch that deleted receipts, the file's free pages are given
 // back to the file system (PRAGMA incremental_vacuum, on a file made with
 // auto_vacuum=INCREMENTAL, every file this version creates): a receiver
 // that prunes as fast as it receives keeps a steady size. A file created
-// by an older version keeps its free pages and reuses them.
+// by an older version keeps its free pages and reuses them. The vacuum
+// runs after the deletes committed, so that its failure (an ended ctx, a
+// full disk) never undoes them: Prune then returns the batch's result,
+// Receipts deleted and More, together with an error that says only the
+// vacuum failed (errors.Is finds its cause); the next Prune that deletes
+// receipts gives back every free page, these too.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receiver.PruneResult, error) {
 	if err := receiver.CheckPruneLimit(limit); err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
@@ -64,12 +73,16 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 	if err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", fullError(s.path, err))
 	}
+	r := receiver.PruneResult{Receipts: n, More: n == int64(limit)}
+	if s.pruneCommitted != nil {
+		s.pruneCommitted()
+	}
 	if n > 0 {
 		if err := s.vacuum(ctx); err != nil {
-			return receiver.PruneResult{}, fmt.Errorf("prune: the receipts were deleted; %w", err)
+			return r, fmt.Errorf("prune: %d receipts were deleted; only giving the free pages back failed: %w", n, err)
 		}
 	}
-	return receiver.PruneResult{Receipts: n, More: n == int64(limit)}, nil
+	return r, nil
 }
 
 // pruneTx is Prune's transaction: it reads the batch, deletes it by rowid

@@ -135,6 +135,31 @@ func TestRetention_PruneShrinksTheFile(t *testing.T) {
 	}
 }
 
+// A vacuum that fails after the batch's deletes committed (here its
+// context ends in between, as when a server stops its prune loop) does
+// not hide them: Prune returns what it deleted, with More as for a batch
+// without an error, and an error that says only the vacuum failed.
+func TestRetention_FailedVacuumKeepsTheCount(t *testing.T) {
+	t.Parallel()
+	var clk fakeClock
+	s, _ := open(t, WithNow(clk.now))
+	for i := range 3 {
+		mustReceive(t, s, msg(fmt.Sprintf("e%d", i+1), "f", int64(i+1), 1), Accepted)
+	}
+	clk.advance(time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.pruneCommitted = cancel
+	r, err := s.Prune(ctx, clk.now(), 2)
+	if want := (receiver.PruneResult{Receipts: 2, More: true}); r != want || !errors.Is(err, context.Canceled) ||
+		!strings.Contains(err.Error(), "2 receipts were deleted; only giving the free pages back failed") {
+		t.Fatalf("Prune() with a vacuum that fails = %+v, %v; want %+v and the canceled vacuum's error", r, err, want)
+	}
+	s.pruneCommitted = nil
+	if r, err := s.Prune(context.Background(), clk.now(), 2); err != nil || r != (receiver.PruneResult{Receipts: 1}) {
+		t.Fatalf("the next Prune() = %+v, %v; want the one receipt left", r, err)
+	}
+}
+
 // A read-only store prunes nothing: ErrReadOnly. Prunable reads.
 func TestRetention_ReadOnly(t *testing.T) {
 	t.Parallel()

@@ -23,7 +23,7 @@ import (
 
 // SchemaVersion is the PRAGMA user_version this package writes and reads:
 // the number of migration files. Open refuses a file with a higher version.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // DefaultMaxDelta is receiver.DefaultMaxDelta: the largest delta the
 // receiver applies unless [WithMaxDelta] says otherwise. It is also the
@@ -121,6 +121,9 @@ type Store struct {
 	ro       *dbfile.ReadOnly // set by WithReadOnly: no writer, no w (open.go)
 	effect   Effect           // nil: the built-in delta sum only
 	now      func() time.Time // the clock of receipts' accepted_at (WithNow)
+	// pruneCommitted, when set (by tests), is called after a Prune's
+	// transaction committed and before its incremental vacuum.
+	pruneCommitted func()
 }
 
 // dsn opens path in WAL mode with synchronous=FULL, a 10 s busy timeout,

@@ -210,11 +210,11 @@ func cmdPruneReceiver(e *env, args []string) (err error) {
 				batches(rep.Batches), plural64(rep.Receipts, "receipt"), err)
 		}
 		res, err := p.Prune(e.ctx, before, *batch)
+		rep.Receipts += res.Receipts // also next to an error: the batch committed (receiver.Pruner)
 		if err != nil {
 			return fmt.Errorf("prune receiver (after %s: %s pruned): %w", batches(rep.Batches), plural64(rep.Receipts, "receipt"), err)
 		}
 		rep.Batches++
-		rep.Receipts += res.Receipts
 		if !res.More {
 			break
 		}
