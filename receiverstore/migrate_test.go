@@ -13,7 +13,8 @@ import (
 // (migrationtest) on the receiver's file: a new file runs every migration,
 // a newer file is refused, a failure after a migration leaves the file as
 // it was, a version-1 file (before retention) and a version-2 one (before
-// the prune's order of ties) reach the newest version with every row kept. Not parallel: it sets migrateHook.
+// the prune's order of ties) reach the newest version with every row
+// kept. Not parallel: it sets migrateHook.
 func TestMigrations(t *testing.T) {
 	b := migrationtest.SQLite(receiverTables)
 	b.Version = SchemaVersion
