@@ -31,10 +31,12 @@ const (
 		FROM j WHERE flows.flow = j.f`
 	// qPrunable counts the receipts accepted before ?1 on the index alone.
 	qPrunable = `SELECT count(*) FROM receipts WHERE accepted_at < ?1`
-	// qIncrementalVacuum gives the file's free pages back to the file
-	// system (a file made with auto_vacuum=INCREMENTAL; on an older file it
-	// does nothing).
-	qIncrementalVacuum = `PRAGMA incremental_vacuum`
+	// qFreePages reads the file's free page count.
+	qFreePages = `PRAGMA freelist_count`
+	// qIncrementalVacuum gives at most %d of the file's free pages back to
+	// the file system (a file made with auto_vacuum=INCREMENTAL; on an
+	// older file it does nothing).
+	qIncrementalVacuum = `PRAGMA incremental_vacuum(%d)`
 )
 
 // Prune deletes, in one IMMEDIATE transaction, at most limit receipts
@@ -47,16 +49,17 @@ const (
 // [ErrInvalidOption] and changes nothing; a read-only store is
 // [ErrReadOnly].
 //
-// After a batch that deleted receipts, the file's free pages are given
-// back to the file system (PRAGMA incremental_vacuum, on a file made with
-// auto_vacuum=INCREMENTAL, every file this version creates): a receiver
-// that prunes as fast as it receives keeps a steady size. A file created
-// by an older version keeps its free pages and reuses them. The vacuum
-// runs after the deletes committed, so that its failure (an ended ctx, a
-// full disk) never undoes them: Prune then returns the batch's result,
-// Receipts deleted and More, together with an error that says only the
-// vacuum failed (errors.Is finds its cause); the next Prune that deletes
-// receipts gives back every free page, these too.
+// After a batch that deleted receipts, the pages it freed, and up to limit
+// more of the file's free pages, are given back to the file system (PRAGMA
+// incremental_vacuum(N), on a file made with auto_vacuum=INCREMENTAL,
+// every file this version creates): a receiver that prunes as fast as it
+// receives keeps a steady size, and a long free list drains batch by
+// batch, never in one long write. A file created by an older version keeps
+// its free pages and reuses them. The vacuum runs after the deletes
+// committed, so that its failure (an ended ctx, a full disk) never undoes
+// them: Prune then returns the batch's result, Receipts deleted and More,
+// together with an error that says only the vacuum failed (errors.Is finds
+// its cause); the pages it did not give back go with later batches.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receiver.PruneResult, error) {
 	if err := receiver.CheckPruneLimit(limit); err != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", err)
@@ -64,10 +67,10 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 	if s.ro != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", ErrReadOnly)
 	}
-	var n int64
+	var n, freed int64
 	err := withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
 		var err error
-		n, err = pruneTx(ctx, tx, before.UnixMicro(), limit)
+		n, freed, err = pruneTx(ctx, tx, before.UnixMicro(), limit)
 		return err
 	})
 	if err != nil {
@@ -78,7 +81,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 		s.pruneCommitted()
 	}
 	if n > 0 {
-		if err := s.vacuum(ctx); err != nil {
+		if err := s.vacuum(ctx, freed+int64(limit)); err != nil {
 			return r, fmt.Errorf("prune: %d receipts were deleted; only giving the free pages back failed: %w", n, err)
 		}
 	}
@@ -86,11 +89,16 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 }
 
 // pruneTx is Prune's transaction: it reads the batch, deletes it by rowid
-// and raises the touched flows' marks.
-func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, error) {
+// and raises the touched flows' marks. It returns the receipts deleted and
+// the pages their deletion freed.
+func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, int64, error) {
+	var free0 int64
+	if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free0); err != nil {
+		return 0, 0, fmt.Errorf("free pages: %w", err)
+	}
 	rows, err := tx.QueryContext(ctx, qPruneBatch, before, limit)
 	if err != nil {
-		return 0, fmt.Errorf("read receipts: %w", err)
+		return 0, 0, fmt.Errorf("read receipts: %w", err)
 	}
 	defer rows.Close()
 	var (
@@ -104,7 +112,7 @@ func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, e
 			flow       string
 		)
 		if err := rows.Scan(&rowid, &flow, &seq); err != nil {
-			return 0, fmt.Errorf("read receipts: %w", err)
+			return 0, 0, fmt.Errorf("read receipts: %w", err)
 		}
 		if n == 0 {
 			ids = append(ids, '[')
@@ -116,17 +124,17 @@ func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, e
 		n++
 	}
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("read receipts: %w", err)
+		return 0, 0, fmt.Errorf("read receipts: %w", err)
 	}
 	if n == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	r, err := tx.ExecContext(ctx, qPruneDelete, string(append(ids, ']')))
 	if err != nil {
-		return 0, fmt.Errorf("delete receipts: %w", err)
+		return 0, 0, fmt.Errorf("delete receipts: %w", err)
 	}
 	if k, err := r.RowsAffected(); err != nil || k != n {
-		return 0, fmt.Errorf("delete receipts: %d rows deleted (%v), want %d", k, err, n)
+		return 0, 0, fmt.Errorf("delete receipts: %d rows deleted (%v), want %d", k, err, n)
 	}
 	marks := make([][2]any, 0, len(high))
 	for f, seq := range high {
@@ -134,26 +142,33 @@ func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, e
 	}
 	list, err := json.Marshal(marks) // strings and integers: cannot fail
 	if err != nil {
-		return 0, fmt.Errorf("raise pruned marks: %w", err)
+		return 0, 0, fmt.Errorf("raise pruned marks: %w", err)
 	}
 	r, err = tx.ExecContext(ctx, qPruneMark, string(list))
 	if err != nil {
-		return 0, fmt.Errorf("raise pruned marks: %w", err)
+		return 0, 0, fmt.Errorf("raise pruned marks: %w", err)
 	}
 	if k, err := r.RowsAffected(); err != nil || k != int64(len(high)) {
-		return 0, fmt.Errorf("raise pruned marks: %d flows changed (%v), want %d", k, err, len(high))
+		return 0, 0, fmt.Errorf("raise pruned marks: %d flows changed (%v), want %d", k, err, len(high))
 	}
-	return n, nil
+	var free1 int64
+	if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free1); err != nil {
+		return 0, 0, fmt.Errorf("free pages: %w", err)
+	}
+	return n, max(free1-free0, 0), nil
 }
 
-// vacuum runs qIncrementalVacuum in this process's write turn, outside
-// Prune's transaction (the pragma runs in a transaction of its own).
-func (s *Store) vacuum(ctx context.Context) error {
+// vacuum gives at most pages free pages back to the file system, in this
+// process's write turn, outside Prune's transaction (the pragma runs in a
+// transaction of its own). Prune asks for what its batch freed and up to
+// its limit more: a free list an older build left drains batch by batch
+// and never makes one vacuum long.
+func (s *Store) vacuum(ctx context.Context, pages int64) error {
 	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("incremental vacuum: %w", err)
 	}
 	defer s.writer.Unlock()
-	if _, err := s.db.ExecContext(ctx, qIncrementalVacuum); err != nil {
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(qIncrementalVacuum, pages)); err != nil {
 		return fmt.Errorf("incremental vacuum: %w", fullError(s.path, err))
 	}
 	return nil

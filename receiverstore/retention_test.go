@@ -205,3 +205,44 @@ func TestRetention_WithEffect(t *testing.T) {
 		t.Fatalf("effect runs %d, orders %d, total %d; want 3, 3, 3", runs.Load(), orderCount(t, s), total(t, s, "shop"))
 	}
 }
+
+// Prune gives back the pages its batch freed and up to its limit more,
+// never a whole free list at once: a long list (here left by a table
+// dropped behind the store's back, as an older build's deletes would
+// leave it) drains batch by batch, each vacuum as short as its batch.
+func TestRetention_VacuumDrainsALongFreeListByBatches(t *testing.T) {
+	t.Parallel()
+	var clk fakeClock
+	s, _ := open(t, WithNow(clk.now))
+	if _, err := s.db.Exec(`CREATE TABLE ballast (b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if _, err := s.db.Exec(`INSERT INTO ballast VALUES (zeroblob(16384))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.db.Exec(`DROP TABLE ballast`); err != nil {
+		t.Fatal(err)
+	}
+	free := func() (n int64) {
+		if err := s.db.QueryRow(`PRAGMA freelist_count`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	long := free()
+	if long < 100 {
+		t.Fatalf("the dropped table left %d free pages, want a long list", long)
+	}
+	for i := range 3 {
+		mustReceive(t, s, msg(fmt.Sprintf("e%d", i+1), "f", int64(i+1), 1), Accepted)
+	}
+	clk.advance(time.Second)
+	if r, err := s.Prune(context.Background(), clk.now(), 2); err != nil || r.Receipts != 2 {
+		t.Fatalf("Prune() = %+v, %v", r, err)
+	}
+	if got := free(); got < long-10 {
+		t.Fatalf("one batch of 2 gave back %d of %d free pages, want what it freed and up to 2 more", long-got, long)
+	}
+}
