@@ -183,7 +183,11 @@ func (j Job) run(ctx context.Context, trap crashpoint.Trap) (err error) {
 			}
 		}
 		if j.Program == ProgClaimant {
-			return claimUntilDone(ctx, relay, j.Now)
+			start := ""
+			if j.Barrier {
+				start = j.Dir
+			}
+			return claimUntilDone(ctx, relay, j.Now, start)
 		}
 		if j.Steps == 0 {
 			_, err := relay.Drain(ctx, j.Now)
@@ -274,15 +278,27 @@ func (l *Lab) ExpectExit(name string, got Exit, want int) bool {
 }
 
 // claimUntilDone relays at now until every event is acked or quarantined.
-// It gives up after startWait without any progress.
-func claimUntilDone(ctx context.Context, r *Relay, now clock.Tick) error {
+// It gives up after startWait without any progress. A claimant that met
+// the others at the start line in dir ("" when it did not) pairs up at its
+// first claim (see pairUp) before it delivers it.
+func claimUntilDone(ctx context.Context, r *Relay, now clock.Tick, dir string) error {
 	idleSince := time.Now()
+	paired := dir == ""
 	for {
-		_, ok, err := r.Step(ctx, now)
+		c, ok, err := r.Queue.Claim(ctx, now)
 		if err != nil {
 			return err
 		}
 		if ok {
+			if !paired {
+				paired = true
+				if err := pairUp(ctx, dir); err != nil {
+					return err
+				}
+			}
+			if _, err := r.Deliver(ctx, c, now); err != nil {
+				return err
+			}
 			idleSince = time.Now()
 			continue
 		}
@@ -338,6 +354,61 @@ func waitAtStartLine(ctx context.Context, dir string) error {
 		case <-time.After(startPoll):
 		}
 	}
+}
+
+// claimedMark starts the name of the file <dir>/start/claimed-<pid> with
+// which a claimant that met the others at the start line says that it
+// claimed an event.
+const claimedMark = "claimed-"
+
+// pairWait is how long a claimant holds its first claim waiting for a
+// second claimant to claim one (see pairUp).
+const pairWait = 10 * time.Second
+
+// pairUp is a claimant's step at its first claim: it marks that this
+// process claimed (<dir>/start/claimed-<pid>) and holds that claim, not
+// yet delivered, until a second claimant marked one too or pairWait
+// passed. The start line releases the claimants together, but that only
+// makes it likely that several of them claim: on two busy cores the
+// scheduler may run one of them long enough to drain the 48 events alone,
+// and the scenario's check that more than one claimant claimed
+// (Lab.claimedProcesses) would then fail on a correct queue. Held, the
+// first claim leaves that to no scheduler: the other claimants can claim
+// meanwhile (7 more flows have a head at t=1), and on a correct queue one
+// of them does; when none does, the claimant goes on after pairWait and
+// the check reports it. It synchronises only: a claim held at t=1 cannot
+// expire (its lease ends at 6), and nothing in a result depends on it.
+func pairUp(ctx context.Context, dir string) error {
+	start := filepath.Join(dir, startDir)
+	if err := os.WriteFile(filepath.Join(start, fmt.Sprintf("%s%d", claimedMark, os.Getpid())), nil, 0o644); err != nil {
+		return fmt.Errorf("pair up: %w", err)
+	}
+	deadline := time.Now().Add(pairWait)
+	for time.Now().Before(deadline) {
+		marks, err := filepath.Glob(filepath.Join(start, claimedMark+"*"))
+		if err != nil {
+			return fmt.Errorf("pair up: %w", err)
+		}
+		if len(marks) >= 2 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(startPoll):
+		}
+	}
+	return nil
+}
+
+// claimedProcesses counts the claimant processes that marked a claim at
+// the start line (see pairUp); read it once they all exited.
+func (l *Lab) claimedProcesses() (int, error) {
+	marks, err := filepath.Glob(filepath.Join(l.Dir, startDir, claimedMark+"*"))
+	if err != nil {
+		return 0, fmt.Errorf("count claimants: %w", err)
+	}
+	return len(marks), nil
 }
 
 // startLine prepares the start line for n children and returns a function

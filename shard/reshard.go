@@ -139,7 +139,7 @@ func Reshard(ctx context.Context, from, to []queue.Store, reason string, now clo
 func openFrom(ctx context.Context, from []queue.Store) (*Store, error) {
 	if len(from) == 1 {
 		if _, ok, err := Label(ctx, from[0]); err == nil && !ok {
-			return &Store{shards: []queue.Store{from[0]}, epoch: -1, claimed: map[string]int{}}, nil
+			return &Store{shards: []queue.Store{from[0]}, epoch: -1}, nil
 		}
 	}
 	return Open(ctx, from, Options{})

@@ -37,6 +37,15 @@ type Options struct {
 // queue.Pruner and queue.DestinationStore; calling a capability that a
 // shard lacks is an error wrapping errors.ErrUnsupported. A Store is safe
 // for concurrent use.
+//
+// A Store remembers the shard of each claim it made, so that the claim's
+// settle and extensions go straight to it, until the claim is answered
+// for (any answer to its settle; an extension that says the lease is
+// lost) or, for a claim never answered for through this Store, at most
+// about two leases after it was made, never before its lease ended: a
+// long-running relay's Store holds about the claims it made or extended
+// in its last two leases (docs/contract.md §7.10). A claim it no longer
+// remembers is looked for in each shard.
 type Store struct {
 	shards []queue.Store
 	epoch  int64
@@ -45,9 +54,10 @@ type Store struct {
 	mu sync.Mutex
 	// next is the shard the next claim asks first (the rotation).
 	next int
-	// claimed maps an event this Store claimed to its shard, until it is
-	// settled for good; settles and extends route by it.
-	claimed map[string]int
+	// claimed is the shard of each event this Store claimed, until the
+	// claim is answered for or its lease is long over; settles and
+	// extends route by it (a hint: see claimMap).
+	claimed claimMap
 }
 
 // Label reads the label of one shard. A store that is not a
@@ -77,7 +87,7 @@ func Open(ctx context.Context, shards []queue.Store, o Options) (*Store, error) 
 	if err := checkCount(len(shards)); err != nil {
 		return nil, err
 	}
-	s := &Store{shards: append([]queue.Store(nil), shards...), opts: o, claimed: map[string]int{}}
+	s := &Store{shards: append([]queue.Store(nil), shards...), opts: o}
 	for i, sh := range shards {
 		l, ok, err := Label(ctx, sh)
 		if err != nil {

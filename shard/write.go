@@ -177,23 +177,30 @@ func (s *Store) advance(order []int, got []int, n int) {
 	s.mu.Unlock()
 }
 
-// remember records the shard of each claim, for settles and extends.
-func (s *Store) remember(i int, cs []queue.Claim) {
-	if len(cs) == 0 {
-		return
-	}
+// remember records the shard of each claim, for settles and extends,
+// after a sweep of the claim map at now (a tick shard i accepted).
+func (s *Store) remember(i int, cs []queue.Claim, now clock.Tick) {
 	s.mu.Lock()
+	s.claimed.sweep(now)
 	for _, c := range cs {
-		s.claimed[c.EventID] = i
+		s.claimed.put(c.EventID, i, c.LeaseUntil)
 	}
 	s.mu.Unlock()
 }
 
-// forget drops an event from the claim map once a settle answered for it.
+// forget drops an event from the claim map: this Store is done with its
+// claim.
 func (s *Store) forget(id string) {
 	s.mu.Lock()
-	delete(s.claimed, id)
+	s.claimed.drop(id)
 	s.mu.Unlock()
+}
+
+// itemRefused reports an error of a single Settle or Extend that is the
+// item's own answer (a bad item, an event the shard does not have), not a
+// failure of the call: the claim is answered for.
+func itemRefused(err error) bool {
+	return errors.Is(err, queue.ErrInvalid) || errors.Is(err, queue.ErrNotFound)
 }
 
 // settleClaim is the one claim path: items settled per shard, n claims in
@@ -308,18 +315,39 @@ func (s *Store) call(ctx context.Context, i int, items []queue.SettleItem, now c
 	if err != nil {
 		return nil, nil, err
 	}
-	s.settled(items, rs)
-	s.remember(i, cs)
+	s.settled(items, rs, now)
+	s.remember(i, cs, now)
 	return rs, cs, nil
 }
 
-// settled forgets the events whose settle answered.
-func (s *Store) settled(items []queue.SettleItem, rs []queue.SettleResult) {
-	for k, r := range rs {
-		if r.Err == nil && k < len(items) {
-			s.forget(items[k].EventID)
+// settled forgets every item a settle answered for, whatever the answer:
+// an outcome (Stale and Expired included: the lease was lost) or the
+// item's own error (docs/contract.md §2.4, §7.2: either way the caller is
+// done with that claim). It sweeps the claim map at now first.
+func (s *Store) settled(items []queue.SettleItem, rs []queue.SettleResult, now clock.Tick) {
+	s.mu.Lock()
+	s.claimed.sweep(now)
+	for k := range min(len(items), len(rs)) {
+		s.claimed.drop(items[k].EventID)
+	}
+	s.mu.Unlock()
+}
+
+// extended updates the claim map after an extension in shard i at now: an
+// item extended keeps its entry, with its new lease end; any other answer
+// (Stale or Expired: the lease is lost and the worker stops, docs/
+// contract.md §7.2; or the item's own error) drops it.
+func (s *Store) extended(i int, items []queue.ExtendItem, rs []queue.SettleResult, now clock.Tick) {
+	s.mu.Lock()
+	s.claimed.sweep(now)
+	for k := range min(len(items), len(rs)) {
+		if rs[k].Err == nil && rs[k].Outcome == queue.Extended {
+			s.claimed.put(items[k].EventID, i, rs[k].LeaseUntil)
+		} else {
+			s.claimed.drop(items[k].EventID)
 		}
 	}
+	s.mu.Unlock()
 }
 
 func settleIDs(items []queue.SettleItem) []string {
@@ -373,7 +401,7 @@ func take(room map[string]int, cs []queue.Claim) {
 // operator's path). ok is false when no shard has it.
 func (s *Store) shardOfEvent(ctx context.Context, id string) (int, bool, error) {
 	s.mu.Lock()
-	i, ok := s.claimed[id]
+	i, ok := s.claimed.get(id)
 	s.mu.Unlock()
 	if ok {
 		return i, true, nil
@@ -414,7 +442,9 @@ func (s *Store) group(ctx context.Context, ids []string) ([][]int, []queue.Settl
 	return groups, make([]queue.SettleResult, len(ids)), nil
 }
 
-// Settle settles a claim in the event's shard.
+// Settle settles a claim in the event's shard. Any answer for the item
+// (an outcome, ErrInvalid, ErrNotFound) ends this Store's record of the
+// claim.
 func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r queue.Result, now clock.Tick) (queue.Outcome, error) {
 	i, _, err := s.shardOfEvent(ctx, eventID)
 	if err != nil && !errors.Is(err, queue.ErrInvalid) {
@@ -422,9 +452,15 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 	}
 	o, err := s.shards[i].Settle(ctx, eventID, generation, r, now)
 	if err != nil {
+		if itemRefused(err) {
+			s.forget(eventID)
+		}
 		return o, err
 	}
-	s.forget(eventID)
+	s.mu.Lock()
+	s.claimed.sweep(now)
+	s.claimed.drop(eventID)
+	s.mu.Unlock()
 	return o, nil
 }
 
@@ -434,7 +470,7 @@ func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now c
 	if len(s.shards) == 1 || len(items) == 0 {
 		rs, err := s.shards[0].SettleBatch(ctx, items, now)
 		if err == nil {
-			s.settled(items, rs)
+			s.settled(items, rs, now)
 		}
 		return rs, err
 	}
@@ -452,7 +488,7 @@ func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now c
 		if err != nil {
 			return nil, &ShardError{Shard: i, Err: err, Done: done}
 		}
-		s.settled(sub, rs)
+		s.settled(sub, rs, now)
 		for j, k := range g {
 			results[k] = rs[j]
 		}
@@ -461,19 +497,43 @@ func (s *Store) SettleBatch(ctx context.Context, items []queue.SettleItem, now c
 	return results, nil
 }
 
-// Extend renews a claim's lease in the event's shard.
+// Extend renews a claim's lease in the event's shard. An answer that the
+// lease is lost (Stale, Expired) or the item's own error (ErrInvalid,
+// ErrNotFound) ends this Store's record of the claim. An extended claim's
+// record is left as it was: Extend does not report the new lease end, so
+// the record may go after the old one and a later settle then asks each
+// shard; ExtendBatch reports it, and the record follows it.
 func (s *Store) Extend(ctx context.Context, eventID string, generation int64, now clock.Tick) (queue.Outcome, error) {
 	i, _, err := s.shardOfEvent(ctx, eventID)
 	if err != nil && !errors.Is(err, queue.ErrInvalid) {
 		return "", err
 	}
-	return s.shards[i].Extend(ctx, eventID, generation, now)
+	o, err := s.shards[i].Extend(ctx, eventID, generation, now)
+	if err != nil {
+		if itemRefused(err) {
+			s.forget(eventID)
+		}
+		return o, err
+	}
+	s.mu.Lock()
+	s.claimed.sweep(now)
+	if o != queue.Extended {
+		s.claimed.drop(eventID)
+	}
+	s.mu.Unlock()
+	return o, nil
 }
 
 // ExtendBatch extends items, grouped by shard: one transaction per shard.
+// An item extended keeps this Store's record of its claim, to its new
+// lease end; any other answer ends it, as Extend's does.
 func (s *Store) ExtendBatch(ctx context.Context, items []queue.ExtendItem, now clock.Tick) ([]queue.SettleResult, error) {
 	if len(s.shards) == 1 || len(items) == 0 {
-		return s.shards[0].ExtendBatch(ctx, items, now)
+		rs, err := s.shards[0].ExtendBatch(ctx, items, now)
+		if err == nil {
+			s.extended(0, items, rs, now)
+		}
+		return rs, err
 	}
 	ids := make([]string, len(items))
 	for k, it := range items {
@@ -488,10 +548,12 @@ func (s *Store) ExtendBatch(ctx context.Context, items []queue.ExtendItem, now c
 		if len(g) == 0 {
 			continue
 		}
-		rs, err := s.shards[i].ExtendBatch(ctx, pick(items, g), now)
+		sub := pick(items, g)
+		rs, err := s.shards[i].ExtendBatch(ctx, sub, now)
 		if err != nil {
 			return nil, &ShardError{Shard: i, Err: err, Done: done}
 		}
+		s.extended(i, sub, rs, now)
 		for j, k := range g {
 			results[k] = rs[j]
 		}
