@@ -125,6 +125,9 @@ type shardMode struct {
 	// hold takes the shared hold of a writer (shardlock.go); read-only
 	// opens take none.
 	hold bool
+	// exclusive takes a reshard's hold on a PostgreSQL set before it is
+	// found (a SQLite set's is taken by the caller, before the open).
+	exclusive bool
 	// watch is what the process does when a PostgreSQL hold is lost.
 	watch holdWatch
 }
@@ -262,7 +265,9 @@ func pgShardSchemas(ctx context.Context, pool *pgxpool.Pool, base string) (shard
 // schema.
 //
 // A writer's pool (m.hold) takes the hold shared on every connection it
-// makes (pgGuard): the set is found and opened under the hold.
+// makes (pgGuard), and a reshard's (m.exclusive) takes it exclusive on one
+// before anything else: either way the set is found and opened under the
+// hold.
 func openPGShards(ctx context.Context, raw string, m shardMode) (*shardSet, error) {
 	var guard *pgGuard
 	var configure func(*pgxpool.Config, string)
@@ -286,6 +291,12 @@ func openPGShards(ctx context.Context, raw string, m shardMode) (*shardSet, erro
 	fail := func(err error) (*shardSet, error) {
 		release()
 		return nil, err
+	}
+	if m.exclusive {
+		if hold, err = holdPG(ctx, pool, base, true); err != nil {
+			return fail(err) // errHeld: the caller says who holds it
+		}
+		hold.keep(m.watch, nil)
 	}
 	schemas, plain, err := pgShardSchemas(ctx, pool, base)
 	if errors.Is(err, errHeld) {

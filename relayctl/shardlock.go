@@ -43,7 +43,8 @@ import (
 // session), and a refused connection stops the process. The hold's own
 // connection is checked every holdCheckInterval (pgHold.keep), which also
 // keeps it from idling out: a writer that lost it takes it again or
-// stops.
+// stops; a reshard that lost it stops, and its swap runs in the hold's own
+// session, so it commits only if the lock was held from start to end.
 
 // errHeld says the hold was not free.
 var errHeld = errors.New("held by another process")
