@@ -402,7 +402,7 @@ func (r reshardNames) swapSQLite() (begun bool, err error) {
 // into the old set since the copy (docs/contract.md §7.10).
 func (r reshardNames) swapPG(ctx context.Context, hold *pgHold, n, m int) error {
 	err := hold.with(ctx, func(c *pgx.Conn) error { return r.swapOn(ctx, c, n, m) })
-	if err != nil && errors.Is(err, errHoldLost) {
+	if errors.Is(err, errHoldLost) {
 		return fmt.Errorf("swap the schemas: %w (the queue is unchanged)", err)
 	}
 	return err
