@@ -108,9 +108,19 @@ var errNoSchema = errors.New("does not exist")
 // raises the pool's size when the URL does not set pool_max_conns (the
 // relay holds one connection for LISTEN).
 func pgOpen(ctx context.Context, raw, def, what, flagName string, create bool, minConns int32) (*pgxpool.Pool, string, error) {
+	return pgOpenWith(ctx, raw, def, what, flagName, create, minConns, nil)
+}
+
+// pgOpenWith is pgOpen that lets configure change the pool's
+// configuration, given the schema, before the pool makes a connection.
+func pgOpenWith(ctx context.Context, raw, def, what, flagName string, create bool, minConns int32,
+	configure func(cfg *pgxpool.Config, schema string)) (*pgxpool.Pool, string, error) {
 	cfg, conn, schema, err := pgConfig(raw, def, flagName)
 	if err != nil {
 		return nil, "", err
+	}
+	if configure != nil {
+		configure(cfg, schema)
 	}
 	if !strings.Contains(conn, "pool_max_conns") && cfg.MaxConns < minConns {
 		cfg.MaxConns = minConns

@@ -140,6 +140,7 @@ func cmdRelay(e *env, args []string) (err error) {
 		explicitPolicy = explicitPolicy || c.isSet(name)
 	}
 	log := newLogger(e.stderr, *jsonLogs)
+	e.log = log // a lost hold on a sharded queue is logged here (shardlock.go)
 
 	// The handler: HTTP to --to, or the receiver in this process. Usage
 	// errors first, then the queue must exist (only enqueue creates one: a
@@ -283,6 +284,9 @@ func cmdRelay(e *env, args []string) (err error) {
 		}
 	} else {
 		runErr = rl.Run(ctx)
+	}
+	if errors.Is(context.Cause(e.ctx), errHoldLost) {
+		why = "lost its hold on the sharded queue"
 	}
 	cancel(nil)
 	<-listening

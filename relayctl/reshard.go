@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -60,21 +59,26 @@ func cmdReshard(e *env, args []string) (err error) {
 		return fmt.Errorf("queue %s is a single file, not a sharded queue (a directory of shard files): nothing changed", e.queuePath)
 	}
 
-	// The exclusive hold first (SQLite: before anything is opened), so that
-	// no writer opens the set while it is moved.
-	var hold io.Closer
+	// The exclusive hold first, before the set is found, so that no writer
+	// opens the set while it is moved: SQLite's here, PostgreSQL's on the
+	// set's pool as it opens (shardMode.exclusive), where it is checked
+	// while the reshard runs and the swap commits in its session.
 	heldBy := func() error {
 		return fmt.Errorf("a relay, console or other writer has queue %s open (it holds the queue's lock); stop it first (--force does not override this): nothing changed", shown(e.queuePath))
 	}
 	if !isPostgres(e.queuePath) {
-		if hold, err = holdSQLite(e.abs(e.queuePath), true); errors.Is(err, errHeld) {
+		hold, herr := holdSQLite(e.abs(e.queuePath), true)
+		if errors.Is(herr, errHeld) {
 			return heldBy()
-		} else if err != nil {
-			return err
+		} else if herr != nil {
+			return herr
 		}
 		defer closeWith(hold, &err)
 	}
-	from, err := e.shardedStore(shardMode{})
+	from, err := e.shardedStore(shardMode{exclusive: true})
+	if errors.Is(err, errHeld) {
+		return heldBy()
+	}
 	if errors.Is(err, errNotSharded) {
 		return fmt.Errorf("queue %s is not a sharded queue (%v): nothing changed", shown(e.queuePath), err)
 	}
@@ -87,15 +91,6 @@ func cmdReshard(e *env, args []string) (err error) {
 			closeWith(from, &err)
 		}
 	}()
-	if from.set.pg {
-		if hold, err = holdPG(e.ctx, from.set.pool, from.set.base, true); errors.Is(err, errHeld) {
-			return heldBy()
-		} else if err != nil {
-			return err
-		}
-		// Released with the set's pool (Close below), after the swap.
-		from.set.lock = hold
-	}
 	epoch, n := from.Epoch(), from.Count()
 	now, err := e.tickOf(e.ctx, from, f.now)
 	if err != nil {
@@ -151,7 +146,9 @@ func cmdReshard(e *env, args []string) (err error) {
 		return fmt.Errorf("close the new set %s: %w (the queue is unchanged)", names.next, err)
 	}
 	if from.set.pg {
-		if err := names.swapPG(e.ctx, from.set, n, *to); err != nil {
+		// The hold is released with the set's pool (Close below), after
+		// the swap.
+		if err := names.swapPG(e.ctx, from.set.lock.(*pgHold), n, *to); err != nil {
 			return err
 		}
 		swapped = true
@@ -398,9 +395,22 @@ func (r reshardNames) swapSQLite() (begun bool, err error) {
 }
 
 // swapPG renames the old schemas aside and the new ones into place, in one
-// transaction: every other session sees the old set or the new one.
-func (r reshardNames) swapPG(ctx context.Context, set *shardSet, n, m int) error {
-	tx, err := set.pool.Begin(ctx)
+// transaction: every other session sees the old set or the new one. The
+// transaction runs in the session of hold, the reshard's exclusive hold:
+// it commits only if that session, and so the lock, lasted from before the
+// old set was read until the commit, so that no writer can have written
+// into the old set since the copy (docs/contract.md §7.10).
+func (r reshardNames) swapPG(ctx context.Context, hold *pgHold, n, m int) error {
+	err := hold.with(ctx, func(c *pgx.Conn) error { return r.swapOn(ctx, c, n, m) })
+	if errors.Is(err, errHoldLost) {
+		return fmt.Errorf("swap the schemas: %w (the queue is unchanged)", err)
+	}
+	return err
+}
+
+// swapOn is swapPG's transaction on c.
+func (r reshardNames) swapOn(ctx context.Context, c *pgx.Conn, n, m int) error {
+	tx, err := c.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("swap the schemas: %w (the queue is unchanged)", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -50,6 +51,47 @@ type env struct {
 	// skewSet says --skew was given before the command name: a command's
 	// own --skew starts from it (cmdFlags.DurationVar).
 	skewSet bool
+	// abort ends ctx with a cause: a lost hold on a sharded queue stops
+	// the command (shardlock.go). nil in an env a test made by hand.
+	abort context.CancelCauseFunc
+	// log is the command's logger once it has one (relay, web); a lost
+	// hold is logged there, else as text on stderr.
+	log *slog.Logger
+}
+
+// holdWatch is what a lost hold on a sharded queue does in this run: it
+// ends e.ctx with the cause, and logs.
+func (e *env) holdWatch() holdWatch {
+	log := e.log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(e.stderr, nil))
+	}
+	return holdWatch{lost: e.abort, log: log}
+}
+
+// abortable makes e.ctx end when e.abort is called; the returned function
+// ends it for good when the command is over.
+func (e *env) abortable() func() {
+	ctx, cancel := context.WithCancelCause(e.ctx)
+	e.ctx, e.abort = ctx, cancel
+	return func() { cancel(nil) }
+}
+
+// holdLost puts a lost hold (the cause that ended e.ctx, if it is one)
+// first in err, the command's result: the command stopped because of it,
+// and may have returned nil (a relay or console stops at a cancelled
+// context as at Ctrl-C), what the cancellation cut short, or a failure
+// that only follows from the lost hold (it names it already).
+func (e *env) holdLost(err error) error {
+	cause := context.Cause(e.ctx)
+	switch {
+	case !errors.Is(cause, errHoldLost):
+		return err
+	case err == nil || errors.Is(err, errHoldLost):
+		return cause
+	default:
+		return fmt.Errorf("%w (then: %w)", cause, err)
+	}
 }
 
 // command is one subcommand.
@@ -147,7 +189,9 @@ func (e *env) main(args []string) int {
 				name == "prune" && len(rest) > 1 && rest[1] == "receiver" {
 				label += " " + rest[1] // messages name the whole command
 			}
-			return e.finish(label, c.run(e, rest[1:]))
+			done := e.abortable()
+			defer done()
+			return e.finish(label, e.holdLost(c.run(e, rest[1:])))
 		}
 	}
 	fmt.Fprintf(e.stderr, "relayctl: unknown command %q\n", name)

@@ -125,6 +125,11 @@ type shardMode struct {
 	// hold takes the shared hold of a writer (shardlock.go); read-only
 	// opens take none.
 	hold bool
+	// exclusive takes a reshard's hold on a PostgreSQL set before it is
+	// found (a SQLite set's is taken by the caller, before the open).
+	exclusive bool
+	// watch is what the process does when a PostgreSQL hold is lost.
+	watch holdWatch
 }
 
 // errReshardUnderWay is a writer's refusal of a set being resharded.
@@ -258,44 +263,76 @@ func pgShardSchemas(ctx context.Context, pool *pgxpool.Pool, base string) (shard
 // openPGShards opens the sharded queue of a postgres:// --queue value, or
 // returns errNotSharded when the server has no shard schemas of its base
 // schema.
+//
+// A writer's pool (m.hold) takes the hold shared on every connection it
+// makes (pgGuard), and a reshard's (m.exclusive) takes it exclusive on one
+// before anything else: either way the set is found and opened under the
+// hold.
 func openPGShards(ctx context.Context, raw string, m shardMode) (*shardSet, error) {
-	pool, base, err := pgOpen(ctx, raw, pgqueuestore.DefaultSchema, "queue", "queue", true, m.minConns+m.extraConns)
+	var guard *pgGuard
+	var configure func(*pgxpool.Config, string)
+	if m.hold {
+		configure = func(cfg *pgxpool.Config, base string) {
+			guard = newPGGuard(base, m.watch)
+			guard.install(cfg)
+		}
+	}
+	pool, base, err := pgOpenWith(ctx, raw, pgqueuestore.DefaultSchema, "queue", "queue", true, m.minConns+m.extraConns, configure)
 	if err != nil {
 		return nil, err
 	}
-	schemas, plain, err := pgShardSchemas(ctx, pool, base)
-	if err != nil {
+	var hold *pgHold
+	release := func() {
+		if hold != nil {
+			hold.Close() // always nil
+		}
 		pool.Close()
-		return nil, fmt.Errorf("connect: %w", err)
+	}
+	fail := func(err error) (*shardSet, error) {
+		release()
+		return nil, err
+	}
+	if m.exclusive {
+		if hold, err = holdPG(ctx, pool, base, true); err != nil {
+			return fail(err) // errHeld: the caller says who holds it
+		}
+		hold.keep(m.watch, nil)
+	}
+	schemas, plain, err := pgShardSchemas(ctx, pool, base)
+	if errors.Is(err, errHeld) {
+		return fail(errReshardUnderWay)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("connect: %w", err))
 	}
 	if len(schemas) == 0 {
-		pool.Close()
-		return nil, fmt.Errorf("%w: no schema %s", errNotSharded, shardSchema(base, 0))
+		return fail(fmt.Errorf("%w: no schema %s", errNotSharded, shardSchema(base, 0)))
 	}
 	if plain {
-		pool.Close()
-		return nil, fmt.Errorf("%w: both a plain queue schema %s and shard schemas %s… exist; rename one of them",
-			queue.ErrShardLabel, base, shardSchema(base, 0))
+		return fail(fmt.Errorf("%w: both a plain queue schema %s and shard schemas %s… exist; rename one of them",
+			queue.ErrShardLabel, base, shardSchema(base, 0)))
 	}
 	if extra := int32(len(schemas)) + 1; m.minConns > 0 && m.extraConns < extra && !strings.Contains(raw, "pool_max_conns") {
 		// One connection per shard for its LISTEN and one for the hold,
 		// beyond what the caller asked for: open the pool again, larger.
-		pool.Close()
+		release()
 		m.extraConns = extra
 		return openPGShards(ctx, raw, m)
 	}
-	set := &shardSet{names: schemas, pool: pool, pg: true, base: base}
 	if m.hold {
-		h, err := holdPG(ctx, pool, base, false)
-		if errors.Is(err, errHeld) {
-			pool.Close()
-			return nil, errReshardUnderWay
+		if hold, err = holdPG(ctx, pool, base, false); errors.Is(err, errHeld) {
+			return fail(errReshardUnderWay)
+		} else if err != nil {
+			return fail(err)
 		}
-		if err != nil {
-			pool.Close()
-			return nil, err
+		if err := hold.with(ctx, func(c *pgx.Conn) error { return guard.arm(ctx, c) }); err != nil {
+			return fail(fmt.Errorf("lock: %w", err))
 		}
-		set.lock = h
+		hold.keep(m.watch, guard)
+	}
+	set := &shardSet{names: schemas, pool: pool, pg: true, base: base}
+	if hold != nil {
+		set.lock = hold
 	}
 	for _, sc := range schemas {
 		opts := []pgqueuestore.Option{pgqueuestore.WithSchema(sc)}
@@ -313,6 +350,7 @@ func openPGShards(ctx context.Context, raw string, m shardMode) (*shardSet, erro
 
 // openShards opens the sharded queue of --queue, or returns errNotSharded.
 func (e *env) openShards(m shardMode) (*shardSet, error) {
+	m.watch = e.holdWatch()
 	if isPostgres(e.queuePath) {
 		return openPGShards(e.ctx, e.queuePath, m)
 	}

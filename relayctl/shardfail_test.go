@@ -293,6 +293,36 @@ func TestReshard_SQLite_InterruptedSwap(t *testing.T) {
 	}
 }
 
+// A PostgreSQL reshard that stopped before its swap (killed, say) leaves
+// its new set, schemas BASE_next_sNNN, beside a queue that is whole: the
+// swap is one transaction, so the queue's schemas are never missing as a
+// SQLite queue's directory is between its two renames. Writers go on
+// (nothing to refuse, unlike refuseReshardLeftover's case), and only the
+// next reshard refuses, naming the leftover, until it is dropped.
+func TestReshard_Postgres_LeftoverNewSet(t *testing.T) {
+	q := pgShardedQueue(t)
+	mustPG(t, q, "", "shards", "create", "--count", "2")
+	mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "tenant-a", "--body", `{"delta":1}`)
+	base := baseOf(t, q)
+	url, _, err := pgTarget(q, "", "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPG(t, pgURL(t, url, base+"_next"), "", "shards", "create", "--count", "3") // the leftover
+	mustPG(t, q, "", "enqueue", "--id", "b", "--flow", "tenant-b", "--body", `{"delta":1}`)
+	if st := statusOf(t, q); st.EventsByState.Pending != 2 {
+		t.Errorf("the queue beside a leftover new set: %+v, want 2 pending", st)
+	}
+	before := schemasOf(t, base)
+	code, _, errs := runPG(t, q, "", "reshard", "--to", "3", "--reason", "more tenants")
+	if code != exitFail || !strings.Contains(errs, shardSchema(base+"_next", 0)) || !strings.Contains(errs, "already exist") {
+		t.Errorf("reshard beside a leftover new set: exit %d, want %d naming %s\n%s", code, exitFail, shardSchema(base+"_next", 0), errs)
+	}
+	if after := schemasOf(t, base); !slices.Equal(after, before) {
+		t.Errorf("schemas after the refused reshard: %v, want %v", after, before)
+	}
+}
+
 // Shards create on PostgreSQL that fails part way drops the schemas it
 // made, and only those: a schema that another session made under a name
 // it wanted stays. The other session's uncommitted CREATE SCHEMA makes

@@ -73,6 +73,8 @@ func cmdWeb(e *env, args []string) (err error) {
 		return usagef("--listen %s is not a loopback address: give a token (--token or $%s), so that no page is open to the network", *listen, tokenEnv)
 	}
 	hosts := allowedHosts(*listen, loopback, *allowed, f.isSet("allowed-hosts"))
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	e.log = log // a lost hold on a sharded queue is logged here (shardlock.go)
 	q, realTime, err := e.webQueue()
 	if err != nil {
 		return err
@@ -92,7 +94,6 @@ func cmdWeb(e *env, args []string) (err error) {
 		defer closeWith(rs, &err) // the command's err, not a shadow
 		r = rs
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	h, err := console.New(q, r, console.Options{Token: *token, ProtectReads: !loopback, Secure: *secure, Logger: log, Now: now, RealTime: realTime, AllowedHosts: hosts, Relays: relaysStatus(relays)})
 	if errors.Is(err, console.ErrOptions) {
 		return usagef("--allowed-hosts %q: %v", *allowed, err)
