@@ -47,10 +47,16 @@ func routeDestinations(ctx context.Context, q relayQueue, h relay.Handler, def *
 	return d, nil
 }
 
-// Both stores, as relayctl opens them, have destinations: the relay routes
-// with them (relay.DestinationLister) and the console shows and pauses
-// them (console.Destinations).
+// Both stores and a sharded queue, as relayctl opens them, have
+// destinations: the relay claims with them (relay.DestinationQueue, found
+// at run time, so a method missing here would silently turn its
+// per-destination breakers and slots off) and routes with them
+// (relay.DestinationLister), and the console shows and pauses them
+// (console.Destinations).
 var (
+	_ relay.DestinationQueue  = sqliteQueue{}
+	_ relay.DestinationQueue  = pgQueue{}
+	_ relay.DestinationQueue  = shardedLib{}
 	_ relay.DestinationLister = (*queuestore.Store)(nil)
 	_ relay.DestinationLister = pgQueue{}
 	_ console.Destinations    = (*queuestore.Store)(nil)

@@ -62,7 +62,8 @@ func lockHolders(t *testing.T, base, mode string, granted bool) []int {
 	t.Helper()
 	rows, err := pgtest.Pool(t).Query(context.Background(), `SELECT pid FROM pg_locks
 		WHERE locktype = 'advisory' AND mode = $2 AND granted = $3
-		AND ((classid::bigint << 32) | objid::bigint) = hashtext($1)::bigint ORDER BY pid`, pgLockKey(base), mode, granted)
+		AND objsubid = 2 AND classid = $4::bigint::oid AND objid = (hashtext($1)::bigint & 4294967295)::oid
+		ORDER BY pid`, pgLockKey(base), mode, granted, pgLockClass)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +112,15 @@ func endWriterSessions(t *testing.T, base string) int {
 // grants it; the session ends with t.
 func exclusiveWaiter(t *testing.T, base string) (granted <-chan struct{}) {
 	t.Helper()
+	return exclusiveRequest(t, base, false)
+}
+
+// exclusiveRequest is exclusiveWaiter, which also returns once the
+// request was granted when orGranted is set: a writer that makes new
+// connections (a relay starting) stops as soon as an exclusive request
+// waits, since PostgreSQL refuses new shared try-locks behind it.
+func exclusiveRequest(t *testing.T, base string, orGranted bool) (granted <-chan struct{}) {
+	t.Helper()
 	ctx := context.Background()
 	c, err := pgtest.Pool(t).Acquire(ctx)
 	if err != nil {
@@ -119,7 +129,7 @@ func exclusiveWaiter(t *testing.T, base string) (granted <-chan struct{}) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1)::bigint)`, pgLockKey(base)); err != nil {
+		if _, err := c.Exec(ctx, `SELECT pg_advisory_lock($2::int4, hashtext($1))`, pgLockKey(base), pgLockClass); err != nil {
 			t.Errorf("the exclusive request: %v", err)
 		}
 	}()
@@ -129,6 +139,13 @@ func exclusiveWaiter(t *testing.T, base string) (granted <-chan struct{}) {
 		c.Release()
 	})
 	waitFor(t, time.Minute, "the exclusive request to wait", func() bool {
+		if orGranted {
+			select {
+			case <-done:
+				return true
+			default:
+			}
+		}
 		return len(lockHolders(t, base, "ExclusiveLock", false)) > 0
 	})
 	return done
@@ -299,8 +316,10 @@ func TestPGHold_RelayStopsWhenItsHoldIsLost(t *testing.T) {
 			strings.NewReader(""), stdout, stderr)
 	}()
 	waitFor(t, time.Minute, "the relay to start", func() bool { return strings.Contains(stderr.String(), "msg=relaying") })
-	granted := exclusiveWaiter(t, base)
-	endWriterSessions(t, base)
+	// The relay may stop as soon as the request waits (a connection it
+	// makes meanwhile is refused), or once its sessions are ended here.
+	granted := exclusiveRequest(t, base, true)
+	endSessions(t, lockHolders(t, base, "ShareLock", true))
 	<-granted
 	select {
 	case code := <-done:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,6 +65,10 @@ var errSetChanged = errors.New("the queue's shard schemas are not the ones this 
 // shorter than this ends it). Tests shorten it.
 var holdCheckInterval = 5 * time.Second
 
+// holdPingTimeout is how long a check waits for the hold's connection to
+// answer before it counts the session as ended.
+const holdPingTimeout = time.Minute
+
 // shardLockFile is the lock file of the SQLite sharded queue in dir: one
 // file however the directory is written (orders, orders/, ./orders/.).
 func shardLockFile(dir string) string { return filepath.Clean(dir) + ".lock" }
@@ -75,8 +80,16 @@ func holdSQLite(dir string, exclusive bool) (io.Closer, error) {
 	return flockFile(shardLockFile(dir), exclusive)
 }
 
-// pgLockKey is the advisory lock's key text of a base schema.
+// pgLockKey is the advisory lock's key text of a base schema: its hash
+// is the second key of the lock's two.
 func pgLockKey(base string) string { return "fairrelay shards " + base }
+
+// pgLockClass is the first key of the hold's two-key advisory lock
+// ("frly"). Two-key locks are a key space of their own, apart from the
+// one-bigint keys the stores lock (event IDs, flows, schemas: a 64-bit
+// hash of an event ID chosen by a producer), so no store's lock can ever
+// be the hold's.
+const pgLockClass = 0x66726c79
 
 // holdWatch is what a process does about a lost hold: lost ends its root
 // context with the cause (nil: nothing, as in tests that open a set by
@@ -102,7 +115,8 @@ func pgTryLock(ctx context.Context, pc *pgconn.PgConn, key string, exclusive boo
 	if exclusive {
 		fn = "pg_try_advisory_lock"
 	}
-	res := pc.ExecParams(ctx, `SELECT `+fn+`(hashtext($1::text)::bigint)`, [][]byte{[]byte(key)}, nil, nil, nil).Read()
+	res := pc.ExecParams(ctx, `SELECT `+fn+`($1::int4, hashtext($2::text))`,
+		[][]byte{[]byte(strconv.Itoa(pgLockClass)), []byte(key)}, nil, nil, nil).Read()
 	if res.Err != nil {
 		return fmt.Errorf("lock: %w", res.Err)
 	}
@@ -294,7 +308,9 @@ func (h *pgHold) check(ctx context.Context, w holdWatch, g *pgGuard) (stopped bo
 	}
 	log := w.logger()
 	if h.c != nil {
-		cctx, cancel := context.WithTimeout(ctx, h.every)
+		// A ping whose context ends closes the connection (pgx), and the
+		// lock with it: give a slow server far longer than the interval.
+		cctx, cancel := context.WithTimeout(ctx, holdPingTimeout)
 		err := h.c.Ping(cctx)
 		cancel()
 		if err == nil {
@@ -383,10 +399,12 @@ func (h *pgHold) Close() error {
 	}
 	c := h.c
 	h.c = nil
-	// Releasing the connection to the pool keeps the session; unlock
-	// explicitly first, then destroy the connection so nothing lingers.
-	_, _ = c.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
-	c.Conn().Close(context.Background())
+	// Releasing the connection to the pool would keep the session and its
+	// lock: destroy the connection, which ends both. No statement first:
+	// on a cut network it would wait for TCP to give up.
+	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c.Conn().Close(cctx)
 	c.Release()
 	return nil
 }
