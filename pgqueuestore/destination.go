@@ -163,7 +163,7 @@ func (s *Store) PutDestination(ctx context.Context, d queue.Destination, reason 
 // Destinations lists every registered destination by name, with its
 // secrets and its state: Flows and Backlog read its flows (flows_dest),
 // Inflight counts its unexpired leases at the clock mark. An operator's
-// read (and the relay's, for URLs and secrets), in one read transaction.
+// read, in one read transaction (the relay reads RegisteredDestinations).
 func (s *Store) Destinations(ctx context.Context) ([]queue.DestinationState, error) {
 	if err := s.promoteWaiting(ctx); err != nil {
 		return nil, fmt.Errorf("destinations: %w", err)

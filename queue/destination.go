@@ -159,7 +159,7 @@ type DestinationStore interface {
 	// of that name (URL, secrets, limits; a pause is kept).
 	PutDestination(ctx context.Context, d Destination, reason string, now clock.Tick) error
 	// Destinations lists every registered destination by name, with its
-	// secrets (for the relay) and its state.
+	// secrets and its state: an operator's read.
 	Destinations(ctx context.Context) ([]DestinationState, error)
 	// RegisteredDestinations lists every registered destination by name,
 	// with its settings and secrets and nothing else: the relay's read of

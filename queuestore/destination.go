@@ -480,7 +480,8 @@ func (s *Store) SetFlowDestination(ctx context.Context, flow, dest, reason strin
 }
 
 // Destinations lists every registered destination by name, with its
-// secrets (for the relay) and its state: paused, its flows and their
+// secrets and its state (the relay reads RegisteredDestinations): paused,
+// its flows and their
 // backlog (a range of flows_dest each: an operator's read, not a hot
 // path), and its claims in flight whose lease has not expired at the clock
 // mark.

@@ -6,7 +6,8 @@ import "github.com/fairrelay/fairrelay/clock"
 // extended), so that the claim's settle or extension goes straight to its
 // shard. It is a routing hint only: a Store that finds no entry asks each
 // shard for the event (shardOfEvent), so dropping an entry early costs at
-// most N reads and never changes an answer.
+// most N reads and never changes an answer (of an ID in one shard; an ID
+// reused in another shard, §7.10, is found in the first that has it).
 //
 // An entry goes when its claim is answered for (any per-item answer to a
 // settle, an extension answered stale or expired or with an item error:
@@ -23,9 +24,14 @@ import "github.com/fairrelay/fairrelay/clock"
 // the longest lease plus the gap to the next call: the map holds the
 // claims made or extended in about the last two leases, whatever ran
 // before, at O(1) per call (a sweep drops a map; it walks no entry).
+//
+// A call whose now is below the last sweep's (a clock set back: each
+// shard checks its own mark, so another shard may accept it) drops both
+// generations: their ends no longer bound anything, and they are hints.
 type claimMap struct {
 	cur, old       map[string]int
 	curEnd, oldEnd clock.Tick
+	last           clock.Tick // the now of the last sweep
 }
 
 // put records that id is in shard i, its lease ending at end.
@@ -52,10 +58,16 @@ func (m *claimMap) drop(id string) {
 	delete(m.old, id)
 }
 
-// sweep drops the old generation once every lease in it ended by now, and
-// starts a new one; at most twice (then both are empty).
+// sweep drops the old generation once every lease in it ended by now (or
+// at once when it is empty), and starts a new one; at most twice (then
+// both are empty). A now below the last sweep's drops both.
 func (m *claimMap) sweep(now clock.Tick) {
-	for now >= m.oldEnd && (len(m.old) > 0 || len(m.cur) > 0) {
+	if now < m.last {
+		*m = claimMap{last: now}
+		return
+	}
+	m.last = now
+	for len(m.old)+len(m.cur) > 0 && (now >= m.oldEnd || len(m.old) == 0) {
 		m.old, m.oldEnd = m.cur, m.curEnd
 		m.cur, m.curEnd = nil, 0
 	}

@@ -260,3 +260,27 @@ func (m *claimMap) ids() []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestClaimMapClockSetBack: after a clock set back below the last sweep
+// (each shard checks only its own mark, so another shard accepts the
+// tick), the generations' lease ends bound nothing: the map drops them, and
+// claims made from then on go as usual instead of piling up until the
+// clock passes the old ends again.
+func TestClaimMapClockSetBack(t *testing.T) {
+	var m claimMap
+	for k := range 10 {
+		m.sweep(1000)
+		m.put(fmt.Sprintf("a%d", k), 0, 1005)
+	}
+	m.sweep(500)
+	for now := clock.Tick(500); now < 600; now++ {
+		m.sweep(now)
+		m.put(fmt.Sprintf("b%d", now), 1, now+5)
+	}
+	if n := len(m.cur) + len(m.old); n > 12 {
+		t.Fatalf("after 100 ticks of claims with leases of 5, set back from 1000 to 500, the map holds %d entries, want about two leases' worth", n)
+	}
+	if _, ok := m.get("a0"); ok {
+		t.Fatal("an entry from before the clock was set back is still there")
+	}
+}

@@ -42,10 +42,10 @@ type Options struct {
 // settle and extensions go straight to it, until the claim is answered
 // for (any answer to its settle; an extension that says the lease is
 // lost) or, for a claim never answered for through this Store, at most
-// about two leases after it was made, never before its lease ended: a
-// long-running relay's Store holds about the claims it made or extended
-// in its last two leases (docs/contract.md §7.10). A claim it no longer
-// remembers is looked for in each shard.
+// about two leases after it was made (and at once when the clock is set
+// back): a long-running relay's Store holds about the claims it made or
+// extended in its last two leases (docs/contract.md §7.10). A claim it no
+// longer remembers is looked for in each shard.
 type Store struct {
 	shards []queue.Store
 	epoch  int64

@@ -188,14 +188,6 @@ func (s *Store) remember(i int, cs []queue.Claim, now clock.Tick) {
 	s.mu.Unlock()
 }
 
-// forget drops an event from the claim map: this Store is done with its
-// claim.
-func (s *Store) forget(id string) {
-	s.mu.Lock()
-	s.claimed.drop(id)
-	s.mu.Unlock()
-}
-
 // itemRefused reports an error of a single Settle or Extend that is the
 // item's own answer (a bad item, an event the shard does not have), not a
 // failure of the call: the claim is answered for.
@@ -451,17 +443,27 @@ func (s *Store) Settle(ctx context.Context, eventID string, generation int64, r 
 		return "", err
 	}
 	o, err := s.shards[i].Settle(ctx, eventID, generation, r, now)
-	if err != nil {
-		if itemRefused(err) {
-			s.forget(eventID)
-		}
-		return o, err
+	s.answered(eventID, now, o, err)
+	return o, err
+}
+
+// answered updates the claim map after a single Settle or Extend of id at
+// now answered o or err: a failure of the call keeps the entry (the
+// caller tries again); the item's own refusal, or any outcome but
+// Extended, drops it. An extension keeps the entry as it was (Extend does
+// not report the new lease end).
+func (s *Store) answered(id string, now clock.Tick, o queue.Outcome, err error) {
+	if err != nil && !itemRefused(err) {
+		return
 	}
 	s.mu.Lock()
-	s.claimed.sweep(now)
-	s.claimed.drop(eventID)
-	s.mu.Unlock()
-	return o, nil
+	defer s.mu.Unlock()
+	if err == nil {
+		s.claimed.sweep(now)
+	}
+	if err != nil || o != queue.Extended {
+		s.claimed.drop(id)
+	}
 }
 
 // SettleBatch settles items, grouped by shard: one transaction per shard.
@@ -509,19 +511,8 @@ func (s *Store) Extend(ctx context.Context, eventID string, generation int64, no
 		return "", err
 	}
 	o, err := s.shards[i].Extend(ctx, eventID, generation, now)
-	if err != nil {
-		if itemRefused(err) {
-			s.forget(eventID)
-		}
-		return o, err
-	}
-	s.mu.Lock()
-	s.claimed.sweep(now)
-	if o != queue.Extended {
-		s.claimed.drop(eventID)
-	}
-	s.mu.Unlock()
-	return o, nil
+	s.answered(eventID, now, o, err)
+	return o, err
 }
 
 // ExtendBatch extends items, grouped by shard: one transaction per shard.
