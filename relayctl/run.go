@@ -70,11 +70,15 @@ func (e *env) holdWatch() holdWatch {
 }
 
 // abortable makes e.ctx end when e.abort is called; the returned function
-// ends it for good when the command is over.
+// ends it when the command is over and gives e its context back.
 func (e *env) abortable() func() {
-	ctx, cancel := context.WithCancelCause(e.ctx)
+	parent := e.ctx
+	ctx, cancel := context.WithCancelCause(parent)
 	e.ctx, e.abort = ctx, cancel
-	return func() { cancel(nil) }
+	return func() {
+		cancel(nil)
+		e.ctx, e.abort = parent, nil // an env may run another command
+	}
 }
 
 // holdLost puts a lost hold (the cause that ended e.ctx, if it is one)

@@ -129,6 +129,15 @@ func pgTryLock(ctx context.Context, pc *pgconn.PgConn, key string, exclusive boo
 	return nil
 }
 
+// pgUnlockAll gives back every session lock of pc before it closes,
+// waiting at most a second (on a cut network the session ends with the
+// connection anyway).
+func pgUnlockAll(pc *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = pc.Exec(ctx, `SELECT pg_advisory_unlock_all()`).Close()
+}
+
 // pgSetPrint is the fingerprint of the shard schemas of base as pc sees
 // them: every name BASE_sNNN with the schema's OID. A reshard's swap gives
 // the names to other schemas, which changes it. Read in a statement after
@@ -164,7 +173,19 @@ func newPGGuard(base string, w holdWatch) *pgGuard { return &pgGuard{base: base,
 
 // install makes cfg's connections take the guard's lock: every
 // connection, the pool's and any the stores make from its ConnConfig.
+//
+// A pool connection gives its lock back before it closes (BeforeClose):
+// the server releases a closed session's locks only once its backend has
+// exited, after the client moved on, so without it a reshard started right
+// after the last writer stopped could find the hold still taken.
 func (g *pgGuard) install(cfg *pgxpool.Config) {
+	prevClose := cfg.BeforeClose
+	cfg.BeforeClose = func(c *pgx.Conn) {
+		if prevClose != nil {
+			prevClose(c)
+		}
+		pgUnlockAll(c.PgConn())
+	}
 	prev := cfg.ConnConfig.AfterConnect
 	cfg.ConnConfig.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
 		if prev != nil {
@@ -400,8 +421,9 @@ func (h *pgHold) Close() error {
 	c := h.c
 	h.c = nil
 	// Releasing the connection to the pool would keep the session and its
-	// lock: destroy the connection, which ends both. No statement first:
-	// on a cut network it would wait for TCP to give up.
+	// lock: give the lock back (the server frees a closed session's locks
+	// only once its backend has exited), then destroy the connection.
+	pgUnlockAll(c.Conn().PgConn())
 	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	c.Conn().Close(cctx)
