@@ -346,42 +346,15 @@ func TestReshard_Postgres_SwapOnlyUnderTheHold(t *testing.T) {
 	mustPG(t, q, "", "shards", "create", "--count", "2")
 	mustPG(t, q, "", "enqueue", "--id", "a", "--flow", "tenant-a", "--body", `{"delta":1}`)
 	base := baseOf(t, q)
-	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rolled back below
 	taken := shardSchema(base+"_before_epoch_0", 1)
-	if _, err := tx.Exec(ctx, `CREATE SCHEMA "`+taken+`"`); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		code int
-		errs string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, _, errs := runPG(t, q, "", "reshard", "--to", "3", "--reason", "more tenants")
-		done <- result{code, errs}
-	}()
-	waitFor(t, time.Minute, "the swap to wait for schema "+taken, func() bool {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
-		return err == nil && n > 0
-	})
-	endSessions(t, lockHolders(t, base, "ExclusiveLock", true))
-	mustPG(t, q, "", "enqueue", "--id", "b", "--flow", "tenant-b", "--body", `{"delta":1}`)
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.code == exitOK {
-		t.Errorf("reshard swapped after its hold's session ended:\n%s", r.errs)
-	} else if !strings.Contains(r.errs, "the queue is unchanged") {
-		t.Errorf("reshard: exit %d, want the queue unchanged:\n%s", r.code, r.errs)
+	code, errs := runWhileSchemaHeld(t, q, taken, func() {
+		endSessions(t, lockHolders(t, base, "ExclusiveLock", true))
+		mustPG(t, q, "", "enqueue", "--id", "b", "--flow", "tenant-b", "--body", `{"delta":1}`)
+	}, false, "reshard", "--to", "3", "--reason", "more tenants")
+	if code == exitOK {
+		t.Errorf("reshard swapped after its hold's session ended:\n%s", errs)
+	} else if !strings.Contains(errs, "the queue is unchanged") {
+		t.Errorf("reshard: exit %d, want the queue unchanged:\n%s", code, errs)
 	}
 	if st := statusOf(t, q); st.EventsByState.Pending != 2 {
 		t.Errorf("the queue after the reshard: %+v, want both events pending (b was written after the copy)", st)

@@ -351,13 +351,24 @@ func TestShardsCreate_Postgres_FailurePartWay(t *testing.T) {
 // that name fails. It returns the command's exit code and stderr.
 func runWhileSchemaTaken(t *testing.T, q, taken string, args ...string) (int, string) {
 	t.Helper()
+	return runWhileSchemaHeld(t, q, taken, nil, true, args...)
+}
+
+// runWhileSchemaHeld runs relayctl args on q while another session's
+// uncommitted CREATE SCHEMA holds the name taken; once the command waits
+// for it, meanwhile runs (when set), then the session commits (the
+// command's CREATE or RENAME of that name fails) or, unless commit, rolls
+// back (the name is free again and the command goes on). It returns the
+// command's exit code and stderr.
+func runWhileSchemaHeld(t *testing.T, q, taken string, meanwhile func(), commit bool, args ...string) (int, string) {
+	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit or Rollback, a no-op
 	if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{taken}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +387,14 @@ func runWhileSchemaTaken(t *testing.T, q, taken string, args ...string) (int, st
 			WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, taken).Scan(&n)
 		return err == nil && n > 0
 	})
-	if err := tx.Commit(ctx); err != nil {
+	if meanwhile != nil {
+		meanwhile()
+	}
+	end := tx.Rollback
+	if commit {
+		end = tx.Commit
+	}
+	if err := end(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
