@@ -25,7 +25,7 @@ import (
 // some flows have no head when the next batch comes), and, where the
 // backend has them, pause and resume the same flows (§7.9); events may be
 // scheduled (NotBefore) and name a destination, registered or not. 40
-// seeds, a quarter under the race detector (mage test runs the 40 again
+// seeds, two under the race detector (mage test runs the 40 again
 // without it), or the backend's TwinSeeds.
 func queueEnqueueBatch_TwinOfSuccessiveEnqueues(t *testing.T, bk *QueueBackend) {
 	t.Parallel()
