@@ -1249,8 +1249,8 @@ func (bk *QueueBackend) sequences() int {
 }
 
 // The model clauses below, with n = QueueBackend.Sequences, run n, n/2,
-// n + n/4, 3n/40, n/4 + n/8 and 3n/40 sequences: with SQLite's 2000, 2000,
-// 1000, 2000 + 500, 150, 500 + 250 and 150. Every step may enqueue with a
+// n + n/4, 3n/40, n/4 + n/8 and 3n/40 sequences: with SQLite's 1000, 1000,
+// 500, 1000 + 250, 75, 250 + 125 and 75. Every step may enqueue with a
 // weight (0 keeps, 1001 is refused), set a weight (SetWeight, bad weights,
 // blank reasons and unknown flows too; skipped on a backend that is not a
 // queue.Weighter), claim, settle (now and then permanent, with a

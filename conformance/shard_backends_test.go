@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fairrelay/fairrelay/pgqueuestore"
 	"github.com/fairrelay/fairrelay/pgtest"
 	"github.com/fairrelay/fairrelay/queue"
 	"github.com/fairrelay/fairrelay/shard"
@@ -133,36 +132,4 @@ func shardOf(t *testing.T, b QueueBackend, k int, label func(t testing.TB, loc s
 	b.RaceSequences = max(b.RaceSequences/10, 10)
 	b.TwinSeeds = 4
 	return b
-}
-
-// pgQueue is pgqueuestore as a backend under test (TestQueuePostgres's,
-// without its failing writes).
-func pgQueue() QueueBackend {
-	return QueueBackend{
-		Rotation: true,
-		NewLoc: func(t testing.TB) string {
-			_, schema := pgtest.Schema(t)
-			return schema
-		},
-		Open: func(t testing.TB, loc string, o QueueOptions) (Queue, error) {
-			opts := []pgqueuestore.Option{pgqueuestore.WithSchema(loc)}
-			if o.Policy != nil {
-				opts = append(opts, pgqueuestore.WithPolicy(*o.Policy))
-			}
-			if o.RealTime {
-				opts = append(opts, pgqueuestore.WithRealTime(o.Source, o.Skew))
-			}
-			if o.Hook != nil {
-				opts = append(opts, pgqueuestore.WithHook(o.Hook))
-			}
-			s, err := pgqueuestore.OpenPool(context.Background(), pgtest.Pool(t), opts...)
-			if err != nil {
-				return nil, err
-			}
-			t.Cleanup(func() { s.Close() })
-			return s, nil
-		},
-		SchemaVersion: pgqueuestore.SchemaVersion,
-		Sequences:     200,
-	}
 }
