@@ -74,11 +74,11 @@ func (Fairness) Figure() error {
 
 // Test runs go vet and go test in every module of the workspace, with the race
 // detector where this machine can build it (cgo and a C compiler present;
-// FAIRRELAY_RACE=0 turns it off). Runs go FAIRRELAY_TEST_JOBS at a time
+// FAIRRELAY_RACE=0 turns it off). Its runs go FAIRRELAY_TEST_JOBS at a time
 // (default 3): many tests wait on fsync, PostgreSQL, child processes or a
 // minute's outage, and on a 2-core machine three at once kept both cores busy
-// where two left them idle about a quarter of the time (mage test took 20
-// minutes instead of 23, 2026-12-07). A module's vet and race-built tests are
+// where two left one idle for stretches (mage test took 20 minutes instead of
+// 23, 2026-12-07, docs/decisions/ci-runs.md). A module's vet and race-built tests are
 // one run; each of its full-count model runs (fullCountModels) is a run of its
 // own, so that the longest module's runs do not queue behind each other. Each
 // run's output is printed whole when it ends, with its time, the slowest
