@@ -14,7 +14,9 @@
 // no -wal, -shm or lock file (see its documentation for how, and for the one
 // limit). [ShareSidecars] gives the -wal and -shm files that SQLite made the
 // database file's group and permission bits. [IsFull] recognises a write
-// that failed for want of space.
+// that failed for want of space. [FreePagesSQL] and [IncrementalVacuum] are
+// how a store's Prune gives the pages its deletes freed back to the file
+// system.
 //
 // fairrelay's queuestore and receiverstore use it, so that neither carries a
 // copy and neither imports the other. It imports only modernc.org/sqlite

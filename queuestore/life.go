@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/fairrelay/fairrelay/clock"
+	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/queue"
 )
 
@@ -176,9 +177,6 @@ ORDER BY acked_at, id LIMIT ?2`
 	// at the cut ?1 would delete together: a range of each index.
 	qPrunableEvents = `SELECT count(*) FROM events WHERE state = 'acked' AND acked_at <= ?1`
 	qPrunableAudit  = `SELECT count(*) FROM audit WHERE at <= ?1`
-
-	// qFreePages is the number of pages on the file's free list.
-	qFreePages = `PRAGMA freelist_count`
 )
 
 // cut is the tick at or below which retention r no longer keeps a row at
@@ -231,7 +229,7 @@ func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (PruneResu
 			return nil
 		}
 		var free0 int64
-		if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free0); err != nil {
+		if err := tx.QueryRowContext(ctx, dbfile.FreePagesSQL).Scan(&free0); err != nil {
 			return fmt.Errorf("free pages: %w", err)
 		}
 		res, err := tx.ExecContext(ctx, qPruneAudit, int64(c), limit)
@@ -253,14 +251,12 @@ func (s *Store) Prune(ctx context.Context, now clock.Tick, limit int) (PruneResu
 		r.More = r.Events == int64(limit) || r.Audit == int64(limit)
 		if r.Events+r.Audit > 0 {
 			// Give back what this batch freed, and up to limit pages
-			// more: a free list an older build left grows no longer and
-			// drains batch by batch, while one batch's transaction stays
-			// as short as its deletes.
+			// more (dbfile.IncrementalVacuum).
 			var free1 int64
-			if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free1); err != nil {
+			if err := tx.QueryRowContext(ctx, dbfile.FreePagesSQL).Scan(&free1); err != nil {
 				return fmt.Errorf("free pages: %w", err)
 			}
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", max(free1-free0, 0)+int64(limit))); err != nil {
+			if _, err := tx.ExecContext(ctx, dbfile.IncrementalVacuum(free0, free1, limit)); err != nil {
 				return fmt.Errorf("incremental vacuum: %w", err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fairrelay/fairrelay/dbfile"
 	"github.com/fairrelay/fairrelay/receiver"
 )
 
@@ -31,12 +32,6 @@ const (
 		FROM j WHERE flows.flow = j.f`
 	// qPrunable counts the receipts accepted before ?1 on the index alone.
 	qPrunable = `SELECT count(*) FROM receipts WHERE accepted_at < ?1`
-	// qFreePages reads the file's free page count.
-	qFreePages = `PRAGMA freelist_count`
-	// qIncrementalVacuum gives at most %d of the file's free pages back to
-	// the file system (a file made with auto_vacuum=INCREMENTAL; on an
-	// older file it does nothing).
-	qIncrementalVacuum = `PRAGMA incremental_vacuum(%d)`
 )
 
 // Prune deletes, in one IMMEDIATE transaction, at most limit receipts
@@ -67,10 +62,10 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 	if s.ro != nil {
 		return receiver.PruneResult{}, fmt.Errorf("prune: %w", ErrReadOnly)
 	}
-	var n, freed int64
+	var n, free0, free1 int64
 	err := withTx(ctx, s.db, s.writer, nil, func(tx *sql.Tx) error {
 		var err error
-		n, freed, err = pruneTx(ctx, tx, before.UnixMicro(), limit)
+		n, free0, free1, err = pruneTx(ctx, tx, before.UnixMicro(), limit)
 		return err
 	})
 	if err != nil {
@@ -81,7 +76,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 		s.pruneCommitted()
 	}
 	if n > 0 {
-		if err := s.vacuum(ctx, freed+int64(limit)); err != nil {
+		if err := s.vacuum(ctx, dbfile.IncrementalVacuum(free0, free1, limit)); err != nil {
 			return r, fmt.Errorf("prune: %d receipts were deleted; only giving the free pages back failed: %w", n, err)
 		}
 	}
@@ -90,20 +85,18 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (receive
 
 // pruneTx is Prune's transaction: it reads the batch, deletes it by rowid
 // and raises the touched flows' marks. It returns the receipts deleted and
-// the pages their deletion freed.
-func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, int64, error) {
-	var free0 int64
-	if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free0); err != nil {
-		return 0, 0, fmt.Errorf("free pages: %w", err)
+// the file's free pages before and after their deletion.
+func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (n, free0, free1 int64, err error) {
+	if err := tx.QueryRowContext(ctx, dbfile.FreePagesSQL).Scan(&free0); err != nil {
+		return 0, 0, 0, fmt.Errorf("free pages: %w", err)
 	}
 	rows, err := tx.QueryContext(ctx, qPruneBatch, before, limit)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read receipts: %w", err)
+		return 0, 0, 0, fmt.Errorf("read receipts: %w", err)
 	}
 	defer rows.Close()
 	var (
 		ids  []byte
-		n    int64
 		high = map[string]int64{}
 	)
 	for rows.Next() {
@@ -112,7 +105,7 @@ func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, i
 			flow       string
 		)
 		if err := rows.Scan(&rowid, &flow, &seq); err != nil {
-			return 0, 0, fmt.Errorf("read receipts: %w", err)
+			return 0, 0, 0, fmt.Errorf("read receipts: %w", err)
 		}
 		if n == 0 {
 			ids = append(ids, '[')
@@ -124,17 +117,17 @@ func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, i
 		n++
 	}
 	if err := rows.Err(); err != nil {
-		return 0, 0, fmt.Errorf("read receipts: %w", err)
+		return 0, 0, 0, fmt.Errorf("read receipts: %w", err)
 	}
 	if n == 0 {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	r, err := tx.ExecContext(ctx, qPruneDelete, string(append(ids, ']')))
 	if err != nil {
-		return 0, 0, fmt.Errorf("delete receipts: %w", err)
+		return 0, 0, 0, fmt.Errorf("delete receipts: %w", err)
 	}
 	if k, err := r.RowsAffected(); err != nil || k != n {
-		return 0, 0, fmt.Errorf("delete receipts: %d rows deleted (%v), want %d", k, err, n)
+		return 0, 0, 0, fmt.Errorf("delete receipts: %d rows deleted (%v), want %d", k, err, n)
 	}
 	marks := make([][2]any, 0, len(high))
 	for f, seq := range high {
@@ -142,33 +135,30 @@ func pruneTx(ctx context.Context, tx *sql.Tx, before int64, limit int) (int64, i
 	}
 	list, err := json.Marshal(marks) // strings and integers: cannot fail
 	if err != nil {
-		return 0, 0, fmt.Errorf("raise pruned marks: %w", err)
+		return 0, 0, 0, fmt.Errorf("raise pruned marks: %w", err)
 	}
 	r, err = tx.ExecContext(ctx, qPruneMark, string(list))
 	if err != nil {
-		return 0, 0, fmt.Errorf("raise pruned marks: %w", err)
+		return 0, 0, 0, fmt.Errorf("raise pruned marks: %w", err)
 	}
 	if k, err := r.RowsAffected(); err != nil || k != int64(len(high)) {
-		return 0, 0, fmt.Errorf("raise pruned marks: %d flows changed (%v), want %d", k, err, len(high))
+		return 0, 0, 0, fmt.Errorf("raise pruned marks: %d flows changed (%v), want %d", k, err, len(high))
 	}
-	var free1 int64
-	if err := tx.QueryRowContext(ctx, qFreePages).Scan(&free1); err != nil {
-		return 0, 0, fmt.Errorf("free pages: %w", err)
+	if err := tx.QueryRowContext(ctx, dbfile.FreePagesSQL).Scan(&free1); err != nil {
+		return 0, 0, 0, fmt.Errorf("free pages: %w", err)
 	}
-	return n, max(free1-free0, 0), nil
+	return n, free0, free1, nil
 }
 
-// vacuum gives at most pages free pages back to the file system, in this
+// vacuum runs Prune's dbfile.IncrementalVacuum statement in this
 // process's write turn, outside Prune's transaction (the pragma runs in a
-// transaction of its own). Prune asks for what its batch freed and up to
-// its limit more: a free list an older build left drains batch by batch
-// and never makes one vacuum long.
-func (s *Store) vacuum(ctx context.Context, pages int64) error {
+// transaction of its own).
+func (s *Store) vacuum(ctx context.Context, stmt string) error {
 	if err := s.writer.Lock(ctx); err != nil {
 		return fmt.Errorf("incremental vacuum: %w", err)
 	}
 	defer s.writer.Unlock()
-	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(qIncrementalVacuum, pages)); err != nil {
+	if _, err := s.db.ExecContext(ctx, stmt); err != nil {
 		return fmt.Errorf("incremental vacuum: %w", fullError(s.path, err))
 	}
 	return nil
