@@ -41,6 +41,7 @@ type Error struct {
 	Err    error
 }
 
+// Error gives Detail, then the operating system's cause when there is one.
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return e.Detail + ": " + e.Err.Error()

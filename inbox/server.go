@@ -280,6 +280,9 @@ type reply struct {
 	seq      int64
 }
 
+// ServeHTTP answers one delivery: it checks the request (host, path,
+// method, size, signatures, timestamp and headers), then receives its event
+// and answers with the status and JSON body the package documentation lists.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	if !s.hostAllowed(req) {

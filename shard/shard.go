@@ -193,6 +193,7 @@ type ShardError struct {
 	Done []int
 }
 
+// Error names the shard, the cause and the shards whose parts committed.
 func (e *ShardError) Error() string {
 	if len(e.Done) > 0 {
 		return fmt.Sprintf("shard %d: %v (the parts of shards %v committed)", e.Shard, e.Err, e.Done)
@@ -200,6 +201,7 @@ func (e *ShardError) Error() string {
 	return fmt.Sprintf("shard %d: %v", e.Shard, e.Err)
 }
 
+// Unwrap returns the shard's error, so that errors.Is finds its cause.
 func (e *ShardError) Unwrap() error { return e.Err }
 
 // unsupported is the error of a capability a shard lacks.
