@@ -223,8 +223,8 @@ func browserDestinationPauseAndResume(t *testing.T, b backend) {
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`a[href="/destination?name=billing"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#pause`)),
-		chromedp.SendKeys(chromedp.CSS(`#pause input[name=reason]`), "billing maintenance (OPS-1502)"),
-		chromedp.SendKeys(chromedp.CSS(`#pause input[name=token]`), testToken),
+		typeInto(t, `#pause input[name=reason]`, "billing maintenance (OPS-1502)"),
+		typeInto(t, `#pause input[name=token]`, testToken),
 		chromedp.Click(chromedp.CSS(`#pause button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result`)),
 	); err != nil {
@@ -243,7 +243,7 @@ func browserDestinationPauseAndResume(t *testing.T, b backend) {
 	// reason.
 	open(t, ctx, f.srv.URL, "/destination?name=billing")
 	if err := chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`#pause input[name=reason]`), "maintenance over"),
+		typeInto(t, `#pause input[name=reason]`, "maintenance over"),
 		chromedp.Click(chromedp.CSS(`#pause button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result`)),
 	); err != nil {

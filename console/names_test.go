@@ -221,8 +221,8 @@ func browserOddNamesClickThrough(t *testing.T, b backend) {
 	click("main a", oddReason, "Quarantined 1 matching")
 	click("table.quarantined a", head, "Event "+head)
 	resp, err := chromedp.RunResponse(ctx,
-		chromedp.SendKeys(chromedp.CSS(`#redrive input[name=reason]`), "fixed: a/b #1"),
-		chromedp.SendKeys(chromedp.CSS(`#redrive input[name=token]`), testToken),
+		typeInto(t, `#redrive input[name=reason]`, "fixed: a/b #1"),
+		typeInto(t, `#redrive input[name=token]`, testToken),
 		chromedp.Click(chromedp.CSS(`#redrive button`)),
 	)
 	if err != nil || resp.Status != http.StatusOK {

@@ -113,8 +113,8 @@ func browserPauseAndResume(t *testing.T, b backend) {
 	f := newFixtureOn(t, b, Options{Token: testToken})
 	open(t, ctx, f.srv.URL, "/flow?name="+url.QueryEscape(pauseFlow))
 	if err := chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`#pause input[name=reason]`), "tenant investigating (OPS-2001)"),
-		chromedp.SendKeys(chromedp.CSS(`#pause input[name=token]`), testToken),
+		typeInto(t, `#pause input[name=reason]`, "tenant investigating (OPS-2001)"),
+		typeInto(t, `#pause input[name=token]`, testToken),
 		chromedp.Click(chromedp.CSS(`#pause button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result`)),
 	); err != nil {
@@ -133,7 +133,7 @@ func browserPauseAndResume(t *testing.T, b backend) {
 	// below); the token is remembered for the tab, the resume form shown.
 	open(t, ctx, f.srv.URL, "/flow?name="+url.QueryEscape(pauseFlow))
 	if err := chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`#pause input[name=reason]`), "double charges were upstream"),
+		typeInto(t, `#pause input[name=reason]`, "double charges were upstream"),
 		chromedp.Click(chromedp.CSS(`#pause button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result`)),
 	); err != nil {

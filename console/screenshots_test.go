@@ -89,8 +89,8 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(bctx,
-		chromedp.SendKeys(chromedp.CSS(`#redrive input[name=reason]`), "receiver back up after the network fix (OPS-1190)"),
-		chromedp.SendKeys(chromedp.CSS(`#redrive input[name=token]`), screenshotToken),
+		typeInto(t, `#redrive input[name=reason]`, "receiver back up after the network fix (OPS-1190)"),
+		typeInto(t, `#redrive input[name=token]`, screenshotToken),
 		chromedp.Click(chromedp.CSS(`#redrive button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result`)),
 	); err != nil {
@@ -109,7 +109,7 @@ func TestScreenshots(t *testing.T) {
 			_, err := chromedp.Evaluate[bool](`window.confirm = () => true; true`)(ctx, t)
 			return err
 		}),
-		chromedp.SendKeys(chromedp.CSS(`#redrive-all input[name=reason]`), "receiver MaxDelta raised to 1000 (OPS-1191)"),
+		typeInto(t, `#redrive-all input[name=reason]`, "receiver MaxDelta raised to 1000 (OPS-1191)"),
 		chromedp.Click(chromedp.CSS(`#redrive-all button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#audit-written`)),
 	); err != nil {
@@ -123,7 +123,7 @@ func TestScreenshots(t *testing.T) {
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(base+"/flow?name="+url.QueryEscape("acme/orders")),
 		chromedp.WaitVisible(chromedp.CSS(`#pause`)),
-		chromedp.SendKeys(chromedp.CSS(`#pause input[name=reason]`), "tenant acme investigating double charges (OPS-1203)"),
+		typeInto(t, `#pause input[name=reason]`, "tenant acme investigating double charges (OPS-1203)"),
 		chromedp.Click(chromedp.CSS(`#pause button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result`)),
 	); err != nil {
