@@ -328,11 +328,20 @@ const claimPoll = 2 * time.Millisecond
 // <dir>/start/ once its stores are open, and waits for <dir>/start/go,
 // which the parent creates when all of them are there. It synchronises the
 // start only; nothing in a result depends on it.
+//
+// A child waits startLineWait at most: long, because the others may be
+// slow to open their stores (in a CI run, beside the race-built conformance
+// suite and the soak on the same PostgreSQL server, one claimant of
+// eight-claimants waited more than 20 s), and bounded only so that a child
+// whose parent died does not wait for ever; a parent that gives up cancels
+// its children before that. startWait bounds a claimant's wait for
+// progress once it runs.
 const (
-	startDir  = "start"
-	startGo   = "go"
-	startPoll = time.Millisecond
-	startWait = 20 * time.Second
+	startDir      = "start"
+	startGo       = "go"
+	startPoll     = time.Millisecond
+	startLineWait = 3 * time.Minute
+	startWait     = 20 * time.Second
 )
 
 func waitAtStartLine(ctx context.Context, dir string) error {
@@ -340,13 +349,13 @@ func waitAtStartLine(ctx context.Context, dir string) error {
 	if err := os.WriteFile(filepath.Join(start, fmt.Sprintf("ready-%d", os.Getpid())), nil, 0o644); err != nil {
 		return fmt.Errorf("start line: %w", err)
 	}
-	deadline := time.Now().Add(startWait)
+	deadline := time.Now().Add(startLineWait)
 	for {
 		if _, err := os.Stat(filepath.Join(start, startGo)); err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("start line: no go after %s", startWait)
+			return fmt.Errorf("start line: no go after %s", startLineWait)
 		}
 		select {
 		case <-ctx.Done():
