@@ -181,7 +181,8 @@ type testRun struct {
 }
 
 // slowModules are the modules whose tests take longest, slowest first
-// (measured on CI); Test starts them first so that its runs end together.
+// (measured on CI and on clean clones); Test starts them first so that its
+// runs end together.
 var slowModules = []string{"conformance", "experiment", "soak", "relayctl", "console", "pgqueuestore", "queuestore", "bench", "fairness", "pgreceiverstore", "relay", "shard", "inbox"}
 
 // slowFirst is a module's place in Test's order: its index in slowModules,

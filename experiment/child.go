@@ -278,7 +278,7 @@ func (l *Lab) ExpectExit(name string, got Exit, want int) bool {
 }
 
 // claimUntilDone relays at now until every event is acked or quarantined.
-// It gives up after startWait without any progress. A claimant that met
+// It gives up after progressWait without any progress. A claimant that met
 // the others at the start line in dir ("" when it did not) pairs up at its
 // first claim (see pairUp) before it delivers it.
 func claimUntilDone(ctx context.Context, r *Relay, now clock.Tick, dir string) error {
@@ -309,8 +309,8 @@ func claimUntilDone(ctx context.Context, r *Relay, now clock.Tick, dir string) e
 		if st.Events.Pending+st.Events.Inflight == 0 {
 			return nil
 		}
-		if time.Since(idleSince) > startWait {
-			return fmt.Errorf("claimant: no progress for %s with %d pending and %d in flight", startWait, st.Events.Pending, st.Events.Inflight)
+		if time.Since(idleSince) > progressWait {
+			return fmt.Errorf("claimant: no progress for %s with %d pending and %d in flight", progressWait, st.Events.Pending, st.Events.Inflight)
 		}
 		select {
 		case <-ctx.Done():
@@ -334,15 +334,18 @@ const claimPoll = 2 * time.Millisecond
 // suite and the soak on the same PostgreSQL server, one claimant of
 // eight-claimants waited more than 20 s), and bounded only so that a child
 // whose parent died does not wait for ever; a parent that gives up cancels
-// its children before that. startWait bounds a claimant's wait for
-// progress once it runs.
+// its children before that.
 const (
 	startDir      = "start"
 	startGo       = "go"
 	startPoll     = time.Millisecond
 	startLineWait = 3 * time.Minute
-	startWait     = 20 * time.Second
 )
+
+// progressWait is how long a running claimant waits for a claim of its own
+// while events are still pending or in flight before it gives up
+// (claimUntilDone): a queue that stopped handing out heads.
+const progressWait = 20 * time.Second
 
 func waitAtStartLine(ctx context.Context, dir string) error {
 	start := filepath.Join(dir, startDir)
