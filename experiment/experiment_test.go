@@ -27,6 +27,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// raceWatchdogScale is how many times longer a scenario's watchdog is in
+// a race-built test binary. The watchdog only stops a hang (docs/experiment.md
+// "Watchdog"); the race detector makes the scenarios' own code several
+// times slower, and mage test runs it beside two other test binaries on two
+// cores, where weighted-shares (560 fsync'd commits in one process)
+// outlasted 20 s while it was still committing. No verdict or snapshot
+// depends on the watchdog; experiment:check, which is not race-built, keeps
+// 20 and 30 s.
+const raceWatchdogScale = 3
+
+// runScenario is RunOn with the watchdog of this test binary: the
+// scenario's own, times raceWatchdogScale under the race detector.
+func runScenario(ctx context.Context, b Backend, s Scenario, dir string) Result {
+	limit := s.Watchdog()
+	if raceBuilt {
+		limit *= raceWatchdogScale
+	}
+	return run(ctx, b, s, dir, limit)
+}
+
 // TestScenarios runs every scenario and compares its result with its golden
 // file (docs/contract.md §5: snapshots of both stores after every child exited, checks
 // with verdicts). GOLDIE_UPDATE=1 rewrites the golden files.
@@ -35,7 +55,7 @@ func TestScenarios(t *testing.T) {
 	for _, s := range Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			res := Run(context.Background(), s, t.TempDir())
+			res := runScenario(context.Background(), SQLite(), s, t.TempDir())
 			for _, c := range res.Failed() {
 				t.Errorf("%s: check %q failed: %s", s.Name, c.Name, c.Detail)
 			}

@@ -41,7 +41,7 @@ func TestScenariosPostgres(t *testing.T) {
 	for _, s := range Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			res := RunOn(context.Background(), b, s, t.TempDir())
+			res := runScenario(context.Background(), b, s, t.TempDir())
 			for _, c := range res.Failed() {
 				t.Errorf("%s: check %q failed: %s", s.Name, c.Name, c.Detail)
 			}
@@ -125,7 +125,7 @@ func TestPostgresDropsTheScenarioSchemas(t *testing.T) {
 		lab.ExpectExit("child enqueues", exit, ChildOK)
 		return err
 	}}
-	res := RunOn(ctx, b, s, t.TempDir())
+	res := runScenario(ctx, b, s, t.TempDir())
 	if !res.Passed {
 		t.Fatalf("scenario failed: %+v", res.Failed())
 	}

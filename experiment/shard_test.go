@@ -19,7 +19,7 @@ func TestScenariosOneShard(t *testing.T) {
 	for _, s := range Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			res := RunOn(context.Background(), SQLiteShard1(), s, t.TempDir())
+			res := runScenario(context.Background(), SQLiteShard1(), s, t.TempDir())
 			for _, c := range res.Failed() {
 				t.Errorf("%s: check %q failed: %s", s.Name, c.Name, c.Detail)
 			}

@@ -1,0 +1,6 @@
+//go:build race
+
+package experiment
+
+// raceBuilt reports that this test binary runs under the race detector.
+const raceBuilt = true
