@@ -41,9 +41,9 @@ type destServer struct {
 	badSigns   atomic.Int64
 }
 
-// raise sets max to n if n is more.
-func raise(max *atomic.Int64, n int64) {
-	for m := max.Load(); n > m && !max.CompareAndSwap(m, n); m = max.Load() {
+// raise sets peak to n if n is more.
+func raise(peak *atomic.Int64, n int64) {
+	for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
 	}
 }
 
