@@ -60,18 +60,13 @@ type sendCounter struct {
 }
 
 // newSendCounter is a client for HTTPOptions.Client that counts the
-// requests to servers, and otherwise does what the relay's default client
-// does (no redirects followed).
+// requests to servers (none of which redirects) on a transport of its own.
 func newSendCounter(servers map[string]*destServer) *http.Client {
 	sc := &sendCounter{base: http.DefaultTransport.(*http.Transport).Clone(), byHost: map[string]*destServer{}}
-	sc.base.(*http.Transport).MaxIdleConnsPerHost = relay.DefaultMaxIdleConns
 	for _, s := range servers {
 		sc.byHost[s.srv.Listener.Addr().String()] = s
 	}
-	return &http.Client{
-		Transport:     sc,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return &http.Client{Transport: sc}
 }
 
 // RoundTrip counts r open until its answer's body is closed, or until it
